@@ -1,0 +1,4 @@
+//! `rzfs`: the zfs(8) of rzfs. A thin client of `rzfsd`.
+fn main() {
+    rzfs_cli::client::main_forward("rzfs")
+}

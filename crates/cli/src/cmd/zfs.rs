@@ -1,0 +1,623 @@
+//! `rzfs` subcommands (zfs(8)): list, get, mount, unmount.
+
+use crate::cmd::{abs, clap_error};
+use crate::daemon::{Mount, State};
+use crate::format::Table;
+use crate::proto::Response;
+use clap::{Parser, Subcommand};
+use dsl::{Dataset, DatasetKind, DslPool};
+use pool::Pool;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Parser)]
+#[command(
+    name = "rzfs",
+    about = "configure rzfs datasets",
+    disable_version_flag = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// List datasets.
+    List {
+        #[arg(short = 'H')]
+        scripted: bool,
+        #[arg(short = 'p')]
+        parsable: bool,
+        #[arg(short = 'r')]
+        recursive: bool,
+        #[arg(short = 'd')]
+        depth: Option<usize>,
+        #[arg(short = 't', value_delimiter = ',')]
+        types: Vec<String>,
+        #[arg(short = 'o', value_delimiter = ',')]
+        props: Vec<String>,
+        names: Vec<String>,
+    },
+    /// Show dataset properties.
+    Get {
+        #[arg(short = 'H')]
+        scripted: bool,
+        #[arg(short = 'p')]
+        parsable: bool,
+        #[arg(short = 'r')]
+        recursive: bool,
+        #[arg(short = 'o', value_delimiter = ',')]
+        fields: Vec<String>,
+        #[arg(short = 't', value_delimiter = ',')]
+        types: Vec<String>,
+        /// Comma-separated properties, or "all".
+        props: String,
+        names: Vec<String>,
+    },
+    /// Mount a dataset (read-only over FUSE); with no arguments, list mounts.
+    Mount {
+        dataset: Option<String>,
+        /// Mount point (default: the dataset's mountpoint property).
+        dir: Option<PathBuf>,
+    },
+    /// Unmount a dataset (by name or mount point).
+    #[command(alias = "umount")]
+    Unmount {
+        #[arg(short = 'f')]
+        force: bool,
+        target: String,
+    },
+}
+
+/// Runs one `rzfs` command.
+pub fn run(state: &State, argv: &[String], cwd: &Path) -> Response {
+    let cli = match Cli::try_parse_from(
+        std::iter::once("rzfs".to_string()).chain(argv.iter().cloned()),
+    ) {
+        Ok(c) => c,
+        Err(e) => return clap_error(e),
+    };
+    let r = match cli.cmd {
+        Cmd::List {
+            scripted,
+            parsable,
+            recursive,
+            depth,
+            types,
+            props,
+            names,
+        } => list(state, &names, recursive, depth, &types, &props)
+            .map(|t| render(t, scripted, parsable)),
+        Cmd::Get {
+            scripted,
+            parsable,
+            recursive,
+            fields,
+            types,
+            props,
+            names,
+        } => get(
+            state, &props, &names, recursive, &fields, &types, scripted, parsable,
+        ),
+        Cmd::Mount { dataset: None, .. } => Ok(list_mounts(state)),
+        Cmd::Mount {
+            dataset: Some(ds),
+            dir,
+        } => mount(state, &ds, dir.map(|d| abs(cwd, &d))),
+        Cmd::Unmount { target, .. } => unmount(state, &target, cwd),
+    };
+    r.unwrap_or_else(Response::err)
+}
+
+/// A dataset with the pool it came from.
+struct Entry {
+    pool: Arc<Pool>,
+    ds: Dataset,
+}
+
+fn pool_of(name: &str) -> &str {
+    name.split(['/', '@']).next().unwrap_or(name)
+}
+
+fn wanted_types(types: &[String], default_fs_vol: bool) -> Result<Vec<DatasetKind>, String> {
+    if types.is_empty() {
+        return Ok(if default_fs_vol {
+            vec![DatasetKind::Filesystem, DatasetKind::Volume]
+        } else {
+            vec![
+                DatasetKind::Filesystem,
+                DatasetKind::Volume,
+                DatasetKind::Snapshot,
+            ]
+        });
+    }
+    let mut out = Vec::new();
+    for t in types {
+        match t.as_str() {
+            "filesystem" => out.push(DatasetKind::Filesystem),
+            "volume" => out.push(DatasetKind::Volume),
+            "snapshot" | "snap" => out.push(DatasetKind::Snapshot),
+            "all" => out.extend([
+                DatasetKind::Filesystem,
+                DatasetKind::Volume,
+                DatasetKind::Snapshot,
+            ]),
+            "bookmark" => {}
+            other => return Err(format!("invalid type '{other}'")),
+        }
+    }
+    Ok(out)
+}
+
+fn depth_below(parent: &str, child: &str) -> Option<usize> {
+    if child == parent {
+        return Some(0);
+    }
+    let rest = child.strip_prefix(parent)?;
+    if !(rest.starts_with('/') || rest.starts_with('@')) {
+        return None;
+    }
+    Some(rest.matches(['/', '@']).count())
+}
+
+fn collect(
+    state: &State,
+    names: &[String],
+    recursive: bool,
+    depth: Option<usize>,
+    types: &[DatasetKind],
+) -> Result<Vec<Entry>, String> {
+    let mut out = Vec::new();
+    let pools: Vec<Arc<Pool>> = if names.is_empty() {
+        state.all_pools()
+    } else {
+        let mut v: Vec<Arc<Pool>> = Vec::new();
+        for n in names {
+            let p = state
+                .pool(pool_of(n))
+                .map_err(|_| format!("cannot open '{n}': dataset does not exist"))?;
+            if !v.iter().any(|x| x.name() == p.name()) {
+                v.push(p);
+            }
+        }
+        v
+    };
+    let recursive = recursive || depth.is_some();
+    for p in pools {
+        let all = p
+            .dsl()
+            .list()
+            .map_err(|e| format!("cannot list datasets of '{}': {e}", p.name()))?;
+        for ds in all {
+            let keep = if names.is_empty() {
+                true
+            } else {
+                names.iter().any(|n| match depth_below(n, &ds.name) {
+                    Some(0) => true,
+                    Some(d) => recursive && depth.is_none_or(|m| d <= m),
+                    None => false,
+                })
+            };
+            let explicitly_named = names.contains(&ds.name);
+            if keep && (types.contains(&ds.kind) || explicitly_named) {
+                out.push(Entry {
+                    pool: p.clone(),
+                    ds,
+                });
+            }
+        }
+        for n in names {
+            if pool_of(n) == p.name() && !out.iter().any(|e| e.ds.name == *n) {
+                return Err(format!("cannot open '{n}': dataset does not exist"));
+            }
+        }
+    }
+    Ok(out)
+}
+
+const LIST_DEFAULT: &[&str] = &["name", "used", "avail", "refer", "mountpoint"];
+
+struct Listing {
+    table: Table,
+    rows: Vec<Vec<(String, String)>>,
+}
+
+fn render(l: Listing, scripted: bool, parsable: bool) -> Response {
+    let mut t = l.table;
+    for r in l.rows {
+        t.rows.push(
+            r.into_iter()
+                .map(|(human, exact)| if parsable { exact } else { human })
+                .collect(),
+        );
+    }
+    Response::ok(t.render(scripted))
+}
+
+fn list(
+    state: &State,
+    names: &[String],
+    recursive: bool,
+    depth: Option<usize>,
+    types: &[String],
+    props: &[String],
+) -> Result<Listing, String> {
+    let kinds = wanted_types(types, true)?;
+    let entries = collect(state, names, recursive, depth, &kinds)?;
+    let cols: Vec<String> = if props.is_empty() {
+        LIST_DEFAULT.iter().map(|s| s.to_string()).collect()
+    } else {
+        props.to_vec()
+    };
+    let right: Vec<bool> = cols.iter().map(|c| is_numeric(c)).collect();
+    let hdr: Vec<&str> = cols.iter().map(|c| c.as_str()).collect();
+    let mut rows = Vec::new();
+    for e in &entries {
+        let dsl = e.pool.dsl();
+        let mut row = Vec::new();
+        for c in &cols {
+            let v = prop_value(&e.pool, &dsl, &e.ds, c)?;
+            row.push((v.human, v.exact));
+        }
+        rows.push(row);
+    }
+    Ok(Listing {
+        table: Table::new(&hdr, &right),
+        rows,
+    })
+}
+
+fn is_numeric(p: &str) -> bool {
+    matches!(
+        p,
+        "used"
+            | "avail"
+            | "available"
+            | "refer"
+            | "referenced"
+            | "logicalused"
+            | "logicalreferenced"
+            | "usedbysnapshots"
+            | "usedbydataset"
+            | "usedbychildren"
+            | "written"
+            | "quota"
+            | "reservation"
+            | "volsize"
+            | "recordsize"
+            | "compressratio"
+            | "refcompressratio"
+            | "createtxg"
+            | "guid"
+    )
+}
+
+/// One property value: human form, exact (-p) form, and source.
+pub struct PropVal {
+    pub human: String,
+    pub exact: String,
+    pub source: String,
+}
+
+fn num(n: u64) -> PropVal {
+    PropVal {
+        human: crate::format::nicenum(n),
+        exact: n.to_string(),
+        source: "-".into(),
+    }
+}
+
+fn text(s: impl Into<String>, source: &str) -> PropVal {
+    let s = s.into();
+    PropVal {
+        human: s.clone(),
+        exact: s,
+        source: source.into(),
+    }
+}
+
+fn ratio(uncomp: u64, comp: u64) -> PropVal {
+    let r = if comp == 0 {
+        1.0
+    } else {
+        uncomp as f64 / comp as f64
+    };
+    let r = (r * 100.0).floor() / 100.0;
+    PropVal {
+        human: format!("{r:.2}x"),
+        exact: format!("{r:.2}"),
+        source: "-".into(),
+    }
+}
+
+/// Resolves an inheritable property: local value on the dataset's directory, else the
+/// nearest ancestor's, else the default.
+fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<PropVal, String> {
+    let mut dir = ds.dir.clone();
+    let mut name = ds.name.split('@').next().unwrap_or(&ds.name).to_string();
+    for hop in 0..256 {
+        let props = dsl.local_props(&dir).map_err(|e| e.to_string())?;
+        if let Some((_, v)) = props.iter().find(|(k, _)| k == prop) {
+            let shown = dsl::props::display_value(prop, v);
+            let exact = match v {
+                dsl::props::RawProp::Num(n)
+                    if prop == "recordsize" || prop == "quota" || prop == "reservation" =>
+                {
+                    n.to_string()
+                }
+                _ => shown.clone(),
+            };
+            let human = match v {
+                dsl::props::RawProp::Num(n)
+                    if prop == "recordsize" || prop == "quota" || prop == "reservation" =>
+                {
+                    if *n == 0 {
+                        "none".into()
+                    } else {
+                        crate::format::nicenum(*n)
+                    }
+                }
+                _ => shown,
+            };
+            let source = if hop == 0 && ds.kind != DatasetKind::Snapshot {
+                "local".to_string()
+            } else {
+                format!("inherited from {name}")
+            };
+            return Ok(PropVal {
+                human,
+                exact,
+                source,
+            });
+        }
+        if dir.parent_obj == 0 || !dsl::props::is_inheritable(prop) {
+            break;
+        }
+        dir = dsl.dir_phys(dir.parent_obj).map_err(|e| e.to_string())?;
+        name = match name.rsplit_once('/') {
+            Some((p, _)) => p.to_string(),
+            None => pool.name().to_string(),
+        };
+    }
+    if prop == "mountpoint" {
+        let base = ds.name.split('@').next().unwrap_or(&ds.name);
+        return Ok(text(format!("/{base}"), "default"));
+    }
+    let d = dsl::props::DEFAULTS
+        .iter()
+        .find(|(k, _)| *k == prop)
+        .map(|(_, v)| *v);
+    match d {
+        Some(v) if prop == "recordsize" => Ok(PropVal {
+            human: crate::format::nicenum(v.parse().unwrap_or(0)),
+            exact: v.into(),
+            source: "default".into(),
+        }),
+        Some(_) if prop == "quota" || prop == "reservation" => Ok(PropVal {
+            human: "none".into(),
+            exact: "0".into(),
+            source: "default".into(),
+        }),
+        Some(v) => Ok(text(v, "default")),
+        None => Err(format!("invalid property '{prop}'")),
+    }
+}
+
+/// The value of `prop` for dataset `ds`.
+pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<PropVal, String> {
+    let snap = ds.kind == DatasetKind::Snapshot;
+    let p = &ds.ds;
+    let d = &ds.dir;
+    Ok(match prop {
+        "name" => text(ds.name.clone(), "-"),
+        "type" => text(ds.kind.as_str(), "-"),
+        "creation" => {
+            let mut v = text(ds.ds.creation_time.to_string(), "-");
+            v.human = crate::format::ctime(ds.ds.creation_time);
+            v
+        }
+        "used" => num(if snap { p.unique_bytes } else { d.used_bytes }),
+        "referenced" | "refer" => num(p.referenced_bytes),
+        "available" | "avail" => {
+            if snap {
+                text("-", "-")
+            } else {
+                let sp = pool::status::space(pool).map_err(|e| e.to_string())?;
+                num(sp
+                    .size
+                    .saturating_sub(sp.alloc)
+                    .saturating_sub(sp.size / 32))
+            }
+        }
+        "compressratio" => {
+            if snap {
+                ratio(p.uncompressed_bytes, p.compressed_bytes)
+            } else {
+                ratio(d.uncompressed_bytes, d.compressed_bytes)
+            }
+        }
+        "refcompressratio" => ratio(p.uncompressed_bytes, p.compressed_bytes),
+        "logicalused" => num(if snap {
+            p.uncompressed_bytes
+        } else {
+            d.uncompressed_bytes
+        }),
+        "logicalreferenced" | "lrefer" => num(p.uncompressed_bytes),
+        "guid" => text(p.guid.to_string(), "-"),
+        "createtxg" => text(p.creation_txg.to_string(), "-"),
+        "mountpoint" if snap || ds.kind == DatasetKind::Volume => text("-", "-"),
+        "mounted" if snap => text("-", "-"),
+        "mounted" => text("no", "-"),
+        "origin" => text("-", "-"),
+        _ => inherited(pool, dsl, ds, prop)?,
+    })
+}
+
+const GET_ALL: &[&str] = &[
+    "type",
+    "creation",
+    "used",
+    "available",
+    "referenced",
+    "compressratio",
+    "mounted",
+    "mountpoint",
+    "recordsize",
+    "checksum",
+    "compression",
+    "atime",
+    "readonly",
+    "canmount",
+    "xattr",
+    "copies",
+    "guid",
+    "createtxg",
+    "logicalused",
+    "logicalreferenced",
+    "refcompressratio",
+    "snapdir",
+    "sync",
+];
+
+#[allow(clippy::too_many_arguments)]
+fn get(
+    state: &State,
+    props: &str,
+    names: &[String],
+    recursive: bool,
+    fields: &[String],
+    types: &[String],
+    scripted: bool,
+    parsable: bool,
+) -> Result<Response, String> {
+    let kinds = wanted_types(types, false)?;
+    let entries = collect(state, names, recursive, None, &kinds)?;
+    let plist: Vec<String> = if props == "all" {
+        GET_ALL.iter().map(|s| s.to_string()).collect()
+    } else {
+        props.split(',').map(str::to_string).collect()
+    };
+    let fields: Vec<String> = if fields.is_empty() {
+        ["name", "property", "value", "source"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    } else {
+        fields.to_vec()
+    };
+    let hdr: Vec<&str> = fields.iter().map(|s| s.as_str()).collect();
+    let mut t = Table::new(&hdr, &vec![false; fields.len()]);
+    for e in &entries {
+        let dsl = e.pool.dsl();
+        for p in &plist {
+            let v = prop_value(&e.pool, &dsl, &e.ds, p)?;
+            let value = if parsable {
+                v.exact.clone()
+            } else {
+                v.human.clone()
+            };
+            let row = fields
+                .iter()
+                .map(|f| match f.as_str() {
+                    "name" => Ok(e.ds.name.clone()),
+                    "property" => Ok(p.clone()),
+                    "value" => Ok(value.clone()),
+                    "received" => Ok("-".to_string()),
+                    "source" => Ok(v.source.clone()),
+                    other => Err(format!("invalid field '{other}'")),
+                })
+                .collect::<Result<Vec<_>, String>>()?;
+            t.rows.push(row);
+        }
+    }
+    Ok(Response::ok(t.render(scripted)))
+}
+
+fn list_mounts(state: &State) -> Response {
+    let m = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
+    let mut out = String::new();
+    for x in m.iter() {
+        out.push_str(&format!("{}\t{}\n", x.dataset, x.dir.display()));
+    }
+    Response::ok(out)
+}
+
+fn mount(state: &State, name: &str, dir: Option<PathBuf>) -> Result<Response, String> {
+    let pool = state
+        .pool(pool_of(name))
+        .map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
+    let dsl = pool.dsl();
+    let ds = dsl
+        .find(name)
+        .map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
+    if ds.kind == DatasetKind::Volume {
+        return Err(format!("cannot mount '{name}': not a filesystem"));
+    }
+    let dir = match dir {
+        Some(d) => d,
+        None => {
+            let mp = prop_value(&pool, &dsl, &ds, "mountpoint")?.exact;
+            if mp == "none" || mp == "legacy" || mp == "-" {
+                return Err(format!(
+                    "cannot mount '{name}': no mountpoint set (mountpoint={mp}); give a directory"
+                ));
+            }
+            PathBuf::from(mp)
+        }
+    };
+    if state
+        .mounts
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .any(|m| m.dataset == name || m.dir == dir)
+    {
+        return Err(format!("cannot mount '{name}': filesystem already mounted"));
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| {
+        format!(
+            "cannot mount '{name}': cannot create {}: {e}",
+            dir.display()
+        )
+    })?;
+    let fs =
+        crate::zplopen::open_zpl(&pool, &ds).map_err(|e| format!("cannot mount '{name}': {e}"))?;
+    let session = rzfs_fuse::mount(fs, &dir, name)
+        .map_err(|e| format!("cannot mount '{name}' on {}: {e}", dir.display()))?;
+    state
+        .mounts
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(Mount {
+            dataset: name.to_string(),
+            dir,
+            session,
+        });
+    Ok(Response::ok(String::new()))
+}
+
+fn unmount(state: &State, target: &str, cwd: &Path) -> Result<Response, String> {
+    let tdir = abs(cwd, Path::new(target));
+    let mut m = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(i) = m.iter().position(|x| x.dataset == target || x.dir == tdir) else {
+        return Err(format!("cannot unmount '{target}': not currently mounted"));
+    };
+    let x = m.remove(i);
+    drop(m);
+    x.session.unmount();
+    Ok(Response::ok(String::new()))
+}
+
+/// Unmounts every dataset of a pool (before export).
+pub fn unmount_pool(state: &State, pool: &str) -> Result<(), String> {
+    let mut m = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
+    let (gone, keep): (Vec<Mount>, Vec<Mount>) =
+        m.drain(..).partition(|x| pool_of(&x.dataset) == pool);
+    *m = keep;
+    drop(m);
+    for x in gone {
+        x.session.unmount();
+    }
+    Ok(())
+}

@@ -1,0 +1,312 @@
+//! `rzpool` subcommands (zpool(8)): import, export, status, list.
+
+use crate::cmd::{abs, clap_error};
+use crate::daemon::State;
+use crate::format::{size, Table};
+use crate::proto::Response;
+use clap::{Parser, Subcommand};
+use pool::status::PoolHealth;
+use pool::{ImportOpts, Pool};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+#[derive(Parser)]
+#[command(
+    name = "rzpool",
+    about = "configure rzfs storage pools",
+    disable_version_flag = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// List importable pools, or import one.
+    Import {
+        /// Directories (or files) to search for devices.
+        #[arg(short = 'd', action = clap::ArgAction::Append)]
+        dirs: Vec<PathBuf>,
+        /// Pool properties for the import (readonly=on is required for now).
+        #[arg(short = 'o', action = clap::ArgAction::Append)]
+        props: Vec<String>,
+        /// Import even if the pool looks active elsewhere.
+        #[arg(short = 'f')]
+        force: bool,
+        /// Include destroyed pools.
+        #[arg(short = 'D')]
+        destroyed: bool,
+        /// Import all pools found.
+        #[arg(short = 'a')]
+        all: bool,
+        /// Do not mount datasets.
+        #[arg(short = 'N')]
+        no_mount: bool,
+        /// Pool name or numeric id.
+        pool: Option<String>,
+        /// New name.
+        newname: Option<String>,
+    },
+    /// Export a pool.
+    Export {
+        #[arg(short = 'f')]
+        force: bool,
+        #[arg(required = true)]
+        pools: Vec<String>,
+    },
+    /// Show pool health and devices.
+    Status {
+        #[arg(short = 'v')]
+        verbose: bool,
+        #[arg(short = 'x')]
+        unhealthy_only: bool,
+        #[arg(short = 'p')]
+        parsable: bool,
+        pools: Vec<String>,
+    },
+    /// List pools and their sizes.
+    List {
+        #[arg(short = 'H')]
+        scripted: bool,
+        #[arg(short = 'p')]
+        parsable: bool,
+        #[arg(short = 'o', value_delimiter = ',')]
+        props: Vec<String>,
+        pools: Vec<String>,
+    },
+}
+
+/// Runs one `rzpool` command.
+pub fn run(state: &State, argv: &[String], cwd: &Path) -> Response {
+    let cli = match Cli::try_parse_from(
+        std::iter::once("rzpool".to_string()).chain(argv.iter().cloned()),
+    ) {
+        Ok(c) => c,
+        Err(e) => return clap_error(e),
+    };
+    let r = match cli.cmd {
+        Cmd::Import {
+            dirs,
+            props,
+            destroyed,
+            all,
+            pool,
+            newname,
+            ..
+        } => {
+            let dirs: Vec<PathBuf> = if dirs.is_empty() {
+                vec![PathBuf::from("/dev")]
+            } else {
+                dirs.iter().map(|d| abs(cwd, d)).collect()
+            };
+            import(state, &dirs, &props, destroyed, all, pool, newname)
+        }
+        Cmd::Export { pools, .. } => export(state, &pools),
+        Cmd::Status {
+            verbose,
+            unhealthy_only,
+            parsable,
+            pools,
+        } => status(state, &pools, verbose, unhealthy_only, parsable),
+        Cmd::List {
+            scripted,
+            parsable,
+            props,
+            pools,
+        } => list(state, &pools, scripted, parsable, &props),
+    };
+    r.unwrap_or_else(Response::err)
+}
+
+fn parse_import_opts(props: &[String]) -> Result<ImportOpts, String> {
+    let mut o = ImportOpts::default();
+    let mut readonly = false;
+    for p in props {
+        let (k, v) = p
+            .split_once('=')
+            .ok_or_else(|| format!("invalid property '{p}': expected name=value"))?;
+        match (k, v) {
+            ("readonly", "on") => readonly = true,
+            ("readonly", "off") => readonly = false,
+            ("readonly", _) => {
+                return Err(format!(
+                    "invalid value '{v}' for property 'readonly': use on or off"
+                ))
+            }
+            ("cachefile", _) | ("altroot", _) => {}
+            _ => return Err(format!("property '{k}' cannot be set at import time")),
+        }
+    }
+    if !readonly {
+        return Err("rzfs can only import pools read-only for now: add -o readonly=on".into());
+    }
+    o.readonly = true;
+    if let Ok(v) = std::env::var("RZFS_ARC_MAX") {
+        o.cache_bytes = v
+            .parse()
+            .map_err(|_| format!("RZFS_ARC_MAX={v} is not a byte count"))?;
+    }
+    Ok(o)
+}
+
+fn import(
+    state: &State,
+    dirs: &[PathBuf],
+    props: &[String],
+    destroyed: bool,
+    all: bool,
+    which: Option<String>,
+    newname: Option<String>,
+) -> Result<Response, String> {
+    let cands = pool::discover(dirs, destroyed).map_err(|e| e.to_string())?;
+    if which.is_none() && !all {
+        if cands.is_empty() {
+            return Ok(Response::err("no pools available to import"));
+        }
+        let mut out = String::new();
+        for c in &cands {
+            out.push_str(&pool::status::import_listing(c));
+        }
+        return Ok(Response::ok(out));
+    }
+    let opts = parse_import_opts(props)?;
+    let targets: Vec<&pool::PoolCandidate> = match &which {
+        Some(w) => vec![pool::discover::select(&cands, w).map_err(|e| e.to_string())?],
+        None => cands.iter().collect(),
+    };
+    for c in targets {
+        let name = newname.clone().unwrap_or_else(|| c.name.clone());
+        if state
+            .pools
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&name)
+        {
+            return Err(format!(
+                "cannot import '{name}': a pool with that name is already created/imported"
+            ));
+        }
+        let p = pool::import(c, &opts).map_err(|e| format!("cannot import '{}': {e}", c.name))?;
+        state
+            .pools
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name, Arc::new(p));
+    }
+    Ok(Response::ok(String::new()))
+}
+
+fn export(state: &State, names: &[String]) -> Result<Response, String> {
+    for n in names {
+        state.pool(n)?;
+        crate::cmd::zfs::unmount_pool(state, n)?;
+        state
+            .pools
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(n);
+    }
+    Ok(Response::ok(String::new()))
+}
+
+fn selected(state: &State, names: &[String]) -> Result<Vec<Arc<Pool>>, String> {
+    if names.is_empty() {
+        return Ok(state.all_pools());
+    }
+    names.iter().map(|n| state.pool(n)).collect()
+}
+
+fn status(
+    state: &State,
+    names: &[String],
+    verbose: bool,
+    unhealthy: bool,
+    parsable: bool,
+) -> Result<Response, String> {
+    let pools = selected(state, names)?;
+    if pools.is_empty() {
+        return Ok(Response::ok("no pools available\n".into()));
+    }
+    let mut out = String::new();
+    for p in pools {
+        let st = pool::status::pool_status(&p);
+        if unhealthy && st.health == PoolHealth::Online && st.errors.is_empty() {
+            continue;
+        }
+        out.push_str(&pool::status::render_status(&st, verbose, parsable));
+    }
+    if out.is_empty() {
+        out = "all pools are healthy\n".into();
+    }
+    Ok(Response::ok(out))
+}
+
+const LIST_DEFAULT: &[&str] = &[
+    "name", "size", "alloc", "free", "ckpoint", "expandsz", "frag", "cap", "dedup", "health",
+    "altroot",
+];
+
+fn list(
+    state: &State,
+    names: &[String],
+    scripted: bool,
+    parsable: bool,
+    props: &[String],
+) -> Result<Response, String> {
+    let pools = selected(state, names)?;
+    if pools.is_empty() && names.is_empty() {
+        return Ok(Response::ok("no pools available\n".into()));
+    }
+    let cols: Vec<String> = if props.is_empty() {
+        LIST_DEFAULT.iter().map(|s| s.to_string()).collect()
+    } else {
+        props.to_vec()
+    };
+    let right: Vec<bool> = cols
+        .iter()
+        .map(|c| !matches!(c.as_str(), "name" | "health" | "altroot"))
+        .collect();
+    let hdr: Vec<&str> = cols.iter().map(|s| s.as_str()).collect();
+    let mut t = Table::new(&hdr, &right);
+    for p in pools {
+        let sp = pool::status::space(&p).map_err(|e| e.to_string())?;
+        let health = pool::status::pool_status(&p).health.as_str().to_string();
+        let row = cols
+            .iter()
+            .map(|c| match c.as_str() {
+                "name" => Ok(p.name().to_string()),
+                "size" => Ok(size(sp.size, parsable)),
+                "alloc" | "allocated" => Ok(size(sp.alloc, parsable)),
+                "free" => Ok(size(sp.size.saturating_sub(sp.alloc), parsable)),
+                "ckpoint" | "expandsz" => Ok("-".into()),
+                "frag" => Ok(if parsable { "0".into() } else { "0%".into() }),
+                "cap" | "capacity" => {
+                    let pct = (sp.alloc * 100).checked_div(sp.size).unwrap_or(0);
+                    Ok(if parsable {
+                        pct.to_string()
+                    } else {
+                        format!("{pct}%")
+                    })
+                }
+                "dedup" | "dedupratio" => Ok(if parsable {
+                    "1.00".into()
+                } else {
+                    "1.00x".into()
+                }),
+                "health" => Ok(health.clone()),
+                "altroot" => Ok("-".into()),
+                "guid" => Ok(p.guid().to_string()),
+                "version" => Ok(if p.version() >= 5000 {
+                    "-".into()
+                } else {
+                    p.version().to_string()
+                }),
+                "readonly" => Ok("on".into()),
+                other => Err(format!("bad property list: invalid property '{other}'")),
+            })
+            .collect::<Result<Vec<String>, String>>()?;
+        t.rows.push(row);
+    }
+    Ok(Response::ok(t.render(scripted)))
+}

@@ -1,0 +1,166 @@
+//! Output formatting shared by the commands, matching zpool(8)/zfs(8) so scripts that parse
+//! their output keep working: human sizes (`zfs_nicenum`), tab-separated `-H` output, and
+//! column-aligned tables.
+
+/// Human-readable size as OpenZFS prints it (`zfs_nicenum`): exact multiples print with no
+/// decimals ("128K"); others get the most precision that fits in 5 characters ("1.50M").
+pub fn nicenum(num: u64) -> String {
+    const UNITS: [&str; 7] = ["", "K", "M", "G", "T", "P", "E"];
+    let mut index = 0;
+    let mut n = num;
+    while n >= 1024 && index < UNITS.len() - 1 {
+        n /= 1024;
+        index += 1;
+    }
+    if index == 0 {
+        return num.to_string();
+    }
+    let unit = UNITS[index];
+    let mask = (1u64 << (10 * index)) - 1;
+    if num & mask == 0 {
+        return format!("{n}{unit}");
+    }
+    let val = num as f64 / (1u64 << (10 * index)) as f64;
+    for prec in (0..=2).rev() {
+        let s = format!("{val:.prec$}{unit}");
+        if s.len() <= 5 {
+            return s;
+        }
+    }
+    format!("{val:.0}{unit}")
+}
+
+/// Formats a number column: exact with `-p`, human otherwise.
+pub fn size(num: u64, parsable: bool) -> String {
+    if parsable {
+        num.to_string()
+    } else {
+        nicenum(num)
+    }
+}
+
+/// A table printed like `zfs list`: header row in upper case, columns separated by two
+/// spaces and left-aligned (numbers right-aligned), or with `-H` tab-separated, no header.
+pub struct Table {
+    pub headers: Vec<String>,
+    pub right_align: Vec<bool>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column names (printed upper-cased).
+    pub fn new(headers: &[&str], right_align: &[bool]) -> Table {
+        Table {
+            headers: headers.iter().map(|h| h.to_uppercase()).collect(),
+            right_align: right_align.to_vec(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Renders the table; `scripted` is `-H`.
+    pub fn render(&self, scripted: bool) -> String {
+        let mut out = String::new();
+        if scripted {
+            for r in &self.rows {
+                out.push_str(&r.join("\t"));
+                out.push('\n');
+            }
+            return out;
+        }
+        let ncol = self.headers.len();
+        let mut w = vec![0usize; ncol];
+        for (i, h) in self.headers.iter().enumerate() {
+            w[i] = h.len();
+        }
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate().take(ncol) {
+                w[i] = w[i].max(c.chars().count());
+            }
+        }
+        let line = |cells: &[String], out: &mut String| {
+            let mut parts = Vec::new();
+            for (i, c) in cells.iter().enumerate().take(ncol) {
+                let right = self.right_align.get(i).copied().unwrap_or(false);
+                let last = i + 1 == ncol;
+                let s = if right {
+                    format!("{c:>width$}", width = w[i])
+                } else if last {
+                    c.clone()
+                } else {
+                    format!("{c:<width$}", width = w[i])
+                };
+                parts.push(s);
+            }
+            out.push_str(parts.join("  ").trim_end());
+            out.push('\n');
+        };
+        line(&self.headers, &mut out);
+        for r in &self.rows {
+            line(r, &mut out);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nicenum_matches_openzfs() {
+        assert_eq!(nicenum(0), "0");
+        assert_eq!(nicenum(1023), "1023");
+        assert_eq!(nicenum(1024), "1K");
+        assert_eq!(nicenum(131072), "128K");
+        assert_eq!(nicenum(1536), "1.50K");
+        assert_eq!(nicenum(24 * 1024 + 512), "24.5K");
+        assert_eq!(nicenum(1000 * 1024 * 1024 + 1), "1000M");
+        assert_eq!(nicenum(3 << 30), "3G");
+    }
+
+    #[test]
+    fn scripted_tables_are_tab_separated() {
+        let mut t = Table::new(&["name", "used"], &[false, true]);
+        t.rows.push(vec!["tank".into(), "1.50K".into()]);
+        assert_eq!(t.render(true), "tank\t1.50K\n");
+        assert_eq!(t.render(false), "NAME   USED\ntank  1.50K\n");
+    }
+}
+
+/// A UTC timestamp as zfs prints `creation` ("Sat Nov 21 14:27 2026").
+pub fn ctime(secs: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let days = secs / 86400;
+    let rem = secs % 86400;
+    // Civil-from-days (proleptic Gregorian), after Howard Hinnant's public-domain algorithm.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{} {} {:>2} {:02}:{:02} {}",
+        DAYS[(days % 7) as usize],
+        MONTHS[(m - 1) as usize],
+        d,
+        rem / 3600,
+        rem % 3600 / 60,
+        y
+    )
+}
+
+#[cfg(test)]
+mod time_tests {
+    #[test]
+    fn ctime_formats_like_zfs() {
+        assert_eq!(super::ctime(0), "Thu Jan  1 00:00 1970");
+        assert_eq!(super::ctime(1_795_271_220), "Sat Nov 21 14:27 2026");
+    }
+}

@@ -1,0 +1,335 @@
+//! What `rzdb` does: open an exported pool directly (read-only) and inspect or copy out.
+
+use crate::zplopen;
+use dmu::traverse::{traverse_objset, TraverseOpts};
+use pool::{ImportOpts, Pool};
+use sha2::{Digest, Sha256};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use zpl::{FileType, Zpl};
+
+/// Where to look for devices, and cache bound.
+pub struct Opts {
+    pub dirs: Vec<PathBuf>,
+    pub arc_max: Option<usize>,
+}
+
+type R = Result<String, String>;
+
+/// Opens pool `name` (the part of `target` before '/' or '@').
+pub fn open(opts: &Opts, target: &str) -> Result<Arc<Pool>, String> {
+    let name = target.split(['/', '@']).next().unwrap_or(target);
+    let cands = pool::discover(&opts.dirs, false).map_err(|e| e.to_string())?;
+    let c = pool::discover::select(&cands, name).map_err(|e| e.to_string())?;
+    let mut io = ImportOpts::default();
+    if let Some(m) = opts.arc_max {
+        io.cache_bytes = m;
+    }
+    pool::import(c, &io)
+        .map(Arc::new)
+        .map_err(|e| format!("cannot open '{name}': {e}"))
+}
+
+/// `-l`: the labels of one device.
+pub fn labels(dev: &str) -> R {
+    let d = vdev::FileDevice::open(Path::new(dev), false)
+        .map_err(|e| format!("cannot open {dev}: {e}"))?;
+    let mut out = String::new();
+    for l in 0..4 {
+        let _ = writeln!(
+            out,
+            "------------------------------------\nLABEL {l}\n------------------------------------"
+        );
+        match pool::discover::read_label(&d, l) {
+            Some((_, nv)) => {
+                let _ = writeln!(out, "{nv}");
+            }
+            None => out.push_str("    failed to unpack label\n"),
+        }
+    }
+    Ok(out)
+}
+
+/// `-u`: the uberblock in use.
+pub fn uberblock(opts: &Opts, target: &str) -> R {
+    let p = open(opts, target)?;
+    let ub = &p.uberblock;
+    let bp =
+        ondisk::blkptr::BlkPtr::parse(&ub.rootbp_raw, ub.byte_order).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "Uberblock:\n\tmagic = 0000000000bab10c\n\tversion = {}\n\ttxg = {}\n\tguid_sum = {}\n\ttimestamp = {}\n\trootbp = {bp}\n",
+        ub.version, ub.txg, ub.guid_sum, ub.timestamp
+    ))
+}
+
+/// `-d`: datasets (one line each, zdb style).
+pub fn datasets(opts: &Opts, target: &str, _level: u8) -> R {
+    let p = open(opts, target)?;
+    let dsl = p.dsl();
+    let mut out = String::new();
+    for ds in dsl.list().map_err(|e| e.to_string())? {
+        if !(ds.name == target
+            || ds.name.starts_with(&format!("{target}/"))
+            || ds.name.starts_with(&format!("{target}@"))
+            || !target.contains('/'))
+        {
+            continue;
+        }
+        let objs = dsl
+            .open_objset(&ds)
+            .map(|os| os.object_limit())
+            .unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "Dataset {} [{}], ID {}, cr_txg {}, {} bytes, {} objects",
+            ds.name,
+            match ds.kind {
+                dsl::DatasetKind::Volume => "ZVOL",
+                _ => "ZPL",
+            },
+            ds.ds_obj,
+            ds.ds.creation_txg,
+            ds.ds.referenced_bytes,
+            objs
+        );
+    }
+    Ok(out)
+}
+
+fn open_fs(opts: &Opts, target: &str) -> Result<(Arc<Pool>, Zpl), String> {
+    let p = open(opts, target)?;
+    let ds = p.dsl().find(target).map_err(|e| e.to_string())?;
+    let z = zplopen::open_zpl_only(&p, &ds).map_err(|e| e.to_string())?;
+    Ok((p, z))
+}
+
+/// `-r`: copies one file out.
+pub fn copy_file(opts: &Opts, target: &str, path: &str, dest: &str) -> R {
+    let (_p, z) = open_fs(opts, target)?;
+    let obj = z.resolve(path).map_err(|e| e.to_string())?;
+    let mut f = std::fs::File::create(dest).map_err(|e| format!("cannot create {dest}: {e}"))?;
+    let n = copy_object(&z, obj, &mut f)?;
+    Ok(format!("Copied {path} to {dest} ({n} bytes)\n"))
+}
+
+/// Streams a file's contents in 1 MiB pieces; returns the byte count.
+fn copy_object(z: &Zpl, obj: u64, w: &mut dyn std::io::Write) -> Result<u64, String> {
+    let a = z.getattr(obj).map_err(|e| e.to_string())?;
+    let dn = z.file_dnode(obj).map_err(|e| e.to_string())?;
+    let mut off = 0u64;
+    const CHUNK: usize = 1 << 20;
+    while off < a.size {
+        let d = z
+            .read_with(&dn, a.size, off, CHUNK)
+            .map_err(|e| format!("read error at offset {off}: {e}"))?;
+        if d.is_empty() {
+            break;
+        }
+        w.write_all(&d).map_err(|e| e.to_string())?;
+        off += d.len() as u64;
+    }
+    Ok(off)
+}
+
+/// `-R`: copies a whole dataset out (regular files, directories, symlinks, modes, times).
+/// Unreadable files are reported and skipped, so a damaged pool yields everything readable.
+pub fn copy_tree(opts: &Opts, target: &str, dest: &str) -> R {
+    let (_p, z) = open_fs(opts, target)?;
+    let root = PathBuf::from(dest);
+    std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
+    let mut failures = Vec::new();
+    let mut count = 0u64;
+    z.walk(&mut |path, e| {
+        let dst = root.join(path.trim_start_matches('/'));
+        let r = copy_entry(&z, e.object, &dst);
+        match r {
+            Ok(()) => count += 1,
+            Err(msg) => failures.push(format!("{path}: {msg}")),
+        }
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
+    let mut out = format!("copied {count} entries to {dest}\n");
+    if !failures.is_empty() {
+        for f in &failures {
+            let _ = writeln!(out, "FAILED {f}");
+        }
+        return Err(out);
+    }
+    Ok(out)
+}
+
+fn copy_entry(z: &Zpl, obj: u64, dst: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let a = z.getattr(obj).map_err(|e| e.to_string())?;
+    match a.kind() {
+        FileType::Directory => std::fs::create_dir_all(dst).map_err(|e| e.to_string())?,
+        FileType::Symlink => {
+            let t = z.readlink(obj).map_err(|e| e.to_string())?;
+            let t = std::ffi::OsStr::new(std::str::from_utf8(&t).map_err(|e| e.to_string())?);
+            std::os::unix::fs::symlink(t, dst).map_err(|e| e.to_string())?;
+            return Ok(());
+        }
+        FileType::Regular => {
+            let mut f = std::fs::File::create(dst).map_err(|e| e.to_string())?;
+            copy_object(z, obj, &mut f)?;
+        }
+        _ => return Ok(()),
+    }
+    std::fs::set_permissions(
+        dst,
+        std::fs::Permissions::from_mode((a.mode & 0o7777) as u32),
+    )
+    .map_err(|e| e.to_string())
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// `--manifest`: JSON description of every entry (used by the oracle tests).
+pub fn manifest(opts: &Opts, target: &str) -> R {
+    let (_p, z) = open_fs(opts, target)?;
+    let mut files = Vec::new();
+    z.walk(&mut |path, e| {
+        files.push(entry_json(&z, path, e.object));
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
+    let v = serde_json::json!({ "dataset": target, "files": files });
+    Ok(format!(
+        "{}\n",
+        serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+    ))
+}
+
+fn entry_json(z: &Zpl, path: &str, obj: u64) -> serde_json::Value {
+    let a = match z.getattr(obj) {
+        Ok(a) => a,
+        Err(e) => return serde_json::json!({ "path": path, "error": e.to_string() }),
+    };
+    let t = match a.kind() {
+        FileType::Regular => "f",
+        FileType::Directory => "d",
+        FileType::Symlink => "l",
+        _ => "o",
+    };
+    let mut v = serde_json::json!({
+        "path": path, "type": t, "object": obj, "size": a.size, "mode": a.mode, "uid": a.uid, "gid": a.gid,
+        "links": a.links, "mtime": [a.mtime.0, a.mtime.1], "atime": [a.atime.0, a.atime.1], "ctime": [a.ctime.0, a.ctime.1],
+    });
+    if a.kind() == FileType::Regular {
+        let mut h = Sha256::new();
+        let mut w = HashWriter(&mut h);
+        match copy_object(z, obj, &mut w) {
+            Ok(_) => v["sha256"] = hex(&h.finalize()).into(),
+            Err(e) => v["error"] = e.into(),
+        }
+    }
+    if a.kind() == FileType::Symlink {
+        match z.readlink(obj) {
+            Ok(t) => v["target"] = String::from_utf8_lossy(&t).into_owned().into(),
+            Err(e) => v["error"] = e.to_string().into(),
+        }
+    }
+    if let Ok(names) = z.listxattr(obj) {
+        let mut m = serde_json::Map::new();
+        for n in names {
+            if let Ok(Some(val)) = z.getxattr(obj, &n) {
+                m.insert(String::from_utf8_lossy(&n).into_owned(), hex(&val).into());
+            }
+        }
+        if !m.is_empty() {
+            v["xattrs"] = serde_json::Value::Object(m);
+        }
+    }
+    v
+}
+
+struct HashWriter<'a>(&'a mut Sha256);
+impl std::io::Write for HashWriter<'_> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.update(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Block statistics, in the units `zdb -b` prints.
+#[derive(Default, Debug, Clone, Copy)]
+pub struct BlockStats {
+    pub count: u64,
+    pub lsize: u64,
+    pub psize: u64,
+    pub asize: u64,
+    pub errors: u64,
+    pub embedded: u64,
+    pub gang: u64,
+}
+
+/// Traverses the MOS and every dataset (each block counted once: a dataset's walk skips
+/// blocks born before its previous snapshot), reading every block when `verify`.
+pub fn block_stats(p: &Pool, verify: bool) -> Result<BlockStats, String> {
+    let mut st = BlockStats::default();
+    let errors = std::cell::Cell::new(0u64);
+    let visit_os = |os: &dmu::Objset, min_birth: u64, st: &mut BlockStats| -> Result<(), String> {
+        let opts = TraverseOpts {
+            min_birth,
+            read_data: verify,
+        };
+        let mut v = |x: &dmu::traverse::Visit| {
+            count(st, x.bp);
+            Ok(())
+        };
+        let mut on_err =
+            |_: &ondisk::blkptr::BlkPtr, _: u64, _: &dmu::DmuError| errors.set(errors.get() + 1);
+        traverse_objset(os, opts, &mut v, &mut on_err).map_err(|e| e.to_string())
+    };
+    count(&mut st, &p.mos.bp);
+    visit_os(&p.mos, 0, &mut st)?;
+    let dsl = p.dsl();
+    for ds in dsl.list().map_err(|e| e.to_string())? {
+        let bp = ds.objset_bp().map_err(|e| e.to_string())?;
+        if bp.is_hole() || bp.birth <= ds.ds.prev_snap_txg {
+            continue;
+        }
+        count(&mut st, &bp);
+        let os = dsl.open_objset(&ds).map_err(|e| e.to_string())?;
+        visit_os(&os, ds.ds.prev_snap_txg, &mut st)?;
+    }
+    st.errors = errors.get();
+    Ok(st)
+}
+
+fn count(st: &mut BlockStats, bp: &ondisk::blkptr::BlkPtr) {
+    st.count += 1;
+    st.lsize += bp.lsize();
+    if bp.is_embedded() {
+        st.embedded += 1;
+        return;
+    }
+    st.psize += bp.psize();
+    st.asize += bp.dva.iter().map(|d| d.asize()).sum::<u64>();
+    if bp.is_gang() {
+        st.gang += 1;
+    }
+}
+
+/// `-b`: block statistics.
+pub fn blocks(opts: &Opts, target: &str, verify: bool) -> R {
+    let p = open(opts, target)?;
+    let st = block_stats(&p, verify)?;
+    let out = format!(
+        "bp count: {}\nbp logical: {}\nbp physical: {}\nbp allocated: {}\nembedded: {}\ngang: {}\nerrors: {}\n",
+        st.count, st.lsize, st.psize, st.asize, st.embedded, st.gang, st.errors
+    );
+    if st.errors > 0 {
+        return Err(out);
+    }
+    let _ = std::io::stdout().flush();
+    Ok(out)
+}

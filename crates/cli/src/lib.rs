@@ -1,0 +1,14 @@
+//! # cli — `rzpool`, `rzfs`, `rzfsd` and `rzdb`
+//!
+//! Thin adapters: argument parsing that mirrors zpool(8)/zfs(8), output formatting that
+//! matches theirs (including `-H` and `-p`), the control-socket protocol, and the daemon's
+//! command loop. Pool logic lives in the library crates below.
+#![forbid(unsafe_code)]
+
+pub mod client;
+pub mod cmd;
+pub mod daemon;
+pub mod format;
+pub mod inspect;
+pub mod proto;
+pub mod zplopen;

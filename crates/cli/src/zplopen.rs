@@ -1,0 +1,56 @@
+//! Opening a dataset's ZPL (and its snapshots, for `.zfs/snapshot`).
+
+use dsl::Dataset;
+use pool::Pool;
+use std::sync::Arc;
+use zpl::Zpl;
+
+/// Opens the ZPL of one dataset or snapshot.
+pub fn open_zpl_only(pool: &Pool, ds: &Dataset) -> Result<Zpl, String> {
+    let os = pool.dsl().open_objset(ds).map_err(|e| e.to_string())?;
+    Zpl::open(os).map_err(|e| e.to_string())
+}
+
+/// The snapshots of one head dataset, opened lazily.
+struct PoolSnapshots {
+    pool: Arc<Pool>,
+    head: Dataset,
+    names: Vec<String>,
+}
+
+impl rzfs_fuse::Snapshots for PoolSnapshots {
+    fn list(&self) -> Vec<String> {
+        self.names.clone()
+    }
+    fn open(&self, name: &str) -> Result<Zpl, String> {
+        let ds = self
+            .pool
+            .dsl()
+            .find(&format!("{}@{name}", self.head.name))
+            .map_err(|e| e.to_string())?;
+        open_zpl_only(&self.pool, &ds)
+    }
+}
+
+/// Everything a mount needs: the head's ZPL and its snapshots.
+pub fn open_zpl(pool: &Arc<Pool>, ds: &Dataset) -> Result<rzfs_fuse::MountSource, String> {
+    let head = open_zpl_only(pool, ds)?;
+    let names = if ds.kind == dsl::DatasetKind::Snapshot {
+        Vec::new()
+    } else {
+        pool.dsl()
+            .snapshots(ds)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter_map(|s| s.name.split_once('@').map(|(_, n)| n.to_string()))
+            .collect()
+    };
+    Ok(rzfs_fuse::MountSource {
+        head,
+        snapshots: Box::new(PoolSnapshots {
+            pool: pool.clone(),
+            head: ds.clone(),
+            names,
+        }),
+    })
+}

@@ -1,0 +1,252 @@
+//! # dsl — datasets, their directory tree, snapshots and properties (read side)
+//!
+//! The MOS holds a tree of DSL directories rooted at the object named `root_dataset` in the
+//! object directory. Each directory (bonus `dsl_dir_phys_t`) has a head dataset (bonus
+//! `dsl_dataset_phys_t`, whose block pointer is the root of the dataset's objset), a ZAP of
+//! child directories, and a ZAP of properties. A head dataset's snapshots are named in its
+//! `snapnames` ZAP; snapshots chain through `prev_snap_obj`. Directories whose names begin
+//! with `$` (`$MOS`, `$FREE`, `$ORIGIN`) are internal and never listed.
+//! Facts from OpenZFS `include/sys/dsl_dir.h`, `dsl_dataset.h`, `module/zfs/dsl_*.c`.
+//!
+//! Invariant: walking is bounded — names are at most 256 components deep
+//! (`ZFS_MAX_DATASET_NAME_LEN`), so recursion depth is bounded even on a corrupt (cyclic)
+//! directory tree.
+#![forbid(unsafe_code)]
+
+pub mod props;
+
+use dmu::Objset;
+use ondisk::blkptr::BlkPtr;
+use ondisk::dsl::{DslDatasetPhys, DslDirPhys};
+
+/// Errors of the DSL.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum DslError {
+    #[error(transparent)]
+    Dmu(#[from] dmu::DmuError),
+    #[error(transparent)]
+    Zap(#[from] zap::ZapError),
+    #[error("corrupt {what}: {detail}")]
+    Corrupt { what: &'static str, detail: String },
+    #[error("dataset does not exist: {0}")]
+    NoSuchDataset(String),
+}
+
+impl From<ondisk::Error> for DslError {
+    fn from(e: ondisk::Error) -> Self {
+        DslError::Corrupt {
+            what: "DSL record",
+            detail: e.to_string(),
+        }
+    }
+}
+
+/// Result alias.
+pub type Result<T> = std::result::Result<T, DslError>;
+
+/// Bound on the depth of the dataset tree (a dataset name has at most 256 bytes, so at most
+/// 128 components).
+const MAX_DEPTH: usize = 128;
+
+/// What a dataset is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DatasetKind {
+    Filesystem,
+    Volume,
+    Snapshot,
+}
+
+impl DatasetKind {
+    /// As `zfs list -o type` prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DatasetKind::Filesystem => "filesystem",
+            DatasetKind::Volume => "volume",
+            DatasetKind::Snapshot => "snapshot",
+        }
+    }
+}
+
+/// One dataset (head or snapshot) with its records.
+#[derive(Clone, Debug)]
+pub struct Dataset {
+    pub name: String,
+    pub kind: DatasetKind,
+    pub dir_obj: u64,
+    pub ds_obj: u64,
+    pub dir: DslDirPhys,
+    pub ds: DslDatasetPhys,
+    /// Byte order of the MOS records (and so of `ds.bp`).
+    pub order: ondisk::ByteOrder,
+}
+
+impl Dataset {
+    /// Root block pointer of the dataset's objset.
+    pub fn objset_bp(&self) -> Result<BlkPtr> {
+        Ok(BlkPtr::parse(&self.ds.bp, self.order)?)
+    }
+}
+
+/// The DSL view of one pool.
+pub struct DslPool {
+    mos: Objset,
+    name: String,
+}
+
+impl DslPool {
+    /// Wraps an open MOS.
+    pub fn new(mos: Objset, name: String) -> DslPool {
+        DslPool { mos, name }
+    }
+
+    /// The MOS.
+    pub fn mos(&self) -> &Objset {
+        &self.mos
+    }
+
+    fn dir(&self, obj: u64) -> Result<DslDirPhys> {
+        let dn = self.mos.dnode(obj)?;
+        Ok(DslDirPhys::parse(&dn.bonus, self.order(&dn))?)
+    }
+
+    fn dataset(&self, obj: u64) -> Result<DslDatasetPhys> {
+        let dn = self.mos.dnode(obj)?;
+        Ok(DslDatasetPhys::parse(&dn.bonus, self.order(&dn))?)
+    }
+
+    /// Bonus buffers are in the byte order of the dnode block that holds them.
+    fn order(&self, _dn: &dmu::Dnode) -> ondisk::ByteOrder {
+        self.mos.dnode_byte_order()
+    }
+
+    /// Object number of the root DSL directory.
+    pub fn root_dir_obj(&self) -> Result<u64> {
+        zap::lookup_u64(&self.mos, 1, "root_dataset")?.ok_or_else(|| DslError::Corrupt {
+            what: "MOS directory",
+            detail: "no root_dataset".into(),
+        })
+    }
+
+    /// Every dataset, depth first in name order, each head followed by its snapshots (oldest
+    /// first) — the order `zfs list -t all` uses.
+    pub fn list(&self) -> Result<Vec<Dataset>> {
+        let mut out = Vec::new();
+        let root = self.root_dir_obj()?;
+        self.walk(root, self.name.clone(), 0, &mut out)?;
+        Ok(out)
+    }
+
+    fn walk(&self, dir_obj: u64, name: String, depth: usize, out: &mut Vec<Dataset>) -> Result<()> {
+        if depth > MAX_DEPTH {
+            return Err(DslError::Corrupt {
+                what: "DSL directory tree",
+                detail: "too deep (cycle?)".into(),
+            });
+        }
+        let dir = self.dir(dir_obj)?;
+        if dir.head_dataset_obj != 0 {
+            let head = self.head(dir_obj, &dir, &name)?;
+            let snaps = self.snapshots(&head)?;
+            out.push(head);
+            out.extend(snaps);
+        }
+        if dir.child_dir_zapobj != 0 {
+            let mut kids = zap::list(&self.mos, dir.child_dir_zapobj)?;
+            kids.sort_by_key(|a| a.name_string());
+            for k in kids {
+                let n = k.name_string();
+                if n.starts_with('$') {
+                    continue;
+                }
+                let obj = k.first_u64().ok_or_else(|| DslError::Corrupt {
+                    what: "child directory ZAP",
+                    detail: format!("entry {n} has no object number"),
+                })?;
+                self.walk(obj, format!("{name}/{n}"), depth + 1, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn head(&self, dir_obj: u64, dir: &DslDirPhys, name: &str) -> Result<Dataset> {
+        let ds = self.dataset(dir.head_dataset_obj)?;
+        let kind = self.kind_of(&ds)?;
+        Ok(Dataset {
+            name: name.to_string(),
+            kind,
+            dir_obj,
+            ds_obj: dir.head_dataset_obj,
+            dir: dir.clone(),
+            ds,
+            order: self.mos.dnode_byte_order(),
+        })
+    }
+
+    fn kind_of(&self, ds: &DslDatasetPhys) -> Result<DatasetKind> {
+        let bp = BlkPtr::parse(&ds.bp, self.mos.dnode_byte_order())?;
+        if bp.is_hole() {
+            return Ok(DatasetKind::Filesystem);
+        }
+        let os = Objset::open(self.mos.reader(), &bp)?;
+        Ok(if os.os_type() == ondisk::objset::DMU_OST_ZVOL {
+            DatasetKind::Volume
+        } else {
+            DatasetKind::Filesystem
+        })
+    }
+
+    /// Snapshots of a head dataset, oldest first.
+    pub fn snapshots(&self, head: &Dataset) -> Result<Vec<Dataset>> {
+        if head.ds.snapnames_zapobj == 0 {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for e in zap::list(&self.mos, head.ds.snapnames_zapobj)? {
+            let obj = e.first_u64().ok_or_else(|| DslError::Corrupt {
+                what: "snapshot names ZAP",
+                detail: format!("entry {} has no object number", e.name_string()),
+            })?;
+            let ds = self.dataset(obj)?;
+            out.push(Dataset {
+                name: format!("{}@{}", head.name, e.name_string()),
+                kind: DatasetKind::Snapshot,
+                dir_obj: head.dir_obj,
+                ds_obj: obj,
+                dir: head.dir.clone(),
+                ds,
+                order: self.mos.dnode_byte_order(),
+            });
+        }
+        out.sort_by_key(|d| d.ds.creation_txg);
+        Ok(out)
+    }
+
+    /// Finds a dataset or snapshot by full name.
+    pub fn find(&self, name: &str) -> Result<Dataset> {
+        self.list()?
+            .into_iter()
+            .find(|d| d.name == name)
+            .ok_or_else(|| DslError::NoSuchDataset(name.to_string()))
+    }
+
+    /// Opens the objset of a dataset.
+    pub fn open_objset(&self, ds: &Dataset) -> Result<Objset> {
+        let bp = ds.objset_bp()?;
+        Ok(Objset::open(self.mos.reader(), &bp)?)
+    }
+
+    /// Explicitly set properties of a directory (name → value), from its props ZAP.
+    pub fn local_props(&self, dir: &DslDirPhys) -> Result<Vec<(String, props::RawProp)>> {
+        props::read_props_zap(&self.mos, dir.props_zapobj)
+    }
+
+    /// Parent directory object of a directory (0 at the root).
+    pub fn parent_of(&self, dir: &DslDirPhys) -> u64 {
+        dir.parent_obj
+    }
+
+    /// Reads a directory record by object number.
+    pub fn dir_phys(&self, obj: u64) -> Result<DslDirPhys> {
+        self.dir(obj)
+    }
+}

@@ -1,0 +1,423 @@
+//! # fuse — serves a ZPL dataset over FUSE (read-only for now)
+//!
+//! A thin adapter from `fuser::Filesystem` to `zpl::Zpl`. Inode numbers:
+//! - the dataset's own objects keep their object numbers, except that the ZPL root object
+//!   is FUSE inode 1 (object 1 is the master node, never a file, so the swap is safe);
+//! - `.zfs` and `.zfs/snapshot` are virtual directories with inodes in the reserved range
+//!   `0xFFFF << 48`;
+//! - objects of snapshot *i* (1-based, in the order the `Snapshots` source lists them) are
+//!   `(i << 48) | object` (object numbers are below 2^48: `DN_MAX_OBJECT_SHIFT`).
+//!
+//! Errors map to errno at this edge only: a block no copy of which verifies becomes EIO.
+#![forbid(unsafe_code)]
+
+use fuser::{
+    FileAttr, FileType as FType, Filesystem, MountOption, ReplyAttr, ReplyData, ReplyDirectory,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, UNIX_EPOCH};
+use zpl::{Attrs, FileType, Zpl};
+
+/// How long the kernel may cache attributes and entries: the mount is read-only and a
+/// snapshot of a txg, so nothing changes underneath it.
+const TTL: Duration = Duration::from_secs(60);
+const OBJ_BITS: u32 = 48;
+const OBJ_MASK: u64 = (1 << OBJ_BITS) - 1;
+const CTL_DIR: u64 = (0xFFFF << OBJ_BITS) | 1;
+const SNAP_DIR: u64 = (0xFFFF << OBJ_BITS) | 2;
+
+/// The snapshots of the mounted dataset, opened on demand for `.zfs/snapshot/NAME`.
+pub trait Snapshots: Send + Sync {
+    /// Snapshot short names (after the `@`), oldest first.
+    fn list(&self) -> Vec<String>;
+    /// Opens one snapshot's ZPL.
+    fn open(&self, name: &str) -> Result<Zpl, String>;
+}
+
+/// What to mount: the dataset and its snapshots.
+pub struct MountSource {
+    pub head: Zpl,
+    pub snapshots: Box<dyn Snapshots>,
+}
+
+/// A live mount; `unmount` (or drop) detaches it.
+pub struct MountHandle {
+    session: Option<fuser::BackgroundSession>,
+}
+
+impl MountHandle {
+    /// Unmounts and waits for the serving thread.
+    pub fn unmount(mut self) {
+        if let Some(s) = self.session.take() {
+            drop(s);
+        }
+    }
+}
+
+/// Mounts `src` read-only on `dir`, served by a background thread.
+pub fn mount(src: MountSource, dir: &Path, fsname: &str) -> std::io::Result<MountHandle> {
+    let names = src.snapshots.list();
+    let fs = ZfsFuse {
+        head: src.head,
+        snap_source: src.snapshots,
+        snaps: Mutex::new(names.into_iter().map(|n| (n, None)).collect()),
+    };
+    let opts = [
+        MountOption::RO,
+        MountOption::FSName(fsname.to_string()),
+        MountOption::Subtype("rzfs".into()),
+        MountOption::DefaultPermissions,
+        MountOption::AllowOther,
+    ];
+    // allow_other lets users other than the daemon's read the mount; only root may ask
+    // for it without `user_allow_other` in /etc/fuse.conf.
+    let n = if is_root() {
+        opts.len()
+    } else {
+        opts.len() - 1
+    };
+    let session = fuser::spawn_mount2(fs, dir, &opts[..n])?;
+    Ok(MountHandle {
+        session: Some(session),
+    })
+}
+
+type SnapSlot = (String, Option<Zpl>);
+
+struct ZfsFuse {
+    head: Zpl,
+    snap_source: Box<dyn Snapshots>,
+    snaps: Mutex<Vec<SnapSlot>>,
+}
+
+impl ZfsFuse {
+    /// (snapshot index, ZPL) for an inode; index 0 is the head dataset.
+    fn zpl_of(&self, ino: u64) -> Option<(u64, Zpl)> {
+        let idx = ino >> OBJ_BITS;
+        if idx == 0 {
+            return Some((0, self.head.clone()));
+        }
+        let mut snaps = self.snaps.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = snaps.get_mut(idx as usize - 1)?;
+        if slot.1.is_none() {
+            slot.1 = self.snap_source.open(&slot.0).ok();
+        }
+        slot.1.clone().map(|z| (idx, z))
+    }
+
+    fn obj_of(z: &Zpl, ino: u64) -> u64 {
+        let o = ino & OBJ_MASK;
+        if o == 1 {
+            z.root
+        } else {
+            o
+        }
+    }
+
+    fn ino_of(z: &Zpl, idx: u64, obj: u64) -> u64 {
+        let o = if obj == z.root { 1 } else { obj };
+        (idx << OBJ_BITS) | o
+    }
+
+    fn attr(&self, ino: u64) -> Result<FileAttr, i32> {
+        if ino == CTL_DIR || ino == SNAP_DIR {
+            return Ok(virtual_dir(ino));
+        }
+        let (idx, z) = self.zpl_of(ino).ok_or(libc::ENOENT)?;
+        let a = z.getattr(Self::obj_of(&z, ino)).map_err(|e| e.errno())?;
+        Ok(to_fuse_attr(ino, &a)).map(|mut fa| {
+            if idx > 0 {
+                fa.perm &= !0o222;
+            }
+            fa
+        })
+    }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn virtual_dir(ino: u64) -> FileAttr {
+    FileAttr {
+        ino,
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: FType::Directory,
+        perm: 0o555,
+        nlink: 2,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 512,
+        flags: 0,
+    }
+}
+
+fn ftype(t: FileType) -> FType {
+    match t {
+        FileType::Regular => FType::RegularFile,
+        FileType::Directory => FType::Directory,
+        FileType::Symlink => FType::Symlink,
+        FileType::CharDevice => FType::CharDevice,
+        FileType::BlockDevice => FType::BlockDevice,
+        FileType::Fifo => FType::NamedPipe,
+        FileType::Socket => FType::Socket,
+    }
+}
+
+fn ts((s, ns): (u64, u64)) -> std::time::SystemTime {
+    UNIX_EPOCH + Duration::new(s, ns.min(999_999_999) as u32)
+}
+
+fn to_fuse_attr(ino: u64, a: &Attrs) -> FileAttr {
+    FileAttr {
+        ino,
+        size: a.size,
+        blocks: a.used_bytes.div_ceil(512),
+        atime: ts(a.atime),
+        mtime: ts(a.mtime),
+        ctime: ts(a.ctime),
+        crtime: ts(a.crtime),
+        kind: ftype(a.kind()),
+        perm: (a.mode & 0o7777) as u16,
+        nlink: a.links as u32,
+        uid: a.uid as u32,
+        gid: a.gid as u32,
+        rdev: a.rdev as u32,
+        blksize: a.blksize.max(512) as u32,
+        flags: 0,
+    }
+}
+
+fn dtype_to_ftype(d: u8) -> FType {
+    match d {
+        4 => FType::Directory,
+        10 => FType::Symlink,
+        2 => FType::CharDevice,
+        6 => FType::BlockDevice,
+        1 => FType::NamedPipe,
+        12 => FType::Socket,
+        _ => FType::RegularFile,
+    }
+}
+
+impl Filesystem for ZfsFuse {
+    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        let name = name.as_bytes();
+        if parent == 1 && name == b".zfs" {
+            return reply.entry(&TTL, &virtual_dir(CTL_DIR), 0);
+        }
+        if parent == CTL_DIR {
+            return if name == b"snapshot" {
+                reply.entry(&TTL, &virtual_dir(SNAP_DIR), 0)
+            } else {
+                reply.error(libc::ENOENT)
+            };
+        }
+        if parent == SNAP_DIR {
+            let pos = self
+                .snaps
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .position(|(n, _)| n.as_bytes() == name);
+            let Some(i) = pos else {
+                return reply.error(libc::ENOENT);
+            };
+            let ino = ((i as u64 + 1) << OBJ_BITS) | 1;
+            return match self.attr(ino) {
+                Ok(a) => reply.entry(&TTL, &a, 0),
+                Err(e) => reply.error(e),
+            };
+        }
+        let Some((idx, z)) = self.zpl_of(parent) else {
+            return reply.error(libc::ENOENT);
+        };
+        match z.lookup(Self::obj_of(&z, parent), name) {
+            Ok(Some(e)) => {
+                let ino = Self::ino_of(&z, idx, e.object);
+                match self.attr(ino) {
+                    Ok(a) => reply.entry(&TTL, &a, 0),
+                    Err(e) => reply.error(e),
+                }
+            }
+            Ok(None) => reply.error(libc::ENOENT),
+            Err(e) => reply.error(e.errno()),
+        }
+    }
+
+    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        match self.attr(ino) {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
+        let Some((_, z)) = self.zpl_of(ino) else {
+            return reply.error(libc::ENOENT);
+        };
+        match z.readlink(Self::obj_of(&z, ino)) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(e.errno()),
+        }
+    }
+
+    fn open(&mut self, _req: &Request<'_>, _ino: u64, flags: i32, reply: ReplyOpen) {
+        if flags & libc::O_ACCMODE != libc::O_RDONLY {
+            return reply.error(libc::EROFS);
+        }
+        reply.opened(0, fuser::consts::FOPEN_KEEP_CACHE);
+    }
+
+    fn read(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        size: u32,
+        _flags: i32,
+        _lock: Option<u64>,
+        reply: ReplyData,
+    ) {
+        let Some((_, z)) = self.zpl_of(ino) else {
+            return reply.error(libc::ENOENT);
+        };
+        match z.read(Self::obj_of(&z, ino), offset.max(0) as u64, size as usize) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(e.errno()),
+        }
+    }
+
+    fn readdir(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        mut reply: ReplyDirectory,
+    ) {
+        let mut entries: Vec<(u64, FType, Vec<u8>)> = Vec::new();
+        if ino == CTL_DIR {
+            entries.push((CTL_DIR, FType::Directory, b".".to_vec()));
+            entries.push((1, FType::Directory, b"..".to_vec()));
+            entries.push((SNAP_DIR, FType::Directory, b"snapshot".to_vec()));
+        } else if ino == SNAP_DIR {
+            entries.push((SNAP_DIR, FType::Directory, b".".to_vec()));
+            entries.push((CTL_DIR, FType::Directory, b"..".to_vec()));
+            let names: Vec<String> = self
+                .snaps
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .map(|(n, _)| n.clone())
+                .collect();
+            for (i, n) in names.into_iter().enumerate() {
+                entries.push((
+                    ((i as u64 + 1) << OBJ_BITS) | 1,
+                    FType::Directory,
+                    n.into_bytes(),
+                ));
+            }
+        } else {
+            let Some((idx, z)) = self.zpl_of(ino) else {
+                return reply.error(libc::ENOENT);
+            };
+            let obj = Self::obj_of(&z, ino);
+            let list = match z.readdir(obj) {
+                Ok(l) => l,
+                Err(e) => return reply.error(e.errno()),
+            };
+            let parent = z.getattr(obj).map(|a| a.parent).unwrap_or(obj);
+            entries.push((ino, FType::Directory, b".".to_vec()));
+            entries.push((
+                Self::ino_of(&z, idx, parent),
+                FType::Directory,
+                b"..".to_vec(),
+            ));
+            if ino == 1 {
+                entries.push((CTL_DIR, FType::Directory, b".zfs".to_vec()));
+            }
+            for e in list {
+                entries.push((
+                    Self::ino_of(&z, idx, e.object),
+                    dtype_to_ftype(e.dtype),
+                    e.name,
+                ));
+            }
+        }
+        for (i, (eino, kind, name)) in entries.into_iter().enumerate().skip(offset.max(0) as usize)
+        {
+            if reply.add(eino, (i + 1) as i64, kind, OsStr::from_bytes(&name)) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        reply.statfs(0, 0, 0, 0, 0, 512, 255, 512);
+    }
+
+    fn getxattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        size: u32,
+        reply: ReplyXattr,
+    ) {
+        let Some((_, z)) = self.zpl_of(ino) else {
+            return reply.error(libc::ENOENT);
+        };
+        match z.getxattr(Self::obj_of(&z, ino), name.as_bytes()) {
+            Ok(Some(v)) => xattr_reply(reply, &v, size),
+            Ok(None) => reply.error(libc::ENODATA),
+            Err(e) => reply.error(e.errno()),
+        }
+    }
+
+    fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        let Some((_, z)) = self.zpl_of(ino) else {
+            return reply.error(libc::ENOENT);
+        };
+        match z.listxattr(Self::obj_of(&z, ino)) {
+            Ok(names) => {
+                let mut buf = Vec::new();
+                for n in names {
+                    buf.extend_from_slice(&n);
+                    buf.push(0);
+                }
+                xattr_reply(reply, &buf, size)
+            }
+            Err(e) => reply.error(e.errno()),
+        }
+    }
+}
+
+fn xattr_reply(reply: ReplyXattr, v: &[u8], size: u32) {
+    if size == 0 {
+        reply.size(v.len() as u32);
+    } else if (size as usize) < v.len() {
+        reply.error(libc::ERANGE);
+    } else {
+        reply.data(v);
+    }
+}

@@ -1,0 +1,313 @@
+//! The pre-SA ZPL bonus `znode_phys_t` (ZPL versions < 5), file-type bits of the mode and
+//! directory-entry values (OpenZFS include/sys/zfs_sa.h, include/sys/zfs_znode.h,
+//! include/sys/zfs_acl.h).
+//!
+//! ```text
+//! znode_phys_t (264 bytes, bonus type DMU_OT_ZNODE)
+//! off size field            off size field            off size field
+//!   0   16 zp_atime[2]        80    8 zp_size          144    8 zp_zap
+//!  16   16 zp_mtime[2]        88    8 zp_parent        152   24 zp_pad[3]
+//!  32   16 zp_ctime[2]        96    8 zp_links         176   88 zp_acl (zfs_acl_phys_t)
+//!  48   16 zp_crtime[2]      104    8 zp_xattr
+//!  64    8 zp_gen            112    8 zp_rdev          zfs_acl_phys_t:
+//!  72    8 zp_mode           120    8 zp_flags           0  8 z_acl_extern_obj
+//!                            128    8 zp_uid             8  4 z_acl_size
+//!                            136    8 zp_gid            12  2 z_acl_version
+//!                                                       14  2 z_acl_count
+//!                                                       16 72 z_ace_data
+//! ```
+//!
+//! Times are `[seconds, nanoseconds]`. Bytes after the znode in the bonus buffer hold a short
+//! symlink target (when `size + 264` fits the bonus buffer) or a 32-byte anti-virus scanstamp
+//! (regular files with `ZFS_BONUS_SCANSTAMP`).
+
+use crate::bytes::{slice, ByteOrder};
+use crate::error::{Error, Result};
+
+/// `ZFS_OLD_ZNODE_PHYS_SIZE`: size of `znode_phys_t`.
+pub const ZNODE_PHYS_SIZE: usize = 0x108;
+/// Size of `zfs_acl_phys_t`.
+pub const ZFS_ACL_PHYS_SIZE: usize = 88;
+/// `ZFS_ACE_SPACE`: bytes of ACEs embedded in `zfs_acl_phys_t`.
+pub const ZFS_ACE_SPACE: usize = 72;
+
+/// `S_IFMT` and the file types (as stored in `zp_mode` / `ZPL_MODE`).
+pub const S_IFMT: u64 = 0o170000;
+pub const S_IFIFO: u64 = 0o010000;
+pub const S_IFCHR: u64 = 0o020000;
+pub const S_IFDIR: u64 = 0o040000;
+pub const S_IFBLK: u64 = 0o060000;
+pub const S_IFREG: u64 = 0o100000;
+pub const S_IFLNK: u64 = 0o120000;
+pub const S_IFSOCK: u64 = 0o140000;
+/// Solaris door.
+pub const S_IFDOOR: u64 = 0o150000;
+/// Solaris event port.
+pub const S_IFPORT: u64 = 0o160000;
+
+/// `zp_flags` bits (subset; include/sys/zfs_znode.h).
+pub const ZFS_XATTR: u64 = 0x1;
+pub const ZFS_INHERIT_ACE: u64 = 0x2;
+pub const ZFS_ACL_TRIVIAL: u64 = 0x4;
+pub const ZFS_BONUS_SCANSTAMP: u64 = 0x80;
+pub const ZFS_READONLY: u64 = 0x1_0000_0000;
+pub const ZFS_HIDDEN: u64 = 0x2_0000_0000;
+pub const ZFS_SYSTEM: u64 = 0x4_0000_0000;
+pub const ZFS_ARCHIVE: u64 = 0x8_0000_0000;
+pub const ZFS_IMMUTABLE: u64 = 0x10_0000_0000;
+pub const ZFS_NOUNLINK: u64 = 0x20_0000_0000;
+pub const ZFS_APPENDONLY: u64 = 0x40_0000_0000;
+pub const ZFS_NODUMP: u64 = 0x80_0000_0000;
+pub const ZFS_AV_QUARANTINED: u64 = 0x200_0000_0000;
+pub const ZFS_AV_MODIFIED: u64 = 0x400_0000_0000;
+pub const ZFS_SPARSE: u64 = 0x2000_0000_0000;
+pub const ZFS_PROJINHERIT: u64 = 0x4000_0000_0000;
+pub const ZFS_PROJID: u64 = 0x8000_0000_0000;
+
+/// File type from a mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileType {
+    Fifo,
+    CharDevice,
+    Directory,
+    BlockDevice,
+    Regular,
+    Symlink,
+    Socket,
+    Door,
+    Port,
+    /// Any other `S_IFMT` value (kept shifted down, as in a dirent type).
+    Unknown(u8),
+}
+
+impl FileType {
+    /// The type encoded in `mode & S_IFMT`.
+    pub fn from_mode(mode: u64) -> FileType {
+        Self::from_dirent_type(((mode & S_IFMT) >> 12) as u8)
+    }
+
+    /// The type of a directory entry's top 4 bits (`IFTODT` of the mode).
+    pub fn from_dirent_type(t: u8) -> FileType {
+        match u64::from(t) << 12 {
+            S_IFIFO => FileType::Fifo,
+            S_IFCHR => FileType::CharDevice,
+            S_IFDIR => FileType::Directory,
+            S_IFBLK => FileType::BlockDevice,
+            S_IFREG => FileType::Regular,
+            S_IFLNK => FileType::Symlink,
+            S_IFSOCK => FileType::Socket,
+            S_IFDOOR => FileType::Door,
+            S_IFPORT => FileType::Port,
+            _ => FileType::Unknown(t),
+        }
+    }
+
+    /// `IFTODT`: the 4-bit type stored in directory entries.
+    pub fn dirent_type(self) -> u8 {
+        let m = match self {
+            FileType::Fifo => S_IFIFO,
+            FileType::CharDevice => S_IFCHR,
+            FileType::Directory => S_IFDIR,
+            FileType::BlockDevice => S_IFBLK,
+            FileType::Regular => S_IFREG,
+            FileType::Symlink => S_IFLNK,
+            FileType::Socket => S_IFSOCK,
+            FileType::Door => S_IFDOOR,
+            FileType::Port => S_IFPORT,
+            FileType::Unknown(t) => return t & 0xf,
+        };
+        (m >> 12) as u8
+    }
+}
+
+/// Object number of a directory entry value (`ZFS_DIRENT_OBJ`: low 48 bits).
+pub fn dirent_obj(de: u64) -> u64 {
+    de & ((1 << 48) - 1)
+}
+
+/// Type bits of a directory entry value (`ZFS_DIRENT_TYPE`: top 4 bits).
+pub fn dirent_type(de: u64) -> u8 {
+    (de >> 60) as u8
+}
+
+/// Builds a directory entry value from an object number and a file type.
+pub fn make_dirent(obj: u64, ft: FileType) -> Result<u64> {
+    if obj >> 48 != 0 {
+        return Err(Error::corrupt(
+            "zfs dirent",
+            format!("object {obj} needs more than 48 bits"),
+        ));
+    }
+    Ok(obj | (u64::from(ft.dirent_type()) << 60))
+}
+
+/// `zfs_acl_phys_t`: the ACL header embedded in a znode (ACEs kept raw).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZfsAclPhys {
+    pub extern_obj: u64,
+    /// Bytes of ACL (FUID-era ACLs) or ACE count (version 0 ACLs).
+    pub size: u32,
+    pub version: u16,
+    pub count: u16,
+    pub ace_data: [u8; ZFS_ACE_SPACE],
+}
+
+/// A decoded `znode_phys_t`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ZnodePhys {
+    pub atime: [u64; 2],
+    pub mtime: [u64; 2],
+    pub ctime: [u64; 2],
+    pub crtime: [u64; 2],
+    pub gen: u64,
+    pub mode: u64,
+    pub size: u64,
+    pub parent: u64,
+    pub links: u64,
+    pub xattr: u64,
+    pub rdev: u64,
+    pub flags: u64,
+    pub uid: u64,
+    pub gid: u64,
+    pub zap: u64,
+    pub pad: [u64; 3],
+    pub acl: ZfsAclPhys,
+}
+
+impl ZnodePhys {
+    /// Decodes the first 264 bytes of a `DMU_OT_ZNODE` bonus buffer.
+    pub fn parse(bonus: &[u8], order: ByteOrder) -> Result<ZnodePhys> {
+        let b = slice(bonus, 0, ZNODE_PHYS_SIZE, "znode_phys")?;
+        let w = |i: usize| order.u64_at(b, i * 8, "znode_phys");
+        let mut ace_data = [0u8; ZFS_ACE_SPACE];
+        ace_data.copy_from_slice(slice(b, 176 + 16, ZFS_ACE_SPACE, "zfs_acl_phys")?);
+        Ok(ZnodePhys {
+            atime: [w(0)?, w(1)?],
+            mtime: [w(2)?, w(3)?],
+            ctime: [w(4)?, w(5)?],
+            crtime: [w(6)?, w(7)?],
+            gen: w(8)?,
+            mode: w(9)?,
+            size: w(10)?,
+            parent: w(11)?,
+            links: w(12)?,
+            xattr: w(13)?,
+            rdev: w(14)?,
+            flags: w(15)?,
+            uid: w(16)?,
+            gid: w(17)?,
+            zap: w(18)?,
+            pad: [w(19)?, w(20)?, w(21)?],
+            acl: ZfsAclPhys {
+                extern_obj: w(22)?,
+                size: order.u32_at(b, 184, "z_acl_size")?,
+                version: order.u16_at(b, 188, "z_acl_version")?,
+                count: order.u16_at(b, 190, "z_acl_count")?,
+                ace_data,
+            },
+        })
+    }
+
+    /// Encodes into a 264-byte buffer.
+    pub fn encode(&self, order: ByteOrder) -> Vec<u8> {
+        let mut b = vec![0u8; ZNODE_PHYS_SIZE];
+        let words = [
+            self.atime[0],
+            self.atime[1],
+            self.mtime[0],
+            self.mtime[1],
+            self.ctime[0],
+            self.ctime[1],
+            self.crtime[0],
+            self.crtime[1],
+            self.gen,
+            self.mode,
+            self.size,
+            self.parent,
+            self.links,
+            self.xattr,
+            self.rdev,
+            self.flags,
+            self.uid,
+            self.gid,
+            self.zap,
+            self.pad[0],
+            self.pad[1],
+            self.pad[2],
+            self.acl.extern_obj,
+        ];
+        for (i, v) in words.into_iter().enumerate() {
+            order.put_u64(&mut b, i * 8, v);
+        }
+        order.put_u32(&mut b, 184, self.acl.size);
+        order.put_u16(&mut b, 188, self.acl.version);
+        order.put_u16(&mut b, 190, self.acl.count);
+        b[192..].copy_from_slice(&self.acl.ace_data);
+        b
+    }
+
+    /// The file type of `mode`.
+    pub fn file_type(&self) -> FileType {
+        FileType::from_mode(self.mode)
+    }
+
+    /// The target of a symlink stored in the bonus buffer after the znode, or `None` when it
+    /// lives in the object's first data block (`zfs_sa_readlink`). `bonus` must be the whole
+    /// bonus buffer (its allocated size, not just `dn_bonuslen`).
+    pub fn inline_symlink<'a>(&self, bonus: &'a [u8]) -> Result<Option<&'a [u8]>> {
+        if self.file_type() != FileType::Symlink {
+            return Err(Error::corrupt("znode_phys", "not a symlink"));
+        }
+        let len = usize::try_from(self.size)
+            .map_err(|_| Error::corrupt("znode_phys", "symlink size overflow"))?;
+        match len.checked_add(ZNODE_PHYS_SIZE) {
+            Some(end) if end <= bonus.len() => Ok(Some(&bonus[ZNODE_PHYS_SIZE..end])),
+            _ => Ok(None),
+        }
+    }
+
+    /// The 32-byte scanstamp after the znode, when `ZFS_BONUS_SCANSTAMP` is set.
+    pub fn scanstamp<'a>(&self, bonus: &'a [u8]) -> Result<Option<&'a [u8]>> {
+        if self.flags & ZFS_BONUS_SCANSTAMP == 0 {
+            return Ok(None);
+        }
+        slice(bonus, ZNODE_PHYS_SIZE, 32, "znode scanstamp").map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dirent_bits() {
+        let de = make_dirent(0x1234, FileType::Regular).unwrap();
+        assert_eq!(de, 0x8000_0000_0000_1234);
+        assert_eq!(dirent_obj(de), 0x1234);
+        assert_eq!(
+            FileType::from_dirent_type(dirent_type(de)),
+            FileType::Regular
+        );
+        assert!(make_dirent(1 << 48, FileType::Directory).is_err());
+        assert_eq!(FileType::from_mode(0o40755), FileType::Directory);
+        assert_eq!(FileType::from_mode(0o070000), FileType::Unknown(7));
+    }
+
+    #[test]
+    fn symlink_inline_and_round_trip() {
+        let mut bonus = vec![0u8; 320];
+        let z = ZnodePhys {
+            mode: S_IFLNK | 0o777,
+            size: 5,
+            ..ZnodePhys::parse(&bonus, ByteOrder::Little).unwrap()
+        };
+        bonus[..ZNODE_PHYS_SIZE].copy_from_slice(&z.encode(ByteOrder::Big));
+        bonus[ZNODE_PHYS_SIZE..ZNODE_PHYS_SIZE + 5].copy_from_slice(b"/tmp!");
+        let back = ZnodePhys::parse(&bonus, ByteOrder::Big).unwrap();
+        assert_eq!(back, z);
+        assert_eq!(back.inline_symlink(&bonus).unwrap(), Some(&b"/tmp!"[..]));
+        let long = ZnodePhys { size: 57, ..z };
+        assert_eq!(long.inline_symlink(&bonus).unwrap(), None);
+        assert!(ZnodePhys::parse(&bonus[..263], ByteOrder::Big).is_err());
+    }
+}

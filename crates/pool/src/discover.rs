@@ -1,0 +1,182 @@
+//! Finding pools on devices: read the four labels of every candidate device, keep the
+//! checksum-valid ones, and group devices by pool guid (what `zpool import` lists).
+//!
+//! Label rules (OpenZFS `module/zfs/vdev_label.c`):
+//! - a label's config (vdev_phys) carries an embedded SHA-256 whose verifier is the device
+//!   offset of that vdev_phys area; a label that fails it is ignored;
+//! - of a device's valid labels, the one with the highest `txg` describes it;
+//! - uberblocks are picked later, across all labels of all devices of the pool.
+
+use crate::{PoolError, Result};
+use codec::checksum::{self, ChecksumCtx, ChecksumKind};
+use ondisk::label::{self, LabelConfig, PoolState, VDEV_LABELS, VDEV_PHYS_SIZE};
+use ondisk::nvlist::NvList;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use vdev::BlockDevice;
+
+/// One device that carries at least one valid label.
+#[derive(Clone)]
+pub struct DeviceLabel {
+    pub path: PathBuf,
+    pub device: Arc<dyn BlockDevice>,
+    /// The best (highest txg) valid label.
+    pub config: LabelConfig,
+    pub raw: NvList,
+    /// Which of the four labels verified.
+    pub valid_labels: [bool; 4],
+}
+
+/// A pool seen on the scanned devices.
+#[derive(Clone)]
+pub struct PoolCandidate {
+    pub name: String,
+    pub guid: u64,
+    pub devices: Vec<DeviceLabel>,
+}
+
+impl PoolCandidate {
+    /// The label with the highest txg among the pool's devices.
+    pub fn best(&self) -> &DeviceLabel {
+        let mut best = &self.devices[0];
+        for d in &self.devices {
+            if d.config.txg.unwrap_or(0) > best.config.txg.unwrap_or(0) {
+                best = d;
+            }
+        }
+        best
+    }
+
+    /// Pool state as recorded in the best label.
+    pub fn state(&self) -> PoolState {
+        self.best().config.state
+    }
+}
+
+/// Reads and verifies one label's config area. `None` when the label is blank or damaged.
+pub fn read_label(dev: &dyn BlockDevice, l: u32) -> Option<(LabelConfig, NvList)> {
+    let off = label::vdev_phys_device_offset(dev.size(), l).ok()?;
+    let mut buf = vec![0u8; VDEV_PHYS_SIZE];
+    dev.read_at(&mut buf, off).ok()?;
+    let ctx = ChecksumCtx::default();
+    checksum::verify_embedded(
+        ChecksumKind::Sha256,
+        &buf,
+        checksum::label_verifier(off),
+        &ctx,
+    )
+    .ok()?;
+    let nv = label::parse_vdev_phys(&buf).ok()?;
+    let cfg = LabelConfig::from_nvlist(&nv).ok()?;
+    Some((cfg, nv))
+}
+
+/// Reads all four labels of a device and keeps the best valid one.
+pub fn probe_device(path: &Path, dev: Arc<dyn BlockDevice>) -> Option<DeviceLabel> {
+    let mut best: Option<(LabelConfig, NvList)> = None;
+    let mut valid = [false; 4];
+    for l in 0..VDEV_LABELS {
+        if let Some((cfg, nv)) = read_label(dev.as_ref(), l) {
+            valid[l as usize] = true;
+            let better = match &best {
+                None => true,
+                Some((b, _)) => cfg.txg.unwrap_or(0) > b.txg.unwrap_or(0),
+            };
+            if better {
+                best = Some((cfg, nv));
+            }
+        }
+    }
+    let (config, raw) = best?;
+    Some(DeviceLabel {
+        path: path.to_path_buf(),
+        device: dev,
+        config,
+        raw,
+        valid_labels: valid,
+    })
+}
+
+/// Lists the regular files and block devices directly inside each directory (or the paths
+/// themselves when they are files), sorted, without following into subdirectories.
+pub fn candidate_paths(dirs: &[PathBuf]) -> Vec<PathBuf> {
+    use std::os::unix::fs::FileTypeExt;
+    let mut out = Vec::new();
+    for d in dirs {
+        let Ok(md) = std::fs::metadata(d) else {
+            continue;
+        };
+        if !md.is_dir() {
+            out.push(d.clone());
+            continue;
+        }
+        let Ok(rd) = std::fs::read_dir(d) else {
+            continue;
+        };
+        for e in rd.flatten() {
+            let Ok(md) = std::fs::metadata(e.path()) else {
+                continue;
+            };
+            let ft = md.file_type();
+            // Labels need at least 4 labels + boot area: skip tiny files quickly.
+            if (ft.is_file() && md.len() >= 2 * label::VDEV_LABEL_START_SIZE)
+                || ft.is_block_device()
+            {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Scans `dirs` and groups labelled devices into pools (active, exported, or destroyed when
+/// `include_destroyed`). Spares and cache devices without a pool guid are not listed.
+pub fn discover(dirs: &[PathBuf], include_destroyed: bool) -> Result<Vec<PoolCandidate>> {
+    let mut pools: BTreeMap<u64, PoolCandidate> = BTreeMap::new();
+    for p in candidate_paths(dirs) {
+        let dev = match vdev::FileDevice::open(&p, false) {
+            Ok(d) => Arc::new(d) as Arc<dyn BlockDevice>,
+            Err(_) => continue,
+        };
+        let Some(dl) = probe_device(&p, dev) else {
+            continue;
+        };
+        let Some(guid) = dl.config.pool_guid else {
+            continue;
+        };
+        match dl.config.state {
+            PoolState::Destroyed if !include_destroyed => continue,
+            PoolState::Spare | PoolState::L2Cache => continue,
+            _ => {}
+        }
+        let name = dl.config.name.clone().unwrap_or_default();
+        pools
+            .entry(guid)
+            .or_insert_with(|| PoolCandidate {
+                name,
+                guid,
+                devices: Vec::new(),
+            })
+            .devices
+            .push(dl);
+    }
+    Ok(pools.into_values().collect())
+}
+
+/// Picks the pool named `name_or_guid` among candidates, with zpool's error wording.
+pub fn select<'a>(cands: &'a [PoolCandidate], name_or_guid: &str) -> Result<&'a PoolCandidate> {
+    let hits: Vec<&PoolCandidate> = cands
+        .iter()
+        .filter(|c| c.name == name_or_guid || c.guid.to_string() == name_or_guid)
+        .collect();
+    match hits.len() {
+        0 => Err(PoolError::NotFound(format!("cannot import '{name_or_guid}': no such pool available"))),
+        1 => Ok(hits[0]),
+        _ => Err(PoolError::Invalid(format!(
+            "cannot import '{name_or_guid}': more than one matching pool; import by numeric ID instead"
+        ))),
+    }
+}

@@ -1,0 +1,292 @@
+//! Pool import (read-only), in named phases like OpenZFS's `spa_ld_*` steps. Each phase's
+//! error names the phase so that a user learns *where* a damaged pool stopped loading.
+//!
+//! 1. `check_version`: the label's SPA version must be 1..=28 or 5000.
+//! 2. `assemble`: top-level vdev configs from every device's best label (highest txg wins per
+//!    top-level), leaves matched to devices by guid; absent leaves become missing children,
+//!    so mirrors and RAID-Z run degraded.
+//! 3. `select_uberblock`: every slot of every valid label of every device; a slot counts only
+//!    if its embedded SHA-256 verifies (verifier = its device offset); the best by
+//!    (txg, timestamp, MMP sequence).
+//! 4. `open_mos`: the MOS objset from the uberblock's root block pointer.
+//! 5. `check_features`: every active feature in `features_for_read` must be known to rzfs;
+//!    unknown ones refuse the import, naming them.
+//! 6. `load_salt`: the checksum salt for salted checksums (skein, edonr, blake3).
+
+use crate::features;
+use crate::{Pool, PoolError, Result};
+use codec::checksum::{self, ChecksumCtx, ChecksumKind};
+use dmu::{Objset, Reader};
+use ondisk::blkptr::BlkPtr;
+use ondisk::label::{self, VdevTreeConfig, VDEV_LABELS};
+use ondisk::uberblock::{spa_version_is_supported, UberblockPhys};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use vdev::{BlockDevice, Vdev, VdevKind, VdevSpec};
+
+use crate::discover::{DeviceLabel, PoolCandidate};
+
+/// The MOS object directory is always object 1 (`DMU_POOL_DIRECTORY_OBJECT`).
+pub const DMU_POOL_DIRECTORY_OBJECT: u64 = 1;
+
+/// Import options.
+#[derive(Clone, Debug)]
+pub struct ImportOpts {
+    pub readonly: bool,
+    /// Byte bound of the block cache.
+    pub cache_bytes: usize,
+}
+
+impl Default for ImportOpts {
+    fn default() -> Self {
+        ImportOpts {
+            readonly: true,
+            cache_bytes: arc::DEFAULT_LIMIT_BYTES,
+        }
+    }
+}
+
+fn phase<T>(name: &'static str, r: std::result::Result<T, impl std::fmt::Display>) -> Result<T> {
+    r.map_err(|e| PoolError::Load {
+        phase: name,
+        detail: e.to_string(),
+    })
+}
+
+/// Imports `cand` read-only.
+pub fn import(cand: &PoolCandidate, opts: &ImportOpts) -> Result<Pool> {
+    if !opts.readonly {
+        return Err(PoolError::Unsupported(
+            "read-write import is not implemented yet; use -o readonly=on".into(),
+        ));
+    }
+    check_version(cand)?;
+    let tops = assemble(cand)?;
+    let ub = select_uberblock(cand)?;
+    let rootbp = phase(
+        "select_uberblock",
+        BlkPtr::parse(&ub.rootbp_raw, ub.byte_order),
+    )?;
+    let ios: Vec<Option<Arc<dyn zio::VdevIo>>> = tops
+        .iter()
+        .map(|t| match t.kind() {
+            VdevKind::Missing | VdevKind::Hole => None,
+            _ => Some(t.clone() as Arc<dyn zio::VdevIo>),
+        })
+        .collect();
+    let zio = Arc::new(zio::Zio::new(ios, ChecksumCtx::default()));
+    let cache = Arc::new(arc::BlockCache::new(opts.cache_bytes));
+    let reader = Reader {
+        zio: zio.clone(),
+        cache,
+    };
+    let mos = phase("open_mos", Objset::open(&reader, &rootbp))?;
+    let missing = check_features(cand, &mos)?;
+    if !missing.is_empty() {
+        return Err(PoolError::Unsupported(format!(
+            "pool '{}' uses features rzfs cannot read: {}",
+            cand.name,
+            missing.join(", ")
+        )));
+    }
+    if let Some(s) = load_salt(&mos)? {
+        zio.set_checksum_ctx(ChecksumCtx::new(s));
+    }
+    Ok(Pool::new(cand.clone(), tops, ub, reader, mos, opts.clone()))
+}
+
+fn check_version(cand: &PoolCandidate) -> Result<()> {
+    let v = cand.best().config.version;
+    if !spa_version_is_supported(v) {
+        return Err(PoolError::Unsupported(format!(
+            "pool '{}' has version {v}, which rzfs does not support (it reads versions 1-28 and 5000)",
+            cand.name
+        )));
+    }
+    Ok(())
+}
+
+/// Builds the root vdev: top-level configs by id, from the newest label that describes each.
+fn assemble(cand: &PoolCandidate) -> Result<Vec<Arc<Vdev>>> {
+    let mut tops: BTreeMap<u64, (u64, VdevTreeConfig)> = BTreeMap::new();
+    for d in &cand.devices {
+        let Some(tree) = &d.config.tree else { continue };
+        let id = tree.id.unwrap_or(0);
+        let txg = d.config.txg.unwrap_or(0);
+        if tops.get(&id).is_none_or(|(t, _)| txg > *t) {
+            tops.insert(id, (txg, tree.clone()));
+        }
+    }
+    let nchildren = cand
+        .best()
+        .config
+        .vdev_children
+        .unwrap_or(tops.len() as u64);
+    if tops.is_empty() {
+        return Err(PoolError::Load {
+            phase: "assemble",
+            detail: "no device carries a vdev tree".into(),
+        });
+    }
+    let mut out = Vec::new();
+    let n = nchildren.max(tops.keys().max().map(|m| m + 1).unwrap_or(0));
+    for id in 0..n {
+        let spec = match tops.get(&id) {
+            Some((_, cfg)) => spec_for(cfg, &cand.devices, None, 0)?,
+            None => VdevSpec {
+                kind: VdevKind::Missing,
+                id,
+                guid: 0,
+                ashift: 9,
+                children: Vec::new(),
+                device: None,
+            },
+        };
+        out.push(Arc::new(phase("assemble", Vdev::new(spec))?));
+    }
+    Ok(out)
+}
+
+const MAX_DEPTH: usize = 8;
+
+/// Translates one config node (and children) into a vdev spec, attaching opened devices.
+fn spec_for(
+    cfg: &VdevTreeConfig,
+    devs: &[DeviceLabel],
+    ashift: Option<u64>,
+    depth: usize,
+) -> Result<VdevSpec> {
+    if depth > MAX_DEPTH {
+        return Err(PoolError::Load {
+            phase: "assemble",
+            detail: "vdev tree too deep".into(),
+        });
+    }
+    let ashift = cfg.ashift.or(ashift).unwrap_or(9);
+    let kind = match cfg.kind.as_str() {
+        "disk" => VdevKind::Disk,
+        "file" => VdevKind::File,
+        "mirror" => VdevKind::Mirror,
+        "replacing" => VdevKind::Replacing,
+        "spare" => VdevKind::Spare,
+        "raidz" => VdevKind::Raidz {
+            nparity: cfg.nparity.unwrap_or(1) as u8,
+        },
+        "hole" => VdevKind::Hole,
+        "missing" => VdevKind::Missing,
+        other => {
+            return Err(PoolError::Unsupported(format!(
+                "vdev type '{other}' is not supported yet"
+            )));
+        }
+    };
+    let mut children = Vec::new();
+    for c in &cfg.children {
+        children.push(spec_for(c, devs, Some(ashift), depth + 1)?);
+    }
+    let device: Option<Arc<dyn BlockDevice>> = if cfg.is_leaf() {
+        devs.iter()
+            .find(|d| d.config.guid == cfg.guid)
+            .map(|d| d.device.clone())
+    } else {
+        None
+    };
+    Ok(VdevSpec {
+        kind,
+        id: cfg.id.unwrap_or(0),
+        guid: cfg.guid,
+        ashift: ashift as u8,
+        children,
+        device,
+    })
+}
+
+/// Scans every uberblock slot of every valid label and returns the best verified one.
+pub fn select_uberblock(cand: &PoolCandidate) -> Result<UberblockPhys> {
+    let ctx = ChecksumCtx::default();
+    let max_txg = u64::MAX;
+    let mut best: Option<UberblockPhys> = None;
+    for d in &cand.devices {
+        let ashift = d.config.tree.as_ref().and_then(|t| t.ashift).unwrap_or(9) as u32;
+        let dev = d.device.as_ref();
+        let slot = label::uberblock_slot_size(ashift);
+        for l in 0..VDEV_LABELS {
+            if !d.valid_labels[l as usize] {
+                continue;
+            }
+            let Ok(first) = label::uberblock_device_offset(dev.size(), l, ashift, 0) else {
+                continue;
+            };
+            let mut ring = vec![0u8; label::VDEV_UBERBLOCK_RING];
+            if dev.read_at(&mut ring, first).is_err() {
+                continue;
+            }
+            for (n, s) in ring.chunks_exact(slot).enumerate() {
+                let off = first + (n * slot) as u64;
+                let Ok(ub) = UberblockPhys::parse(s) else {
+                    continue;
+                };
+                if ub.txg == 0 || ub.txg > max_txg {
+                    continue;
+                }
+                if checksum::verify_embedded(
+                    ChecksumKind::Sha256,
+                    s,
+                    checksum::label_verifier(off),
+                    &ctx,
+                )
+                .is_err()
+                {
+                    continue;
+                }
+                if best.as_ref().is_none_or(|b| ub.better_than(b)) {
+                    best = Some(ub);
+                }
+            }
+        }
+    }
+    best.ok_or_else(|| PoolError::Load {
+        phase: "select_uberblock",
+        detail: "no valid uberblock found".into(),
+    })
+}
+
+/// Returns the names of active read-features rzfs does not know.
+fn check_features(cand: &PoolCandidate, mos: &Objset) -> Result<Vec<String>> {
+    let mut active: Vec<String> = cand.best().config.features_for_read.clone();
+    if cand.best().config.version >= ondisk::uberblock::SPA_VERSION_FEATURES {
+        let dir = DMU_POOL_DIRECTORY_OBJECT;
+        if let Some(obj) = phase(
+            "check_features",
+            zap::lookup_u64(mos, dir, "features_for_read"),
+        )? {
+            for e in phase("check_features", zap::list(mos, obj))? {
+                if e.first_u64().unwrap_or(0) > 0 {
+                    active.push(e.name_string());
+                }
+            }
+        }
+    }
+    active.sort();
+    active.dedup();
+    Ok(active
+        .into_iter()
+        .filter(|f| !features::readable(f))
+        .collect())
+}
+
+/// The 32-byte salt of salted checksums, from the MOS directory.
+fn load_salt(mos: &Objset) -> Result<Option<[u8; 32]>> {
+    let e = phase(
+        "load_salt",
+        zap::lookup(mos, DMU_POOL_DIRECTORY_OBJECT, "org.illumos:checksum_salt"),
+    )?;
+    Ok(e.and_then(|e| {
+        let b = e.bytes();
+        (b.len() >= 32).then(|| {
+            let mut s = [0u8; 32];
+            s.copy_from_slice(&b[..32]);
+            s
+        })
+    }))
+}

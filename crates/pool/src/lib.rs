@@ -1,0 +1,214 @@
+//! # pool — the SPA's upper half: finding, assembling and opening pools
+//!
+//! Owns: device discovery (labels), config assembly, uberblock selection, the MOS, feature
+//! checks, the pool's error log, and per-device status. Reads go down through `zio` (which
+//! owns verification) and `vdev` (which owns redundancy); dataset structure comes from `dsl`.
+//!
+//! Today an import is read-only: nothing in this crate writes to a device, and devices are
+//! opened read-only. The write path (txg sync, space maps, config updates) comes next.
+#![forbid(unsafe_code)]
+
+pub mod discover;
+pub mod features;
+pub mod import;
+pub mod status;
+
+use dmu::{Objset, Reader};
+use ondisk::uberblock::UberblockPhys;
+use std::sync::{Arc, Mutex};
+use vdev::Vdev;
+
+pub use discover::{discover, PoolCandidate};
+pub use import::{import, ImportOpts};
+
+/// Errors of the pool layer; `Display` gives the message shown to the user.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum PoolError {
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("pool load failed in phase {phase}: {detail}")]
+    Load { phase: &'static str, detail: String },
+    #[error(transparent)]
+    Dmu(#[from] dmu::DmuError),
+    #[error(transparent)]
+    Dsl(#[from] dsl::DslError),
+}
+
+/// Result alias.
+pub type Result<T> = std::result::Result<T, PoolError>;
+
+/// A block that could not be read from any copy: the permanent-error log of `zpool status -v`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DataError {
+    /// Dataset name (or `<metadata>` for MOS blocks).
+    pub dataset: String,
+    pub object: u64,
+    /// Path within the dataset when known.
+    pub path: Option<String>,
+    pub detail: String,
+}
+
+/// An imported pool.
+pub struct Pool {
+    pub candidate: PoolCandidate,
+    /// Top-level vdevs by id (`Missing` for absent ones, `Hole` for removed ones).
+    pub tops: Vec<Arc<Vdev>>,
+    pub uberblock: UberblockPhys,
+    pub reader: Reader,
+    pub mos: Objset,
+    pub opts: ImportOpts,
+    errors: Mutex<Vec<DataError>>,
+}
+
+impl Pool {
+    fn new(
+        candidate: PoolCandidate,
+        tops: Vec<Arc<Vdev>>,
+        uberblock: UberblockPhys,
+        reader: Reader,
+        mos: Objset,
+        opts: ImportOpts,
+    ) -> Pool {
+        Pool {
+            candidate,
+            tops,
+            uberblock,
+            reader,
+            mos,
+            opts,
+            errors: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Pool name.
+    pub fn name(&self) -> &str {
+        &self.candidate.name
+    }
+
+    /// Pool guid.
+    pub fn guid(&self) -> u64 {
+        self.candidate.guid
+    }
+
+    /// SPA version from the label.
+    pub fn version(&self) -> u64 {
+        self.candidate.best().config.version
+    }
+
+    /// The dataset layer's view of this pool.
+    pub fn dsl(&self) -> dsl::DslPool {
+        dsl::DslPool::new(self.mos.clone(), self.name().to_string())
+    }
+
+    /// Records a permanent data error (no copy could be read).
+    pub fn record_error(&self, e: DataError) {
+        let mut v = self.errors.lock().unwrap_or_else(|p| p.into_inner());
+        if !v.contains(&e) {
+            v.push(e);
+        }
+    }
+
+    /// Permanent errors seen since import, sorted.
+    pub fn errors(&self) -> Vec<DataError> {
+        let mut v = self
+            .errors
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        v.sort();
+        v
+    }
+}
+
+/// Byte order of an object's data blocks: that of its first non-hole block pointer.
+fn data_order(dn: &dmu::Dnode) -> ondisk::ByteOrder {
+    dn.blkptr
+        .iter()
+        .find(|b| !b.is_hole())
+        .map(|b| b.byte_order())
+        .unwrap_or(ondisk::ByteOrder::NATIVE)
+}
+
+/// The pool config stored in the MOS (`config` in the object directory: a packed XDR nvlist
+/// whose byte length is the u64 in the object's bonus buffer).
+pub fn mos_config_nvlist(pool: &Pool) -> Result<ondisk::nvlist::NvList> {
+    let mos = &pool.mos;
+    let obj = zap::lookup_u64(mos, import::DMU_POOL_DIRECTORY_OBJECT, "config")
+        .map_err(|e| PoolError::Load {
+            phase: "mos_config",
+            detail: e.to_string(),
+        })?
+        .ok_or_else(|| PoolError::Load {
+            phase: "mos_config",
+            detail: "no config object".into(),
+        })?;
+    let dn = mos.dnode(obj)?;
+    let order = mos.dnode_byte_order();
+    let len = order
+        .u64_at(&dn.bonus, 0, "packed nvlist size")
+        .map_err(|e| PoolError::Load {
+            phase: "mos_config",
+            detail: e.to_string(),
+        })?;
+    let buf = mos.read_all(&dn, Some(len))?;
+    ondisk::nvlist::NvList::decode(&buf).map_err(|e| PoolError::Load {
+        phase: "mos_config",
+        detail: e.to_string(),
+    })
+}
+
+/// Top-level vdev configs from the MOS config (falling back to the labels).
+pub fn mos_config(pool: &Pool) -> Result<Vec<ondisk::label::VdevTreeConfig>> {
+    let from_labels = || {
+        pool.candidate
+            .devices
+            .iter()
+            .filter_map(|d| d.config.tree.clone())
+            .fold(
+                Vec::new(),
+                |mut v: Vec<ondisk::label::VdevTreeConfig>, t| {
+                    if !v.iter().any(|x| x.id == t.id) {
+                        v.push(t);
+                    }
+                    v
+                },
+            )
+    };
+    let Ok(nv) = mos_config_nvlist(pool) else {
+        return Ok(from_labels());
+    };
+    match nv
+        .get_nvlist("vdev_tree")
+        .map(ondisk::label::VdevTreeConfig::from_nvlist)
+    {
+        Some(Ok(root)) => Ok(root.children),
+        _ => Ok(from_labels()),
+    }
+}
+
+/// Sum of `smp_alloc` over the space maps of one top-level vdev's metaslab array.
+pub fn metaslab_alloc(pool: &Pool, array_obj: u64) -> Result<u64> {
+    let mos = &pool.mos;
+    let dn = mos.dnode(array_obj)?;
+    let order = data_order(&dn);
+    let data = mos.read_all(&dn, None)?;
+    let mut total = 0u64;
+    for chunk in data.chunks_exact(8) {
+        let sm = order.u64_at(chunk, 0, "metaslab array").unwrap_or(0);
+        if sm == 0 {
+            continue;
+        }
+        let Ok(smdn) = mos.dnode(sm) else { continue };
+        // space_map_phys_t: smp_object, smp_length, smp_alloc (offset 16), ...
+        let alloc = mos
+            .dnode_byte_order()
+            .u64_at(&smdn.bonus, 16, "space map header")
+            .unwrap_or(0);
+        total = total.wrapping_add(alloc);
+    }
+    Ok(total)
+}

@@ -1,0 +1,404 @@
+//! Pool and device health, space, and their zpool-style renderings (`zpool import` listing,
+//! `zpool status`).
+//!
+//! Health rules (OpenZFS `vdev_propagate_state`): a leaf whose device is absent is UNAVAIL;
+//! a mirror/replacing/spare is DEGRADED while at least one child works; a RAID-Z is
+//! DEGRADED while no more than `nparity` children are unusable; beyond that a vdev is
+//! UNAVAIL, and an UNAVAIL top-level vdev makes the pool UNAVAIL.
+
+use crate::discover::PoolCandidate;
+use crate::{DataError, Pool};
+use ondisk::label::VdevTreeConfig;
+use std::fmt::Write;
+use vdev::{Vdev, VdevKind};
+
+/// Health of a vdev or pool, as zpool prints it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PoolHealth {
+    Online,
+    Degraded,
+    Faulted,
+    Unavail,
+}
+
+impl PoolHealth {
+    /// Upper-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PoolHealth::Online => "ONLINE",
+            PoolHealth::Degraded => "DEGRADED",
+            PoolHealth::Faulted => "FAULTED",
+            PoolHealth::Unavail => "UNAVAIL",
+        }
+    }
+}
+
+/// One row of the config tree.
+#[derive(Clone, Debug)]
+pub struct VdevStatus {
+    pub name: String,
+    pub health: PoolHealth,
+    pub read: u64,
+    pub write: u64,
+    pub cksum: u64,
+    pub note: String,
+    pub children: Vec<VdevStatus>,
+}
+
+/// Everything `zpool status` shows.
+#[derive(Clone, Debug)]
+pub struct PoolStatus {
+    pub name: String,
+    pub health: PoolHealth,
+    pub root: VdevStatus,
+    pub errors: Vec<DataError>,
+}
+
+fn kind_name(kind: &VdevKind, id: u64) -> String {
+    match kind {
+        VdevKind::Mirror => format!("mirror-{id}"),
+        VdevKind::Raidz { nparity } => format!("raidz{nparity}-{id}"),
+        VdevKind::Replacing => format!("replacing-{id}"),
+        VdevKind::Spare => format!("spare-{id}"),
+        VdevKind::Hole => format!("hole-{id}"),
+        _ => format!("missing-{id}"),
+    }
+}
+
+/// Combines children's health into the parent's by redundancy.
+fn combine(kind: &VdevKind, kids: &[PoolHealth]) -> PoolHealth {
+    let bad = kids
+        .iter()
+        .filter(|h| matches!(h, PoolHealth::Unavail | PoolHealth::Faulted))
+        .count();
+    let degraded = kids.contains(&PoolHealth::Degraded);
+    let tolerated = match kind {
+        VdevKind::Mirror | VdevKind::Replacing | VdevKind::Spare => kids.len().saturating_sub(1),
+        VdevKind::Raidz { nparity } => *nparity as usize,
+        _ => 0,
+    };
+    if bad > tolerated {
+        PoolHealth::Unavail
+    } else if bad > 0 || degraded {
+        PoolHealth::Degraded
+    } else {
+        PoolHealth::Online
+    }
+}
+
+fn health_of(s: vdev::VdevState) -> PoolHealth {
+    match s {
+        vdev::VdevState::Online => PoolHealth::Online,
+        vdev::VdevState::Degraded => PoolHealth::Degraded,
+        vdev::VdevState::Faulted => PoolHealth::Faulted,
+        vdev::VdevState::Unavail => PoolHealth::Unavail,
+    }
+}
+
+fn vdev_status(v: &Vdev) -> VdevStatus {
+    let (read, write, cksum) = v.errors();
+    let health = health_of(v.state());
+    let is_leaf = matches!(
+        v.kind(),
+        VdevKind::Disk | VdevKind::File | VdevKind::Missing
+    );
+    let note = if is_leaf && health == PoolHealth::Unavail {
+        "cannot open".to_string()
+    } else {
+        String::new()
+    };
+    VdevStatus {
+        name: v.name(),
+        health,
+        read,
+        write,
+        cksum,
+        note,
+        children: v
+            .children()
+            .iter()
+            .filter(|c| *c.kind() != VdevKind::Hole)
+            .map(vdev_status)
+            .collect(),
+    }
+}
+
+/// Status of an imported pool.
+pub fn pool_status(pool: &Pool) -> PoolStatus {
+    let tops: Vec<VdevStatus> = pool
+        .tops
+        .iter()
+        .filter(|t| *t.kind() != VdevKind::Hole)
+        .map(|t| vdev_status(t))
+        .collect();
+    let health = tops
+        .iter()
+        .map(|t| t.health)
+        .fold(PoolHealth::Online, |acc, h| match h {
+            PoolHealth::Unavail | PoolHealth::Faulted => PoolHealth::Unavail,
+            PoolHealth::Degraded if acc == PoolHealth::Online => PoolHealth::Degraded,
+            _ => acc,
+        });
+    let root = VdevStatus {
+        name: pool.name().to_string(),
+        health,
+        read: 0,
+        write: 0,
+        cksum: 0,
+        note: String::new(),
+        children: tops,
+    };
+    PoolStatus {
+        name: pool.name().to_string(),
+        health,
+        root,
+        errors: pool.errors(),
+    }
+}
+
+fn render_tree(out: &mut String, v: &VdevStatus, depth: usize, width: usize, parsable: bool) {
+    let indent = "  ".repeat(depth);
+    let name = format!("{indent}{}", v.name);
+    let num = |n: u64| {
+        if parsable {
+            n.to_string()
+        } else {
+            crate_nicenum(n)
+        }
+    };
+    let _ = write!(
+        out,
+        "\t{name:<width$}  {:<8} {:>5} {:>5} {:>5}",
+        v.health.as_str(),
+        num(v.read),
+        num(v.write),
+        num(v.cksum)
+    );
+    if !v.note.is_empty() {
+        let _ = write!(out, "  {}", v.note);
+    }
+    out.push('\n');
+    for c in &v.children {
+        render_tree(out, c, depth + 1, width, parsable);
+    }
+}
+
+/// zpool's error counters use the same short units as sizes but without a 'B'.
+fn crate_nicenum(n: u64) -> String {
+    const UNITS: [&str; 7] = ["", "K", "M", "G", "T", "P", "E"];
+    let mut i = 0;
+    let mut v = n;
+    while v >= 1000 && i < UNITS.len() - 1 {
+        v /= 1000;
+        i += 1;
+    }
+    format!("{v}{}", UNITS[i])
+}
+
+fn tree_width(v: &VdevStatus, depth: usize) -> usize {
+    let own = 2 * depth + v.name.len();
+    v.children
+        .iter()
+        .map(|c| tree_width(c, depth + 1))
+        .fold(own, usize::max)
+}
+
+fn has_errors(v: &VdevStatus) -> bool {
+    v.read + v.write + v.cksum > 0 || v.children.iter().any(has_errors)
+}
+
+/// Renders `zpool status` for one pool.
+pub fn render_status(st: &PoolStatus, verbose: bool, parsable: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "  pool: {}", st.name);
+    let _ = writeln!(out, " state: {}", st.health.as_str());
+    if st.health != PoolHealth::Online {
+        out.push_str("status: One or more devices could not be used because the label is missing or\n\tinvalid.  Sufficient replicas exist for the pool to continue\n\tfunctioning in a degraded state.\n");
+        out.push_str("action: Replace the device using 'zpool replace'.\n");
+    } else if has_errors(&st.root) {
+        out.push_str("status: One or more devices has experienced an unrecoverable error.  An\n\tattempt was made to correct the error.  Applications are unaffected.\n");
+        out.push_str("action: Determine if the device needs to be replaced, and clear the errors\n\tusing 'zpool clear' or replace the device with 'zpool replace'.\n");
+    }
+    out.push_str("config:\n\n");
+    let width = tree_width(&st.root, 0).max(10);
+    let _ = writeln!(
+        out,
+        "\t{:<width$}  {:<8} {:>5} {:>5} {:>5}",
+        "NAME", "STATE", "READ", "WRITE", "CKSUM"
+    );
+    render_tree(&mut out, &st.root, 0, width, parsable);
+    out.push('\n');
+    if st.errors.is_empty() {
+        out.push_str("errors: No known data errors\n");
+    } else if !verbose {
+        let _ = writeln!(
+            out,
+            "errors: {} data errors, use '-v' for a list",
+            st.errors.len()
+        );
+    } else {
+        out.push_str("errors: Permanent errors have been detected in the following files:\n\n");
+        for e in &st.errors {
+            match &e.path {
+                Some(p) => {
+                    let _ = writeln!(out, "        {}:{}", e.dataset, p);
+                }
+                None => {
+                    let _ = writeln!(out, "        {}:<0x{:x}>", e.dataset, e.object);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The `zpool import` listing of one importable pool, from its labels alone.
+pub fn import_listing(c: &PoolCandidate) -> String {
+    let mut out = String::new();
+    let best = c.best();
+    let _ = writeln!(out, "   pool: {}", c.name);
+    let _ = writeln!(out, "     id: {}", c.guid);
+    let tops = label_tops(c);
+    let present = |g: u64| c.devices.iter().any(|d| d.config.guid == g);
+    let rows: Vec<VdevStatus> = tops.iter().map(|t| config_status(t, &present)).collect();
+    let health = rows
+        .iter()
+        .map(|r| r.health)
+        .max()
+        .unwrap_or(PoolHealth::Unavail);
+    let health = if health == PoolHealth::Faulted {
+        PoolHealth::Unavail
+    } else {
+        health
+    };
+    let _ = writeln!(out, "  state: {}", health.as_str());
+    if !ondisk::uberblock::spa_version_is_supported(best.config.version) {
+        let _ = writeln!(
+            out,
+            " status: The pool is formatted using an unsupported version ({}).",
+            best.config.version
+        );
+        out.push_str(" action: The pool cannot be imported.\n");
+    } else if health == PoolHealth::Online {
+        out.push_str(" action: The pool can be imported using its name or numeric identifier.\n");
+    } else if health == PoolHealth::Degraded {
+        out.push_str(" status: One or more devices are missing from the system.\n");
+        out.push_str(" action: The pool can be imported despite missing or damaged devices.\n");
+    } else {
+        out.push_str(" status: One or more devices are missing from the system.\n");
+        out.push_str(
+            " action: The pool cannot be imported. Attach the missing\n\tdevices and try again.\n",
+        );
+    }
+    out.push_str(" config:\n\n");
+    let root = VdevStatus {
+        name: c.name.clone(),
+        health,
+        read: 0,
+        write: 0,
+        cksum: 0,
+        note: String::new(),
+        children: rows,
+    };
+    let width = tree_width(&root, 0).max(10);
+    render_import_tree(&mut out, &root, 0, width);
+    out.push('\n');
+    out
+}
+
+fn render_import_tree(out: &mut String, v: &VdevStatus, depth: usize, width: usize) {
+    let name = format!("{}{}", "  ".repeat(depth), v.name);
+    let _ = write!(out, "\t{name:<width$}  {}", v.health.as_str());
+    if !v.note.is_empty() {
+        let _ = write!(out, "  {}", v.note);
+    }
+    out.push('\n');
+    for c in &v.children {
+        render_import_tree(out, c, depth + 1, width);
+    }
+}
+
+/// Top-level configs known from labels, by id (newest label wins).
+fn label_tops(c: &PoolCandidate) -> Vec<VdevTreeConfig> {
+    let mut tops: std::collections::BTreeMap<u64, (u64, VdevTreeConfig)> = Default::default();
+    for d in &c.devices {
+        if let Some(t) = &d.config.tree {
+            let id = t.id.unwrap_or(0);
+            let txg = d.config.txg.unwrap_or(0);
+            if tops.get(&id).is_none_or(|(x, _)| txg > *x) {
+                tops.insert(id, (txg, t.clone()));
+            }
+        }
+    }
+    tops.into_values().map(|(_, t)| t).collect()
+}
+
+fn config_status(t: &VdevTreeConfig, present: &dyn Fn(u64) -> bool) -> VdevStatus {
+    let children: Vec<VdevStatus> = t
+        .children
+        .iter()
+        .map(|c| config_status(c, present))
+        .collect();
+    let (name, health) = if t.is_leaf() {
+        let ok = present(t.guid);
+        (
+            t.path.clone().unwrap_or_else(|| t.guid.to_string()),
+            if ok {
+                PoolHealth::Online
+            } else {
+                PoolHealth::Unavail
+            },
+        )
+    } else {
+        let kind = match t.kind.as_str() {
+            "mirror" => VdevKind::Mirror,
+            "raidz" => VdevKind::Raidz {
+                nparity: t.nparity.unwrap_or(1) as u8,
+            },
+            "replacing" => VdevKind::Replacing,
+            "spare" => VdevKind::Spare,
+            _ => VdevKind::Missing,
+        };
+        let kids: Vec<PoolHealth> = children.iter().map(|c| c.health).collect();
+        (kind_name(&kind, t.id.unwrap_or(0)), combine(&kind, &kids))
+    };
+    VdevStatus {
+        name,
+        health,
+        read: 0,
+        write: 0,
+        cksum: 0,
+        note: String::new(),
+        children,
+    }
+}
+
+/// Pool size and allocation, in bytes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Space {
+    pub size: u64,
+    pub alloc: u64,
+}
+
+/// Size from the top-level vdevs' `asize`; allocation from the metaslab space maps' headers.
+pub fn space(pool: &Pool) -> crate::Result<Space> {
+    let mut s = Space::default();
+    let cfg = crate::mos_config(pool)?;
+    for t in cfg.iter() {
+        if t.is_log || t.is_hole {
+            continue;
+        }
+        let ms_shift = t.metaslab_shift.unwrap_or(0);
+        let asize = t.asize.unwrap_or(0);
+        // zpool reports the usable metaslab space: whole metaslabs only.
+        s.size += if ms_shift > 0 && ms_shift < 64 {
+            (asize >> ms_shift) << ms_shift
+        } else {
+            asize
+        };
+        if let Some(arr) = t.metaslab_array.filter(|a| *a != 0) {
+            s.alloc += crate::metaslab_alloc(pool, arr)?;
+        }
+    }
+    Ok(s)
+}

@@ -1,0 +1,637 @@
+//! The vdev tree: configuration ([`VdevSpec`]), the live tree ([`Vdev`]) with per-vdev error
+//! counters and states, and the dispatch of block reads and writes by vdev type.
+//!
+//! Offsets handed to a top-level vdev are DVA offsets. Interior vdevs pass them down unchanged
+//! (mirror) or split them into per-child column offsets (RAID-Z); only a leaf adds
+//! [`VDEV_LABEL_START_SIZE`] to reach the device byte offset, as OpenZFS's zio_vdev_io_start
+//! does for leaf vdevs.
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use crate::device::BlockDevice;
+use crate::error::{Result, VdevError};
+use crate::{mirror, raidz};
+
+/// Bytes in front of every leaf's allocatable space: labels 0 and 1 (2 × 256 KiB) plus the
+/// 3.5 MiB boot area — `VDEV_LABEL_START_SIZE` in OpenZFS include/sys/vdev_impl.h.
+pub const VDEV_LABEL_START_SIZE: u64 = 4 << 20;
+/// Bytes after a leaf's allocatable space: labels 2 and 3 (`VDEV_LABEL_END_SIZE`, same header).
+pub const VDEV_LABEL_END_SIZE: u64 = 512 << 10;
+/// Smallest and largest sector shift OpenZFS accepts (`ASHIFT_MIN`/`ASHIFT_MAX`, spa.h).
+pub const ASHIFT_MIN: u8 = 9;
+/// See [`ASHIFT_MIN`].
+pub const ASHIFT_MAX: u8 = 16;
+/// Deepest vdev tree accepted (root → top → replacing/spare → spare → leaf fits easily).
+const MAX_DEPTH: usize = 8;
+
+/// Vdev types, as in the `type` string of a label's vdev tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VdevKind {
+    /// Leaf: a block device.
+    Disk,
+    /// Leaf: a regular file.
+    File,
+    /// N-way mirror.
+    Mirror,
+    /// RAID-Z with 1..=3 parity columns.
+    Raidz { nparity: u8 },
+    /// Old and new device during `zpool replace` (read like a mirror).
+    Replacing,
+    /// A device and the hot spare standing in for it (read like a mirror).
+    Spare,
+    /// The pool's root.
+    Root,
+    /// A leaf the configuration names but that could not be found.
+    Missing,
+    /// A hole left by a removed top-level vdev.
+    Hole,
+    /// Distributed RAID; configuration only, I/O not implemented yet.
+    Draid {
+        nparity: u8,
+        ndata: u8,
+        nspares: u8,
+        children: u64,
+    },
+}
+
+impl VdevKind {
+    fn is_leaf(&self) -> bool {
+        matches!(self, VdevKind::Disk | VdevKind::File | VdevKind::Missing)
+    }
+    fn is_mirror_like(&self) -> bool {
+        matches!(
+            self,
+            VdevKind::Mirror | VdevKind::Replacing | VdevKind::Spare
+        )
+    }
+}
+
+/// One node of a pool configuration, from which a [`Vdev`] tree is built.
+#[derive(Clone)]
+pub struct VdevSpec {
+    pub kind: VdevKind,
+    pub id: u64,
+    pub guid: u64,
+    /// Sector shift; 0 means "inherit from the parent" (leaves under a top-level vdev).
+    pub ashift: u8,
+    pub children: Vec<VdevSpec>,
+    /// The opened device of a leaf; `None` means the device is missing.
+    pub device: Option<Arc<dyn BlockDevice>>,
+}
+
+impl fmt::Debug for VdevSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VdevSpec")
+            .field("kind", &self.kind)
+            .field("id", &self.id)
+            .field("guid", &self.guid)
+            .field("ashift", &self.ashift)
+            .field(
+                "device",
+                &self.device.as_ref().map(|d| d.name().to_string()),
+            )
+            .field("children", &self.children)
+            .finish()
+    }
+}
+
+/// Health of a vdev as `zpool status` prints it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VdevState {
+    Online,
+    Degraded,
+    Faulted,
+    Unavail,
+}
+
+impl fmt::Display for VdevState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            VdevState::Online => "ONLINE",
+            VdevState::Degraded => "DEGRADED",
+            VdevState::Faulted => "FAULTED",
+            VdevState::Unavail => "UNAVAIL",
+        })
+    }
+}
+
+/// One line of `zpool status`: a vdev, its depth in the tree, state and error counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VdevStat {
+    pub depth: usize,
+    pub name: String,
+    pub guid: u64,
+    pub state: VdevState,
+    pub read_errors: u64,
+    pub write_errors: u64,
+    pub cksum_errors: u64,
+}
+
+/// A rewrite the caller should issue to heal a child that returned bad data or an I/O error:
+/// write `data` at `offset` (allocatable-space offset, label area excluded) of the vdev whose
+/// guid is `vdev_guid`, e.g. with [`Vdev::apply_repairs`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repair {
+    pub vdev_guid: u64,
+    pub offset: u64,
+    pub data: Vec<u8>,
+}
+
+/// A successful block read: the verified bytes (exactly `psize` long) and the repairs it found
+/// necessary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadOutcome {
+    pub data: Vec<u8>,
+    pub repairs: Vec<Repair>,
+}
+
+/// Error counters of one vdev (OpenZFS vdev_stat_t's vs_read/write/checksum_errors).
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) read: AtomicU64,
+    pub(crate) write: AtomicU64,
+    pub(crate) cksum: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+const FORCED_NONE: u8 = 0;
+const FORCED_DEGRADED: u8 = 1;
+const FORCED_FAULTED: u8 = 2;
+
+/// A node of the live vdev tree.
+pub struct Vdev {
+    pub(crate) kind: VdevKind,
+    id: u64,
+    guid: u64,
+    pub(crate) ashift: u8,
+    pub(crate) children: Vec<Vdev>,
+    device: Option<Arc<dyn BlockDevice>>,
+    pub(crate) counters: Counters,
+    forced: AtomicU8,
+}
+
+impl fmt::Debug for Vdev {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Vdev")
+            .field("name", &self.name())
+            .field("guid", &self.guid)
+            .field("state", &self.state())
+            .field("children", &self.children)
+            .finish()
+    }
+}
+
+impl Vdev {
+    /// Build and validate a tree from its configuration.
+    pub fn new(spec: VdevSpec) -> Result<Vdev> {
+        Self::build(spec, 0, 0)
+    }
+
+    fn build(spec: VdevSpec, parent_ashift: u8, depth: usize) -> Result<Vdev> {
+        if depth > MAX_DEPTH {
+            return Err(VdevError::InvalidConfig(format!(
+                "vdev tree deeper than {MAX_DEPTH}"
+            )));
+        }
+        let ashift = if spec.ashift == 0 {
+            parent_ashift
+        } else {
+            spec.ashift
+        };
+        validate(&spec, ashift)?;
+        let children = spec
+            .children
+            .into_iter()
+            .map(|c| Self::build(c, ashift, depth + 1))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Vdev {
+            kind: spec.kind,
+            id: spec.id,
+            guid: spec.guid,
+            ashift,
+            children,
+            device: spec.device,
+            counters: Counters::default(),
+            forced: AtomicU8::new(FORCED_NONE),
+        })
+    }
+
+    pub fn kind(&self) -> &VdevKind {
+        &self.kind
+    }
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+    pub fn guid(&self) -> u64 {
+        self.guid
+    }
+    /// Effective sector shift (a leaf inherits its top-level vdev's).
+    pub fn ashift(&self) -> u8 {
+        self.ashift
+    }
+    pub fn children(&self) -> &[Vdev] {
+        &self.children
+    }
+    pub fn device(&self) -> Option<&Arc<dyn BlockDevice>> {
+        self.device.as_ref()
+    }
+
+    /// The vdev with this guid anywhere in the subtree.
+    pub fn find(&self, guid: u64) -> Option<&Vdev> {
+        if self.guid == guid {
+            return Some(self);
+        }
+        self.children.iter().find_map(|c| c.find(guid))
+    }
+
+    /// Mark a leaf FAULTED (no more I/O to it) or clear it.
+    pub fn set_faulted(&self, on: bool) {
+        self.forced.store(
+            if on { FORCED_FAULTED } else { FORCED_NONE },
+            Ordering::SeqCst,
+        );
+    }
+    /// Mark a leaf DEGRADED (still used; e.g. too many checksum errors) or clear it.
+    pub fn set_degraded(&self, on: bool) {
+        self.forced.store(
+            if on { FORCED_DEGRADED } else { FORCED_NONE },
+            Ordering::SeqCst,
+        );
+    }
+    /// (read, write, checksum) error counts of this vdev alone.
+    pub fn errors(&self) -> (u64, u64, u64) {
+        let c = &self.counters;
+        (
+            c.read.load(Ordering::Relaxed),
+            c.write.load(Ordering::Relaxed),
+            c.cksum.load(Ordering::Relaxed),
+        )
+    }
+    /// Reset the error counters of the whole subtree (`zpool clear`).
+    pub fn clear_errors(&self) {
+        for c in [
+            &self.counters.read,
+            &self.counters.write,
+            &self.counters.cksum,
+        ] {
+            c.store(0, Ordering::Relaxed);
+        }
+        self.children.iter().for_each(Vdev::clear_errors);
+    }
+
+    /// Current health, derived bottom-up from the leaves.
+    pub fn state(&self) -> VdevState {
+        match &self.kind {
+            k if k.is_leaf() => self.leaf_state(),
+            VdevKind::Hole => VdevState::Online,
+            VdevKind::Raidz { nparity } => self.redundant_state(*nparity as usize),
+            VdevKind::Draid { nparity, .. } => self.redundant_state(*nparity as usize),
+            k if k.is_mirror_like() => self.redundant_state(self.children.len().saturating_sub(1)),
+            _ => self.redundant_state(0), // root: every top-level vdev is needed
+        }
+    }
+
+    fn leaf_state(&self) -> VdevState {
+        if self.device.is_none() || self.kind == VdevKind::Missing {
+            return VdevState::Unavail;
+        }
+        match self.forced.load(Ordering::SeqCst) {
+            FORCED_FAULTED => VdevState::Faulted,
+            FORCED_DEGRADED => VdevState::Degraded,
+            _ => VdevState::Online,
+        }
+    }
+
+    /// State of a vdev that survives the loss of up to `tolerate` children.
+    fn redundant_state(&self, tolerate: usize) -> VdevState {
+        let states: Vec<VdevState> = self.children.iter().map(Vdev::state).collect();
+        let lost = states
+            .iter()
+            .filter(|s| matches!(s, VdevState::Faulted | VdevState::Unavail))
+            .count();
+        if lost > tolerate || (self.children.is_empty() && self.kind != VdevKind::Root) {
+            VdevState::Unavail
+        } else if lost > 0 || states.contains(&VdevState::Degraded) {
+            VdevState::Degraded
+        } else {
+            VdevState::Online
+        }
+    }
+
+    /// Can reads be served at all?
+    pub(crate) fn readable(&self) -> bool {
+        !matches!(self.state(), VdevState::Faulted | VdevState::Unavail)
+    }
+
+    /// Display name as `zpool status` shows it.
+    pub fn name(&self) -> String {
+        match &self.kind {
+            VdevKind::Root => "root".into(),
+            VdevKind::Mirror => format!("mirror-{}", self.id),
+            VdevKind::Raidz { nparity } => format!("raidz{nparity}-{}", self.id),
+            VdevKind::Replacing => format!("replacing-{}", self.id),
+            VdevKind::Spare => format!("spare-{}", self.id),
+            VdevKind::Hole => format!("hole-{}", self.id),
+            VdevKind::Draid {
+                nparity,
+                ndata,
+                nspares,
+                children,
+            } => {
+                format!("draid{nparity}:{ndata}d:{children}c:{nspares}s-{}", self.id)
+            }
+            VdevKind::Disk | VdevKind::File | VdevKind::Missing => match &self.device {
+                Some(d) => d.name().to_string(),
+                None => self.guid.to_string(),
+            },
+        }
+    }
+
+    /// Pre-order walk of the tree for `zpool status` (holes omitted).
+    pub fn stats(&self) -> Vec<VdevStat> {
+        let mut out = Vec::new();
+        self.collect_stats(0, &mut out);
+        out
+    }
+
+    fn collect_stats(&self, depth: usize, out: &mut Vec<VdevStat>) {
+        if self.kind == VdevKind::Hole {
+            return;
+        }
+        let (read_errors, write_errors, cksum_errors) = self.errors();
+        out.push(VdevStat {
+            depth,
+            name: self.name(),
+            guid: self.guid,
+            state: self.state(),
+            read_errors,
+            write_errors,
+            cksum_errors,
+        });
+        for c in &self.children {
+            c.collect_stats(depth + 1, out);
+        }
+    }
+
+    fn sector(&self) -> u64 {
+        1u64 << self.ashift
+    }
+
+    /// Allocated size of a block of `psize` bytes on this (top-level) vdev: RAID-Z adds parity
+    /// and padding (vdev_raidz_psize_to_asize); everything else rounds up to a sector.
+    pub fn asize(&self, psize: u64) -> u64 {
+        match &self.kind {
+            VdevKind::Raidz { nparity } => raidz::raidz_asize(
+                psize,
+                self.ashift,
+                self.children.len() as u64,
+                u64::from(*nparity),
+            ),
+            _ => psize.div_ceil(self.sector()) * self.sector(),
+        }
+    }
+
+    /// Read `psize` bytes at DVA offset `offset` of this top-level vdev. `verify` checks the
+    /// block's checksum over exactly `psize` bytes; copies or reconstructions that fail it are
+    /// rejected (and counted as checksum errors on the children proven wrong).
+    pub fn read(
+        &self,
+        offset: u64,
+        psize: u64,
+        verify: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<ReadOutcome> {
+        if psize == 0 {
+            return Err(VdevError::InvalidRequest("zero-length read".into()));
+        }
+        let size = psize
+            .checked_next_multiple_of(self.sector())
+            .ok_or_else(|| VdevError::InvalidRequest(format!("psize {psize:#x} overflows")))?;
+        let plen = psize as usize;
+        let check = |b: &[u8]| b.get(..plen).is_some_and(verify);
+        let mut repairs = Vec::new();
+        let mut data = self.read_block(offset, size, &check, &mut repairs)?;
+        data.truncate(plen);
+        Ok(ReadOutcome { data, repairs })
+    }
+
+    /// Read and verify a sector-aligned block through this vdev (any level).
+    pub(crate) fn read_block(
+        &self,
+        offset: u64,
+        size: u64,
+        check: &dyn Fn(&[u8]) -> bool,
+        repairs: &mut Vec<Repair>,
+    ) -> Result<Vec<u8>> {
+        match &self.kind {
+            k if k.is_leaf() => {
+                let data = self.leaf_read(offset, size)?;
+                if check(&data) {
+                    Ok(data)
+                } else {
+                    Counters::bump(&self.counters.cksum);
+                    Err(self.checksum_error(offset, size))
+                }
+            }
+            k if k.is_mirror_like() => mirror::read(self, offset, size, check, repairs),
+            VdevKind::Raidz { .. } => raidz::read(self, offset, size, check, repairs),
+            _ => Err(self.no_io("reads")),
+        }
+    }
+
+    pub(crate) fn checksum_error(&self, offset: u64, size: u64) -> VdevError {
+        VdevError::Checksum {
+            vdev: self.name(),
+            offset,
+            size,
+        }
+    }
+
+    fn no_io(&self, what: &str) -> VdevError {
+        match self.kind {
+            VdevKind::Draid { .. } => {
+                VdevError::Unsupported(format!("dRAID {what} ({})", self.name()))
+            }
+            _ => VdevError::InvalidRequest(format!("{what} are not possible on {}", self.name())),
+        }
+    }
+
+    fn unavailable(&self, detail: &str) -> VdevError {
+        VdevError::Unavailable {
+            vdev: self.name(),
+            detail: detail.into(),
+        }
+    }
+
+    /// Raw read of a leaf's allocatable space; counts I/O errors.
+    fn leaf_read(&self, offset: u64, size: u64) -> Result<Vec<u8>> {
+        let dev = self.leaf_device()?;
+        let len = usize::try_from(size)
+            .map_err(|_| VdevError::InvalidRequest(format!("size {size:#x}")))?;
+        let off = leaf_offset(offset)?;
+        let mut buf = vec![0u8; len];
+        dev.read_at(&mut buf, off).map_err(|e| {
+            Counters::bump(&self.counters.read);
+            VdevError::Io {
+                device: dev.name().to_string(),
+                source: e,
+            }
+        })?;
+        Ok(buf)
+    }
+
+    fn leaf_write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        let dev = self.leaf_device()?;
+        let off = leaf_offset(offset)?;
+        dev.write_at(data, off).map_err(|e| {
+            Counters::bump(&self.counters.write);
+            VdevError::Io {
+                device: dev.name().to_string(),
+                source: e,
+            }
+        })
+    }
+
+    fn leaf_device(&self) -> Result<&Arc<dyn BlockDevice>> {
+        match (&self.device, self.leaf_state()) {
+            (Some(d), VdevState::Online | VdevState::Degraded) => Ok(d),
+            (_, state) => Err(self.unavailable(&format!("leaf is {state}"))),
+        }
+    }
+
+    /// Unverified read of one RAID-Z column from a child: a leaf reads its device; a
+    /// replacing/spare child returns the first copy that reads without error.
+    pub(crate) fn column_read(&self, offset: u64, size: u64) -> Result<Vec<u8>> {
+        if self.kind.is_leaf() {
+            return self.leaf_read(offset, size);
+        }
+        if !self.kind.is_mirror_like() {
+            return Err(self.no_io("column reads"));
+        }
+        let mut last = None;
+        for c in self.children.iter().filter(|c| c.readable()) {
+            match c.column_read(offset, size) {
+                Ok(d) => return Ok(d),
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| self.unavailable("no readable child")))
+    }
+
+    /// Write raw bytes through this vdev without parity (leaf, or every child of a
+    /// mirror-like vdev; succeeds if at least one copy was written).
+    pub(crate) fn column_write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        if self.kind.is_leaf() {
+            return self.leaf_write(offset, data);
+        }
+        if !self.kind.is_mirror_like() {
+            return Err(self.no_io("column writes"));
+        }
+        let mut ok = false;
+        let mut last = None;
+        for c in self.children.iter().filter(|c| c.readable()) {
+            match c.column_write(offset, data) {
+                Ok(()) => ok = true,
+                Err(e) => last = Some(e),
+            }
+        }
+        match (ok, last) {
+            (true, _) => Ok(()),
+            (false, Some(e)) => Err(e),
+            (false, None) => Err(self.unavailable("no writable child")),
+        }
+    }
+
+    /// Write a block at DVA offset `offset` of this top-level vdev: the data is zero-padded to
+    /// a whole sector; RAID-Z computes and writes parity; mirrors write every child.
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<()> {
+        if data.is_empty() {
+            return Err(VdevError::InvalidRequest("zero-length write".into()));
+        }
+        let padded;
+        let data = if data.len() as u64 & (self.sector() - 1) == 0 {
+            data
+        } else {
+            let mut v = data.to_vec();
+            v.resize(
+                (data.len() as u64).next_multiple_of(self.sector()) as usize,
+                0,
+            );
+            padded = v;
+            &padded
+        };
+        match &self.kind {
+            VdevKind::Raidz { .. } => raidz::write(self, offset, data),
+            k if k.is_leaf() || k.is_mirror_like() => self.column_write(offset, data),
+            _ => Err(self.no_io("writes")),
+        }
+    }
+
+    /// Issue the repair writes a read asked for.
+    pub fn apply_repairs(&self, repairs: &[Repair]) -> Result<()> {
+        for r in repairs {
+            let vd = self.find(r.vdev_guid).ok_or_else(|| {
+                VdevError::InvalidRequest(format!("no vdev with guid {}", r.vdev_guid))
+            })?;
+            vd.column_write(r.offset, &r.data)?;
+        }
+        Ok(())
+    }
+
+    /// Flush every present leaf device.
+    pub fn flush(&self) -> Result<()> {
+        if let Some(d) = &self.device {
+            d.flush().map_err(|e| VdevError::Io {
+                device: d.name().to_string(),
+                source: e,
+            })?;
+        }
+        self.children.iter().try_for_each(Vdev::flush)
+    }
+}
+
+/// Device byte offset of an allocatable-space offset.
+fn leaf_offset(offset: u64) -> Result<u64> {
+    offset
+        .checked_add(VDEV_LABEL_START_SIZE)
+        .ok_or_else(|| VdevError::InvalidRequest(format!("offset {offset:#x} overflows")))
+}
+
+/// Check one node's own shape (children are checked when built). `ashift` is the effective
+/// one: 0 (not yet known, e.g. the root) or within [`ASHIFT_MIN`]..=[`ASHIFT_MAX`].
+fn validate(spec: &VdevSpec, ashift: u8) -> Result<()> {
+    let bad = |m: String| Err(VdevError::InvalidConfig(m));
+    let n = spec.children.len();
+    if ashift != 0 && !(ASHIFT_MIN..=ASHIFT_MAX).contains(&ashift) {
+        return bad(format!("vdev {} has ashift {ashift}", spec.guid));
+    }
+    match &spec.kind {
+        VdevKind::Disk | VdevKind::File | VdevKind::Missing | VdevKind::Hole if n != 0 => {
+            bad(format!("leaf/hole vdev {} has {n} children", spec.guid))
+        }
+        VdevKind::Mirror | VdevKind::Replacing | VdevKind::Spare if n == 0 => bad(format!(
+            "{:?} vdev {} has no children",
+            spec.kind, spec.guid
+        )),
+        VdevKind::Raidz { nparity } => {
+            let p = *nparity as usize;
+            if !(1..=codec::raidz::MAX_PARITY).contains(&p) {
+                return bad(format!("raidz nparity {p}"));
+            }
+            if n <= p || n > 255 {
+                return bad(format!("raidz{p} with {n} children"));
+            }
+            if ashift == 0 {
+                return bad(format!("raidz vdev {} without ashift", spec.guid));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}

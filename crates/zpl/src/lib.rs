@@ -1,0 +1,305 @@
+//! # zpl — the POSIX view of a ZPL objset (read side)
+//!
+//! A ZPL objset (OpenZFS `module/zfs/zfs_znode.c`, `zfs_dir.c`, `zfs_sa.c`) has a *master
+//! node* (object 1, a ZAP) naming the root directory (`ROOT`), the ZPL version (`VERSION`),
+//! and, from ZPL version 5, the system-attribute tables (`SA_ATTRS`). Each file is a DMU
+//! object whose bonus buffer holds its attributes: a `znode_phys_t` for ZPL < 5, or an SA
+//! header + attributes laid out by a numbered layout (extra attributes spill into a spill
+//! block). Directories are ZAPs whose values pack the object number (low 48 bits) and the
+//! file type (top 4 bits). Extended attributes live in a hidden xattr directory
+//! (`ZPL_XATTR`) or, with `xattr=sa`, in a packed nvlist attribute (`ZPL_DXATTR`).
+//!
+//! This crate knows nothing about FUSE; it answers lookups, attribute and data reads by
+//! object number, and is what the FUSE adapter and `rzdb -r` both use.
+#![forbid(unsafe_code)]
+
+pub mod attrs;
+
+use dmu::{Dnode, Objset};
+use std::sync::Arc;
+
+pub use attrs::{Attrs, FileType};
+
+/// Errors of the ZPL.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ZplError {
+    #[error(transparent)]
+    Dmu(#[from] dmu::DmuError),
+    #[error(transparent)]
+    Zap(#[from] zap::ZapError),
+    #[error("corrupt {what}: {detail}")]
+    Corrupt { what: &'static str, detail: String },
+    #[error("no such file or directory: {0}")]
+    NotFound(String),
+    #[error("not a directory: {0}")]
+    NotDir(String),
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+}
+
+impl From<ondisk::Error> for ZplError {
+    fn from(e: ondisk::Error) -> Self {
+        ZplError::Corrupt {
+            what: "ZPL structure",
+            detail: e.to_string(),
+        }
+    }
+}
+
+impl ZplError {
+    /// The errno a POSIX caller should see.
+    pub fn errno(&self) -> i32 {
+        match self {
+            ZplError::NotFound(_) => 2,     // ENOENT
+            ZplError::NotDir(_) => 20,      // ENOTDIR
+            ZplError::Unsupported(_) => 95, // EOPNOTSUPP
+            _ => 5,                         // EIO: checksum or structure damage
+        }
+    }
+}
+
+/// Result alias.
+pub type Result<T> = std::result::Result<T, ZplError>;
+
+/// Object number of the master node.
+pub const MASTER_NODE_OBJ: u64 = 1;
+
+/// One directory entry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DirEntry {
+    pub name: Vec<u8>,
+    pub object: u64,
+    /// File type from the entry's top 4 bits (DT_* values: 4 dir, 8 reg, 10 lnk, ...).
+    pub dtype: u8,
+}
+
+/// An open ZPL filesystem.
+#[derive(Clone)]
+pub struct Zpl {
+    pub os: Objset,
+    pub version: u64,
+    pub root: u64,
+    sa: Arc<Option<attrs::SaTables>>,
+}
+
+impl Zpl {
+    /// Opens the ZPL on an objset of type ZFS.
+    pub fn open(os: Objset) -> Result<Zpl> {
+        if os.os_type() != ondisk::objset::DMU_OST_ZFS {
+            return Err(ZplError::Unsupported(format!(
+                "objset type {} is not a filesystem",
+                os.os_type()
+            )));
+        }
+        let version = zap::lookup_u64(&os, MASTER_NODE_OBJ, "VERSION")?.unwrap_or(1);
+        let root =
+            zap::lookup_u64(&os, MASTER_NODE_OBJ, "ROOT")?.ok_or_else(|| ZplError::Corrupt {
+                what: "master node",
+                detail: "no ROOT entry".into(),
+            })?;
+        let sa = match zap::lookup_u64(&os, MASTER_NODE_OBJ, "SA_ATTRS")? {
+            Some(obj) => Some(attrs::SaTables::load(&os, obj)?),
+            None => None,
+        };
+        Ok(Zpl {
+            os,
+            version,
+            root,
+            sa: Arc::new(sa),
+        })
+    }
+
+    /// Attributes of object `obj`.
+    pub fn getattr(&self, obj: u64) -> Result<Attrs> {
+        let dn = self.dnode(obj)?;
+        attrs::decode(&self.os, &dn, self.sa.as_ref().as_ref())
+    }
+
+    fn dnode(&self, obj: u64) -> Result<Dnode> {
+        match self.os.dnode(obj) {
+            Ok(d) => Ok(d),
+            Err(dmu::DmuError::NoSuchObject(o)) => Err(ZplError::NotFound(format!("object {o}"))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Entries of directory `dir` (without `.` and `..`), in ZAP order.
+    pub fn readdir(&self, dir: u64) -> Result<Vec<DirEntry>> {
+        let a = self.getattr(dir)?;
+        if a.kind() != FileType::Directory {
+            return Err(ZplError::NotDir(format!("object {dir}")));
+        }
+        let mut out = Vec::new();
+        for e in zap::list(&self.os, dir)? {
+            let v = e.first_u64().ok_or_else(|| ZplError::Corrupt {
+                what: "directory entry",
+                detail: format!("{} has no value", e.name_string()),
+            })?;
+            out.push(DirEntry {
+                name: e.name,
+                object: v & ((1u64 << 48) - 1),
+                dtype: (v >> 60) as u8,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Looks `name` up in directory `dir`.
+    pub fn lookup(&self, dir: u64, name: &[u8]) -> Result<Option<DirEntry>> {
+        if name == b"." {
+            return Ok(Some(DirEntry {
+                name: name.to_vec(),
+                object: dir,
+                dtype: 4,
+            }));
+        }
+        if name == b".." {
+            let p = self.getattr(dir)?.parent;
+            return Ok(Some(DirEntry {
+                name: name.to_vec(),
+                object: p,
+                dtype: 4,
+            }));
+        }
+        Ok(zap::lookup_bytes(&self.os, dir, name)?.and_then(|e| {
+            e.first_u64().map(|v| DirEntry {
+                name: e.name,
+                object: v & ((1u64 << 48) - 1),
+                dtype: (v >> 60) as u8,
+            })
+        }))
+    }
+
+    /// Resolves an absolute path (symlinks are not followed).
+    pub fn resolve(&self, path: &str) -> Result<u64> {
+        let mut cur = self.root;
+        for comp in path.split('/').filter(|c| !c.is_empty()) {
+            match self.lookup(cur, comp.as_bytes())? {
+                Some(e) => cur = e.object,
+                None => return Err(ZplError::NotFound(path.to_string())),
+            }
+        }
+        Ok(cur)
+    }
+
+    /// Reads up to `len` bytes at `offset` of a file (short at end of file).
+    pub fn read(&self, obj: u64, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let a = self.getattr(obj)?;
+        let dn = self.dnode(obj)?;
+        self.read_with(&dn, a.size, offset, len)
+    }
+
+    /// Reads with an already-fetched dnode and size (avoids re-decoding attributes per call).
+    pub fn read_with(&self, dn: &Dnode, size: u64, offset: u64, len: usize) -> Result<Vec<u8>> {
+        if offset >= size {
+            return Ok(Vec::new());
+        }
+        let n = (size - offset).min(len as u64) as usize;
+        let mut buf = vec![0u8; n];
+        self.os.read(dn, offset, &mut buf)?;
+        Ok(buf)
+    }
+
+    /// The dnode of a file, for repeated reads.
+    pub fn file_dnode(&self, obj: u64) -> Result<Dnode> {
+        self.dnode(obj)
+    }
+
+    /// Target of a symbolic link.
+    pub fn readlink(&self, obj: u64) -> Result<Vec<u8>> {
+        let a = self.getattr(obj)?;
+        if a.kind() != FileType::Symlink {
+            return Err(ZplError::Unsupported(format!(
+                "object {obj} is not a symlink"
+            )));
+        }
+        if let Some(t) = a.symlink {
+            return Ok(t);
+        }
+        // Long targets of pre-SA symlinks live in the object's data.
+        self.read(obj, 0, a.size as usize)
+    }
+
+    /// Names of extended attributes (SA xattrs first, then the xattr directory's).
+    pub fn listxattr(&self, obj: u64) -> Result<Vec<Vec<u8>>> {
+        let a = self.getattr(obj)?;
+        let mut out: Vec<Vec<u8>> = attrs::sa_xattrs(&a)?.into_iter().map(|(k, _)| k).collect();
+        if a.xattr_dir != 0 {
+            for e in self.readdir(a.xattr_dir)? {
+                if !out.contains(&e.name) {
+                    out.push(e.name);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Value of extended attribute `name`.
+    pub fn getxattr(&self, obj: u64, name: &[u8]) -> Result<Option<Vec<u8>>> {
+        let a = self.getattr(obj)?;
+        if let Some((_, v)) = attrs::sa_xattrs(&a)?.into_iter().find(|(k, _)| k == name) {
+            return Ok(Some(v));
+        }
+        if a.xattr_dir != 0 {
+            if let Some(e) = self.lookup(a.xattr_dir, name)? {
+                let xa = self.getattr(e.object)?;
+                return Ok(Some(self.read(e.object, 0, xa.size as usize)?));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Best-effort path of an object, through parent pointers (for error reports).
+    pub fn path_of(&self, obj: u64) -> Option<String> {
+        let mut parts = Vec::new();
+        let mut cur = obj;
+        for _ in 0..256 {
+            if cur == self.root {
+                parts.reverse();
+                return Some(format!("/{}", parts.join("/")));
+            }
+            let parent = self.getattr(cur).ok()?.parent;
+            let name = self
+                .readdir(parent)
+                .ok()?
+                .into_iter()
+                .find(|e| e.object == cur)?
+                .name;
+            parts.push(String::from_utf8_lossy(&name).into_owned());
+            cur = parent;
+        }
+        None
+    }
+
+    /// Walks the whole tree depth first, calling `f(path, entry)` for every entry below the
+    /// root. Bounded by `max_depth` so a corrupt cycle cannot recurse forever.
+    pub fn walk(&self, f: &mut dyn FnMut(&str, &DirEntry) -> Result<()>) -> Result<()> {
+        self.walk_dir(self.root, "", 0, f)
+    }
+
+    fn walk_dir(
+        &self,
+        dir: u64,
+        prefix: &str,
+        depth: usize,
+        f: &mut dyn FnMut(&str, &DirEntry) -> Result<()>,
+    ) -> Result<()> {
+        const MAX_DEPTH: usize = 2048;
+        if depth > MAX_DEPTH {
+            return Err(ZplError::Corrupt {
+                what: "directory tree",
+                detail: "too deep (cycle?)".into(),
+            });
+        }
+        let mut entries = self.readdir(dir)?;
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        for e in entries {
+            let path = format!("{prefix}/{}", String::from_utf8_lossy(&e.name));
+            f(&path, &e)?;
+            if e.dtype == 4 {
+                self.walk_dir(e.object, &path, depth + 1, f)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Installs everything the test tiers need on a fresh Debian bookworm machine:
+#   - FUSE userspace (fusermount3) so rzfs can mount datasets;
+#   - zfs-fuse (Debian main), a peer that writes real v23 pools;
+#   - OpenZFS 2.3 userland (zdb, zstream, ztest) from bookworm-backports/contrib,
+#     unpacked into a private prefix because zfsutils-linux conflicts with zfs-fuse;
+#   - OpenZFS's test data (zfs-test package: zpool_upgrade blockfiles, send streams).
+# Idempotent: re-running skips what is present. Prints where the oracles live.
+set -euo pipefail
+
+ORACLE_PREFIX=${RZFS_ORACLE_PREFIX:-/opt/rzfs-oracles/openzfs}
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO=sudo
+
+need_apt_update=1
+apt_update() {
+  if [ "$need_apt_update" = 1 ]; then
+    $SUDO apt-get update -qq
+    need_apt_update=0
+  fi
+}
+
+# --- bookworm-backports with contrib, without naming a host: reuse the URIs line. --------
+BP=/etc/apt/sources.list.d/rzfs-backports.sources
+if [ ! -f "$BP" ]; then
+  uris=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+  signed=$(awk '/^Signed-By:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+  printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main contrib\nSigned-By: %s\n' \
+    "$uris" "$signed" | $SUDO tee "$BP" >/dev/null
+fi
+
+# --- Debian packages ----------------------------------------------------------------------
+pkgs=(fuse3 zfs-fuse bzip2 pkg-config attr xxd)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  apt_update
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# zfs-fuse's package starts its daemon through an init script; we start our own per test.
+$SUDO pkill -x zfs-fuse 2>/dev/null || true
+
+# --- OpenZFS userland in a private prefix --------------------------------------------------
+if [ ! -x "$ORACLE_PREFIX/sbin/zdb" ]; then
+  apt_update
+  tmp=$(mktemp -d)
+  (
+    cd "$tmp"
+    apt-get download -qq -t bookworm-backports zfsutils-linux zfs-test libzpool6linux \
+      libzfs6linux libnvpair3linux libuutil3linux >/dev/null
+    $SUDO mkdir -p "$ORACLE_PREFIX"
+    for d in ./*.deb; do $SUDO dpkg -x "$d" "$ORACLE_PREFIX"; done
+  )
+  rm -rf "$tmp"
+fi
+
+# --- Rust components used by the checks -----------------------------------------------------
+rustup component add clippy rustfmt >/dev/null 2>&1 || true
+
+# --- fuzz: cargo-fuzz for scripts/fuzz.sh (stable toolchain; see fuzz/README.md) -----------
+cargo fuzz --version >/dev/null 2>&1 || cargo install -q cargo-fuzz --version 0.13.2 --locked
+# --- end fuzz -------------------------------------------------------------------------------
+
+echo "oracles: $ORACLE_PREFIX/sbin (zdb, zstream, ztest); zfs-fuse: $(command -v zfs-fuse || echo missing)"

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what the tests need, then runs every tier with bounded budgets:
+#   1. fast: fmt, clippy, unit + property tests of every crate;
+#   2. oracle: fixtures made by OpenZFS's tools and zfs-fuse, read back by rzfs;
+#   3. fuzz: every parser's fuzz target for a bounded time (when cargo-fuzz is available).
+# Tiers can be chosen with RZFS_TIERS="fast oracle fuzz" (default: all).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TIERS=${RZFS_TIERS:-"fast"}
+export CARGO_TERM_COLOR=never
+export RZFS_TESTDATA=${RZFS_TESTDATA:-$PWD/test-data}
+
+./scripts/install-test-deps.sh
+
+has() { case " $TIERS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+
+if has fast; then
+  echo "== tier fast: fmt, clippy, unit and property tests"
+  cargo fmt --all -- --check
+  cargo clippy --workspace --all-targets --quiet -- -D warnings
+  cargo test --workspace --quiet 2>&1 | tee /tmp/rzfs-fast.log
+fi
+
+if has oracle; then
+  echo "== tier oracle: pools written by OpenZFS and zfs-fuse"
+  ./tests/oracle/make_all.sh "$RZFS_TESTDATA"
+  RZFS_ORACLE=1 cargo test --release -p rzfs-cli --test oracle -- --test-threads=2 2>&1 | tee /tmp/rzfs-oracle.log
+fi
+
+if has fuzz; then
+  echo "== tier fuzz: bounded runs of every parser target"
+  ./scripts/fuzz.sh "${RZFS_FUZZ_SECONDS:-20}"
+fi
+echo "== all tiers passed: $TIERS"

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Wrapper: see zfsfuse_pools.py and README.md.  usage: zfsfuse_pools.sh [OUT] [args...]
+# OUT defaults to $RZFS_TESTDATA or /work/main/test-data.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+out=${1:-${RZFS_TESTDATA:-/work/main/test-data}}
+[ $# -gt 0 ] && shift
+exec python3 "$here/zfsfuse_pools.py" "$out" "$@"
