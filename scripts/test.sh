@@ -6,7 +6,7 @@
 # Tiers can be chosen with RZFS_TIERS="fast oracle fuzz" (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TIERS=${RZFS_TIERS:-"fast"}
+TIERS=${RZFS_TIERS:-"fast oracle"}
 export CARGO_TERM_COLOR=never
 export RZFS_TESTDATA=${RZFS_TESTDATA:-$PWD/test-data}
 
@@ -18,13 +18,14 @@ if has fast; then
   echo "== tier fast: fmt, clippy, unit and property tests"
   cargo fmt --all -- --check
   cargo clippy --workspace --all-targets --quiet -- -D warnings
-  cargo test --workspace --quiet 2>&1 | tee /tmp/rzfs-fast.log
+  # Oracle-backed integration tests belong to the oracle tier (release build, fixtures).
+  RZFS_ORACLE=0 cargo test --workspace --quiet 2>&1 | tee /tmp/rzfs-fast.log
 fi
 
 if has oracle; then
   echo "== tier oracle: pools written by OpenZFS and zfs-fuse"
   ./tests/oracle/make_all.sh "$RZFS_TESTDATA"
-  RZFS_ORACLE=1 cargo test --release -p rzfs-cli --test oracle -- --test-threads=2 2>&1 | tee /tmp/rzfs-oracle.log
+  RZFS_ORACLE=1 cargo test --release -p rzfs-cli --tests -- --test-threads=2 2>&1 | tee /tmp/rzfs-oracle.log
 fi
 
 if has fuzz; then

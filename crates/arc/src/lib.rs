@@ -139,11 +139,7 @@ impl<K: Hash + Eq + Clone> BlockCache<K> {
     /// Current counters.
     pub fn stats(&self) -> CacheStats {
         let st = self.lock();
-        CacheStats {
-            size_bytes: st.size_bytes,
-            entries: st.map.len(),
-            ..st.stats
-        }
+        CacheStats { size_bytes: st.size_bytes, entries: st.map.len(), ..st.stats }
     }
 }
 

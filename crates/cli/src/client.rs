@@ -50,8 +50,7 @@ pub fn call(sock: &Path, req: &Request) -> std::io::Result<Response> {
     let mut r = BufReader::new(s.take(MAX_MESSAGE_BYTES as u64));
     let mut buf = Vec::new();
     r.read_until(b'\n', &mut buf)?;
-    serde_json::from_slice(&buf)
-        .map_err(|e| std::io::Error::other(format!("bad response from rzfsd: {e}")))
+    serde_json::from_slice(&buf).map_err(|e| std::io::Error::other(format!("bad response from rzfsd: {e}")))
 }
 
 use std::io::Read;
@@ -67,10 +66,7 @@ pub fn start_daemon(sock: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
     }
     let log = sock.with_extension("log");
-    let logf = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)?;
+    let logf = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
     std::process::Command::new(exe)
         .arg("--socket")
         .arg(sock)
@@ -86,22 +82,14 @@ pub fn start_daemon(sock: &Path) -> std::io::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    Err(std::io::Error::other(format!(
-        "rzfsd did not start within {START_TIMEOUT:?}; see {}",
-        log.display()
-    )))
+    Err(std::io::Error::other(format!("rzfsd did not start within {START_TIMEOUT:?}; see {}", log.display())))
 }
 
 /// Entry point of `rzpool` and `rzfs`: forward argv to the daemon (starting it if needed).
 pub fn main_forward(prog: &str) -> ! {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let req = Request {
-        version: PROTOCOL_VERSION,
-        prog: prog.to_string(),
-        argv,
-        cwd,
-    };
+    let req = Request { version: PROTOCOL_VERSION, prog: prog.to_string(), argv, cwd };
     let sock = socket_path();
     let resp = match call(&sock, &req) {
         Ok(r) => Ok(r),

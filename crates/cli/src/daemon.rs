@@ -40,12 +40,7 @@ impl State {
 
     /// All imported pools, by name.
     pub fn all_pools(&self) -> Vec<Arc<Pool>> {
-        self.pools
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect()
+        self.pools.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
     }
 }
 
@@ -56,10 +51,7 @@ pub fn serve(sock: &Path) -> std::io::Result<()> {
     }
     if sock.exists() {
         if UnixStream::connect(sock).is_ok() {
-            return Err(std::io::Error::other(format!(
-                "another rzfsd already serves {}",
-                sock.display()
-            )));
+            return Err(std::io::Error::other(format!("another rzfsd already serves {}", sock.display())));
         }
         std::fs::remove_file(sock)?;
     }
@@ -77,8 +69,7 @@ pub fn serve(sock: &Path) -> std::io::Result<()> {
 
 fn handle(state: &State, conn: UnixStream) -> std::io::Result<()> {
     let mut line = Vec::new();
-    BufReader::new((&conn).take(crate::proto::MAX_MESSAGE_BYTES as u64 + 1))
-        .read_until(b'\n', &mut line)?;
+    BufReader::new((&conn).take(crate::proto::MAX_MESSAGE_BYTES as u64 + 1)).read_until(b'\n', &mut line)?;
     let resp = match parse_request(&line) {
         Ok(req) => match req.prog.as_str() {
             "rzpool" => cmd::zpool::run(state, &req.argv, &req.cwd),
@@ -90,4 +81,23 @@ fn handle(state: &State, conn: UnixStream) -> std::io::Result<()> {
     let mut out = serde_json::to_vec(&resp).map_err(std::io::Error::other)?;
     out.push(b'\n');
     (&conn).write_all(&out)
+}
+
+/// Names of mounted datasets, for the `mounted` property (read by property code that has no
+/// handle on the daemon state; kept in step with `State::mounts` by `track_mount`).
+static MOUNTED: Mutex<std::collections::BTreeSet<String>> = Mutex::new(std::collections::BTreeSet::new());
+
+/// True if `dataset` is mounted by this process.
+pub fn is_mounted(dataset: &str) -> bool {
+    MOUNTED.lock().unwrap_or_else(|p| p.into_inner()).contains(dataset)
+}
+
+/// Records a mount (`on`) or unmount of `dataset`.
+pub fn track_mount(dataset: &str, on: bool) {
+    let mut m = MOUNTED.lock().unwrap_or_else(|p| p.into_inner());
+    if on {
+        m.insert(dataset.to_string());
+    } else {
+        m.remove(dataset);
+    }
 }

@@ -130,9 +130,8 @@ mod tests {
 /// A UTC timestamp as zfs prints `creation` ("Sat Nov 21 14:27 2026").
 pub fn ctime(secs: u64) -> String {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
+    const MONTHS: [&str; 12] =
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
     let days = secs / 86400;
     let rem = secs % 86400;
     // Civil-from-days (proleptic Gregorian), after Howard Hinnant's public-domain algorithm.

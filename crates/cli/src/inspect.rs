@@ -1,7 +1,6 @@
 //! What `rzdb` does: open an exported pool directly (read-only) and inspect or copy out.
 
 use crate::zplopen;
-use dmu::traverse::{traverse_objset, TraverseOpts};
 use pool::{ImportOpts, Pool};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
@@ -27,15 +26,12 @@ pub fn open(opts: &Opts, target: &str) -> Result<Arc<Pool>, String> {
     if let Some(m) = opts.arc_max {
         io.cache_bytes = m;
     }
-    pool::import(c, &io)
-        .map(Arc::new)
-        .map_err(|e| format!("cannot open '{name}': {e}"))
+    pool::import(c, &io).map(Arc::new).map_err(|e| format!("cannot open '{name}': {e}"))
 }
 
 /// `-l`: the labels of one device.
 pub fn labels(dev: &str) -> R {
-    let d = vdev::FileDevice::open(Path::new(dev), false)
-        .map_err(|e| format!("cannot open {dev}: {e}"))?;
+    let d = vdev::FileDevice::open(Path::new(dev), false).map_err(|e| format!("cannot open {dev}: {e}"))?;
     let mut out = String::new();
     for l in 0..4 {
         let _ = writeln!(
@@ -56,8 +52,7 @@ pub fn labels(dev: &str) -> R {
 pub fn uberblock(opts: &Opts, target: &str) -> R {
     let p = open(opts, target)?;
     let ub = &p.uberblock;
-    let bp =
-        ondisk::blkptr::BlkPtr::parse(&ub.rootbp_raw, ub.byte_order).map_err(|e| e.to_string())?;
+    let bp = ondisk::blkptr::BlkPtr::parse(&ub.rootbp_raw, ub.byte_order).map_err(|e| e.to_string())?;
     Ok(format!(
         "Uberblock:\n\tmagic = 0000000000bab10c\n\tversion = {}\n\ttxg = {}\n\tguid_sum = {}\n\ttimestamp = {}\n\trootbp = {bp}\n",
         ub.version, ub.txg, ub.guid_sum, ub.timestamp
@@ -77,10 +72,7 @@ pub fn datasets(opts: &Opts, target: &str, _level: u8) -> R {
         {
             continue;
         }
-        let objs = dsl
-            .open_objset(&ds)
-            .map(|os| os.object_limit())
-            .unwrap_or(0);
+        let objs = dsl.open_objset(&ds).map(|os| os.object_limit()).unwrap_or(0);
         let _ = writeln!(
             out,
             "Dataset {} [{}], ID {}, cr_txg {}, {} bytes, {} objects",
@@ -121,9 +113,8 @@ fn copy_object(z: &Zpl, obj: u64, w: &mut dyn std::io::Write) -> Result<u64, Str
     let mut off = 0u64;
     const CHUNK: usize = 1 << 20;
     while off < a.size {
-        let d = z
-            .read_with(&dn, a.size, off, CHUNK)
-            .map_err(|e| format!("read error at offset {off}: {e}"))?;
+        let d =
+            z.read_with(&dn, a.size, off, CHUNK).map_err(|e| format!("read error at offset {off}: {e}"))?;
         if d.is_empty() {
             break;
         }
@@ -178,11 +169,8 @@ fn copy_entry(z: &Zpl, obj: u64, dst: &Path) -> Result<(), String> {
         }
         _ => return Ok(()),
     }
-    std::fs::set_permissions(
-        dst,
-        std::fs::Permissions::from_mode((a.mode & 0o7777) as u32),
-    )
-    .map_err(|e| e.to_string())
+    std::fs::set_permissions(dst, std::fs::Permissions::from_mode((a.mode & 0o7777) as u32))
+        .map_err(|e| e.to_string())
 }
 
 fn hex(b: &[u8]) -> String {
@@ -199,10 +187,7 @@ pub fn manifest(opts: &Opts, target: &str) -> R {
     })
     .map_err(|e| e.to_string())?;
     let v = serde_json::json!({ "dataset": target, "files": files });
-    Ok(format!(
-        "{}\n",
-        serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-    ))
+    Ok(format!("{}\n", serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?))
 }
 
 fn entry_json(z: &Zpl, path: &str, obj: u64) -> serde_json::Value {
@@ -259,70 +244,10 @@ impl std::io::Write for HashWriter<'_> {
     }
 }
 
-/// Block statistics, in the units `zdb -b` prints.
-#[derive(Default, Debug, Clone, Copy)]
-pub struct BlockStats {
-    pub count: u64,
-    pub lsize: u64,
-    pub psize: u64,
-    pub asize: u64,
-    pub errors: u64,
-    pub embedded: u64,
-    pub gang: u64,
-}
-
-/// Traverses the MOS and every dataset (each block counted once: a dataset's walk skips
-/// blocks born before its previous snapshot), reading every block when `verify`.
-pub fn block_stats(p: &Pool, verify: bool) -> Result<BlockStats, String> {
-    let mut st = BlockStats::default();
-    let errors = std::cell::Cell::new(0u64);
-    let visit_os = |os: &dmu::Objset, min_birth: u64, st: &mut BlockStats| -> Result<(), String> {
-        let opts = TraverseOpts {
-            min_birth,
-            read_data: verify,
-        };
-        let mut v = |x: &dmu::traverse::Visit| {
-            count(st, x.bp);
-            Ok(())
-        };
-        let mut on_err =
-            |_: &ondisk::blkptr::BlkPtr, _: u64, _: &dmu::DmuError| errors.set(errors.get() + 1);
-        traverse_objset(os, opts, &mut v, &mut on_err).map_err(|e| e.to_string())
-    };
-    count(&mut st, &p.mos.bp);
-    visit_os(&p.mos, 0, &mut st)?;
-    let dsl = p.dsl();
-    for ds in dsl.list().map_err(|e| e.to_string())? {
-        let bp = ds.objset_bp().map_err(|e| e.to_string())?;
-        if bp.is_hole() || bp.birth <= ds.ds.prev_snap_txg {
-            continue;
-        }
-        count(&mut st, &bp);
-        let os = dsl.open_objset(&ds).map_err(|e| e.to_string())?;
-        visit_os(&os, ds.ds.prev_snap_txg, &mut st)?;
-    }
-    st.errors = errors.get();
-    Ok(st)
-}
-
-fn count(st: &mut BlockStats, bp: &ondisk::blkptr::BlkPtr) {
-    st.count += 1;
-    st.lsize += bp.lsize();
-    if bp.is_embedded() {
-        st.embedded += 1;
-        return;
-    }
-    st.psize += bp.psize();
-    st.asize += bp.dva.iter().map(|d| d.asize()).sum::<u64>();
-    if bp.is_gang() {
-        st.gang += 1;
-    }
-}
-
 /// `-b`: block statistics.
 pub fn blocks(opts: &Opts, target: &str, verify: bool) -> R {
     let p = open(opts, target)?;
-    let st = block_stats(&p, verify)?;
+    let st = crate::blockstats::block_stats(&p, verify)?;
     let out = format!(
         "bp count: {}\nbp logical: {}\nbp physical: {}\nbp allocated: {}\nembedded: {}\ngang: {}\nerrors: {}\n",
         st.count, st.lsize, st.psize, st.asize, st.embedded, st.gang, st.errors

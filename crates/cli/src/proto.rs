@@ -40,12 +40,7 @@ pub struct Response {
 impl Response {
     /// A successful response with output.
     pub fn ok(stdout: String) -> Response {
-        Response {
-            version: PROTOCOL_VERSION,
-            exit: 0,
-            stdout,
-            stderr: String::new(),
-        }
+        Response { version: PROTOCOL_VERSION, exit: 0, stdout, stderr: String::new() }
     }
     /// A failed response with a message (exit 1, zpool/zfs's code for errors).
     pub fn err(msg: impl Into<String>) -> Response {
@@ -53,12 +48,7 @@ impl Response {
         if !m.ends_with('\n') {
             m.push('\n');
         }
-        Response {
-            version: PROTOCOL_VERSION,
-            exit: 1,
-            stdout: String::new(),
-            stderr: m,
-        }
+        Response { version: PROTOCOL_VERSION, exit: 1, stdout: String::new(), stderr: m }
     }
     /// A usage error (exit 2, as zpool/zfs use).
     pub fn usage(msg: impl Into<String>) -> Response {
@@ -90,19 +80,12 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let r = Request {
-            version: 1,
-            prog: "rzpool".into(),
-            argv: vec!["list".into()],
-            cwd: "/".into(),
-        };
+        let r = Request { version: 1, prog: "rzpool".into(), argv: vec!["list".into()], cwd: "/".into() };
         let line = serde_json::to_vec(&r).unwrap();
         assert_eq!(parse_request(&line).unwrap(), r);
         let mut old = r.clone();
         old.version = 0;
-        assert!(parse_request(&serde_json::to_vec(&old).unwrap())
-            .unwrap_err()
-            .contains("mismatch"));
+        assert!(parse_request(&serde_json::to_vec(&old).unwrap()).unwrap_err().contains("mismatch"));
     }
 
     proptest! {

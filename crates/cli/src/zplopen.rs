@@ -23,11 +23,7 @@ impl rzfs_fuse::Snapshots for PoolSnapshots {
         self.names.clone()
     }
     fn open(&self, name: &str) -> Result<Zpl, String> {
-        let ds = self
-            .pool
-            .dsl()
-            .find(&format!("{}@{name}", self.head.name))
-            .map_err(|e| e.to_string())?;
+        let ds = self.pool.dsl().find(&format!("{}@{name}", self.head.name)).map_err(|e| e.to_string())?;
         open_zpl_only(&self.pool, &ds)
     }
 }
@@ -45,12 +41,11 @@ pub fn open_zpl(pool: &Arc<Pool>, ds: &Dataset) -> Result<rzfs_fuse::MountSource
             .filter_map(|s| s.name.split_once('@').map(|(_, n)| n.to_string()))
             .collect()
     };
+    let dsl = pool.dsl();
+    let snapdir = crate::cmd::zfs::prop_value(pool, &dsl, ds, "snapdir").map(|v| v.exact).unwrap_or_default();
     Ok(rzfs_fuse::MountSource {
         head,
-        snapshots: Box::new(PoolSnapshots {
-            pool: pool.clone(),
-            head: ds.clone(),
-            names,
-        }),
+        snapshots: Box::new(PoolSnapshots { pool: pool.clone(), head: ds.clone(), names }),
+        snapdir_visible: snapdir == "visible",
     })
 }

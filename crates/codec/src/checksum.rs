@@ -59,11 +59,7 @@ impl Cksum {
         for (word, chunk) in w.iter_mut().zip(bytes.chunks_exact(8)) {
             let mut b = [0u8; 8];
             b.copy_from_slice(chunk);
-            *word = if big_endian {
-                u64::from_be_bytes(b)
-            } else {
-                u64::from_le_bytes(b)
-            };
+            *word = if big_endian { u64::from_be_bytes(b) } else { u64::from_le_bytes(b) };
         }
         Cksum(w)
     }
@@ -72,11 +68,7 @@ impl Cksum {
     pub fn to_bytes(&self, big_endian: bool) -> [u8; 32] {
         let mut out = [0u8; 32];
         for (chunk, w) in out.chunks_exact_mut(8).zip(self.0) {
-            let b = if big_endian {
-                w.to_be_bytes()
-            } else {
-                w.to_le_bytes()
-            };
+            let b = if big_endian { w.to_be_bytes() } else { w.to_le_bytes() };
             chunk.copy_from_slice(&b);
         }
         out
@@ -136,10 +128,7 @@ impl ChecksumKind {
 
     /// Whether the pool salt changes the result (`ZCHECKSUM_FLAG_SALTED`).
     pub fn is_salted(self) -> bool {
-        matches!(
-            self,
-            ChecksumKind::Skein | ChecksumKind::Edonr | ChecksumKind::Blake3
-        )
+        matches!(self, ChecksumKind::Skein | ChecksumKind::Edonr | ChecksumKind::Blake3)
     }
 
     /// The zio_checksum value that selects this kind for plain (non-embedded) blocks.
@@ -242,10 +231,7 @@ pub fn zio_checksum_name(v: u8) -> &'static str {
 /// Whether the zio checksum value carries `ZCHECKSUM_FLAG_DEDUP` (sha256, sha512, skein, blake3).
 /// Decides the XOR fold of [`Cksum::mac_truncated`] for encrypted blocks.
 pub fn zio_checksum_dedup_capable(v: u8) -> bool {
-    matches!(
-        v,
-        ZIO_CHECKSUM_SHA256 | ZIO_CHECKSUM_SHA512 | ZIO_CHECKSUM_SKEIN | ZIO_CHECKSUM_BLAKE3
-    )
+    matches!(v, ZIO_CHECKSUM_SHA256 | ZIO_CHECKSUM_SHA512 | ZIO_CHECKSUM_SKEIN | ZIO_CHECKSUM_BLAKE3)
 }
 
 /// Words of a 32-byte digest in the given byte order.
@@ -274,9 +260,7 @@ pub fn compute(kind: ChecksumKind, data: &[u8], big_endian: bool, ctx: &Checksum
             digest_words(&out, big_endian)
         }
         ChecksumKind::Edonr => digest_words(&edonr::edonr_zfs(&ctx.salt, data), big_endian),
-        ChecksumKind::Blake3 => {
-            digest_words(blake3::keyed_hash(&ctx.salt, data).as_bytes(), big_endian)
-        }
+        ChecksumKind::Blake3 => digest_words(blake3::keyed_hash(&ctx.salt, data).as_bytes(), big_endian),
     }
 }
 
@@ -287,9 +271,9 @@ pub fn fletcher4(data: &[u8], big_endian: bool) -> Cksum {
 }
 
 pub use embedded::{
-    gang_verifier, label_verifier, seal_embedded, seal_embedded_order, seal_zil_chain,
-    verify_embedded, verify_embedded_mac, verify_zil_chain, EmbeddedError, ZEC_MAGIC,
-    ZIL_CHAIN_ECK_OFFSET, ZIL_CHAIN_NUSED_OFFSET, ZIL_MIN_BLKSZ,
+    gang_verifier, label_verifier, seal_embedded, seal_embedded_order, seal_zil_chain, verify_embedded,
+    verify_embedded_mac, verify_zil_chain, EmbeddedError, ZEC_MAGIC, ZIL_CHAIN_ECK_OFFSET,
+    ZIL_CHAIN_NUSED_OFFSET, ZIL_MIN_BLKSZ,
 };
 
 #[cfg(test)]
@@ -302,14 +286,8 @@ mod tests {
         assert_eq!(spec_from_zio(1), None);
         assert_eq!(spec_from_zio(2), Some(ChecksumSpec::Off));
         assert_eq!(spec_from_zio(10), Some(ChecksumSpec::Off));
-        assert_eq!(
-            spec_from_zio(3),
-            Some(ChecksumSpec::Embedded(ChecksumKind::Sha256))
-        );
-        assert_eq!(
-            spec_from_zio(9),
-            Some(ChecksumSpec::ZilChain(ChecksumKind::Fletcher4))
-        );
+        assert_eq!(spec_from_zio(3), Some(ChecksumSpec::Embedded(ChecksumKind::Sha256)));
+        assert_eq!(spec_from_zio(9), Some(ChecksumSpec::ZilChain(ChecksumKind::Fletcher4)));
         assert_eq!(spec_from_zio(15), None);
         for k in ChecksumKind::ALL {
             assert_eq!(spec_from_zio(k.zio_value()), Some(ChecksumSpec::Plain(k)));

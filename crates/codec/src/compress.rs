@@ -91,9 +91,7 @@ pub fn kind_from_zio(v: u8) -> Option<CompressKind> {
         ZIO_COMPRESS_OFF => CompressKind::Off,
         ZIO_COMPRESS_LZJB => CompressKind::Lzjb,
         ZIO_COMPRESS_EMPTY => CompressKind::Empty,
-        ZIO_COMPRESS_GZIP_1..=ZIO_COMPRESS_GZIP_9 => {
-            CompressKind::Gzip(v - ZIO_COMPRESS_GZIP_1 + 1)
-        }
+        ZIO_COMPRESS_GZIP_1..=ZIO_COMPRESS_GZIP_9 => CompressKind::Gzip(v - ZIO_COMPRESS_GZIP_1 + 1),
         ZIO_COMPRESS_ZLE => CompressKind::Zle,
         ZIO_COMPRESS_LZ4 => CompressKind::Lz4,
         ZIO_COMPRESS_ZSTD => CompressKind::Zstd,
@@ -165,10 +163,7 @@ pub fn zio_compress_table_name(v: u8) -> &'static str {
 
 /// Build the error every decoder returns for a malformed stream.
 pub(crate) fn corrupt(algo: &'static str, detail: impl Into<String>) -> CodecError {
-    CodecError::Corrupt {
-        algo,
-        detail: detail.into(),
-    }
+    CodecError::Corrupt { algo, detail: detail.into() }
 }
 
 /// Decompress `src` (exactly the psize bytes of the block, padding included) into
@@ -182,10 +177,7 @@ pub fn decompress(kind: CompressKind, src: &[u8], dst: &mut [u8]) -> Result<()> 
             // OpenZFS never calls a decompressor for "off" (psize == lsize); accept the
             // identity copy so callers need no special case.
             if src.len() != dst.len() {
-                return Err(corrupt(
-                    "off",
-                    format!("psize {} differs from lsize {}", src.len(), dst.len()),
-                ));
+                return Err(corrupt("off", format!("psize {} differs from lsize {}", src.len(), dst.len())));
             }
             dst.copy_from_slice(src);
             Ok(())

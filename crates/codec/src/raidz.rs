@@ -88,10 +88,7 @@ fn horner_step(acc: &mut [u8], src: &[u8], d: u32) {
 /// # Panics
 /// If `nparity` is not in `1..=3` or `parity.len() != nparity` (caller bugs, not data errors).
 pub fn generate(nparity: usize, data: &[&[u8]], parity: &mut [Vec<u8>]) {
-    assert!(
-        (1..=MAX_PARITY).contains(&nparity),
-        "raidz nparity {nparity} out of range"
-    );
+    assert!((1..=MAX_PARITY).contains(&nparity), "raidz nparity {nparity} out of range");
     assert_eq!(parity.len(), nparity, "parity column count");
     let plen = data.iter().map(|d| d.len()).max().unwrap_or(0);
     for p in parity.iter_mut() {
@@ -113,19 +110,12 @@ pub fn reconstruct(nparity: usize, cols: &mut [Vec<u8>], bad: &[usize]) -> Resul
     let shape = check_shape(nparity, cols, bad)?;
     let ndata = cols.len() - nparity;
     let plen = shape.plen;
-    let bad_data: Vec<usize> = shape
-        .bad
-        .iter()
-        .filter(|&&c| c >= nparity)
-        .map(|&c| c - nparity)
-        .collect();
+    let bad_data: Vec<usize> = shape.bad.iter().filter(|&&c| c >= nparity).map(|&c| c - nparity).collect();
     let bad_par: Vec<usize> = shape.bad.iter().copied().filter(|&c| c < nparity).collect();
 
     if !bad_data.is_empty() {
-        let use_par: Vec<usize> = (0..nparity)
-            .filter(|j| !bad_par.contains(j))
-            .take(bad_data.len())
-            .collect();
+        let use_par: Vec<usize> =
+            (0..nparity).filter(|j| !bad_par.contains(j)).take(bad_data.len()).collect();
         let (parity, data) = cols.split_at_mut(nparity);
         let syn = syndromes(parity, data, &bad_data, &use_par, plen);
         solve(&syn, &use_par, &bad_data, ndata, data)?;
@@ -157,16 +147,10 @@ fn check_shape(nparity: usize, cols: &[Vec<u8>], bad: &[usize]) -> Result<Shape>
         return Err(CodecError::Unsupported(format!("raidz nparity {nparity}")));
     }
     if cols.len() <= nparity {
-        return Err(corrupt(format!(
-            "{} columns cannot hold {nparity} parity plus data",
-            cols.len()
-        )));
+        return Err(corrupt(format!("{} columns cannot hold {nparity} parity plus data", cols.len())));
     }
     if cols.len() - nparity > 255 {
-        return Err(CodecError::Unsupported(format!(
-            "{} raidz data columns",
-            cols.len() - nparity
-        )));
+        return Err(CodecError::Unsupported(format!("{} raidz data columns", cols.len() - nparity)));
     }
     let mut sorted: Vec<usize> = bad.to_vec();
     sorted.sort_unstable();
@@ -175,28 +159,19 @@ fn check_shape(nparity: usize, cols: &[Vec<u8>], bad: &[usize]) -> Result<Shape>
         return Err(corrupt(format!("bad column {c} out of {}", cols.len())));
     }
     if sorted.len() > nparity {
-        return Err(CodecError::TooManyMissing {
-            missing: sorted.len(),
-            parity: nparity,
-        });
+        return Err(CodecError::TooManyMissing { missing: sorted.len(), parity: nparity });
     }
     let plen = cols.iter().map(Vec::len).max().unwrap_or(0);
     for (j, p) in cols.iter().enumerate().take(nparity) {
         if !sorted.contains(&j) && p.len() != plen {
-            return Err(corrupt(format!(
-                "parity column {j} is {} bytes, longest column is {plen}",
-                p.len()
-            )));
+            return Err(corrupt(format!("parity column {j} is {} bytes, longest column is {plen}", p.len())));
         }
     }
     Ok(Shape { plen, bad: sorted })
 }
 
 fn corrupt(detail: String) -> CodecError {
-    CodecError::Corrupt {
-        algo: "raidz",
-        detail,
-    }
+    CodecError::Corrupt { algo: "raidz", detail }
 }
 
 /// For each parity index in `use_par`, the parity column XOR the parity of the surviving data
@@ -256,8 +231,7 @@ fn solve(
             m[r][c] = gf::pow2(e * u64::from(DOUBLINGS[j]));
         }
     }
-    let inv =
-        gf::invert(&mut m, k).ok_or_else(|| corrupt("singular reconstruction matrix".into()))?;
+    let inv = gf::invert(&mut m, k).ok_or_else(|| corrupt("singular reconstruction matrix".into()))?;
     for (mi, &x) in bad_data.iter().enumerate() {
         let out = &mut data[x];
         out.fill(0);
@@ -316,10 +290,7 @@ mod tests {
         let mut cols = vec![vec![0u8; 4]; 4];
         assert!(matches!(
             reconstruct(1, &mut cols, &[0, 1]),
-            Err(CodecError::TooManyMissing {
-                missing: 2,
-                parity: 1
-            })
+            Err(CodecError::TooManyMissing { missing: 2, parity: 1 })
         ));
         assert!(reconstruct(4, &mut cols, &[]).is_err());
         assert!(reconstruct(1, &mut cols, &[9]).is_err());

@@ -2,25 +2,19 @@
 
 use rzfs_codec::checksum::{
     compute, gang_verifier, label_verifier, seal_embedded, seal_embedded_order, seal_zil_chain,
-    verify_embedded, verify_embedded_mac, verify_zil_chain, ChecksumCtx, ChecksumKind, Cksum,
-    EmbeddedError, ZEC_MAGIC, ZIL_CHAIN_ECK_OFFSET, ZIL_CHAIN_NUSED_OFFSET,
+    verify_embedded, verify_embedded_mac, verify_zil_chain, ChecksumCtx, ChecksumKind, Cksum, EmbeddedError,
+    ZEC_MAGIC, ZIL_CHAIN_ECK_OFFSET, ZIL_CHAIN_NUSED_OFFSET,
 };
 
 fn payload(len: usize, seed: u8) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
-        .collect()
+    (0..len).map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed)).collect()
 }
 
 /// Builds a sealed tail-eck block by hand, independently of `seal_embedded`.
 fn hand_sealed(kind: ChecksumKind, len: usize, verifier: Cksum, be: bool) -> Vec<u8> {
     let ctx = ChecksumCtx::default();
     let mut b = payload(len, 5);
-    let magic = if be {
-        ZEC_MAGIC.to_be_bytes()
-    } else {
-        ZEC_MAGIC.to_le_bytes()
-    };
+    let magic = if be { ZEC_MAGIC.to_be_bytes() } else { ZEC_MAGIC.to_le_bytes() };
     b[len - 40..len - 32].copy_from_slice(&magic);
     b[len - 32..].copy_from_slice(&verifier.to_bytes(be));
     let sum = compute(kind, &b, be, &ctx);
@@ -32,18 +26,10 @@ fn hand_sealed(kind: ChecksumKind, len: usize, verifier: Cksum, be: bool) -> Vec
 fn hand_built_blocks_verify_in_both_orders() {
     let ctx = ChecksumCtx::default();
     let v = label_verifier(16 << 10);
-    for kind in [
-        ChecksumKind::Sha256,
-        ChecksumKind::Fletcher2,
-        ChecksumKind::Fletcher4,
-    ] {
+    for kind in [ChecksumKind::Sha256, ChecksumKind::Fletcher2, ChecksumKind::Fletcher4] {
         for be in [false, true] {
             let b = hand_sealed(kind, 1024, v, be);
-            assert_eq!(
-                verify_embedded(kind, &b, v, &ctx),
-                Ok(()),
-                "{kind:?} be={be}"
-            );
+            assert_eq!(verify_embedded(kind, &b, v, &ctx), Ok(()), "{kind:?} be={be}");
         }
     }
 }
@@ -75,17 +61,8 @@ fn wrong_verifier_or_corruption_is_a_mismatch() {
     seal_embedded(ChecksumKind::Sha256, &mut b, v, &ctx).unwrap();
     let before = b.clone();
     let wrong = verify_embedded(ChecksumKind::Sha256, &b, label_verifier(0x2_0400), &ctx);
-    assert!(matches!(
-        wrong,
-        Err(EmbeddedError::Mismatch {
-            big_endian: false,
-            ..
-        })
-    ));
-    assert_eq!(
-        b, before,
-        "verification must not modify the caller's buffer"
-    );
+    assert!(matches!(wrong, Err(EmbeddedError::Mismatch { big_endian: false, .. })));
+    assert_eq!(b, before, "verification must not modify the caller's buffer");
     b[100] ^= 1;
     assert!(matches!(
         verify_embedded(ChecksumKind::Sha256, &b, v, &ctx),
@@ -98,10 +75,7 @@ fn bad_magic_and_tiny_blocks() {
     let ctx = ChecksumCtx::default();
     let v = Cksum::default();
     let b = vec![0u8; 512];
-    assert_eq!(
-        verify_embedded(ChecksumKind::Sha256, &b, v, &ctx),
-        Err(EmbeddedError::BadMagic { found: 0 })
-    );
+    assert_eq!(verify_embedded(ChecksumKind::Sha256, &b, v, &ctx), Err(EmbeddedError::BadMagic { found: 0 }));
     assert!(matches!(
         verify_embedded(ChecksumKind::Sha256, &b[..39], v, &ctx),
         Err(EmbeddedError::TooSmall { len: 39, need: 40 })
@@ -123,20 +97,13 @@ fn mac_truncated_compare() {
     let enc = Cksum([w0 ^ w2, w1 ^ w3, 0xdead, 0xbeef]);
     b[992..].copy_from_slice(&enc.to_bytes(false));
     assert!(verify_embedded(ChecksumKind::Fletcher4, &b, v, &ctx).is_err());
-    assert_eq!(
-        verify_embedded_mac(ChecksumKind::Fletcher4, &b, v, &ctx, true),
-        Ok(())
-    );
+    assert_eq!(verify_embedded_mac(ChecksumKind::Fletcher4, &b, v, &ctx, true), Ok(()));
     assert!(verify_embedded_mac(ChecksumKind::Fletcher4, &b, v, &ctx, false).is_err());
 }
 
 fn zil_block(len: usize, nused: u64, be: bool) -> Vec<u8> {
     let mut b = payload(len, 7);
-    let n = if be {
-        nused.to_be_bytes()
-    } else {
-        nused.to_le_bytes()
-    };
+    let n = if be { nused.to_be_bytes() } else { nused.to_le_bytes() };
     b[ZIL_CHAIN_NUSED_OFFSET..ZIL_CHAIN_NUSED_OFFSET + 8].copy_from_slice(&n);
     b
 }
@@ -149,10 +116,7 @@ fn zil_chain_covers_rounded_nused_only() {
         let mut b = zil_block(8192, 300, be);
         assert_eq!(seal_zil_chain(&mut b, v, &ctx, be), Ok(4096));
         let magic = &b[ZIL_CHAIN_ECK_OFFSET..ZIL_CHAIN_ECK_OFFSET + 8];
-        assert_eq!(
-            u64::from_be_bytes(magic.try_into().unwrap()) == ZEC_MAGIC,
-            be
-        );
+        assert_eq!(u64::from_be_bytes(magic.try_into().unwrap()) == ZEC_MAGIC, be);
         assert_eq!(verify_zil_chain(&b, v, &ctx, false), Ok(4096));
         // Independent check: fletcher4 over 4096 bytes with the verifier in place.
         let mut copy = b[..4096].to_vec();
@@ -177,10 +141,7 @@ fn zil_chain_nused_bounds() {
     let mut big = zil_block(8192, 8193, false);
     assert!(matches!(
         seal_zil_chain(&mut big, v, &ctx, false),
-        Err(EmbeddedError::NusedTooLarge {
-            nused: 8193,
-            len: 8192
-        })
+        Err(EmbeddedError::NusedTooLarge { nused: 8193, len: 8192 })
     ));
     let mut huge = zil_block(8192, u64::MAX, false);
     assert!(seal_zil_chain(&mut huge, v, &ctx, false).is_err());

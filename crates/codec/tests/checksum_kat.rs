@@ -11,10 +11,7 @@
 use rzfs_codec::checksum::{compute, ChecksumCtx, ChecksumKind, Cksum};
 
 fn hex(s: &str) -> Vec<u8> {
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-        .collect()
+    (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
 /// The digest bytes a checksum was formed from, assuming the "block's order" rule.
@@ -63,30 +60,12 @@ fn blake3_keyed_by_salt() {
     let ctx = ChecksumCtx::new(*b"whats the Elvish word for friend");
     let input: Vec<u8> = (0..102_400usize).map(|i| (i % 251) as u8).collect();
     let cases = [
-        (
-            0,
-            "92b2b75604ed3c761f9d6f62392c8a9227ad0ea3f09573e783f1498a4ed60d26",
-        ),
-        (
-            1,
-            "6d7878dfff2f485635d39013278ae14f1454b8c0a3a2d34bc1ab38228a80c95b",
-        ),
-        (
-            1023,
-            "c951ecdf03288d0fcc96ee3413563d8a6d3589547f2c2fb36d9786470f1b9d6e",
-        ),
-        (
-            1024,
-            "75c46f6f3d9eb4f55ecaaee480db732e6c2105546f1e675003687c31719c7ba4",
-        ),
-        (
-            4096,
-            "befc660aea2f1718884cd8deb9902811d332f4fc4a38cf7c7300d597a081bfc0",
-        ),
-        (
-            102_400,
-            "1c35d1a5811083fd7119f5d5d1ba027b4d01c0c6c49fb6ff2cf75393ea5db4a7",
-        ),
+        (0, "92b2b75604ed3c761f9d6f62392c8a9227ad0ea3f09573e783f1498a4ed60d26"),
+        (1, "6d7878dfff2f485635d39013278ae14f1454b8c0a3a2d34bc1ab38228a80c95b"),
+        (1023, "c951ecdf03288d0fcc96ee3413563d8a6d3589547f2c2fb36d9786470f1b9d6e"),
+        (1024, "75c46f6f3d9eb4f55ecaaee480db732e6c2105546f1e675003687c31719c7ba4"),
+        (4096, "befc660aea2f1718884cd8deb9902811d332f4fc4a38cf7c7300d597a081bfc0"),
+        (102_400, "1c35d1a5811083fd7119f5d5d1ba027b4d01c0c6c49fb6ff2cf75393ea5db4a7"),
     ];
     for (len, want) in cases {
         for be in [false, true] {
@@ -100,42 +79,15 @@ fn blake3_keyed_by_salt() {
 fn skein_is_keyed_skein_512_256() {
     let ctx = gen_salt();
     let cases = [
-        (
-            0,
-            "1f7d52e8578ea3d4e0482d7882578a69f64e723cc915ee20521fe659f1febdb6",
-        ),
-        (
-            1,
-            "0ccbbb7a975b9534ef5d4cf707f2a90fcec4b7e811a68b78c461585cf838799d",
-        ),
-        (
-            64,
-            "d4d5d1fedcbcdeecddd5df526a6749731a03421825d5b3b74fcebe3f950b49d4",
-        ),
-        (
-            65,
-            "671b3362fe900ec179546062623b485e0d219fcde765703fa302d673c96e7cdc",
-        ),
-        (
-            127,
-            "2f64fe7f56e0983eef6a7700d592c7fb492b2d23f8e2ef18b7ea44bd0c95b8d9",
-        ),
-        (
-            128,
-            "58e442ebaad65064a4cdb7508d7ec3d5bea0df616487cf40264d2d5010656192",
-        ),
-        (
-            129,
-            "7fb205e44ea919e17ae5deb4879630b1a8a7f16e87b3dfc8dddada3ad97e9080",
-        ),
-        (
-            512,
-            "4bd678e65f61960d4fe8ddc31c6be3ee9fc6024fc9286f0eb6ab6b7b2a26480d",
-        ),
-        (
-            4096,
-            "4a8659219c73edede6134a677f7cbf476e40f5cc2d18025c3ca51b66e86cd375",
-        ),
+        (0, "1f7d52e8578ea3d4e0482d7882578a69f64e723cc915ee20521fe659f1febdb6"),
+        (1, "0ccbbb7a975b9534ef5d4cf707f2a90fcec4b7e811a68b78c461585cf838799d"),
+        (64, "d4d5d1fedcbcdeecddd5df526a6749731a03421825d5b3b74fcebe3f950b49d4"),
+        (65, "671b3362fe900ec179546062623b485e0d219fcde765703fa302d673c96e7cdc"),
+        (127, "2f64fe7f56e0983eef6a7700d592c7fb492b2d23f8e2ef18b7ea44bd0c95b8d9"),
+        (128, "58e442ebaad65064a4cdb7508d7ec3d5bea0df616487cf40264d2d5010656192"),
+        (129, "7fb205e44ea919e17ae5deb4879630b1a8a7f16e87b3dfc8dddada3ad97e9080"),
+        (512, "4bd678e65f61960d4fe8ddc31c6be3ee9fc6024fc9286f0eb6ab6b7b2a26480d"),
+        (4096, "4a8659219c73edede6134a677f7cbf476e40f5cc2d18025c3ca51b66e86cd375"),
     ];
     let data = gen_data(4096);
     for (len, want) in cases {
@@ -150,42 +102,15 @@ fn skein_is_keyed_skein_512_256() {
 fn edonr_is_salted_edonr_512_truncated() {
     let ctx = gen_salt();
     let cases = [
-        (
-            0,
-            "46a7974a04994152183dd6429e5fb090d9291c3acb3845af5cb32337ce99e695",
-        ),
-        (
-            1,
-            "27223cd4377e6509af1ae0e796f48d40587353ae37ca28be3cd99700ecf2ca65",
-        ),
-        (
-            64,
-            "2e8b47f2a61fe43206b83d62d369e7b61bf094fe9704e7c7c29ef89ae2d5c1fe",
-        ),
-        (
-            65,
-            "f53d5bb6990e2dacff8103ebd5463119ecc9351f0f65d6ba7f61e3779cb7547c",
-        ),
-        (
-            127,
-            "6e7a0e9a1d44d03a6394d7711aae1a87fbb39391cc73aaee76218ac2dbaa6426",
-        ),
-        (
-            128,
-            "2675ec9c881d4759bb54c39c1c30f1adb583f9e9cd1b9f980b26baf1b72e4d31",
-        ),
-        (
-            129,
-            "8d5387c02da102d7f0ae5b10cfd7cd575ff7dad17f3b1eba77179b32f64892c8",
-        ),
-        (
-            512,
-            "449ad33ac8a1e7eada97fec4694264fd8a788cd2a25de5ab31e84a21aeddbc9b",
-        ),
-        (
-            4096,
-            "853b815b89ad393440a038e075ea342a232f0aad388f3916e82ab9025e668133",
-        ),
+        (0, "46a7974a04994152183dd6429e5fb090d9291c3acb3845af5cb32337ce99e695"),
+        (1, "27223cd4377e6509af1ae0e796f48d40587353ae37ca28be3cd99700ecf2ca65"),
+        (64, "2e8b47f2a61fe43206b83d62d369e7b61bf094fe9704e7c7c29ef89ae2d5c1fe"),
+        (65, "f53d5bb6990e2dacff8103ebd5463119ecc9351f0f65d6ba7f61e3779cb7547c"),
+        (127, "6e7a0e9a1d44d03a6394d7711aae1a87fbb39391cc73aaee76218ac2dbaa6426"),
+        (128, "2675ec9c881d4759bb54c39c1c30f1adb583f9e9cd1b9f980b26baf1b72e4d31"),
+        (129, "8d5387c02da102d7f0ae5b10cfd7cd575ff7dad17f3b1eba77179b32f64892c8"),
+        (512, "449ad33ac8a1e7eada97fec4694264fd8a788cd2a25de5ab31e84a21aeddbc9b"),
+        (4096, "853b815b89ad393440a038e075ea342a232f0aad388f3916e82ab9025e668133"),
     ];
     let data = gen_data(4096);
     for (len, want) in cases {
@@ -219,37 +144,22 @@ fn fletcher_known_values() {
         c += k * (130 - k) * (129 - k) / 2;
         d += k * (131 - k) * (130 - k) * (129 - k) / 6;
     }
-    assert_eq!(
-        compute(ChecksumKind::Fletcher4, &words, false, &ctx),
-        Cksum([8256, b, c, d])
-    );
+    assert_eq!(compute(ChecksumKind::Fletcher4, &words, false, &ctx), Cksum([8256, b, c, d]));
     // fletcher2 over 64-bit pairs (1,2),(3,4),…,(63,64): a0 = Σodd, a1 = Σeven.
     let w64: Vec<u8> = (1u64..=64).flat_map(|w| w.to_le_bytes()).collect();
     let f2 = compute(ChecksumKind::Fletcher2, &w64, false, &ctx);
     assert_eq!(f2.0[0], (0..32u64).map(|i| 2 * i + 1).sum::<u64>());
     assert_eq!(f2.0[1], (0..32u64).map(|i| 2 * i + 2).sum::<u64>());
-    assert_eq!(
-        f2.0[2],
-        (0..32u64).map(|i| (32 - i) * (2 * i + 1)).sum::<u64>()
-    );
-    assert_eq!(
-        f2.0[3],
-        (0..32u64).map(|i| (32 - i) * (2 * i + 2)).sum::<u64>()
-    );
+    assert_eq!(f2.0[2], (0..32u64).map(|i| (32 - i) * (2 * i + 1)).sum::<u64>());
+    assert_eq!(f2.0[3], (0..32u64).map(|i| (32 - i) * (2 * i + 2)).sum::<u64>());
 }
 
 #[test]
 fn fletcher_byteswapped_buffer_matches_native() {
     let ctx = ChecksumCtx::default();
     let data = gen_data(4096);
-    let swapped4: Vec<u8> = data
-        .chunks_exact(4)
-        .flat_map(|w| w.iter().rev().copied())
-        .collect();
-    let swapped8: Vec<u8> = data
-        .chunks_exact(8)
-        .flat_map(|w| w.iter().rev().copied())
-        .collect();
+    let swapped4: Vec<u8> = data.chunks_exact(4).flat_map(|w| w.iter().rev().copied()).collect();
+    let swapped8: Vec<u8> = data.chunks_exact(8).flat_map(|w| w.iter().rev().copied()).collect();
     assert_eq!(
         compute(ChecksumKind::Fletcher4, &swapped4, true, &ctx),
         compute(ChecksumKind::Fletcher4, &data, false, &ctx)
@@ -264,12 +174,7 @@ fn fletcher_byteswapped_buffer_matches_native() {
 fn digest_kinds_swap_words_with_block_order() {
     let ctx = gen_salt();
     let data = gen_data(1536);
-    for kind in [
-        ChecksumKind::Sha512_256,
-        ChecksumKind::Skein,
-        ChecksumKind::Edonr,
-        ChecksumKind::Blake3,
-    ] {
+    for kind in [ChecksumKind::Sha512_256, ChecksumKind::Skein, ChecksumKind::Edonr, ChecksumKind::Blake3] {
         let le = compute(kind, &data, false, &ctx);
         let be = compute(kind, &data, true, &ctx);
         assert_eq!(be.0.map(u64::swap_bytes), le.0, "{kind:?}");

@@ -3,19 +3,14 @@
 
 use proptest::prelude::*;
 use rzfs_codec::checksum::{
-    compute, seal_embedded_order, verify_embedded, verify_zil_chain, ChecksumCtx, ChecksumKind,
-    Cksum,
+    compute, seal_embedded_order, verify_embedded, verify_zil_chain, ChecksumCtx, ChecksumKind, Cksum,
 };
 
 fn naive_fletcher4(data: &[u8], be: bool) -> Cksum {
     let (mut a, mut b, mut c, mut d) = (0u64, 0u64, 0u64, 0u64);
     for w in data.chunks_exact(4) {
         let w: [u8; 4] = w.try_into().unwrap();
-        let v = if be {
-            u32::from_be_bytes(w)
-        } else {
-            u32::from_le_bytes(w)
-        };
+        let v = if be { u32::from_be_bytes(w) } else { u32::from_le_bytes(w) };
         a = a.wrapping_add(v.into());
         b = b.wrapping_add(a);
         c = c.wrapping_add(b);
@@ -88,9 +83,7 @@ proptest! {
 /// Run with `cargo test --release -p rzfs-codec --test checksum_props -- --nocapture fletcher4_throughput`.
 #[test]
 fn fletcher4_throughput() {
-    let data: Vec<u8> = (0..(8usize << 20))
-        .map(|i| (i * 2_654_435_761) as u8)
-        .collect();
+    let data: Vec<u8> = (0..(8usize << 20)).map(|i| (i * 2_654_435_761) as u8).collect();
     let ctx = ChecksumCtx::default();
     let t = std::time::Instant::now();
     let mut acc = 0u64;

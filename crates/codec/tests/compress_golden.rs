@@ -47,9 +47,7 @@ fn lzjb_encoder_matches_openzfs_greedy_output() {
 fn lz4_golden_with_be_length() {
     // Block: token 0x1F (1 literal, match length 15+4 + ext), literal 0x00, offset 1,
     // extension 0x00 -> 19 zeros; then token 0x50 + "tail!" (last 5 literals).
-    let block = [
-        0x1F, 0x00, 0x01, 0x00, 0x00, 0x50, b't', b'a', b'i', b'l', b'!',
-    ];
+    let block = [0x1F, 0x00, 0x01, 0x00, 0x00, 0x50, b't', b'a', b'i', b'l', b'!'];
     let mut src = (block.len() as u32).to_be_bytes().to_vec();
     src.extend_from_slice(&block);
     src.resize(512, 0);
@@ -71,13 +69,8 @@ fn gzip_golden_fixed_huffman() {
     // zlib's own compress2(level 6) output for "aaaaaaaaaa" (what OpenZFS writes for a
     // gzip-6 block of that content): header 78 9C, one fixed-Huffman block, adler32
     // 0x14E103CB big-endian; then sector padding.
-    let src = [
-        0x78, 0x9C, 0x4B, 0x4C, 0x84, 0x01, 0x00, 0x14, 0xE1, 0x03, 0xCB, 0, 0, 0,
-    ];
-    assert_eq!(
-        decode(CompressKind::Gzip(6), &src, 10).unwrap(),
-        b"aaaaaaaaaa"
-    );
+    let src = [0x78, 0x9C, 0x4B, 0x4C, 0x84, 0x01, 0x00, 0x14, 0xE1, 0x03, 0xCB, 0, 0, 0];
+    assert_eq!(decode(CompressKind::Gzip(6), &src, 10).unwrap(), b"aaaaaaaaaa");
     // Any gzip level decodes any gzip stream.
     assert!(decode(CompressKind::Gzip(1), &src, 10).is_ok());
 }
@@ -123,20 +116,14 @@ fn zstd_golden_as_openzfs_writes_it() {
     src.extend_from_slice(&[0x03, 0x00, 0x28, 0xA5]);
     src.extend_from_slice(&frame);
     src.resize(512, 0);
-    assert_eq!(
-        decode(CompressKind::Zstd, &src, 4005).unwrap(),
-        zstd_expected()
-    );
+    assert_eq!(decode(CompressKind::Zstd, &src, 4005).unwrap(), zstd_expected());
     assert_eq!(zstd_header_level(&src), Some(3));
     let hdr = ZstdHeader::parse(&src).unwrap();
     assert_eq!((hdr.c_len as usize, hdr.version), (frame.len(), 10405));
     // The old big-endian bitfield layout of the same header: level in byte 7.
     src[4..8].copy_from_slice(&[0x00, 0x28, 0xA5, 0x03]);
     assert_eq!(zstd_header_level(&src), Some(3));
-    assert_eq!(
-        decode(CompressKind::Zstd, &src, 4005).unwrap(),
-        zstd_expected()
-    );
+    assert_eq!(decode(CompressKind::Zstd, &src, 4005).unwrap(), zstd_expected());
     // A fast level: zstd-fast-10 is enum value 112.
     src[4..8].copy_from_slice(&[112, 0x00, 0x28, 0xA5]);
     assert_eq!(zstd_header_level(&src), Some(112));

@@ -5,11 +5,7 @@ use rzfs_codec::compress::{compress, decompress, zstd_header_level, CompressKind
 
 /// All kinds that actually compress, with the zstd levels worth covering.
 fn kinds() -> Vec<(CompressKind, u8)> {
-    let mut v = vec![
-        (CompressKind::Lzjb, 0),
-        (CompressKind::Zle, 0),
-        (CompressKind::Lz4, 0),
-    ];
+    let mut v = vec![(CompressKind::Lzjb, 0), (CompressKind::Zle, 0), (CompressKind::Lz4, 0)];
     v.extend((1..=9).map(|n| (CompressKind::Gzip(n), 0)));
     v.extend([1u8, 3, 9, 19, 103, 112, 123].map(|l| (CompressKind::Zstd, l)));
     v
@@ -30,14 +26,7 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
 
 /// Text-like data with repeats, long zero stretches and short non-zero islands.
 fn compressible(len: usize) -> Vec<u8> {
-    let words: [&[u8]; 6] = [
-        b"dnode ",
-        b"blkptr ",
-        b"txg ",
-        b"objset ",
-        b"\0\0\0\0",
-        b"zap ",
-    ];
+    let words: [&[u8]; 6] = [b"dnode ", b"blkptr ", b"txg ", b"objset ", b"\0\0\0\0", b"zap "];
     let mut out = Vec::with_capacity(len);
     let mut i = 0usize;
     while out.len() < len {
@@ -98,10 +87,7 @@ fn zero_data_round_trips() {
         let data = vec![0u8; size];
         for (kind, level) in kinds() {
             let n = round_trip(kind, level, &data, size / 2);
-            assert!(
-                n.is_some() || very_fast(kind, level),
-                "{kind:?}/{level} failed on zeros of {size}"
-            );
+            assert!(n.is_some() || very_fast(kind, level), "{kind:?}/{level} failed on zeros of {size}");
         }
     }
 }
@@ -112,11 +98,7 @@ fn incompressible_data_is_refused_or_round_trips() {
         let data = noise(size, size as u64);
         for (kind, level) in kinds() {
             // At a capacity below lsize nothing fits.
-            assert_eq!(
-                round_trip(kind, level, &data, size - size / 8),
-                None,
-                "{kind:?}"
-            );
+            assert_eq!(round_trip(kind, level, &data, size - size / 8), None, "{kind:?}");
             // With generous room, the expanded stream must still decode.
             round_trip(kind, level, &data, size * 2);
         }
@@ -212,23 +194,13 @@ fn lz4_output_obeys_reference_decoder_rules() {
 fn zstd_levels_are_recorded_and_invalid_levels_refused() {
     let data = compressible(8192);
     let mut c = vec![0u8; 8192];
-    for (level, want) in [
-        (0u8, 3u8),
-        (255, 3),
-        (5, 5),
-        (19, 19),
-        (103, 103),
-        (123, 123),
-    ] {
+    for (level, want) in [(0u8, 3u8), (255, 3), (5, 5), (19, 19), (103, 103), (123, 123)] {
         let n = compress(CompressKind::Zstd, level, &data, &mut c).unwrap();
         assert_eq!(zstd_header_level(&c[..n]), Some(want));
         // Current OpenZFS layout: level in byte 4, version big-endian in bytes 5..8,
         // c_len big-endian in bytes 0..4.
         assert_eq!(c[4], want);
-        assert_eq!(
-            u32::from_be_bytes(c[..4].try_into().unwrap()) as usize + 8,
-            n
-        );
+        assert_eq!(u32::from_be_bytes(c[..4].try_into().unwrap()) as usize + 8, n);
     }
     for bad in [20u8, 101, 102, 124, 250] {
         assert_eq!(compress(CompressKind::Zstd, bad, &data, &mut c), None);

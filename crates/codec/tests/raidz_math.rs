@@ -58,9 +58,7 @@ fn slow_parity(nparity: usize, data: &[Vec<u8>]) -> Vec<Vec<u8>> {
 /// Column lengths like a raidz map: the first `big` data columns are `long`, the rest `short`.
 fn make_data(rng: &mut Rng, ndata: usize, long: usize, short: usize) -> Vec<Vec<u8>> {
     let big = 1 + (rng.next() as usize % ndata);
-    (0..ndata)
-        .map(|i| rng.bytes(if i < big { long } else { short }))
-        .collect()
+    (0..ndata).map(|i| rng.bytes(if i < big { long } else { short })).collect()
 }
 
 fn fast_parity(nparity: usize, data: &[Vec<u8>]) -> Vec<Vec<u8>> {

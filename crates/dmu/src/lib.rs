@@ -35,10 +35,7 @@ pub enum DmuError {
 
 impl From<ondisk::Error> for DmuError {
     fn from(e: ondisk::Error) -> Self {
-        DmuError::Corrupt {
-            what: "on-disk structure",
-            detail: e.to_string(),
-        }
+        DmuError::Corrupt { what: "on-disk structure", detail: e.to_string() }
     }
 }
 
@@ -100,18 +97,11 @@ impl Objset {
     /// Opens the objset whose root block is `bp`.
     pub fn open(reader: &Reader, bp: &BlkPtr) -> Result<Objset> {
         if bp.is_hole() {
-            return Err(DmuError::Corrupt {
-                what: "objset",
-                detail: "root block is a hole".into(),
-            });
+            return Err(DmuError::Corrupt { what: "objset", detail: "root block is a hole".into() });
         }
         let buf = reader.read_bp(bp)?;
         let phys = ObjsetPhys::parse(&buf, bp.byte_order())?;
-        Ok(Objset {
-            reader: reader.clone(),
-            bp: *bp,
-            phys: Arc::new(phys),
-        })
+        Ok(Objset { reader: reader.clone(), bp: *bp, phys: Arc::new(phys) })
     }
 
     /// The shared reader (pipeline + cache).
@@ -135,14 +125,9 @@ impl Objset {
         let md = &self.phys.meta_dnode;
         let blksz = md.data_block_size();
         if blksz == 0 {
-            return Err(DmuError::Corrupt {
-                what: "meta-dnode",
-                detail: "zero block size".into(),
-            });
+            return Err(DmuError::Corrupt { what: "meta-dnode", detail: "zero block size".into() });
         }
-        let byte = object
-            .checked_mul(DNODE_SLOT_SIZE as u64)
-            .ok_or(DmuError::NoSuchObject(object))?;
+        let byte = object.checked_mul(DNODE_SLOT_SIZE as u64).ok_or(DmuError::NoSuchObject(object))?;
         let blkid = byte / blksz;
         if blkid > md.maxblkid {
             return Err(DmuError::NoSuchObject(object));
@@ -206,11 +191,7 @@ impl Objset {
         let epbs = (dn.indblkshift - 7) as u32;
         let top = dn.nlevels - 1;
         let top_shift = epbs * (top - level) as u32;
-        let idx = if top_shift >= 64 {
-            0
-        } else {
-            blkid >> top_shift
-        };
+        let idx = if top_shift >= 64 { 0 } else { blkid >> top_shift };
         let Some(mut bp) = dn.blkptr.get(idx as usize).copied() else {
             return Ok(None);
         };
@@ -222,12 +203,10 @@ impl Objset {
             let shift = epbs * (l - 1 - level) as u32;
             let i = ((blkid >> shift) & ((1u64 << epbs) - 1)) as usize;
             let order = bp.byte_order();
-            let raw = block
-                .get(i * BLKPTR_SIZE..(i + 1) * BLKPTR_SIZE)
-                .ok_or_else(|| DmuError::Corrupt {
-                    what: "indirect block",
-                    detail: format!("index {i} beyond block"),
-                })?;
+            let raw = block.get(i * BLKPTR_SIZE..(i + 1) * BLKPTR_SIZE).ok_or_else(|| DmuError::Corrupt {
+                what: "indirect block",
+                detail: format!("index {i} beyond block"),
+            })?;
             bp = BlkPtr::parse(raw, order)?;
         }
         Ok(Some(bp))
@@ -241,11 +220,7 @@ impl Objset {
                 if (data.len() as u64) < dn.data_block_size() && dn.maxblkid > 0 {
                     return Err(DmuError::Corrupt {
                         what: "data block",
-                        detail: format!(
-                            "lsize {} < block size {}",
-                            data.len(),
-                            dn.data_block_size()
-                        ),
+                        detail: format!("lsize {} < block size {}", data.len(), dn.data_block_size()),
                     });
                 }
                 Ok(data)
@@ -259,10 +234,7 @@ impl Objset {
     pub fn read(&self, dn: &DnodePhys, offset: u64, buf: &mut [u8]) -> Result<()> {
         let blksz = dn.data_block_size();
         if blksz == 0 {
-            return Err(DmuError::Corrupt {
-                what: "dnode",
-                detail: "zero block size".into(),
-            });
+            return Err(DmuError::Corrupt { what: "dnode", detail: "zero block size".into() });
         }
         let mut done = 0usize;
         while done < buf.len() {
@@ -274,12 +246,10 @@ impl Objset {
                 buf[done..done + n].fill(0);
             } else {
                 let block = self.read_block(dn, blkid)?;
-                let src = block
-                    .get(within..within + n)
-                    .ok_or_else(|| DmuError::Corrupt {
-                        what: "data block",
-                        detail: format!("block {blkid} shorter than {}", within + n),
-                    })?;
+                let src = block.get(within..within + n).ok_or_else(|| DmuError::Corrupt {
+                    what: "data block",
+                    detail: format!("block {blkid} shorter than {}", within + n),
+                })?;
                 buf[done..done + n].copy_from_slice(src);
             }
             done += n;

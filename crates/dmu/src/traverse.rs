@@ -1,25 +1,45 @@
 //! Traversal of every block pointer of an objset (the basis of scrub, `zdb -b`-style block
-//! statistics and copy verification).
+//! statistics and copy verification), following OpenZFS `module/zfs/dmu_traverse.c`.
 //!
 //! Order: the meta-dnode's tree depth first; inside every level-0 dnode block, each allocated
-//! dnode's tree (and spill block); then the user/group/project accounting dnodes. Blocks born
-//! at or before `min_birth` are skipped together with their subtrees — a snapshot's blocks are
-//! then visited once, by the oldest dataset that references them (OpenZFS
-//! `module/zfs/dmu_traverse.c` follows the same rule). Indirect blocks and dnode blocks must be
-//! read to descend, so they are always verified; level-0 data blocks are read (and thus
-//! verified) only when `read_data` is set.
+//! dnode's tree (and spill block); then the user/group/project accounting dnodes. Every
+//! pointer is visited before its children (`TRAVERSE_PRE`). Holes are not visited. Blocks
+//! born at or before `min_birth` are skipped together with their subtrees — a snapshot's
+//! blocks are then visited once, by the oldest dataset that references them.
+//!
+//! Reading: indirect blocks and dnode blocks must be read to descend, so they are always
+//! verified; level-0 data blocks (and spill blocks) are read only when `read_data` is set, and
+//! then *raw*: only the physical bytes are checksum-verified, not decompressed (what `zdb -cc`
+//! does with `ZIO_FLAG_RAW`). This is what lets a traversal verify encrypted datasets without
+//! their keys: data blocks stay ciphertext, and dnode blocks are read with
+//! `Zio::read_keyless` (their dnode cores and block pointers are plaintext). A block that
+//! fails to read is reported to the error hook and its subtree skipped (`TRAVERSE_HARD`).
+//!
+//! The intent log is walked separately by [`traverse_zil`] (only for head datasets, as
+//! OpenZFS `traverse_impl` does).
 
-use crate::{DmuError, Objset, Result};
+use crate::{DmuError, Objset, Reader, Result};
 use ondisk::blkptr::{BlkPtr, BLKPTR_SIZE};
 use ondisk::dnode::{DnodePhys, DNODE_SLOT_SIZE};
+use ondisk::objset::ZilHeaderPhys;
+use ondisk::ByteOrder;
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// `Visit::level` of intent-log blocks and of the blocks named by their write records
+/// (OpenZFS `ZB_ZIL_LEVEL` = -2, stored here as an unsigned byte).
+pub const ZIL_LEVEL: u8 = 0xfe;
 
 /// One visited block pointer.
 #[derive(Debug)]
 pub struct Visit<'a> {
     pub bp: &'a BlkPtr,
-    /// Object number (0 = the meta-dnode; u64::MAX-n = accounting objects).
+    /// Object number (0 = the meta-dnode; u64::MAX-n = accounting objects; for ZIL blocks 0,
+    /// for ZIL write records the file's object).
     pub object: u64,
+    /// Indirection level, or [`ZIL_LEVEL`].
     pub level: u8,
+    /// Block id (u64::MAX for spill blocks; the log sequence number for ZIL blocks).
     pub blkid: u64,
 }
 
@@ -46,12 +66,7 @@ pub fn traverse_objset(
     visit: &mut Visitor,
     on_error: &mut ErrorHook,
 ) -> Result<()> {
-    let mut t = Walker {
-        os,
-        opts,
-        visit,
-        on_error,
-    };
+    let mut t = Walker { reader: os.reader(), opts, visit, on_error };
     let md = os.phys.meta_dnode.clone();
     t.dnode(0, &md)?;
     let acct = [&os.phys.userused, &os.phys.groupused, &os.phys.projectused];
@@ -66,7 +81,7 @@ pub fn traverse_objset(
 }
 
 struct Walker<'a, 'v> {
-    os: &'a Objset,
+    reader: &'a Reader,
     opts: TraverseOpts,
     visit: &'a mut Visitor<'v>,
     on_error: &'a mut ErrorHook<'v>,
@@ -89,15 +104,10 @@ impl Walker<'_, '_> {
         }
         if let Some(sp) = &dn.spill {
             if !sp.is_hole() && sp.birth > self.opts.min_birth {
-                (self.visit)(&Visit {
-                    bp: sp,
-                    object,
-                    level: 0,
-                    blkid: u64::MAX,
-                })?;
-                if self.opts.read_data {
-                    if let Err(e) = self.os.reader().read_bp(sp) {
-                        (self.on_error)(sp, object, &e);
+                (self.visit)(&Visit { bp: sp, object, level: 0, blkid: u64::MAX })?;
+                if self.opts.read_data && !sp.is_embedded() {
+                    if let Err(e) = self.reader.zio.read_physical(sp) {
+                        (self.on_error)(sp, object, &e.into());
                     }
                 }
             }
@@ -106,20 +116,20 @@ impl Walker<'_, '_> {
     }
 
     fn bp(&mut self, object: u64, bp: &BlkPtr, level: u8, blkid: u64, epbs: u32) -> Result<()> {
-        if bp.is_hole() || bp.birth <= self.opts.min_birth {
+        if bp.is_hole() || bp.is_redacted() || bp.birth <= self.opts.min_birth {
             return Ok(());
         }
-        (self.visit)(&Visit {
-            bp,
-            object,
-            level,
-            blkid,
-        })?;
+        (self.visit)(&Visit { bp, object, level, blkid })?;
         let is_dnode_block = object == 0 && level == 0;
-        if level == 0 && !is_dnode_block && !self.opts.read_data {
+        if level == 0 && !is_dnode_block {
+            if self.opts.read_data && !bp.is_embedded() {
+                if let Err(e) = self.reader.zio.read_physical(bp) {
+                    (self.on_error)(bp, object, &e.into());
+                }
+            }
             return Ok(());
         }
-        let block = match self.os.reader().read_bp(bp) {
+        let block = match self.read_meta(bp, is_dnode_block) {
             Ok(b) => b,
             Err(e) => {
                 (self.on_error)(bp, object, &e);
@@ -133,10 +143,19 @@ impl Walker<'_, '_> {
                 let child_blkid = (blkid << epbs) + i as u64;
                 self.bp(object, &child, level - 1, child_blkid, epbs)?;
             }
-        } else if is_dnode_block {
+        } else {
             self.dnode_block(&block, blkid, bp)?;
         }
         Ok(())
+    }
+
+    /// Reads a block the walk must look into. Dnode blocks of encrypted datasets go through
+    /// `read_keyless` (not cached: their bonus buffers are still ciphertext).
+    fn read_meta(&self, bp: &BlkPtr, is_dnode_block: bool) -> Result<Arc<[u8]>> {
+        if is_dnode_block && bp.is_encrypted() {
+            return Ok(Arc::from(self.reader.zio.read_keyless(bp)?));
+        }
+        self.reader.read_bp(bp)
     }
 
     fn dnode_block(&mut self, block: &[u8], blkid: u64, bp: &BlkPtr) -> Result<()> {
@@ -158,4 +177,133 @@ impl Walker<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// `lr_t.lrc_txtype` of a write record, whose block pointer names a block of the file.
+const TX_WRITE: u64 = 9;
+/// Size of `zil_chain_t` (zilog2 block head): pad, next blkptr, nused, eck.
+const ZIL_CHAIN_SIZE: usize = 184;
+/// Offset of the block pointer in `lr_write_t` (lr_t 32 bytes, foid, offset, length, blkoff).
+const LR_WRITE_BP_OFFSET: usize = 64;
+/// Index of the block sequence number in a ZIL block's checksum words (`ZIL_ZC_SEQ`).
+const ZIL_ZC_SEQ: usize = 3;
+
+/// Walks the intent log of a head dataset as OpenZFS `traverse_zil` / `zil_parse` do for a
+/// read-only pool: each log block in the chain is visited *before* it is read (so the last,
+/// allocated but never written, block of a chain is visited too), the walk stops at the first
+/// block that does not read and verify or whose sequence breaks the chain. For a log that was
+/// never claimed (`claim_txg` 0) the walk stops at the first block born at or after
+/// `min_claim_txg` (`spa_min_claim_txg`: last synced txg + 1) and write records are not
+/// followed; for a claimed log, blocks up to `claim_blk_seq` are visited and the blocks of
+/// write records born at or after `claim_txg`. Every block is visited once (first DVA).
+/// Read failures are expected at the end of a chain and are not errors.
+pub fn traverse_zil(
+    reader: &Reader,
+    zh: &ZilHeaderPhys,
+    min_claim_txg: u64,
+    visit: &mut Visitor,
+) -> Result<()> {
+    let claimed = zh.claim_txg != 0;
+    let claim_blk_seq = if claimed { zh.claim_blk_seq } else { u64::MAX };
+    let mut seen = HashSet::new();
+    let mut blk = zh.log;
+    let mut expected_seq = None;
+    while !blk.is_hole() {
+        let seq = blk.cksum[ZIL_ZC_SEQ];
+        if seq > claim_blk_seq || expected_seq.is_some_and(|s| s != seq) {
+            break;
+        }
+        if !claimed && blk.birth >= min_claim_txg {
+            break;
+        }
+        if seen.insert(blk.dva[0]) {
+            (visit)(&Visit { bp: &blk, object: 0, level: ZIL_LEVEL, blkid: seq })?;
+        }
+        let Ok(data) = reader.zio.read_physical(&blk) else { break };
+        let Some((next, records)) = zil_block_parts(&blk, &data) else { break };
+        if claimed {
+            for (foid, bp) in write_records(records, blk.byte_order()) {
+                if bp.is_hole() || bp.birth < zh.claim_txg || !seen.insert(bp.dva[0]) {
+                    continue;
+                }
+                let blkid = 0; // the record's offset / lsize; not needed by callers
+                (visit)(&Visit { bp: &bp, object: foid, level: ZIL_LEVEL, blkid })?;
+            }
+        }
+        let mut want = blk.cksum;
+        want[ZIL_ZC_SEQ] = want[ZIL_ZC_SEQ].wrapping_add(1);
+        if next.cksum != want {
+            break;
+        }
+        expected_seq = Some(want[ZIL_ZC_SEQ]);
+        blk = next;
+    }
+    Ok(())
+}
+
+/// Splits a verified log block into its next-block pointer and its record bytes
+/// (OpenZFS `zil_read_log_block`). zilog2 blocks start with `zil_chain_t`; old zilog blocks
+/// end with it. `None` when the chain header is inconsistent.
+fn zil_block_parts<'d>(bp: &BlkPtr, data: &'d [u8]) -> Option<(BlkPtr, &'d [u8])> {
+    let order = zil_order(bp, data);
+    let zilog2 = bp.checksum() == ZIO_CHECKSUM_ZILOG2;
+    let size = data.len();
+    let head = if zilog2 { 0 } else { size.checked_sub(ZIL_CHAIN_SIZE)? };
+    let chain = data.get(head..head + ZIL_CHAIN_SIZE)?;
+    let next = BlkPtr::parse(chain.get(8..)?, order).ok()?;
+    let nused = usize::try_from(order.u64_at(chain, 136, "zil_chain").ok()?).ok()?;
+    let records = if zilog2 {
+        if nused < ZIL_CHAIN_SIZE || nused > size {
+            return None;
+        }
+        data.get(ZIL_CHAIN_SIZE..nused)?
+    } else {
+        if nused > size - ZIL_CHAIN_SIZE {
+            return None;
+        }
+        data.get(..nused)?
+    };
+    Some((next, records))
+}
+
+/// `ZIO_CHECKSUM_ZILOG2` (OpenZFS include/sys/zio.h).
+const ZIO_CHECKSUM_ZILOG2: u8 = 9;
+
+/// The byte order of a log block: revealed by the embedded checksum magic.
+fn zil_order(bp: &BlkPtr, data: &[u8]) -> ByteOrder {
+    const ZEC_MAGIC: u64 = 0x0210_da7a_b10c_7a11;
+    let at = if bp.checksum() == ZIO_CHECKSUM_ZILOG2 { 144 } else { data.len().saturating_sub(40) };
+    match ByteOrder::Little.u64_at(data, at, "zil eck") {
+        Ok(m) if m == ZEC_MAGIC => ByteOrder::Little,
+        Ok(m) if m.swap_bytes() == ZEC_MAGIC => ByteOrder::Big,
+        _ => bp.byte_order(),
+    }
+}
+
+/// The (object, block pointer) of every `TX_WRITE` record in `records`; parsing stops at the
+/// first malformed record length, as `zil_parse` does.
+fn write_records(records: &[u8], order: ByteOrder) -> Vec<(u64, BlkPtr)> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at + 32 <= records.len() {
+        let (Ok(txtype), Ok(reclen)) =
+            (order.u64_at(records, at, "lr_t"), order.u64_at(records, at + 8, "lr_t"))
+        else {
+            break;
+        };
+        let Ok(reclen) = usize::try_from(reclen) else { break };
+        if reclen < 32 || reclen > records.len() - at {
+            break;
+        }
+        if txtype == TX_WRITE && reclen >= LR_WRITE_BP_OFFSET + BLKPTR_SIZE {
+            let rec = &records[at..at + reclen];
+            if let (Ok(foid), Ok(bp)) =
+                (order.u64_at(rec, 32, "lr_write"), BlkPtr::parse(&rec[LR_WRITE_BP_OFFSET..], order))
+            {
+                out.push((foid, bp));
+            }
+        }
+        at += reclen;
+    }
+    out
 }

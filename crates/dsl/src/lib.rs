@@ -34,10 +34,7 @@ pub enum DslError {
 
 impl From<ondisk::Error> for DslError {
     fn from(e: ondisk::Error) -> Self {
-        DslError::Corrupt {
-            what: "DSL record",
-            detail: e.to_string(),
-        }
+        DslError::Corrupt { what: "DSL record", detail: e.to_string() }
     }
 }
 
@@ -121,10 +118,8 @@ impl DslPool {
 
     /// Object number of the root DSL directory.
     pub fn root_dir_obj(&self) -> Result<u64> {
-        zap::lookup_u64(&self.mos, 1, "root_dataset")?.ok_or_else(|| DslError::Corrupt {
-            what: "MOS directory",
-            detail: "no root_dataset".into(),
-        })
+        zap::lookup_u64(&self.mos, 1, "root_dataset")?
+            .ok_or_else(|| DslError::Corrupt { what: "MOS directory", detail: "no root_dataset".into() })
     }
 
     /// Every dataset, depth first in name order, each head followed by its snapshots (oldest
@@ -138,10 +133,7 @@ impl DslPool {
 
     fn walk(&self, dir_obj: u64, name: String, depth: usize, out: &mut Vec<Dataset>) -> Result<()> {
         if depth > MAX_DEPTH {
-            return Err(DslError::Corrupt {
-                what: "DSL directory tree",
-                detail: "too deep (cycle?)".into(),
-            });
+            return Err(DslError::Corrupt { what: "DSL directory tree", detail: "too deep (cycle?)".into() });
         }
         let dir = self.dir(dir_obj)?;
         if dir.head_dataset_obj != 0 {

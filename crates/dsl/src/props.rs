@@ -150,8 +150,5 @@ pub fn display_value(prop: &str, v: &RawProp) -> String {
 
 /// Whether a property is inherited by child datasets.
 pub fn is_inheritable(prop: &str) -> bool {
-    !matches!(
-        prop,
-        "quota" | "reservation" | "refquota" | "refreservation" | "volsize"
-    )
+    !matches!(prop, "quota" | "reservation" | "refquota" | "refreservation" | "volsize")
 }

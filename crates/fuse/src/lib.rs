@@ -12,8 +12,8 @@
 #![forbid(unsafe_code)]
 
 use fuser::{
-    FileAttr, FileType as FType, Filesystem, MountOption, ReplyAttr, ReplyData, ReplyDirectory,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+    FileAttr, FileType as FType, Filesystem, MountOption, ReplyAttr, ReplyData, ReplyDirectory, ReplyEntry,
+    ReplyOpen, ReplyStatfs, ReplyXattr, Request,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -42,6 +42,8 @@ pub trait Snapshots: Send + Sync {
 pub struct MountSource {
     pub head: Zpl,
     pub snapshots: Box<dyn Snapshots>,
+    /// `snapdir=visible`: list `.zfs` in the root directory (it is always reachable by name).
+    pub snapdir_visible: bool,
 }
 
 /// A live mount; `unmount` (or drop) detaches it.
@@ -63,6 +65,7 @@ pub fn mount(src: MountSource, dir: &Path, fsname: &str) -> std::io::Result<Moun
     let names = src.snapshots.list();
     let fs = ZfsFuse {
         head: src.head,
+        snapdir_visible: src.snapdir_visible,
         snap_source: src.snapshots,
         snaps: Mutex::new(names.into_iter().map(|n| (n, None)).collect()),
     };
@@ -75,21 +78,16 @@ pub fn mount(src: MountSource, dir: &Path, fsname: &str) -> std::io::Result<Moun
     ];
     // allow_other lets users other than the daemon's read the mount; only root may ask
     // for it without `user_allow_other` in /etc/fuse.conf.
-    let n = if is_root() {
-        opts.len()
-    } else {
-        opts.len() - 1
-    };
+    let n = if is_root() { opts.len() } else { opts.len() - 1 };
     let session = fuser::spawn_mount2(fs, dir, &opts[..n])?;
-    Ok(MountHandle {
-        session: Some(session),
-    })
+    Ok(MountHandle { session: Some(session) })
 }
 
 type SnapSlot = (String, Option<Zpl>);
 
 struct ZfsFuse {
     head: Zpl,
+    snapdir_visible: bool,
     snap_source: Box<dyn Snapshots>,
     snaps: Mutex<Vec<SnapSlot>>,
 }
@@ -124,17 +122,13 @@ impl ZfsFuse {
     }
 
     fn attr(&self, ino: u64) -> Result<FileAttr, i32> {
-        if ino == CTL_DIR || ino == SNAP_DIR {
+        if is_virtual(ino) {
             return Ok(virtual_dir(ino));
         }
-        let (idx, z) = self.zpl_of(ino).ok_or(libc::ENOENT)?;
+        // Snapshot files keep their modes, as in OpenZFS: the mount itself is read-only.
+        let (_, z) = self.zpl_of(ino).ok_or(libc::ENOENT)?;
         let a = z.getattr(Self::obj_of(&z, ino)).map_err(|e| e.errno())?;
-        Ok(to_fuse_attr(ino, &a)).map(|mut fa| {
-            if idx > 0 {
-                fa.perm &= !0o222;
-            }
-            fa
-        })
+        Ok(to_fuse_attr(ino, &a))
     }
 }
 
@@ -142,9 +136,7 @@ fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+            s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0"))
         })
         .unwrap_or(false)
 }
@@ -306,14 +298,7 @@ impl Filesystem for ZfsFuse {
         }
     }
 
-    fn readdir(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
-        offset: i64,
-        mut reply: ReplyDirectory,
-    ) {
+    fn readdir(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, offset: i64, mut reply: ReplyDirectory) {
         let mut entries: Vec<(u64, FType, Vec<u8>)> = Vec::new();
         if ino == CTL_DIR {
             entries.push((CTL_DIR, FType::Directory, b".".to_vec()));
@@ -322,19 +307,10 @@ impl Filesystem for ZfsFuse {
         } else if ino == SNAP_DIR {
             entries.push((SNAP_DIR, FType::Directory, b".".to_vec()));
             entries.push((CTL_DIR, FType::Directory, b"..".to_vec()));
-            let names: Vec<String> = self
-                .snaps
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .map(|(n, _)| n.clone())
-                .collect();
+            let names: Vec<String> =
+                self.snaps.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(n, _)| n.clone()).collect();
             for (i, n) in names.into_iter().enumerate() {
-                entries.push((
-                    ((i as u64 + 1) << OBJ_BITS) | 1,
-                    FType::Directory,
-                    n.into_bytes(),
-                ));
+                entries.push((((i as u64 + 1) << OBJ_BITS) | 1, FType::Directory, n.into_bytes()));
             }
         } else {
             let Some((idx, z)) = self.zpl_of(ino) else {
@@ -347,24 +323,15 @@ impl Filesystem for ZfsFuse {
             };
             let parent = z.getattr(obj).map(|a| a.parent).unwrap_or(obj);
             entries.push((ino, FType::Directory, b".".to_vec()));
-            entries.push((
-                Self::ino_of(&z, idx, parent),
-                FType::Directory,
-                b"..".to_vec(),
-            ));
-            if ino == 1 {
+            entries.push((Self::ino_of(&z, idx, parent), FType::Directory, b"..".to_vec()));
+            if ino == 1 && self.snapdir_visible {
                 entries.push((CTL_DIR, FType::Directory, b".zfs".to_vec()));
             }
             for e in list {
-                entries.push((
-                    Self::ino_of(&z, idx, e.object),
-                    dtype_to_ftype(e.dtype),
-                    e.name,
-                ));
+                entries.push((Self::ino_of(&z, idx, e.object), dtype_to_ftype(e.dtype), e.name));
             }
         }
-        for (i, (eino, kind, name)) in entries.into_iter().enumerate().skip(offset.max(0) as usize)
-        {
+        for (i, (eino, kind, name)) in entries.into_iter().enumerate().skip(offset.max(0) as usize) {
             if reply.add(eino, (i + 1) as i64, kind, OsStr::from_bytes(&name)) {
                 break;
             }
@@ -376,14 +343,10 @@ impl Filesystem for ZfsFuse {
         reply.statfs(0, 0, 0, 0, 0, 512, 255, 512);
     }
 
-    fn getxattr(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        name: &OsStr,
-        size: u32,
-        reply: ReplyXattr,
-    ) {
+    fn getxattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if is_virtual(ino) {
+            return reply.error(libc::ENODATA);
+        }
         let Some((_, z)) = self.zpl_of(ino) else {
             return reply.error(libc::ENOENT);
         };
@@ -395,6 +358,9 @@ impl Filesystem for ZfsFuse {
     }
 
     fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        if is_virtual(ino) {
+            return xattr_reply(reply, &[], size);
+        }
         let Some((_, z)) = self.zpl_of(ino) else {
             return reply.error(libc::ENOENT);
         };
@@ -410,6 +376,11 @@ impl Filesystem for ZfsFuse {
             Err(e) => reply.error(e.errno()),
         }
     }
+}
+
+/// `.zfs` and `.zfs/snapshot` have no ZPL object behind them.
+fn is_virtual(ino: u64) -> bool {
+    ino == CTL_DIR || ino == SNAP_DIR
 }
 
 fn xattr_reply(reply: ReplyXattr, v: &[u8], size: u32) {

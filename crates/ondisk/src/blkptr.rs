@@ -29,8 +29,17 @@
 //!
 //! A *hole* is a non-embedded pointer whose first DVA is all zero; holes still carry the
 //! logical size, type, level and birth of a block that was once written.
+//!
+//! The *crypt* bit (prop bit 61) marks three kinds of pointers (OpenZFS include/sys/spa.h):
+//! a level-0 block of an encrypted object type is *encrypted*: DVA[2] then holds the 64-bit
+//! salt and the first 64 bits of the IV, the upper 32 bits of the fill count hold the rest of
+//! the IV, and checksum words 2..3 hold the MAC; a level-0 block of any other type is
+//! *authenticated* (plaintext, MAC in checksum words 2..3, except objset blocks whose MACs
+//! live in the objset header); a pointer above level 0 carries a checksum of its children's
+//! MACs in words 2..3. Only encrypted pointers lose DVA[2] and the fill count's upper half.
 
 use crate::bytes::{slice, ByteOrder};
+use crate::dmu_types::DmuObjectType;
 use crate::error::{Error, Result};
 
 /// Size of an encoded block pointer.
@@ -118,11 +127,7 @@ impl BlkPtr {
 
     fn from_words(w: &[u64; 16]) -> BlkPtr {
         BlkPtr {
-            dva: [
-                Dva { word: [w[0], w[1]] },
-                Dva { word: [w[2], w[3]] },
-                Dva { word: [w[4], w[5]] },
-            ],
+            dva: [Dva { word: [w[0], w[1]] }, Dva { word: [w[2], w[3]] }, Dva { word: [w[4], w[5]] }],
             prop: w[6],
             prop2: w[7],
             pad: w[8],
@@ -176,9 +181,13 @@ impl BlkPtr {
     pub fn is_hole(&self) -> bool {
         !self.is_embedded() && self.dva[0].is_empty()
     }
-    /// The first DVA is a gang header.
+    /// The first DVA is a gang header (`BP_IS_GANG`).
     pub fn is_gang(&self) -> bool {
         !self.is_embedded() && self.dva[0].is_gang()
+    }
+    /// Number of gang DVAs (`BP_COUNT_GANG`), counting only real DVAs.
+    pub fn gang_count(&self) -> u64 {
+        self.dvas().iter().filter(|d| d.is_gang()).count() as u64
     }
     /// Embedded type (only meaningful when `is_embedded`).
     pub fn embedded_type(&self) -> u8 {
@@ -228,9 +237,24 @@ impl BlkPtr {
     pub fn level(&self) -> u8 {
         self.bits(56, 5) as u8
     }
-    /// Crypt bit: encrypted, authenticated, or an indirect block carrying MACs.
+    /// Crypt bit: encrypted, authenticated, or an indirect block carrying MACs
+    /// (`BP_USES_CRYPT`).
     pub fn uses_crypt(&self) -> bool {
         self.bits(61, 1) == 1
+    }
+    /// `BP_IS_ENCRYPTED`: crypt bit, level 0, and an object type whose contents are
+    /// encrypted. DVA[2] and the fill count's upper 32 bits then carry salt and IV.
+    pub fn is_encrypted(&self) -> bool {
+        self.uses_crypt() && self.level() == 0 && DmuObjectType::from_u8(self.object_type()).is_encrypted()
+    }
+    /// `BP_IS_AUTHENTICATED`: crypt bit, level 0, plaintext type protected by a MAC.
+    pub fn is_authenticated(&self) -> bool {
+        self.uses_crypt() && self.level() == 0 && !DmuObjectType::from_u8(self.object_type()).is_encrypted()
+    }
+    /// `BP_HAS_INDIRECT_MAC_CKSUM`: an indirect block whose checksum words 2..3 hold a
+    /// checksum of the MACs below it.
+    pub fn has_indirect_mac_cksum(&self) -> bool {
+        self.uses_crypt() && self.level() > 0
     }
     /// Dedup bit.
     pub fn dedup(&self) -> bool {
@@ -258,21 +282,39 @@ impl BlkPtr {
             self.birth
         }
     }
-    /// Fill count (number of non-hole L0 blocks beneath, or allocated dnodes).
+    /// Fill count (number of non-hole L0 blocks beneath, or allocated dnodes). Encrypted
+    /// pointers keep IV2 in the upper 32 bits, which are masked off (`BP_GET_FILL`).
     pub fn fill_count(&self) -> u64 {
         if self.is_embedded() {
             1
+        } else if self.is_encrypted() {
+            self.fill & 0xffff_ffff
         } else {
             self.fill
         }
     }
-    /// Number of valid (non-empty) DVAs.
-    pub fn ndvas(&self) -> usize {
+    /// The DVA slots that may hold addresses: all three, but only two for encrypted
+    /// pointers (DVA[2] is salt + IV) and none for embedded ones.
+    fn dva_slots(&self) -> &[Dva] {
         if self.is_embedded() {
-            0
+            &[]
+        } else if self.is_encrypted() {
+            &self.dva[..2]
         } else {
-            self.dva.iter().filter(|d| !d.is_empty()).count()
+            &self.dva[..]
         }
+    }
+    /// The valid DVAs (non-zero asize, `DVA_IS_VALID`), in slot order.
+    pub fn dvas(&self) -> Vec<Dva> {
+        self.dva_slots().iter().filter(|d| d.asize() != 0).copied().collect()
+    }
+    /// Number of valid DVAs (`BP_GET_NDVAS`).
+    pub fn ndvas(&self) -> usize {
+        self.dva_slots().iter().filter(|d| d.asize() != 0).count()
+    }
+    /// Allocated bytes of all copies (`BP_GET_ASIZE`; 0 for embedded pointers).
+    pub fn asize(&self) -> u64 {
+        self.dva_slots().iter().map(|d| d.asize()).sum()
     }
 
     /// The embedded payload (exactly `psize` bytes). Errors if not embedded or sizes are wrong.
@@ -282,10 +324,7 @@ impl BlkPtr {
         }
         let psize = self.psize() as usize;
         if psize > BPE_PAYLOAD_SIZE {
-            return Err(Error::corrupt(
-                "blkptr",
-                format!("embedded psize {psize} > 112"),
-            ));
+            return Err(Error::corrupt("blkptr", format!("embedded psize {psize} > 112")));
         }
         let w = self.words();
         let mut out = Vec::with_capacity(BPE_PAYLOAD_SIZE);
@@ -311,10 +350,7 @@ impl BlkPtr {
         order: ByteOrder,
     ) -> Result<BlkPtr> {
         if payload.is_empty() || payload.len() > BPE_PAYLOAD_SIZE || lsize == 0 || lsize > 1 << 25 {
-            return Err(Error::corrupt(
-                "blkptr",
-                "embedded payload or lsize out of range",
-            ));
+            return Err(Error::corrupt("blkptr", "embedded payload or lsize out of range"));
         }
         let mut padded = [0u8; BPE_PAYLOAD_SIZE];
         padded[..payload.len()].copy_from_slice(payload);
@@ -355,9 +391,7 @@ impl BlkPtr {
         level: u8,
         order: ByteOrder,
     ) {
-        debug_assert!(
-            lsize >= 512 && lsize.is_multiple_of(512) && psize >= 512 && psize.is_multiple_of(512)
-        );
+        debug_assert!(lsize >= 512 && lsize.is_multiple_of(512) && psize >= 512 && psize.is_multiple_of(512));
         let le = (order == ByteOrder::Little) as u64;
         self.prop = ((lsize >> 9) - 1)
             | (((psize >> 9) - 1) << 16)
@@ -389,7 +423,7 @@ impl BlkPtr {
         if self.is_hole() {
             return Ok(());
         }
-        for d in self.dva.iter().filter(|d| !d.is_empty()) {
+        for d in self.dva_slots().iter().filter(|d| !d.is_empty()) {
             if d.vdev() >= vdev_count {
                 return Err(Error::corrupt(
                     "blkptr",
@@ -430,7 +464,7 @@ impl std::fmt::Display for BlkPtr {
                 self.birth
             );
         }
-        for d in self.dva.iter().filter(|d| !d.is_empty()) {
+        for d in self.dvas() {
             write!(
                 f,
                 "DVA[{}:{:x}:{:x}{}] ",
@@ -452,7 +486,7 @@ impl std::fmt::Display for BlkPtr {
             self.psize(),
             self.birth,
             self.physical_birth(),
-            self.fill,
+            self.fill_count(),
             self.cksum[0],
             self.cksum[1],
             self.cksum[2],

@@ -46,10 +46,7 @@ impl BpobjPhys {
     /// Decodes a bonus of at least 16 bytes; absent later fields are 0.
     pub fn parse(buf: &[u8], order: ByteOrder) -> Result<BpobjPhys> {
         if buf.len() < BPOBJ_SIZE_V0 {
-            return Err(Error::corrupt(
-                "bpobj_phys",
-                format!("bonus of {} bytes", buf.len()),
-            ));
+            return Err(Error::corrupt("bpobj_phys", format!("bonus of {} bytes", buf.len())));
         }
         let n = (buf.len() / 8).min(7);
         let mut w = [0u64; 7];
@@ -70,13 +67,8 @@ impl BpobjPhys {
 
     /// Encodes the first `bonus_len` bytes (16 to 56, a multiple of 8).
     pub fn encode(&self, order: ByteOrder) -> Result<Vec<u8>> {
-        if !(BPOBJ_SIZE_V0..=BPOBJ_SIZE_V3).contains(&self.bonus_len)
-            || !self.bonus_len.is_multiple_of(8)
-        {
-            return Err(Error::corrupt(
-                "bpobj_phys",
-                format!("bonus_len {}", self.bonus_len),
-            ));
+        if !(BPOBJ_SIZE_V0..=BPOBJ_SIZE_V3).contains(&self.bonus_len) || !self.bonus_len.is_multiple_of(8) {
+            return Err(Error::corrupt("bpobj_phys", format!("bonus_len {}", self.bonus_len)));
         }
         let w = [
             self.num_blkptrs,
@@ -115,8 +107,6 @@ mod tests {
         let v0 = BpobjPhys::parse(&b[..16], ByteOrder::Big).unwrap();
         assert_eq!((v0.comp, v0.bonus_len), (0, 16));
         assert!(BpobjPhys::parse(&b[..15], ByteOrder::Big).is_err());
-        assert!(BpobjPhys { bonus_len: 12, ..p }
-            .encode(ByteOrder::Big)
-            .is_err());
+        assert!(BpobjPhys { bonus_len: 12, ..p }.encode(ByteOrder::Big).is_err());
     }
 }

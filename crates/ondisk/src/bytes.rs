@@ -15,11 +15,8 @@ pub enum ByteOrder {
 
 impl ByteOrder {
     /// The order of this machine.
-    pub const NATIVE: ByteOrder = if cfg!(target_endian = "little") {
-        ByteOrder::Little
-    } else {
-        ByteOrder::Big
-    };
+    pub const NATIVE: ByteOrder =
+        if cfg!(target_endian = "little") { ByteOrder::Little } else { ByteOrder::Big };
 
     /// Decodes a u64 at `off` in this order.
     pub fn u64_at(self, buf: &[u8], off: usize, what: &'static str) -> Result<u64> {
@@ -78,12 +75,10 @@ impl ByteOrder {
 
 /// Copies `N` bytes at `off`, or fails naming `what`.
 pub fn take<const N: usize>(buf: &[u8], off: usize, what: &'static str) -> Result<[u8; N]> {
-    let end = off
-        .checked_add(N)
-        .ok_or_else(|| Error::corrupt(what, "offset overflow"))?;
-    let s = buf.get(off..end).ok_or_else(|| {
-        Error::corrupt(what, format!("need bytes {off}..{end}, have {}", buf.len()))
-    })?;
+    let end = off.checked_add(N).ok_or_else(|| Error::corrupt(what, "offset overflow"))?;
+    let s = buf
+        .get(off..end)
+        .ok_or_else(|| Error::corrupt(what, format!("need bytes {off}..{end}, have {}", buf.len())))?;
     let mut out = [0u8; N];
     out.copy_from_slice(s);
     Ok(out)
@@ -91,9 +86,7 @@ pub fn take<const N: usize>(buf: &[u8], off: usize, what: &'static str) -> Resul
 
 /// Borrows `len` bytes at `off`, or fails naming `what`.
 pub fn slice<'a>(buf: &'a [u8], off: usize, len: usize, what: &'static str) -> Result<&'a [u8]> {
-    let end = off
-        .checked_add(len)
-        .ok_or_else(|| Error::corrupt(what, "offset overflow"))?;
+    let end = off.checked_add(len).ok_or_else(|| Error::corrupt(what, "offset overflow"))?;
     buf.get(off..end)
         .ok_or_else(|| Error::corrupt(what, format!("need bytes {off}..{end}, have {}", buf.len())))
 }

@@ -293,24 +293,14 @@ mod tests {
         assert!(!DmuObjectType::PlainFileContents.is_metadata());
         assert_eq!(DmuObjectType::from_u8(53), DmuObjectType::BpobjSubobj);
         assert_eq!(DmuObjectType::from_u8(54), DmuObjectType::Other(54));
-        assert_eq!(
-            DmuObjectType::Dnode.byteswap_kind(),
-            Some(DmuByteswap::Dnode)
-        );
+        assert_eq!(DmuObjectType::Dnode.byteswap_kind(), Some(DmuByteswap::Dnode));
     }
 
     #[test]
     fn new_types_decode_their_bits() {
         // DMU_OTN_ZAP_METADATA = 0x80 | 0x40 | 4
         let t = DmuObjectType::from_u8(0xc4);
-        assert_eq!(
-            t,
-            DmuObjectType::New {
-                byteswap: DmuByteswap::Zap,
-                metadata: true,
-                encrypted: false
-            }
-        );
+        assert_eq!(t, DmuObjectType::New { byteswap: DmuByteswap::Zap, metadata: true, encrypted: false });
         assert_eq!(t.name(), "zap");
         assert!(t.is_metadata() && t.is_zap() && !t.is_encrypted());
         // DMU_OTN_UINT64_ENC_DATA = 0x80 | 0x20 | 3

@@ -95,10 +95,7 @@ impl DnodePhys {
         }
         let size = dn.size_bytes();
         if dn.extra_slots as usize >= DNODE_MAX_SLOTS {
-            return Err(Error::corrupt(
-                "dnode",
-                format!("extra_slots {}", dn.extra_slots),
-            ));
+            return Err(Error::corrupt("dnode", format!("extra_slots {}", dn.extra_slots)));
         }
         let whole = slice(buf, 0, size, "dnode")?;
         if dn.nblkptr == 0 || dn.nblkptr > DN_MAX_NBLKPTR && dn.extra_slots == 0 {
@@ -167,11 +164,7 @@ impl DnodePhys {
             return Err(Error::corrupt("dnode", "encode buffer too small"));
         }
         let bp_end = DNODE_CORE_SIZE + self.blkptr.len() * BLKPTR_SIZE;
-        let tail_end = if self.spill.is_some() {
-            size - BLKPTR_SIZE
-        } else {
-            size
-        };
+        let tail_end = if self.spill.is_some() { size - BLKPTR_SIZE } else { size };
         if bp_end + self.bonus.len() > tail_end || self.blkptr.len() != self.nblkptr as usize {
             return Err(Error::corrupt("dnode", "fields do not fit the dnode"));
         }

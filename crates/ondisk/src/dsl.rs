@@ -290,11 +290,7 @@ impl DslDatasetPhys {
             ],
         );
         b[128..256].copy_from_slice(&self.bp);
-        put_words(
-            &mut b[256..],
-            order,
-            &[self.next_clones_obj, self.props_obj, self.userrefs_obj],
-        );
+        put_words(&mut b[256..], order, &[self.next_clones_obj, self.props_obj, self.userrefs_obj]);
         b
     }
 

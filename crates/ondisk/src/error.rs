@@ -17,17 +17,11 @@ pub enum Error {
 impl Error {
     /// Shorthand for a `Corrupt` error.
     pub fn corrupt(what: &'static str, detail: impl Into<String>) -> Error {
-        Error::Corrupt {
-            what,
-            detail: detail.into(),
-        }
+        Error::Corrupt { what, detail: detail.into() }
     }
     /// Shorthand for an `Unsupported` error.
     pub fn unsupported(what: &'static str, detail: impl Into<String>) -> Error {
-        Error::Unsupported {
-            what,
-            detail: detail.into(),
-        }
+        Error::Unsupported { what, detail: detail.into() }
     }
 }
 

@@ -85,23 +85,13 @@ const _: () = assert!(VDEV_UBERBLOCK_RING_OFFSET + VDEV_UBERBLOCK_RING == VDEV_L
 pub fn label_offset(dev_size: u64, l: u32) -> Result<u64> {
     let psize = dev_size - dev_size % VDEV_LABEL_SIZE;
     if l >= VDEV_LABELS {
-        return Err(Error::corrupt(
-            "vdev label",
-            format!("label number {l} (max 3)"),
-        ));
+        return Err(Error::corrupt("vdev label", format!("label number {l} (max 3)")));
     }
     if psize < u64::from(VDEV_LABELS) * VDEV_LABEL_SIZE {
-        return Err(Error::corrupt(
-            "vdev label",
-            format!("device of {dev_size} bytes too small"),
-        ));
+        return Err(Error::corrupt("vdev label", format!("device of {dev_size} bytes too small")));
     }
     let base = u64::from(l) * VDEV_LABEL_SIZE;
-    Ok(if l < VDEV_LABELS / 2 {
-        base
-    } else {
-        base + psize - 4 * VDEV_LABEL_SIZE
-    })
+    Ok(if l < VDEV_LABELS / 2 { base } else { base + psize - 4 * VDEV_LABEL_SIZE })
 }
 
 /// Uberblock slot shift for a top-level vdev of this ashift: clamp(ashift, 10, 13).
@@ -157,10 +147,7 @@ pub fn encode_vdev_phys(config: &NvList) -> Result<Vec<u8>> {
     if packed.len() > VDEV_PHYS_NVLIST_SIZE {
         return Err(Error::unsupported(
             "vdev_phys",
-            format!(
-                "packed config of {} bytes exceeds {VDEV_PHYS_NVLIST_SIZE}",
-                packed.len()
-            ),
+            format!("packed config of {} bytes exceeds {VDEV_PHYS_NVLIST_SIZE}", packed.len()),
         ));
     }
     packed.resize(VDEV_PHYS_SIZE, 0);
@@ -226,18 +213,9 @@ impl PoolState {
     /// Maps the on-disk number, or `None` if unknown.
     pub fn from_u64(v: u64) -> Option<PoolState> {
         use PoolState::*;
-        [
-            Active,
-            Exported,
-            Destroyed,
-            Spare,
-            L2Cache,
-            Uninitialized,
-            Unavail,
-            PotentiallyActive,
-        ]
-        .into_iter()
-        .find(|s| *s as u64 == v)
+        [Active, Exported, Destroyed, Spare, L2Cache, Uninitialized, Unavail, PotentiallyActive]
+            .into_iter()
+            .find(|s| *s as u64 == v)
     }
 }
 
@@ -285,8 +263,7 @@ pub struct LabelConfig {
 }
 
 fn need_u64(nv: &NvList, name: &'static str, what: &'static str) -> Result<u64> {
-    nv.get_u64(name)
-        .ok_or_else(|| Error::corrupt(what, format!("missing uint64 {name:?}")))
+    nv.get_u64(name).ok_or_else(|| Error::corrupt(what, format!("missing uint64 {name:?}")))
 }
 
 impl LabelConfig {
@@ -295,8 +272,8 @@ impl LabelConfig {
     pub fn from_nvlist(nv: &NvList) -> Result<LabelConfig> {
         const WHAT: &str = "label config";
         let state = need_u64(nv, "state", WHAT)?;
-        let state = PoolState::from_u64(state)
-            .ok_or_else(|| Error::corrupt(WHAT, format!("pool state {state}")))?;
+        let state =
+            PoolState::from_u64(state).ok_or_else(|| Error::corrupt(WHAT, format!("pool state {state}")))?;
         let vdev_tree = nv.get_nvlist("vdev_tree").cloned();
         let tree = match &vdev_tree {
             Some(t) => Some(VdevTreeConfig::from_nvlist(t)?),
@@ -407,23 +384,15 @@ impl VdevTreeConfig {
     fn parse(nv: &NvList, depth: usize) -> Result<VdevTreeConfig> {
         const WHAT: &str = "vdev tree";
         if depth > MAX_VDEV_TREE_DEPTH {
-            return Err(Error::corrupt(
-                WHAT,
-                format!("deeper than {MAX_VDEV_TREE_DEPTH}"),
-            ));
+            return Err(Error::corrupt(WHAT, format!("deeper than {MAX_VDEV_TREE_DEPTH}")));
         }
-        let kind = nv
-            .get_str("type")
-            .ok_or_else(|| Error::corrupt(WHAT, "missing string \"type\""))?
-            .to_string();
+        let kind =
+            nv.get_str("type").ok_or_else(|| Error::corrupt(WHAT, "missing string \"type\""))?.to_string();
         let flag = |n: &str| nv.get_u64(n).is_some_and(|v| v != 0);
         let s = |n: &str| nv.get_str(n).map(str::to_string);
         let u = |n: &str| nv.get_u64(n);
         let children = match nv.get_nvlist_array("children") {
-            Some(a) => a
-                .iter()
-                .map(|c| Self::parse(c, depth + 1))
-                .collect::<Result<_>>()?,
+            Some(a) => a.iter().map(|c| Self::parse(c, depth + 1)).collect::<Result<_>>()?,
             None => Vec::new(),
         };
         Ok(VdevTreeConfig {
@@ -509,26 +478,18 @@ mod tests {
         assert_eq!(uberblock_count(16), 16);
         assert_eq!(uberblock_offset_in_label(9, 0), 128 << 10);
         assert_eq!(uberblock_offset_in_label(12, 33), (128 << 10) + 4096);
-        assert_eq!(
-            uberblock_device_offset(64 << 20, 1, 9, 5).unwrap(),
-            (384 << 10) + 5 * 1024
-        );
+        assert_eq!(uberblock_device_offset(64 << 20, 1, 9, 5).unwrap(), (384 << 10) + 5 * 1024);
     }
 
     #[test]
     fn vdev_phys_round_trip() {
         let mut nv = NvList::new();
-        nv.add_u64("version", 5000)
-            .add_u64("state", 0)
-            .add_u64("guid", 7);
+        nv.add_u64("version", 5000).add_u64("state", 0).add_u64("guid", 7);
         let area = encode_vdev_phys(&nv).unwrap();
         assert_eq!(area.len(), VDEV_PHYS_SIZE);
         assert_eq!(parse_vdev_phys(&area).unwrap(), nv);
         let cfg = LabelConfig::from_nvlist(&nv).unwrap();
-        assert_eq!(
-            (cfg.version, cfg.state, cfg.guid),
-            (5000, PoolState::Active, 7)
-        );
+        assert_eq!((cfg.version, cfg.state, cfg.guid), (5000, PoolState::Active, 7));
         let mut big = NvList::new();
         big.add_bytes("x", vec![0; VDEV_PHYS_SIZE]);
         assert!(encode_vdev_phys(&big).is_err());

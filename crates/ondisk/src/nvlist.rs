@@ -345,10 +345,7 @@ impl NvList {
 
     /// An empty list with the given `nvflag`.
     pub fn with_nvflag(nvflag: u32) -> NvList {
-        NvList {
-            pairs: Vec::new(),
-            nvflag,
-        }
+        NvList { pairs: Vec::new(), nvflag }
     }
 
     /// Decodes a packed nvlist; `buf` starts at the 4-byte `nvs_header_t`. Bytes after the

@@ -64,10 +64,7 @@ impl ObjsetPhys {
     /// Decodes an objset block of 1, 2 or 4 KiB.
     pub fn parse(buf: &[u8], order: ByteOrder) -> Result<ObjsetPhys> {
         if buf.len() < OBJSET_PHYS_SIZE_V1 {
-            return Err(Error::corrupt(
-                "objset",
-                format!("block of {} bytes", buf.len()),
-            ));
+            return Err(Error::corrupt("objset", format!("block of {} bytes", buf.len())));
         }
         let meta_dnode = DnodePhys::parse(&buf[..512], order)?;
         let zil = ZilHeaderPhys {
@@ -105,13 +102,7 @@ impl ObjsetPhys {
 
     /// Encodes into a block of `size` bytes (1, 2 or 4 KiB).
     pub fn encode(&self, size: usize, order: ByteOrder) -> Result<Vec<u8>> {
-        if ![
-            OBJSET_PHYS_SIZE_V1,
-            OBJSET_PHYS_SIZE_V2,
-            OBJSET_PHYS_SIZE_V3,
-        ]
-        .contains(&size)
-        {
+        if ![OBJSET_PHYS_SIZE_V1, OBJSET_PHYS_SIZE_V2, OBJSET_PHYS_SIZE_V3].contains(&size) {
             return Err(Error::corrupt("objset", format!("size {size}")));
         }
         let mut buf = vec![0u8; size];
@@ -126,11 +117,7 @@ impl ObjsetPhys {
         order.put_u64(&mut buf, 712, self.flags);
         buf[720..752].copy_from_slice(&self.portable_mac);
         buf[752..784].copy_from_slice(&self.local_mac);
-        for (off, dn) in [
-            (1024, &self.userused),
-            (1536, &self.groupused),
-            (2048, &self.projectused),
-        ] {
+        for (off, dn) in [(1024, &self.userused), (1536, &self.groupused), (2048, &self.projectused)] {
             if let Some(dn) = dn {
                 if size >= off + 512 {
                     dn.encode_into(&mut buf[off..off + 512], order)?;
@@ -148,11 +135,7 @@ mod tests {
 
     #[test]
     fn empty_objset_round_trips() {
-        let os = ObjsetPhys {
-            os_type: DMU_OST_ZFS,
-            flags: 1,
-            ..Default::default()
-        };
+        let os = ObjsetPhys { os_type: DMU_OST_ZFS, flags: 1, ..Default::default() };
         let b = os.encode(OBJSET_PHYS_SIZE_V3, ByteOrder::Little).unwrap();
         let back = ObjsetPhys::parse(&b, ByteOrder::Little).unwrap();
         assert_eq!(back.os_type, DMU_OST_ZFS);

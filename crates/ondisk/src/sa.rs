@@ -65,11 +65,7 @@ pub struct SaAttrReg {
 /// Unpacks a registry value (`ATTR_NUM`, `ATTR_LENGTH`, `ATTR_BSWAP`):
 /// bits 0-15 attribute number, 16-23 byteswap kind, 24-39 length. Returns (num, length, bswap).
 pub fn decode_registry_value(v: u64) -> (u16, u16, u8) {
-    (
-        (v & 0xffff) as u16,
-        ((v >> 24) & 0xffff) as u16,
-        ((v >> 16) & 0xff) as u8,
-    )
+    ((v & 0xffff) as u16, ((v >> 24) & 0xffff) as u16, ((v >> 16) & 0xff) as u8)
 }
 
 /// Packs a registry value (`ATTR_ENCODE`).
@@ -109,8 +105,8 @@ pub enum ZplAttr {
 pub const ZPL_ATTRS: [ZplAttr; 23] = {
     use ZplAttr::*;
     [
-        Atime, Mtime, Ctime, Crtime, Gen, Mode, Size, Parent, Links, Xattr, Rdev, Flags, Uid, Gid,
-        Pad, ZnodeAcl, DaclCount, Symlink, Scanstamp, DaclAces, Dxattr, Projid, Seq,
+        Atime, Mtime, Ctime, Crtime, Gen, Mode, Size, Parent, Links, Xattr, Rdev, Flags, Uid, Gid, Pad,
+        ZnodeAcl, DaclCount, Symlink, Scanstamp, DaclAces, Dxattr, Projid, Seq,
     ]
 };
 
@@ -166,13 +162,7 @@ impl SaRegistry {
         let mut r = SaRegistry::default();
         for (name, v) in entries {
             let (num, length, bswap) = decode_registry_value(v);
-            let reg = SaAttrReg {
-                num,
-                length,
-                bswap,
-                name: name.to_string(),
-                registered: true,
-            };
+            let reg = SaAttrReg { num, length, bswap, name: name.to_string(), registered: true };
             r.by_num.entry(num).or_insert(reg);
         }
         r
@@ -187,20 +177,12 @@ impl SaRegistry {
         let mut r = SaRegistry::from_entries(entries);
         let registered = r.by_num.len();
         for (i, a) in ZPL_ATTRS.iter().take(16).enumerate() {
-            r.by_num
-                .entry(i as u16)
-                .or_insert_with(|| default_reg(*a, i as u16));
+            r.by_num.entry(i as u16).or_insert_with(|| default_reg(*a, i as u16));
         }
-        let mut next = if registered == 0 {
-            16
-        } else {
-            registered as u16
-        };
+        let mut next = if registered == 0 { 16 } else { registered as u16 };
         for a in ZPL_ATTRS.iter().skip(16) {
             if r.by_name(a.name()).is_none() {
-                r.by_num
-                    .entry(next)
-                    .or_insert_with(|| default_reg(*a, next));
+                r.by_num.entry(next).or_insert_with(|| default_reg(*a, next));
                 next = next.saturating_add(1);
             }
         }
@@ -230,13 +212,7 @@ impl SaRegistry {
 
 fn default_reg(a: ZplAttr, num: u16) -> SaAttrReg {
     let (name, length, bswap) = a.info();
-    SaAttrReg {
-        num,
-        length,
-        bswap,
-        name: name.to_string(),
-        registered: false,
-    }
+    SaAttrReg { num, length, bswap, name: name.to_string(), registered: false }
 }
 
 /// The layouts of one objset: the LAYOUTS ZAP plus the two built-in layouts.
@@ -255,17 +231,12 @@ impl SaLayouts {
     }
 
     /// Adds the LAYOUTS ZAP entries: decimal name -> u16 array.
-    pub fn from_entries<'n>(
-        entries: impl IntoIterator<Item = (&'n str, Vec<u16>)>,
-    ) -> Result<SaLayouts> {
+    pub fn from_entries<'n>(entries: impl IntoIterator<Item = (&'n str, Vec<u16>)>) -> Result<SaLayouts> {
         let mut l = SaLayouts::builtin();
         for (name, attrs) in entries {
-            let num: u64 = name.parse().map_err(|_| {
-                Error::corrupt(
-                    "sa layouts",
-                    format!("layout name {name:?} is not a number"),
-                )
-            })?;
+            let num: u64 = name
+                .parse()
+                .map_err(|_| Error::corrupt("sa layouts", format!("layout name {name:?} is not a number")))?;
             l.by_num.insert(num, attrs);
         }
         Ok(l)
@@ -292,15 +263,8 @@ impl SaHdrPhys {
     pub fn parse(buf: &[u8], order: ByteOrder) -> Result<SaHdrPhys> {
         let magic = order.u32_at(buf, 0, "sa_magic")?;
         if magic != SA_MAGIC {
-            let hint = if magic.swap_bytes() == SA_MAGIC {
-                " (other byte order)"
-            } else {
-                ""
-            };
-            return Err(Error::corrupt(
-                "sa_hdr_phys",
-                format!("bad magic {magic:#x}{hint}"),
-            ));
+            let hint = if magic.swap_bytes() == SA_MAGIC { " (other byte order)" } else { "" };
+            return Err(Error::corrupt("sa_hdr_phys", format!("bad magic {magic:#x}{hint}")));
         }
         let layout_info = order.u16_at(buf, 4, "sa_layout_info")?;
         Ok(SaHdrPhys {
@@ -332,12 +296,10 @@ fn round8(x: usize) -> usize {
 }
 
 fn attr_length(registry: &SaRegistry, attr: u16) -> Result<u16> {
-    registry.get(attr).map(|a| a.length).ok_or_else(|| {
-        Error::corrupt(
-            "sa layout",
-            format!("attribute {attr} is not in the registry"),
-        )
-    })
+    registry
+        .get(attr)
+        .map(|a| a.length)
+        .ok_or_else(|| Error::corrupt("sa layout", format!("attribute {attr} is not in the registry")))
 }
 
 /// Splits an SA record (bonus or spill) into `(attribute number, bytes)` in layout order.
@@ -359,10 +321,7 @@ pub fn decode_attrs<'a>(
     if hdr.hdr_size != data_start {
         return Err(Error::corrupt(
             "sa_hdr_phys",
-            format!(
-                "header size {} but {nvar} variable lengths need {data_start}",
-                hdr.hdr_size
-            ),
+            format!("header size {} but {nvar} variable lengths need {data_start}", hdr.hdr_size),
         ));
     }
     let mut out = Vec::with_capacity(layout.len());
@@ -390,16 +349,12 @@ pub fn encode_attrs(
     values: &[&[u8]],
 ) -> Result<Vec<u8>> {
     if values.len() != layout.len() || layout_num > 0x3ff {
-        return Err(Error::corrupt(
-            "sa encode",
-            "values do not match the layout",
-        ));
+        return Err(Error::corrupt("sa encode", "values do not match the layout"));
     }
     let mut lengths = Vec::new();
     for (&a, v) in layout.iter().zip(values) {
         match attr_length(registry, a)? {
-            0 => lengths
-                .push(u16::try_from(v.len()).map_err(|_| Error::corrupt("sa encode", "too long"))?),
+            0 => lengths.push(u16::try_from(v.len()).map_err(|_| Error::corrupt("sa encode", "too long"))?),
             n if usize::from(n) == v.len() => {}
             n => {
                 return Err(Error::corrupt(
@@ -411,10 +366,7 @@ pub fn encode_attrs(
     }
     let hdr_size = round8(6 + 2 * lengths.len());
     if hdr_size / 8 > 0x3f {
-        return Err(Error::corrupt(
-            "sa encode",
-            "too many variable-length attributes",
-        ));
+        return Err(Error::corrupt("sa encode", "too many variable-length attributes"));
     }
     let total = values.iter().fold(hdr_size, |off, v| round8(off + v.len()));
     let mut buf = vec![0u8; total];
@@ -434,14 +386,9 @@ pub fn encode_attrs(
 /// Decodes an attribute holding u64s (length a multiple of 8) in `order`.
 pub fn attr_u64s(data: &[u8], order: ByteOrder) -> Result<Vec<u64>> {
     if !data.len().is_multiple_of(8) {
-        return Err(Error::corrupt(
-            "sa attribute",
-            format!("{} bytes is not u64s", data.len()),
-        ));
+        return Err(Error::corrupt("sa attribute", format!("{} bytes is not u64s", data.len())));
     }
-    (0..data.len() / 8)
-        .map(|i| order.u64_at(data, i * 8, "sa attribute"))
-        .collect()
+    (0..data.len() / 8).map(|i| order.u64_at(data, i * 8, "sa attribute")).collect()
 }
 
 #[cfg(test)]

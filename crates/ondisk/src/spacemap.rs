@@ -71,21 +71,12 @@ impl SpaceMapPhys {
         } else {
             None
         };
-        Ok(SpaceMapPhys {
-            object: w(0)?,
-            length: w(1)?,
-            alloc: w(2)? as i64,
-            histogram,
-        })
+        Ok(SpaceMapPhys { object: w(0)?, length: w(1)?, alloc: w(2)? as i64, histogram })
     }
 
     /// Encodes: 24 bytes without a histogram, 320 with one.
     pub fn encode(&self, order: ByteOrder) -> Vec<u8> {
-        let size = if self.histogram.is_some() {
-            SPACE_MAP_PHYS_SIZE
-        } else {
-            SPACE_MAP_SIZE_V0
-        };
+        let size = if self.histogram.is_some() { SPACE_MAP_PHYS_SIZE } else { SPACE_MAP_SIZE_V0 };
         let mut b = vec![0u8; size];
         order.put_u64(&mut b, 0, self.object);
         order.put_u64(&mut b, 8, self.length);
@@ -150,15 +141,8 @@ impl SmEntry {
     /// one word unless a vdev id is recorded or offset/run are too large.
     pub fn range(kind: SmType, offset: u64, run: u64, vdev: Option<u32>) -> Result<SmEntry> {
         let e = match vdev {
-            None if run <= SM_RUN_MAX && offset < SM_OFFSET_LIMIT => {
-                SmEntry::OneWord { kind, offset, run }
-            }
-            v => SmEntry::TwoWord {
-                kind,
-                offset,
-                run,
-                vdev: v.unwrap_or(0),
-            },
+            None if run <= SM_RUN_MAX && offset < SM_OFFSET_LIMIT => SmEntry::OneWord { kind, offset, run },
+            v => SmEntry::TwoWord { kind, offset, run, vdev: v.unwrap_or(0) },
         };
         e.check()?;
         Ok(e)
@@ -166,12 +150,7 @@ impl SmEntry {
 
     /// Is this the padding debug entry (all fields zero)?
     pub fn is_padding(&self) -> bool {
-        *self
-            == SmEntry::Debug {
-                action: 0,
-                sync_pass: 0,
-                txg: 0,
-            }
+        *self == SmEntry::Debug { action: 0, sync_pass: 0, txg: 0 }
     }
 
     /// Number of u64 words this entry takes.
@@ -184,29 +163,18 @@ impl SmEntry {
 
     fn check(&self) -> Result<()> {
         let ok = match *self {
-            SmEntry::Debug {
-                action,
-                sync_pass,
-                txg,
-            } => action < 4 && sync_pass < 1 << 10 && txg < 1 << 50,
+            SmEntry::Debug { action, sync_pass, txg } => action < 4 && sync_pass < 1 << 10 && txg < 1 << 50,
             SmEntry::OneWord { offset, run, .. } => {
                 (1..=SM_RUN_MAX).contains(&run) && offset < SM_OFFSET_LIMIT
             }
-            SmEntry::TwoWord {
-                offset, run, vdev, ..
-            } => {
-                (1..=SM2_RUN_MAX).contains(&run)
-                    && offset < SM2_OFFSET_LIMIT
-                    && vdev < SM2_VDEV_LIMIT
+            SmEntry::TwoWord { offset, run, vdev, .. } => {
+                (1..=SM2_RUN_MAX).contains(&run) && offset < SM2_OFFSET_LIMIT && vdev < SM2_VDEV_LIMIT
             }
         };
         if ok {
             Ok(())
         } else {
-            Err(Error::corrupt(
-                "space map entry",
-                format!("fields out of range: {self:?}"),
-            ))
+            Err(Error::corrupt("space map entry", format!("fields out of range: {self:?}")))
         }
     }
 
@@ -214,25 +182,15 @@ impl SmEntry {
     pub fn encode(&self) -> Result<Vec<u64>> {
         self.check()?;
         Ok(match *self {
-            SmEntry::Debug {
-                action,
-                sync_pass,
-                txg,
-            } => vec![
-                SM_DEBUG_PREFIX << 62 | u64::from(action) << 60 | u64::from(sync_pass) << 50 | txg,
-            ],
+            SmEntry::Debug { action, sync_pass, txg } => {
+                vec![SM_DEBUG_PREFIX << 62 | u64::from(action) << 60 | u64::from(sync_pass) << 50 | txg]
+            }
             SmEntry::OneWord { kind, offset, run } => {
                 vec![offset << 16 | kind.bit() << 15 | (run - 1)]
             }
-            SmEntry::TwoWord {
-                kind,
-                offset,
-                run,
-                vdev,
-            } => vec![
-                SM2_PREFIX << 62 | (run - 1) << 24 | u64::from(vdev),
-                kind.bit() << 63 | offset,
-            ],
+            SmEntry::TwoWord { kind, offset, run, vdev } => {
+                vec![SM2_PREFIX << 62 | (run - 1) << 24 | u64::from(vdev), kind.bit() << 63 | offset]
+            }
         })
     }
 }
@@ -240,10 +198,7 @@ impl SmEntry {
 /// Decodes every entry of `buf` (the first `smp_length` bytes of the object).
 pub fn decode_entries(buf: &[u8], order: ByteOrder) -> Result<Vec<SmEntry>> {
     if !buf.len().is_multiple_of(8) {
-        return Err(Error::corrupt(
-            "space map",
-            format!("length {} not whole words", buf.len()),
-        ));
+        return Err(Error::corrupt("space map", format!("length {} not whole words", buf.len())));
     }
     let n = buf.len() / 8;
     let word = |i: usize| order.u64_at(buf, i * 8, "space map word");
@@ -259,10 +214,7 @@ pub fn decode_entries(buf: &[u8], order: ByteOrder) -> Result<Vec<SmEntry>> {
             },
             SM2_PREFIX => {
                 if i + 1 >= n {
-                    return Err(Error::corrupt(
-                        "space map",
-                        "two-word entry cut off at the end",
-                    ));
+                    return Err(Error::corrupt("space map", "two-word entry cut off at the end"));
                 }
                 let e2 = word(i + 1)?;
                 i += 1;
@@ -289,10 +241,7 @@ pub fn decode_entries(buf: &[u8], order: ByteOrder) -> Result<Vec<SmEntry>> {
 /// entry wherever a two-word entry would straddle a block boundary.
 pub fn encode_entries(entries: &[SmEntry], order: ByteOrder, block_size: usize) -> Result<Vec<u8>> {
     if block_size < 16 || !block_size.is_multiple_of(8) {
-        return Err(Error::corrupt(
-            "space map",
-            format!("bad block size {block_size}"),
-        ));
+        return Err(Error::corrupt("space map", format!("bad block size {block_size}")));
     }
     let per_block = block_size / 8;
     let mut words: Vec<u64> = Vec::new();
@@ -317,11 +266,7 @@ mod tests {
     #[test]
     fn forms_and_round_trip() {
         let es = vec![
-            SmEntry::Debug {
-                action: 1,
-                sync_pass: 3,
-                txg: 12345,
-            },
+            SmEntry::Debug { action: 1, sync_pass: 3, txg: 12345 },
             SmEntry::range(SmType::Alloc, 0x10, 9, None).unwrap(),
             SmEntry::range(SmType::Free, 0x20, SM_RUN_MAX + 1, None).unwrap(),
             SmEntry::range(SmType::Alloc, 5, 1, Some(7)).unwrap(),

@@ -101,10 +101,7 @@ impl UberblockPhys {
         } else if u64::from_be_bytes(magic) == UBERBLOCK_MAGIC {
             ByteOrder::Big
         } else {
-            return Err(Error::corrupt(
-                WHAT,
-                format!("bad magic {:#018x}", u64::from_le_bytes(magic)),
-            ));
+            return Err(Error::corrupt(WHAT, format!("bad magic {:#018x}", u64::from_le_bytes(magic))));
         };
         let f = |off| o.u64_at(raw, off, WHAT);
         Ok(UberblockPhys {
@@ -205,10 +202,7 @@ mod tests {
 
     fn sample(o: ByteOrder) -> UberblockPhys {
         let mut rootbp_raw = [0u8; 128];
-        rootbp_raw
-            .iter_mut()
-            .enumerate()
-            .for_each(|(i, b)| *b = i as u8);
+        rootbp_raw.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
         UberblockPhys {
             byte_order: o,
             version: 5000,

@@ -29,13 +29,13 @@ mod leaf;
 mod micro;
 
 pub use fat::{
-    embedded_ptrtbl_entry, embedded_ptrtbl_shift, encode_fat_header_block, ptrtbl_block_entry,
-    ptrtbl_index, FatZapHeader, PtrTblSlot, ZapTablePhys, FAT_ZAP_HEADER_SIZE,
+    embedded_ptrtbl_entry, embedded_ptrtbl_shift, encode_fat_header_block, ptrtbl_block_entry, ptrtbl_index,
+    FatZapHeader, PtrTblSlot, ZapTablePhys, FAT_ZAP_HEADER_SIZE,
 };
 pub use leaf::{
-    build_leaf, leaf_hash_index, EntryChunk, KeyKind, LeafChunk, LeafGeometry, ZapLeaf,
-    ZapLeafEntry, ZapLeafHeader, ZapName, CHAIN_END, ZAP_CHUNK_ARRAY, ZAP_CHUNK_ENTRY,
-    ZAP_CHUNK_FREE, ZAP_LEAF_ARRAY_BYTES, ZAP_LEAF_CHUNKSIZE, ZLF_ENTRIES_CDSORTED,
+    build_leaf, leaf_hash_index, EntryChunk, KeyKind, LeafChunk, LeafGeometry, ZapLeaf, ZapLeafEntry,
+    ZapLeafHeader, ZapName, CHAIN_END, ZAP_CHUNK_ARRAY, ZAP_CHUNK_ENTRY, ZAP_CHUNK_FREE,
+    ZAP_LEAF_ARRAY_BYTES, ZAP_LEAF_CHUNKSIZE, ZLF_ENTRIES_CDSORTED,
 };
 pub use micro::{MicroZap, MzapEntry, MZAP_ENT_LEN, MZAP_NAME_LEN};
 
@@ -70,11 +70,7 @@ const fn crc64_table() -> [u64; 256] {
         let mut c = i as u64;
         let mut k = 0;
         while k < 8 {
-            c = if c & 1 != 0 {
-                (c >> 1) ^ ZFS_CRC64_POLY
-            } else {
-                c >> 1
-            };
+            c = if c & 1 != 0 { (c >> 1) ^ ZFS_CRC64_POLY } else { c >> 1 };
             k += 1;
         }
         t[i] = c;
@@ -106,10 +102,7 @@ pub fn block_kind(buf: &[u8], order: ByteOrder) -> Result<ZapBlockKind> {
             } else {
                 ""
             };
-            Err(Error::corrupt(
-                "zap block type",
-                format!("unknown block type {other:#x}{hint}"),
-            ))
+            Err(Error::corrupt("zap block type", format!("unknown block type {other:#x}{hint}")))
         }
     }
 }
@@ -157,9 +150,9 @@ fn crc64_step(h: u64, byte: u8) -> u64 {
 pub fn zap_hash(salt: u64, key: ZapKey<'_>, zap_flags: u64) -> Result<u64> {
     let h = if zap_flags & ZAP_FLAG_PRE_HASHED_KEY != 0 {
         match key {
-            ZapKey::U64(words) => *words
-                .first()
-                .ok_or_else(|| Error::corrupt("zap key", "pre-hashed key has no words"))?,
+            ZapKey::U64(words) => {
+                *words.first().ok_or_else(|| Error::corrupt("zap key", "pre-hashed key has no words"))?
+            }
             ZapKey::Str(_) => {
                 return Err(Error::corrupt("zap key", "pre-hashed ZAP needs a u64 key"));
             }

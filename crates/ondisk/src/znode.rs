@@ -133,10 +133,7 @@ pub fn dirent_type(de: u64) -> u8 {
 /// Builds a directory entry value from an object number and a file type.
 pub fn make_dirent(obj: u64, ft: FileType) -> Result<u64> {
     if obj >> 48 != 0 {
-        return Err(Error::corrupt(
-            "zfs dirent",
-            format!("object {obj} needs more than 48 bits"),
-        ));
+        return Err(Error::corrupt("zfs dirent", format!("object {obj} needs more than 48 bits")));
     }
     Ok(obj | (u64::from(ft.dirent_type()) << 60))
 }
@@ -258,8 +255,8 @@ impl ZnodePhys {
         if self.file_type() != FileType::Symlink {
             return Err(Error::corrupt("znode_phys", "not a symlink"));
         }
-        let len = usize::try_from(self.size)
-            .map_err(|_| Error::corrupt("znode_phys", "symlink size overflow"))?;
+        let len =
+            usize::try_from(self.size).map_err(|_| Error::corrupt("znode_phys", "symlink size overflow"))?;
         match len.checked_add(ZNODE_PHYS_SIZE) {
             Some(end) if end <= bonus.len() => Ok(Some(&bonus[ZNODE_PHYS_SIZE..end])),
             _ => Ok(None),
@@ -284,10 +281,7 @@ mod tests {
         let de = make_dirent(0x1234, FileType::Regular).unwrap();
         assert_eq!(de, 0x8000_0000_0000_1234);
         assert_eq!(dirent_obj(de), 0x1234);
-        assert_eq!(
-            FileType::from_dirent_type(dirent_type(de)),
-            FileType::Regular
-        );
+        assert_eq!(FileType::from_dirent_type(dirent_type(de)), FileType::Regular);
         assert!(make_dirent(1 << 48, FileType::Directory).is_err());
         assert_eq!(FileType::from_mode(0o40755), FileType::Directory);
         assert_eq!(FileType::from_mode(0o070000), FileType::Unknown(7));

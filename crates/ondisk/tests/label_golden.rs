@@ -13,9 +13,7 @@ use rzfs_ondisk::uberblock::{UberblockPhys, MMP_MAGIC};
 use rzfs_ondisk::ByteOrder;
 
 fn data(name: &str) -> Vec<u8> {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name);
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -27,11 +25,7 @@ fn label(stem: &str) -> (NvList, LabelConfig) {
     assert_eq!(nv.dump(4), want, "{stem}: dump differs from zdb -l");
     let mut area = encode_vdev_phys(&nv).unwrap();
     area[1] = bytes[1]; // endian byte of the writing host
-    assert_eq!(
-        &area[..bytes.len()],
-        &bytes[..],
-        "{stem}: re-encode differs"
-    );
+    assert_eq!(&area[..bytes.len()], &bytes[..], "{stem}: re-encode differs");
     assert!(area[bytes.len()..].iter().all(|&b| b == 0));
     let cfg = LabelConfig::from_nvlist(&nv).unwrap();
     (nv, cfg)
@@ -40,11 +34,7 @@ fn label(stem: &str) -> (NvList, LabelConfig) {
 #[test]
 fn v15_big_endian_label() {
     let (nv, cfg) = label("label_v15_be");
-    assert_eq!(
-        data("label_v15_be.nvlist")[1],
-        0,
-        "written by a big-endian host"
-    );
+    assert_eq!(data("label_v15_be.nvlist")[1], 0, "written by a big-endian host");
     assert_eq!(cfg.version, 15);
     assert_eq!(cfg.name.as_deref(), Some("v15-pool"));
     assert_eq!(cfg.state, PoolState::Exported);
@@ -92,20 +82,13 @@ fn v5000_ztest_label() {
     assert_eq!(cfg.vdev_children, Some(3));
     assert_eq!(
         cfg.features_for_read,
-        [
-            "com.delphix:hole_birth",
-            "com.delphix:embedded_data",
-            "com.klarasystems:vdev_zaps_v2"
-        ]
+        ["com.delphix:hole_birth", "com.delphix:embedded_data", "com.klarasystems:vdev_zaps_v2"]
     );
     let t = cfg.tree.unwrap();
     assert_eq!((t.kind.as_str(), t.ashift), ("mirror", Some(12)));
     assert_eq!(t.create_txg, Some(4));
     assert_eq!(t.children.len(), 2);
-    assert!(t
-        .children
-        .iter()
-        .all(|c| c.kind == "raidz" && c.nparity == Some(1)));
+    assert!(t.children.iter().all(|c| c.kind == "raidz" && c.nparity == Some(1)));
     let leaves: Vec<_> = t.walk().into_iter().filter(|v| v.is_leaf()).collect();
     assert_eq!(leaves.len(), 6);
     assert_eq!(leaves[0].path.as_deref(), Some("/tmp/zt/ztest.0a"));
@@ -120,15 +103,9 @@ fn v15_big_endian_uberblock() {
     assert_eq!((ub.version, ub.txg), (15, 21));
     assert_eq!(ub.guid_sum, 12302929583312701815);
     assert_eq!(ub.timestamp, 1243920036);
-    assert_eq!(
-        (ub.mmp_magic, ub.checkpoint_txg, ub.software_version),
-        (0, 0, 0)
-    );
+    assert_eq!((ub.mmp_magic, ub.checkpoint_txg, ub.software_version), (0, 0, 0));
     // zdb: DVA[0]=<0:12000:200>; the DVA's second word is offset >> 9, big-endian here.
-    assert_eq!(
-        ub.byte_order.u64_at(&ub.rootbp_raw, 8, "dva").unwrap(),
-        0x12000 >> 9
-    );
+    assert_eq!(ub.byte_order.u64_at(&ub.rootbp_raw, 8, "dva").unwrap(), 0x12000 >> 9);
     let mut re = ub.encode(slot.len());
     re[slot.len() - 40..].copy_from_slice(&slot[slot.len() - 40..]);
     assert_eq!(re, slot);
@@ -146,10 +123,7 @@ fn v5000_ztest_uberblock() {
     assert_eq!((ub.mmp_magic, ub.mmp_delay), (MMP_MAGIC, 0));
     assert!(ub.mmp_valid() && !ub.is_checkpoint());
     // zdb: DVA[0]=<1:7bba000:2000>.
-    assert_eq!(
-        ub.byte_order.u64_at(&ub.rootbp_raw, 8, "dva").unwrap(),
-        0x7bba000 >> 9
-    );
+    assert_eq!(ub.byte_order.u64_at(&ub.rootbp_raw, 8, "dva").unwrap(), 0x7bba000 >> 9);
     let mut re = ub.encode(slot.len());
     re[4096 - 40..].copy_from_slice(&slot[4096 - 40..]);
     assert_eq!(re, slot);

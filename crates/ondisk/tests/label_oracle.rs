@@ -19,12 +19,7 @@ fn check_image(path: &std::path::Path) {
     // libnvpair packs with the writer's endian byte; XDR content must match exactly.
     let mut enc = nv.encode();
     enc[1] = phys[1];
-    assert_eq!(
-        &phys[..enc.len()],
-        &enc[..],
-        "{}: re-encode differs",
-        path.display()
-    );
+    assert_eq!(&phys[..enc.len()], &enc[..], "{}: re-encode differs", path.display());
     assert!(phys[enc.len()..VDEV_PHYS_SIZE - 40].iter().all(|&b| b == 0));
     assert_eq!(NvList::decode(&enc).unwrap(), nv);
     let cfg = LabelConfig::from_nvlist(&nv).unwrap();

@@ -9,9 +9,7 @@ use rzfs_ondisk::nvlist::{NvList, NvValue, NV_UNIQUE_NAME, NV_UNIQUE_NAME_TYPE};
 use rzfs_ondisk::ByteOrder;
 
 fn data(name: &str) -> Vec<u8> {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name);
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -40,10 +38,7 @@ fn all_types_xdr_decodes_and_reencodes_byte_exact() {
     assert_eq!(nv.get("hrt"), Some(&NvValue::HrTime(123_456_789_012)));
     assert_eq!(nv.get("dbl"), Some(&NvValue::Double(3.25)));
     assert_eq!(nv.get_bytes("ba"), Some(&[1u8, 2, 3, 4, 5][..]));
-    assert_eq!(
-        nv.get("boola"),
-        Some(&NvValue::BooleanArray(vec![true, false, true]))
-    );
+    assert_eq!(nv.get("boola"), Some(&NvValue::BooleanArray(vec![true, false, true])));
     assert_eq!(nv.get_u64_array("u64a"), Some(&[1u64, 2, 3][..]));
     assert_eq!(nv.get_u64_array("u64a_empty"), Some(&[][..]));
     assert_eq!(nv.get("i32a_empty"), Some(&NvValue::Int32Array(vec![])));
@@ -56,10 +51,7 @@ fn all_types_xdr_decodes_and_reencodes_byte_exact() {
     assert!(deep.contains("deepflag"));
     let kids = nv.get_nvlist_array("children").unwrap();
     assert_eq!(kids.len(), 2);
-    assert_eq!(
-        kids[1].get_nvlist_array("kids").unwrap()[0].get_u64("id"),
-        Some(0)
-    );
+    assert_eq!(kids[1].get_nvlist_array("kids").unwrap()[0].get_u64("id"), Some(0));
     assert_eq!(nv.get_nvlist_array("no_children"), Some(&[][..]));
     assert!(nv.get_nvlist("empty_list").unwrap().is_empty());
 
@@ -72,14 +64,9 @@ fn all_types_xdr_decodes_and_reencodes_byte_exact() {
     let mut diffs = 0;
     for (a, b) in ours.chunks(4).zip(bytes.chunks(4)) {
         if a != b {
-            let (a, b) = (
-                u32::from_be_bytes(a.try_into().unwrap()),
-                u32::from_be_bytes(b.try_into().unwrap()),
-            );
-            assert!(
-                (0x80..0x100).contains(&a) && b == a | 0xffff_ff00,
-                "{a:#x} vs {b:#x}"
-            );
+            let (a, b) =
+                (u32::from_be_bytes(a.try_into().unwrap()), u32::from_be_bytes(b.try_into().unwrap()));
+            assert!((0x80..0x100).contains(&a) && b == a | 0xffff_ff00, "{a:#x} vs {b:#x}");
             diffs += 1;
         }
     }

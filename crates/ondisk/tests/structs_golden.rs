@@ -20,18 +20,9 @@ fn data(name: &str) -> Vec<u8> {
 #[test]
 fn v15_dsl_dir() {
     let d = DslDirPhys::parse(&data("v15_dsl_dir_bonus.bin"), ByteOrder::Big).unwrap();
-    assert_eq!(
-        (d.head_dataset_obj, d.parent_obj, d.origin_obj),
-        (16, 0, 14)
-    );
-    assert_eq!(
-        (d.child_dir_zapobj, d.props_zapobj, d.deleg_zapobj),
-        (4, 3, 0)
-    );
-    assert_eq!(
-        (d.used_bytes, d.compressed_bytes),
-        (70 * 1024 + 512, 27 * 1024)
-    );
+    assert_eq!((d.head_dataset_obj, d.parent_obj, d.origin_obj), (16, 0, 14));
+    assert_eq!((d.child_dir_zapobj, d.props_zapobj, d.deleg_zapobj), (4, 3, 0));
+    assert_eq!((d.used_bytes, d.compressed_bytes), (70 * 1024 + 512, 27 * 1024));
     assert_eq!(d.flags, 1);
     assert_eq!(d.used_breakdown[DD_USED_HEAD], 21 * 1024);
     assert_eq!(d.used_breakdown[DD_USED_CHILD], 49 * 1024 + 512);
@@ -46,14 +37,8 @@ fn v15_dsl_dataset() {
     let raw = data("v15_dsl_dataset_bonus.bin");
     let d = DslDatasetPhys::parse(&raw, ByteOrder::Big).unwrap();
     assert_eq!((d.dir_obj, d.prev_snap_obj, d.prev_snap_txg), (2, 14, 1));
-    assert_eq!(
-        (d.snapnames_zapobj, d.deadlist_obj, d.num_children),
-        (17, 18, 0)
-    );
-    assert_eq!(
-        (d.referenced_bytes, d.compressed_bytes),
-        (21 * 1024, 10 * 1024 + 512)
-    );
+    assert_eq!((d.snapnames_zapobj, d.deadlist_obj, d.num_children), (17, 18, 0));
+    assert_eq!((d.referenced_bytes, d.compressed_bytes), (21 * 1024, 10 * 1024 + 512));
     assert_eq!(d.unique_bytes, 21 * 1024);
     assert_eq!(d.fsid_guid, 41991974163562386);
     assert_eq!(d.guid, 14389732170284593627);
@@ -76,53 +61,18 @@ fn v15_bpobj() {
 #[test]
 fn v15_space_map() {
     let sm = SpaceMapPhys::parse(&data("v15_sm_bonus.bin"), ByteOrder::Big).unwrap();
-    assert_eq!(
-        (sm.object, sm.length, sm.alloc, sm.histogram),
-        (24, 0x50, 0x5200, None)
-    );
+    assert_eq!((sm.object, sm.length, sm.alloc, sm.histogram), (24, 0x50, 0x5200, None));
     let raw = data("v15_spacemap24.bin");
     let es = decode_entries(&raw, ByteOrder::Big).unwrap();
     assert_eq!(es.len(), 10);
-    assert_eq!(
-        es[0],
-        SmEntry::Debug {
-            action: 0,
-            sync_pass: 1,
-            txg: 21
-        }
-    );
-    assert_eq!(
-        es[1],
-        SmEntry::OneWord {
-            kind: SmType::Alloc,
-            offset: 0,
-            run: 0x1400 >> 9
-        }
-    );
-    assert_eq!(
-        es[2],
-        SmEntry::OneWord {
-            kind: SmType::Alloc,
-            offset: 0x4e00 >> 9,
-            run: 4
-        }
-    );
-    assert_eq!(
-        es[8],
-        SmEntry::Debug {
-            action: 0,
-            sync_pass: 3,
-            txg: 21
-        }
-    );
+    assert_eq!(es[0], SmEntry::Debug { action: 0, sync_pass: 1, txg: 21 });
+    assert_eq!(es[1], SmEntry::OneWord { kind: SmType::Alloc, offset: 0, run: 0x1400 >> 9 });
+    assert_eq!(es[2], SmEntry::OneWord { kind: SmType::Alloc, offset: 0x4e00 >> 9, run: 4 });
+    assert_eq!(es[8], SmEntry::Debug { action: 0, sync_pass: 3, txg: 21 });
     let alloc: u64 = es
         .iter()
         .map(|e| match e {
-            SmEntry::OneWord {
-                kind: SmType::Alloc,
-                run,
-                ..
-            } => run << 9,
+            SmEntry::OneWord { kind: SmType::Alloc, run, .. } => run << 9,
             _ => 0,
         })
         .sum();
@@ -151,19 +101,13 @@ fn v15_znode() {
 #[test]
 fn real_sa_bonus() {
     let reg_zap = MicroZap::parse(&data("ue_sa_registry.mzap"), ByteOrder::Little).unwrap();
-    let reg = SaRegistry::for_zpl(
-        reg_zap
-            .entries
-            .iter()
-            .map(|e| (e.name_str().unwrap(), e.value)),
-    );
+    let reg = SaRegistry::for_zpl(reg_zap.entries.iter().map(|e| (e.name_str().unwrap(), e.value)));
     assert_eq!(reg.zpl(ZplAttr::DaclAces), Some(19));
     assert!(reg.get(19).unwrap().registered);
     // Not in this registry: numbered after its 20 entries.
     assert_eq!(reg.zpl(ZplAttr::Dxattr), Some(20));
     let layouts =
-        SaLayouts::from_entries([("2", vec![5, 6, 4, 12, 13, 7, 11, 0, 1, 2, 3, 8, 16, 19])])
-            .unwrap();
+        SaLayouts::from_entries([("2", vec![5, 6, 4, 12, 13, 7, 11, 0, 1, 2, 3, 8, 16, 19])]).unwrap();
     let bonus = data("ue_root_sa_bonus.bin");
     assert_eq!(sa_byte_order(&bonus), Some(ByteOrder::Little));
     let hdr = SaHdrPhys::parse(&bonus, ByteOrder::Little).unwrap();

@@ -47,25 +47,10 @@ fn real_fat_leaf_rebuilds_identically() {
     let mut entries = leaf.entries(KeyKind::String).unwrap();
     entries.sort_by_key(|e| e.chunk);
     let h = leaf.header;
-    let rebuilt = build_leaf(
-        14,
-        ByteOrder::Little,
-        h.prefix,
-        h.prefix_len,
-        h.flags,
-        &entries,
-    );
+    let rebuilt = build_leaf(14, ByteOrder::Little, h.prefix, h.prefix_len, h.flags, &entries);
     assert_eq!(rebuilt.unwrap(), blk);
     // The same leaf in big-endian framing decodes to the same entries.
-    let be = build_leaf(
-        14,
-        ByteOrder::Big,
-        h.prefix,
-        h.prefix_len,
-        h.flags,
-        &entries,
-    )
-    .unwrap();
+    let be = build_leaf(14, ByteOrder::Big, h.prefix, h.prefix_len, h.flags, &entries).unwrap();
     let be_entries = ZapLeaf::parse(&be, ByteOrder::Big, 14).unwrap();
     let mut got = be_entries.entries(KeyKind::String).unwrap();
     got.sort_by_key(|e| e.chunk);
@@ -83,10 +68,7 @@ fn real_sa_layouts_leaf_u16_values() {
     let e = &entries[0];
     assert_eq!(e.name, ZapName::Str(b"2".to_vec()));
     assert_eq!(e.value_intlen, 2);
-    assert_eq!(
-        e.values_u64(),
-        vec![5, 6, 4, 12, 13, 7, 11, 0, 1, 2, 3, 8, 16, 19]
-    );
+    assert_eq!(e.values_u64(), vec![5, 6, 4, 12, 13, 7, 11, 0, 1, 2, 3, 8, 16, 19]);
     assert_eq!(zap_hash(0x2c106485, ZapKey::Str(b"2"), 0).unwrap(), e.hash);
 }
 
@@ -95,25 +77,13 @@ fn real_sa_layouts_leaf_u16_values() {
 #[test]
 fn real_big_endian_micro_zap() {
     let blk = data("v15_mos_objdir.mzap");
-    assert_eq!(
-        block_kind(&blk, ByteOrder::Big).unwrap(),
-        ZapBlockKind::Micro
-    );
+    assert_eq!(block_kind(&blk, ByteOrder::Big).unwrap(), ZapBlockKind::Micro);
     assert!(MicroZap::parse(&blk, ByteOrder::Little).is_err());
     let z = MicroZap::parse(&blk, ByteOrder::Big).unwrap();
-    let mut got: Vec<(String, u64)> = z
-        .entries
-        .iter()
-        .map(|e| (e.name_str().unwrap().to_string(), e.value))
-        .collect();
+    let mut got: Vec<(String, u64)> =
+        z.entries.iter().map(|e| (e.name_str().unwrap().to_string(), e.value)).collect();
     got.sort();
-    let want = [
-        ("config", 20),
-        ("deflate", 1),
-        ("history", 22),
-        ("root_dataset", 2),
-        ("sync_bplist", 21),
-    ];
+    let want = [("config", 20), ("deflate", 1), ("history", 22), ("root_dataset", 2), ("sync_bplist", 21)];
     let want: Vec<(String, u64)> = want.iter().map(|(n, v)| (n.to_string(), *v)).collect();
     assert_eq!(got, want);
     assert_eq!(z.lookup(b"root_dataset").unwrap().unwrap().value, 2);
@@ -150,10 +120,7 @@ fn fat_header_points_at_leaf() {
     let PtrTblSlot::Embedded { index } = h.ptrtbl_slot(hash, 14).unwrap() else {
         panic!("embedded table expected");
     };
-    assert_eq!(
-        embedded_ptrtbl_entry(&blk, ByteOrder::Little, index).unwrap(),
-        1
-    );
+    assert_eq!(embedded_ptrtbl_entry(&blk, ByteOrder::Little, index).unwrap(), 1);
     let leaf_blk = data("zt_mos_objdir_leaf.bin");
     let leaf = ZapLeaf::parse(&leaf_blk, ByteOrder::Little, 14).unwrap();
     assert!(leaf.header.covers(hash));

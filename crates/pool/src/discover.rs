@@ -60,13 +60,7 @@ pub fn read_label(dev: &dyn BlockDevice, l: u32) -> Option<(LabelConfig, NvList)
     let mut buf = vec![0u8; VDEV_PHYS_SIZE];
     dev.read_at(&mut buf, off).ok()?;
     let ctx = ChecksumCtx::default();
-    checksum::verify_embedded(
-        ChecksumKind::Sha256,
-        &buf,
-        checksum::label_verifier(off),
-        &ctx,
-    )
-    .ok()?;
+    checksum::verify_embedded(ChecksumKind::Sha256, &buf, checksum::label_verifier(off), &ctx).ok()?;
     let nv = label::parse_vdev_phys(&buf).ok()?;
     let cfg = LabelConfig::from_nvlist(&nv).ok()?;
     Some((cfg, nv))
@@ -89,13 +83,7 @@ pub fn probe_device(path: &Path, dev: Arc<dyn BlockDevice>) -> Option<DeviceLabe
         }
     }
     let (config, raw) = best?;
-    Some(DeviceLabel {
-        path: path.to_path_buf(),
-        device: dev,
-        config,
-        raw,
-        valid_labels: valid,
-    })
+    Some(DeviceLabel { path: path.to_path_buf(), device: dev, config, raw, valid_labels: valid })
 }
 
 /// Lists the regular files and block devices directly inside each directory (or the paths
@@ -120,9 +108,7 @@ pub fn candidate_paths(dirs: &[PathBuf]) -> Vec<PathBuf> {
             };
             let ft = md.file_type();
             // Labels need at least 4 labels + boot area: skip tiny files quickly.
-            if (ft.is_file() && md.len() >= 2 * label::VDEV_LABEL_START_SIZE)
-                || ft.is_block_device()
-            {
+            if (ft.is_file() && md.len() >= 2 * label::VDEV_LABEL_START_SIZE) || ft.is_block_device() {
                 out.push(e.path());
             }
         }
@@ -155,11 +141,7 @@ pub fn discover(dirs: &[PathBuf], include_destroyed: bool) -> Result<Vec<PoolCan
         let name = dl.config.name.clone().unwrap_or_default();
         pools
             .entry(guid)
-            .or_insert_with(|| PoolCandidate {
-                name,
-                guid,
-                devices: Vec::new(),
-            })
+            .or_insert_with(|| PoolCandidate { name, guid, devices: Vec::new() })
             .devices
             .push(dl);
     }
@@ -168,10 +150,8 @@ pub fn discover(dirs: &[PathBuf], include_destroyed: bool) -> Result<Vec<PoolCan
 
 /// Picks the pool named `name_or_guid` among candidates, with zpool's error wording.
 pub fn select<'a>(cands: &'a [PoolCandidate], name_or_guid: &str) -> Result<&'a PoolCandidate> {
-    let hits: Vec<&PoolCandidate> = cands
-        .iter()
-        .filter(|c| c.name == name_or_guid || c.guid.to_string() == name_or_guid)
-        .collect();
+    let hits: Vec<&PoolCandidate> =
+        cands.iter().filter(|c| c.name == name_or_guid || c.guid.to_string() == name_or_guid).collect();
     match hits.len() {
         0 => Err(PoolError::NotFound(format!("cannot import '{name_or_guid}': no such pool available"))),
         1 => Ok(hits[0]),

@@ -39,18 +39,12 @@ pub struct ImportOpts {
 
 impl Default for ImportOpts {
     fn default() -> Self {
-        ImportOpts {
-            readonly: true,
-            cache_bytes: arc::DEFAULT_LIMIT_BYTES,
-        }
+        ImportOpts { readonly: true, cache_bytes: arc::DEFAULT_LIMIT_BYTES }
     }
 }
 
 fn phase<T>(name: &'static str, r: std::result::Result<T, impl std::fmt::Display>) -> Result<T> {
-    r.map_err(|e| PoolError::Load {
-        phase: name,
-        detail: e.to_string(),
-    })
+    r.map_err(|e| PoolError::Load { phase: name, detail: e.to_string() })
 }
 
 /// Imports `cand` read-only.
@@ -63,10 +57,7 @@ pub fn import(cand: &PoolCandidate, opts: &ImportOpts) -> Result<Pool> {
     check_version(cand)?;
     let tops = assemble(cand)?;
     let ub = select_uberblock(cand)?;
-    let rootbp = phase(
-        "select_uberblock",
-        BlkPtr::parse(&ub.rootbp_raw, ub.byte_order),
-    )?;
+    let rootbp = phase("select_uberblock", BlkPtr::parse(&ub.rootbp_raw, ub.byte_order))?;
     let ios: Vec<Option<Arc<dyn zio::VdevIo>>> = tops
         .iter()
         .map(|t| match t.kind() {
@@ -76,10 +67,7 @@ pub fn import(cand: &PoolCandidate, opts: &ImportOpts) -> Result<Pool> {
         .collect();
     let zio = Arc::new(zio::Zio::new(ios, ChecksumCtx::default()));
     let cache = Arc::new(arc::BlockCache::new(opts.cache_bytes));
-    let reader = Reader {
-        zio: zio.clone(),
-        cache,
-    };
+    let reader = Reader { zio: zio.clone(), cache };
     let mos = phase("open_mos", Objset::open(&reader, &rootbp))?;
     let missing = check_features(cand, &mos)?;
     if !missing.is_empty() {
@@ -117,16 +105,9 @@ fn assemble(cand: &PoolCandidate) -> Result<Vec<Arc<Vdev>>> {
             tops.insert(id, (txg, tree.clone()));
         }
     }
-    let nchildren = cand
-        .best()
-        .config
-        .vdev_children
-        .unwrap_or(tops.len() as u64);
+    let nchildren = cand.best().config.vdev_children.unwrap_or(tops.len() as u64);
     if tops.is_empty() {
-        return Err(PoolError::Load {
-            phase: "assemble",
-            detail: "no device carries a vdev tree".into(),
-        });
+        return Err(PoolError::Load { phase: "assemble", detail: "no device carries a vdev tree".into() });
     }
     let mut out = Vec::new();
     let n = nchildren.max(tops.keys().max().map(|m| m + 1).unwrap_or(0));
@@ -157,10 +138,7 @@ fn spec_for(
     depth: usize,
 ) -> Result<VdevSpec> {
     if depth > MAX_DEPTH {
-        return Err(PoolError::Load {
-            phase: "assemble",
-            detail: "vdev tree too deep".into(),
-        });
+        return Err(PoolError::Load { phase: "assemble", detail: "vdev tree too deep".into() });
     }
     let ashift = cfg.ashift.or(ashift).unwrap_or(9);
     let kind = match cfg.kind.as_str() {
@@ -169,15 +147,11 @@ fn spec_for(
         "mirror" => VdevKind::Mirror,
         "replacing" => VdevKind::Replacing,
         "spare" => VdevKind::Spare,
-        "raidz" => VdevKind::Raidz {
-            nparity: cfg.nparity.unwrap_or(1) as u8,
-        },
+        "raidz" => VdevKind::Raidz { nparity: cfg.nparity.unwrap_or(1) as u8 },
         "hole" => VdevKind::Hole,
         "missing" => VdevKind::Missing,
         other => {
-            return Err(PoolError::Unsupported(format!(
-                "vdev type '{other}' is not supported yet"
-            )));
+            return Err(PoolError::Unsupported(format!("vdev type '{other}' is not supported yet")));
         }
     };
     let mut children = Vec::new();
@@ -185,20 +159,11 @@ fn spec_for(
         children.push(spec_for(c, devs, Some(ashift), depth + 1)?);
     }
     let device: Option<Arc<dyn BlockDevice>> = if cfg.is_leaf() {
-        devs.iter()
-            .find(|d| d.config.guid == cfg.guid)
-            .map(|d| d.device.clone())
+        devs.iter().find(|d| d.config.guid == cfg.guid).map(|d| d.device.clone())
     } else {
         None
     };
-    Ok(VdevSpec {
-        kind,
-        id: cfg.id.unwrap_or(0),
-        guid: cfg.guid,
-        ashift: ashift as u8,
-        children,
-        device,
-    })
+    Ok(VdevSpec { kind, id: cfg.id.unwrap_or(0), guid: cfg.guid, ashift: ashift as u8, children, device })
 }
 
 /// Scans every uberblock slot of every valid label and returns the best verified one.
@@ -229,13 +194,8 @@ pub fn select_uberblock(cand: &PoolCandidate) -> Result<UberblockPhys> {
                 if ub.txg == 0 || ub.txg > max_txg {
                     continue;
                 }
-                if checksum::verify_embedded(
-                    ChecksumKind::Sha256,
-                    s,
-                    checksum::label_verifier(off),
-                    &ctx,
-                )
-                .is_err()
+                if checksum::verify_embedded(ChecksumKind::Sha256, s, checksum::label_verifier(off), &ctx)
+                    .is_err()
                 {
                     continue;
                 }
@@ -256,10 +216,7 @@ fn check_features(cand: &PoolCandidate, mos: &Objset) -> Result<Vec<String>> {
     let mut active: Vec<String> = cand.best().config.features_for_read.clone();
     if cand.best().config.version >= ondisk::uberblock::SPA_VERSION_FEATURES {
         let dir = DMU_POOL_DIRECTORY_OBJECT;
-        if let Some(obj) = phase(
-            "check_features",
-            zap::lookup_u64(mos, dir, "features_for_read"),
-        )? {
+        if let Some(obj) = phase("check_features", zap::lookup_u64(mos, dir, "features_for_read"))? {
             for e in phase("check_features", zap::list(mos, obj))? {
                 if e.first_u64().unwrap_or(0) > 0 {
                     active.push(e.name_string());
@@ -269,18 +226,12 @@ fn check_features(cand: &PoolCandidate, mos: &Objset) -> Result<Vec<String>> {
     }
     active.sort();
     active.dedup();
-    Ok(active
-        .into_iter()
-        .filter(|f| !features::readable(f))
-        .collect())
+    Ok(active.into_iter().filter(|f| !features::readable(f)).collect())
 }
 
 /// The 32-byte salt of salted checksums, from the MOS directory.
 fn load_salt(mos: &Objset) -> Result<Option<[u8; 32]>> {
-    let e = phase(
-        "load_salt",
-        zap::lookup(mos, DMU_POOL_DIRECTORY_OBJECT, "org.illumos:checksum_salt"),
-    )?;
+    let e = phase("load_salt", zap::lookup(mos, DMU_POOL_DIRECTORY_OBJECT, "org.illumos:checksum_salt"))?;
     Ok(e.and_then(|e| {
         let b = e.bytes();
         (b.len() >= 32).then(|| {

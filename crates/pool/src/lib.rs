@@ -73,15 +73,7 @@ impl Pool {
         mos: Objset,
         opts: ImportOpts,
     ) -> Pool {
-        Pool {
-            candidate,
-            tops,
-            uberblock,
-            reader,
-            mos,
-            opts,
-            errors: Mutex::new(Vec::new()),
-        }
+        Pool { candidate, tops, uberblock, reader, mos, opts, errors: Mutex::new(Vec::new()) }
     }
 
     /// Pool name.
@@ -114,11 +106,7 @@ impl Pool {
 
     /// Permanent errors seen since import, sorted.
     pub fn errors(&self) -> Vec<DataError> {
-        let mut v = self
-            .errors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let mut v = self.errors.lock().unwrap_or_else(|p| p.into_inner()).clone();
         v.sort();
         v
     }
@@ -126,11 +114,7 @@ impl Pool {
 
 /// Byte order of an object's data blocks: that of its first non-hole block pointer.
 fn data_order(dn: &dmu::Dnode) -> ondisk::ByteOrder {
-    dn.blkptr
-        .iter()
-        .find(|b| !b.is_hole())
-        .map(|b| b.byte_order())
-        .unwrap_or(ondisk::ByteOrder::NATIVE)
+    dn.blkptr.iter().find(|b| !b.is_hole()).map(|b| b.byte_order()).unwrap_or(ondisk::ByteOrder::NATIVE)
 }
 
 /// The pool config stored in the MOS (`config` in the object directory: a packed XDR nvlist
@@ -138,53 +122,35 @@ fn data_order(dn: &dmu::Dnode) -> ondisk::ByteOrder {
 pub fn mos_config_nvlist(pool: &Pool) -> Result<ondisk::nvlist::NvList> {
     let mos = &pool.mos;
     let obj = zap::lookup_u64(mos, import::DMU_POOL_DIRECTORY_OBJECT, "config")
-        .map_err(|e| PoolError::Load {
-            phase: "mos_config",
-            detail: e.to_string(),
-        })?
-        .ok_or_else(|| PoolError::Load {
-            phase: "mos_config",
-            detail: "no config object".into(),
-        })?;
+        .map_err(|e| PoolError::Load { phase: "mos_config", detail: e.to_string() })?
+        .ok_or_else(|| PoolError::Load { phase: "mos_config", detail: "no config object".into() })?;
     let dn = mos.dnode(obj)?;
     let order = mos.dnode_byte_order();
     let len = order
         .u64_at(&dn.bonus, 0, "packed nvlist size")
-        .map_err(|e| PoolError::Load {
-            phase: "mos_config",
-            detail: e.to_string(),
-        })?;
+        .map_err(|e| PoolError::Load { phase: "mos_config", detail: e.to_string() })?;
     let buf = mos.read_all(&dn, Some(len))?;
-    ondisk::nvlist::NvList::decode(&buf).map_err(|e| PoolError::Load {
-        phase: "mos_config",
-        detail: e.to_string(),
-    })
+    ondisk::nvlist::NvList::decode(&buf)
+        .map_err(|e| PoolError::Load { phase: "mos_config", detail: e.to_string() })
 }
 
 /// Top-level vdev configs from the MOS config (falling back to the labels).
 pub fn mos_config(pool: &Pool) -> Result<Vec<ondisk::label::VdevTreeConfig>> {
     let from_labels = || {
-        pool.candidate
-            .devices
-            .iter()
-            .filter_map(|d| d.config.tree.clone())
-            .fold(
-                Vec::new(),
-                |mut v: Vec<ondisk::label::VdevTreeConfig>, t| {
-                    if !v.iter().any(|x| x.id == t.id) {
-                        v.push(t);
-                    }
-                    v
-                },
-            )
+        pool.candidate.devices.iter().filter_map(|d| d.config.tree.clone()).fold(
+            Vec::new(),
+            |mut v: Vec<ondisk::label::VdevTreeConfig>, t| {
+                if !v.iter().any(|x| x.id == t.id) {
+                    v.push(t);
+                }
+                v
+            },
+        )
     };
     let Ok(nv) = mos_config_nvlist(pool) else {
         return Ok(from_labels());
     };
-    match nv
-        .get_nvlist("vdev_tree")
-        .map(ondisk::label::VdevTreeConfig::from_nvlist)
-    {
+    match nv.get_nvlist("vdev_tree").map(ondisk::label::VdevTreeConfig::from_nvlist) {
         Some(Ok(root)) => Ok(root.children),
         _ => Ok(from_labels()),
     }
@@ -204,10 +170,7 @@ pub fn metaslab_alloc(pool: &Pool, array_obj: u64) -> Result<u64> {
         }
         let Ok(smdn) = mos.dnode(sm) else { continue };
         // space_map_phys_t: smp_object, smp_length, smp_alloc (offset 16), ...
-        let alloc = mos
-            .dnode_byte_order()
-            .u64_at(&smdn.bonus, 16, "space map header")
-            .unwrap_or(0);
+        let alloc = mos.dnode_byte_order().u64_at(&smdn.bonus, 16, "space map header").unwrap_or(0);
         total = total.wrapping_add(alloc);
     }
     Ok(total)

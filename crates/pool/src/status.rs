@@ -67,10 +67,7 @@ fn kind_name(kind: &VdevKind, id: u64) -> String {
 
 /// Combines children's health into the parent's by redundancy.
 fn combine(kind: &VdevKind, kids: &[PoolHealth]) -> PoolHealth {
-    let bad = kids
-        .iter()
-        .filter(|h| matches!(h, PoolHealth::Unavail | PoolHealth::Faulted))
-        .count();
+    let bad = kids.iter().filter(|h| matches!(h, PoolHealth::Unavail | PoolHealth::Faulted)).count();
     let degraded = kids.contains(&PoolHealth::Degraded);
     let tolerated = match kind {
         VdevKind::Mirror | VdevKind::Replacing | VdevKind::Spare => kids.len().saturating_sub(1),
@@ -95,20 +92,17 @@ fn health_of(s: vdev::VdevState) -> PoolHealth {
     }
 }
 
-fn vdev_status(v: &Vdev) -> VdevStatus {
+fn vdev_status(v: &Vdev, paths: &dyn Fn(u64) -> Option<String>) -> VdevStatus {
     let (read, write, cksum) = v.errors();
     let health = health_of(v.state());
-    let is_leaf = matches!(
-        v.kind(),
-        VdevKind::Disk | VdevKind::File | VdevKind::Missing
-    );
-    let note = if is_leaf && health == PoolHealth::Unavail {
-        "cannot open".to_string()
-    } else {
-        String::new()
-    };
+    let is_leaf = matches!(v.kind(), VdevKind::Disk | VdevKind::File | VdevKind::Missing);
+    let note =
+        if is_leaf && health == PoolHealth::Unavail { "cannot open".to_string() } else { String::new() };
+    // A device that was not found has no name of its own: show the path the config records.
+    let name =
+        if is_leaf && v.device().is_none() { paths(v.guid()).unwrap_or_else(|| v.name()) } else { v.name() };
     VdevStatus {
-        name: v.name(),
+        name,
         health,
         read,
         write,
@@ -118,27 +112,21 @@ fn vdev_status(v: &Vdev) -> VdevStatus {
             .children()
             .iter()
             .filter(|c| *c.kind() != VdevKind::Hole)
-            .map(vdev_status)
+            .map(|c| vdev_status(c, paths))
             .collect(),
     }
 }
 
 /// Status of an imported pool.
 pub fn pool_status(pool: &Pool) -> PoolStatus {
-    let tops: Vec<VdevStatus> = pool
-        .tops
-        .iter()
-        .filter(|t| *t.kind() != VdevKind::Hole)
-        .map(|t| vdev_status(t))
-        .collect();
-    let health = tops
-        .iter()
-        .map(|t| t.health)
-        .fold(PoolHealth::Online, |acc, h| match h {
-            PoolHealth::Unavail | PoolHealth::Faulted => PoolHealth::Unavail,
-            PoolHealth::Degraded if acc == PoolHealth::Online => PoolHealth::Degraded,
-            _ => acc,
-        });
+    let paths = |guid: u64| config_path(&pool.candidate, guid);
+    let tops: Vec<VdevStatus> =
+        pool.tops.iter().filter(|t| *t.kind() != VdevKind::Hole).map(|t| vdev_status(t, &paths)).collect();
+    let health = tops.iter().map(|t| t.health).fold(PoolHealth::Online, |acc, h| match h {
+        PoolHealth::Unavail | PoolHealth::Faulted => PoolHealth::Unavail,
+        PoolHealth::Degraded if acc == PoolHealth::Online => PoolHealth::Degraded,
+        _ => acc,
+    });
     let root = VdevStatus {
         name: pool.name().to_string(),
         health,
@@ -148,12 +136,7 @@ pub fn pool_status(pool: &Pool) -> PoolStatus {
         note: String::new(),
         children: tops,
     };
-    PoolStatus {
-        name: pool.name().to_string(),
-        health,
-        root,
-        errors: pool.errors(),
-    }
+    PoolStatus { name: pool.name().to_string(), health, root, errors: pool.errors() }
 }
 
 fn render_tree(out: &mut String, v: &VdevStatus, depth: usize, width: usize, parsable: bool) {
@@ -197,10 +180,7 @@ fn crate_nicenum(n: u64) -> String {
 
 fn tree_width(v: &VdevStatus, depth: usize) -> usize {
     let own = 2 * depth + v.name.len();
-    v.children
-        .iter()
-        .map(|c| tree_width(c, depth + 1))
-        .fold(own, usize::max)
+    v.children.iter().map(|c| tree_width(c, depth + 1)).fold(own, usize::max)
 }
 
 fn has_errors(v: &VdevStatus) -> bool {
@@ -221,21 +201,13 @@ pub fn render_status(st: &PoolStatus, verbose: bool, parsable: bool) -> String {
     }
     out.push_str("config:\n\n");
     let width = tree_width(&st.root, 0).max(10);
-    let _ = writeln!(
-        out,
-        "\t{:<width$}  {:<8} {:>5} {:>5} {:>5}",
-        "NAME", "STATE", "READ", "WRITE", "CKSUM"
-    );
+    let _ = writeln!(out, "\t{:<width$}  {:<8} {:>5} {:>5} {:>5}", "NAME", "STATE", "READ", "WRITE", "CKSUM");
     render_tree(&mut out, &st.root, 0, width, parsable);
     out.push('\n');
     if st.errors.is_empty() {
         out.push_str("errors: No known data errors\n");
     } else if !verbose {
-        let _ = writeln!(
-            out,
-            "errors: {} data errors, use '-v' for a list",
-            st.errors.len()
-        );
+        let _ = writeln!(out, "errors: {} data errors, use '-v' for a list", st.errors.len());
     } else {
         out.push_str("errors: Permanent errors have been detected in the following files:\n\n");
         for e in &st.errors {
@@ -261,16 +233,8 @@ pub fn import_listing(c: &PoolCandidate) -> String {
     let tops = label_tops(c);
     let present = |g: u64| c.devices.iter().any(|d| d.config.guid == g);
     let rows: Vec<VdevStatus> = tops.iter().map(|t| config_status(t, &present)).collect();
-    let health = rows
-        .iter()
-        .map(|r| r.health)
-        .max()
-        .unwrap_or(PoolHealth::Unavail);
-    let health = if health == PoolHealth::Faulted {
-        PoolHealth::Unavail
-    } else {
-        health
-    };
+    let health = rows.iter().map(|r| r.health).max().unwrap_or(PoolHealth::Unavail);
+    let health = if health == PoolHealth::Faulted { PoolHealth::Unavail } else { health };
     let _ = writeln!(out, "  state: {}", health.as_str());
     if !ondisk::uberblock::spa_version_is_supported(best.config.version) {
         let _ = writeln!(
@@ -286,9 +250,7 @@ pub fn import_listing(c: &PoolCandidate) -> String {
         out.push_str(" action: The pool can be imported despite missing or damaged devices.\n");
     } else {
         out.push_str(" status: One or more devices are missing from the system.\n");
-        out.push_str(
-            " action: The pool cannot be imported. Attach the missing\n\tdevices and try again.\n",
-        );
+        out.push_str(" action: The pool cannot be imported. Attach the missing\n\tdevices and try again.\n");
     }
     out.push_str(" config:\n\n");
     let root = VdevStatus {
@@ -318,6 +280,11 @@ fn render_import_tree(out: &mut String, v: &VdevStatus, depth: usize, width: usi
     }
 }
 
+/// The path the newest label records for leaf `guid`.
+fn config_path(c: &PoolCandidate, guid: u64) -> Option<String> {
+    label_tops(c).iter().flat_map(|t| t.walk()).find(|v| v.guid == guid).and_then(|v| v.path.clone())
+}
+
 /// Top-level configs known from labels, by id (newest label wins).
 fn label_tops(c: &PoolCandidate) -> Vec<VdevTreeConfig> {
     let mut tops: std::collections::BTreeMap<u64, (u64, VdevTreeConfig)> = Default::default();
@@ -334,27 +301,17 @@ fn label_tops(c: &PoolCandidate) -> Vec<VdevTreeConfig> {
 }
 
 fn config_status(t: &VdevTreeConfig, present: &dyn Fn(u64) -> bool) -> VdevStatus {
-    let children: Vec<VdevStatus> = t
-        .children
-        .iter()
-        .map(|c| config_status(c, present))
-        .collect();
+    let children: Vec<VdevStatus> = t.children.iter().map(|c| config_status(c, present)).collect();
     let (name, health) = if t.is_leaf() {
         let ok = present(t.guid);
         (
             t.path.clone().unwrap_or_else(|| t.guid.to_string()),
-            if ok {
-                PoolHealth::Online
-            } else {
-                PoolHealth::Unavail
-            },
+            if ok { PoolHealth::Online } else { PoolHealth::Unavail },
         )
     } else {
         let kind = match t.kind.as_str() {
             "mirror" => VdevKind::Mirror,
-            "raidz" => VdevKind::Raidz {
-                nparity: t.nparity.unwrap_or(1) as u8,
-            },
+            "raidz" => VdevKind::Raidz { nparity: t.nparity.unwrap_or(1) as u8 },
             "replacing" => VdevKind::Replacing,
             "spare" => VdevKind::Spare,
             _ => VdevKind::Missing,
@@ -362,15 +319,7 @@ fn config_status(t: &VdevTreeConfig, present: &dyn Fn(u64) -> bool) -> VdevStatu
         let kids: Vec<PoolHealth> = children.iter().map(|c| c.health).collect();
         (kind_name(&kind, t.id.unwrap_or(0)), combine(&kind, &kids))
     };
-    VdevStatus {
-        name,
-        health,
-        read: 0,
-        write: 0,
-        cksum: 0,
-        note: String::new(),
-        children,
-    }
+    VdevStatus { name, health, read: 0, write: 0, cksum: 0, note: String::new(), children }
 }
 
 /// Pool size and allocation, in bytes.
@@ -391,11 +340,7 @@ pub fn space(pool: &Pool) -> crate::Result<Space> {
         let ms_shift = t.metaslab_shift.unwrap_or(0);
         let asize = t.asize.unwrap_or(0);
         // zpool reports the usable metaslab space: whole metaslabs only.
-        s.size += if ms_shift > 0 && ms_shift < 64 {
-            (asize >> ms_shift) << ms_shift
-        } else {
-            asize
-        };
+        s.size += if ms_shift > 0 && ms_shift < 64 { (asize >> ms_shift) << ms_shift } else { asize };
         if let Some(arr) = t.metaslab_array.filter(|a| *a != 0) {
             s.alloc += crate::metaslab_alloc(pool, arr)?;
         }

@@ -54,12 +54,7 @@ impl FileDevice {
         let path = path.as_ref();
         let mut file = OpenOptions::new().read(true).write(writable).open(path)?;
         let size = file.seek(SeekFrom::End(0))?;
-        Ok(Self {
-            file,
-            size,
-            name: path.display().to_string(),
-            writable,
-        })
+        Ok(Self { file, size, name: path.display().to_string(), writable })
     }
 }
 
@@ -111,10 +106,7 @@ impl MemDevice {
     }
     /// A device holding exactly `bytes`.
     pub fn from_vec(name: impl Into<String>, bytes: Vec<u8>) -> Self {
-        Self {
-            bytes: RwLock::new(bytes),
-            name: name.into(),
-        }
+        Self { bytes: RwLock::new(bytes), name: name.into() }
     }
     /// A copy of the whole content.
     pub fn contents(&self) -> Vec<u8> {
@@ -189,10 +181,7 @@ impl FaultyDevice {
     }
     /// Invert every bit of the bytes in `range` (raw device offsets) in future reads.
     pub fn flip_bits(&self, range: Range<u64>) {
-        self.flips
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(range);
+        self.flips.lock().unwrap_or_else(|e| e.into_inner()).push(range);
     }
     /// Forget all bit-flip ranges.
     pub fn clear_flips(&self) {
@@ -201,10 +190,7 @@ impl FaultyDevice {
 
     fn check_present(&self) -> io::Result<()> {
         if self.vanished.load(Ordering::SeqCst) {
-            Err(io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{} vanished", self.inner.name()),
-            ))
+            Err(io::Error::new(io::ErrorKind::NotFound, format!("{} vanished", self.inner.name())))
         } else {
             Ok(())
         }

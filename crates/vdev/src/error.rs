@@ -17,11 +17,7 @@ pub enum VdevError {
     },
     /// No copy / reconstruction of the block passed the caller's checksum.
     #[error("{vdev}: no valid copy of block at offset {offset:#x} size {size:#x}")]
-    Checksum {
-        vdev: String,
-        offset: u64,
-        size: u64,
-    },
+    Checksum { vdev: String, offset: u64, size: u64 },
     /// Too many children are missing or failed to serve the request.
     #[error("{vdev}: {detail}")]
     Unavailable { vdev: String, detail: String },

@@ -34,21 +34,13 @@ pub fn label_offset(dev_size: u64, l: usize) -> Option<u64> {
         return None;
     }
     let base = l as u64 * VDEV_LABEL_SIZE;
-    Some(if l < VDEV_LABELS / 2 {
-        base
-    } else {
-        base + psize - labels_total
-    })
+    Some(if l < VDEV_LABELS / 2 { base } else { base + psize - labels_total })
 }
 
 fn bad_label(dev: &dyn BlockDevice, l: usize) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidInput,
-        format!(
-            "{}: no label {l} on a device of {} bytes",
-            dev.name(),
-            dev.size()
-        ),
+        format!("{}: no label {l} on a device of {} bytes", dev.name(), dev.size()),
     )
 }
 
@@ -61,16 +53,9 @@ pub fn read_label_area(dev: &dyn BlockDevice, l: usize) -> io::Result<Vec<u8>> {
 }
 
 /// Write `buf` at byte `within` inside label area `l`; the write must stay inside the label.
-pub fn write_label_area(
-    dev: &dyn BlockDevice,
-    l: usize,
-    within: u64,
-    buf: &[u8],
-) -> io::Result<()> {
+pub fn write_label_area(dev: &dyn BlockDevice, l: usize, within: u64, buf: &[u8]) -> io::Result<()> {
     let off = label_offset(dev.size(), l).ok_or_else(|| bad_label(dev, l))?;
-    let fits = within
-        .checked_add(buf.len() as u64)
-        .is_some_and(|e| e <= VDEV_LABEL_SIZE);
+    let fits = within.checked_add(buf.len() as u64).is_some_and(|e| e <= VDEV_LABEL_SIZE);
     if !fits {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,

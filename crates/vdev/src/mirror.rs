@@ -24,11 +24,7 @@ pub(crate) fn read(
         match child.read_block(offset, size, check, &mut sub) {
             Ok(data) => {
                 repairs.extend(sub);
-                repairs.extend(failed.iter().map(|&g| Repair {
-                    vdev_guid: g,
-                    offset,
-                    data: data.clone(),
-                }));
+                repairs.extend(failed.iter().map(|&g| Repair { vdev_guid: g, offset, data: data.clone() }));
                 return Ok(data);
             }
             Err(e) => {
@@ -47,9 +43,6 @@ pub(crate) fn read(
             Err(vd.checksum_error(offset, size))
         }
         Some(e) => Err(e),
-        None => Err(VdevError::Unavailable {
-            vdev: vd.name(),
-            detail: "no readable child".into(),
-        }),
+        None => Err(VdevError::Unavailable { vdev: vd.name(), detail: "no readable child".into() }),
     }
 }

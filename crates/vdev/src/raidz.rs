@@ -62,14 +62,10 @@ impl RaidzMap {
     pub fn new(offset: u64, size: u64, ashift: u8, dcols: usize, nparity: usize) -> Result<Self> {
         let sector = 1u64.checked_shl(u32::from(ashift)).unwrap_or(0);
         if sector == 0 || size == 0 || size & (sector - 1) != 0 {
-            return Err(VdevError::InvalidRequest(format!(
-                "raidz size {size:#x} with ashift {ashift}"
-            )));
+            return Err(VdevError::InvalidRequest(format!("raidz size {size:#x} with ashift {ashift}")));
         }
         if nparity == 0 || dcols <= nparity {
-            return Err(VdevError::InvalidConfig(format!(
-                "raidz{nparity} with {dcols} children"
-            )));
+            return Err(VdevError::InvalidConfig(format!("raidz{nparity} with {dcols} children")));
         }
         let (dc, np) = (dcols as u64, nparity as u64);
         let b = offset >> ashift;
@@ -80,11 +76,7 @@ impl RaidzMap {
         let r = s - q * (dc - np);
         let bc = if r == 0 { 0 } else { r + np };
         let tot = s + np * (q + u64::from(r != 0));
-        let (acols, scols) = if q == 0 {
-            (bc, dc.min(bc.next_multiple_of(np + 1)))
-        } else {
-            (dc, dc)
-        };
+        let (acols, scols) = if q == 0 { (bc, dc.min(bc.next_multiple_of(np + 1))) } else { (dc, dc) };
         let overflow = || VdevError::InvalidRequest(format!("raidz offset {offset:#x} overflows"));
         let mut cols = Vec::with_capacity(scols as usize);
         for c in 0..scols {
@@ -100,26 +92,14 @@ impl RaidzMap {
             } else {
                 q
             };
-            cols.push(RaidzCol {
-                devidx: col as usize,
-                offset: coff,
-                size: sectors << ashift,
-            });
+            cols.push(RaidzCol { devidx: col as usize, offset: coff, size: sectors << ashift });
         }
         let mut skipstart = bc as usize;
         // Single-parity layouts swap the first two columns on odd megabytes (see module doc).
         if nparity == 1 && offset & (1 << 20) != 0 {
             let (a, b) = (cols[0], cols[1]);
-            cols[0] = RaidzCol {
-                devidx: b.devidx,
-                offset: b.offset,
-                size: a.size,
-            };
-            cols[1] = RaidzCol {
-                devidx: a.devidx,
-                offset: a.offset,
-                size: b.size,
-            };
+            cols[0] = RaidzCol { devidx: b.devidx, offset: b.offset, size: a.size };
+            cols[1] = RaidzCol { devidx: a.devidx, offset: a.offset, size: b.size };
             if skipstart == 0 {
                 skipstart = 1;
             }
@@ -181,11 +161,7 @@ pub(crate) fn write(vd: &Vdev, offset: u64, data: &[u8]) -> Result<()> {
     math::generate(np, &chunks, &mut parity);
     let mut failed = 0;
     for (c, col) in map.cols[..map.acols].iter().enumerate() {
-        let buf = if c < np {
-            &parity[c][..]
-        } else {
-            chunks[c - np]
-        };
+        let buf = if c < np { &parity[c][..] } else { chunks[c - np] };
         let child = &vd.children[col.devidx];
         if !child.readable() || child.column_write(col.offset, buf).is_err() {
             failed += 1;
@@ -255,9 +231,7 @@ impl Cols<'_> {
     }
 
     fn known_bad(&self) -> Vec<usize> {
-        (0..self.map.acols)
-            .filter(|&c| self.state[c] != ColState::Good)
-            .collect()
+        (0..self.map.acols).filter(|&c| self.state[c] != ColState::Good).collect()
     }
 
     /// Rebuild columns `dead` from the others; the rebuilt column set if the block verifies.
@@ -277,12 +251,7 @@ pub(crate) fn read(
 ) -> Result<Vec<u8>> {
     let map = map_of(vd, offset, size)?;
     let (np, acols) = (map.nparity, map.acols);
-    let mut cols = Cols {
-        vd,
-        bufs: vec![Vec::new(); acols],
-        state: vec![ColState::Untried; acols],
-        map,
-    };
+    let mut cols = Cols { vd, bufs: vec![Vec::new(); acols], state: vec![ColState::Untried; acols], map };
     for c in np..acols {
         cols.fetch(c);
     }
@@ -299,10 +268,7 @@ pub(crate) fn read(
     if known.len() > np {
         return Err(VdevError::Unavailable {
             vdev: vd.name(),
-            detail: format!(
-                "{} of {acols} columns unreadable with {np} parity",
-                known.len()
-            ),
+            detail: format!("{} of {acols} columns unreadable with {np} parity", known.len()),
         });
     }
     if known.iter().any(|&c| c >= np) {
@@ -318,11 +284,7 @@ pub(crate) fn read(
 }
 
 /// Try every set of 1..=nparity columns (beyond those known bad) as silently corrupt.
-fn combinatorial(
-    cols: &Cols<'_>,
-    known: &[usize],
-    check: &dyn Fn(&[u8]) -> bool,
-) -> Option<Vec<Vec<u8>>> {
+fn combinatorial(cols: &Cols<'_>, known: &[usize], check: &dyn Fn(&[u8]) -> bool) -> Option<Vec<Vec<u8>>> {
     let np = cols.map.nparity;
     let suspects: Vec<usize> = (0..cols.map.acols).filter(|c| !known.contains(c)).collect();
     for nf in 1..=np.saturating_sub(known.len()) {
@@ -388,11 +350,7 @@ fn finish(cols: &Cols<'_>, mut bufs: Vec<Vec<u8>>, repairs: &mut Vec<Repair>) ->
         if cols.state[c] == ColState::Good {
             Counters::bump(&child.counters.cksum);
         }
-        repairs.push(Repair {
-            vdev_guid: child.guid(),
-            offset: col.offset,
-            data: bufs[c].clone(),
-        });
+        repairs.push(Repair { vdev_guid: child.guid(), offset: col.offset, data: bufs[c].clone() });
     }
     Cols::assemble(&bufs, np)
 }

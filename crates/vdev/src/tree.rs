@@ -48,12 +48,7 @@ pub enum VdevKind {
     /// A hole left by a removed top-level vdev.
     Hole,
     /// Distributed RAID; configuration only, I/O not implemented yet.
-    Draid {
-        nparity: u8,
-        ndata: u8,
-        nspares: u8,
-        children: u64,
-    },
+    Draid { nparity: u8, ndata: u8, nspares: u8, children: u64 },
 }
 
 impl VdevKind {
@@ -61,10 +56,7 @@ impl VdevKind {
         matches!(self, VdevKind::Disk | VdevKind::File | VdevKind::Missing)
     }
     fn is_mirror_like(&self) -> bool {
-        matches!(
-            self,
-            VdevKind::Mirror | VdevKind::Replacing | VdevKind::Spare
-        )
+        matches!(self, VdevKind::Mirror | VdevKind::Replacing | VdevKind::Spare)
     }
 }
 
@@ -88,10 +80,7 @@ impl fmt::Debug for VdevSpec {
             .field("id", &self.id)
             .field("guid", &self.guid)
             .field("ashift", &self.ashift)
-            .field(
-                "device",
-                &self.device.as_ref().map(|d| d.name().to_string()),
-            )
+            .field("device", &self.device.as_ref().map(|d| d.name().to_string()))
             .field("children", &self.children)
             .finish()
     }
@@ -196,15 +185,9 @@ impl Vdev {
 
     fn build(spec: VdevSpec, parent_ashift: u8, depth: usize) -> Result<Vdev> {
         if depth > MAX_DEPTH {
-            return Err(VdevError::InvalidConfig(format!(
-                "vdev tree deeper than {MAX_DEPTH}"
-            )));
+            return Err(VdevError::InvalidConfig(format!("vdev tree deeper than {MAX_DEPTH}")));
         }
-        let ashift = if spec.ashift == 0 {
-            parent_ashift
-        } else {
-            spec.ashift
-        };
+        let ashift = if spec.ashift == 0 { parent_ashift } else { spec.ashift };
         validate(&spec, ashift)?;
         let children = spec
             .children
@@ -253,34 +236,20 @@ impl Vdev {
 
     /// Mark a leaf FAULTED (no more I/O to it) or clear it.
     pub fn set_faulted(&self, on: bool) {
-        self.forced.store(
-            if on { FORCED_FAULTED } else { FORCED_NONE },
-            Ordering::SeqCst,
-        );
+        self.forced.store(if on { FORCED_FAULTED } else { FORCED_NONE }, Ordering::SeqCst);
     }
     /// Mark a leaf DEGRADED (still used; e.g. too many checksum errors) or clear it.
     pub fn set_degraded(&self, on: bool) {
-        self.forced.store(
-            if on { FORCED_DEGRADED } else { FORCED_NONE },
-            Ordering::SeqCst,
-        );
+        self.forced.store(if on { FORCED_DEGRADED } else { FORCED_NONE }, Ordering::SeqCst);
     }
     /// (read, write, checksum) error counts of this vdev alone.
     pub fn errors(&self) -> (u64, u64, u64) {
         let c = &self.counters;
-        (
-            c.read.load(Ordering::Relaxed),
-            c.write.load(Ordering::Relaxed),
-            c.cksum.load(Ordering::Relaxed),
-        )
+        (c.read.load(Ordering::Relaxed), c.write.load(Ordering::Relaxed), c.cksum.load(Ordering::Relaxed))
     }
     /// Reset the error counters of the whole subtree (`zpool clear`).
     pub fn clear_errors(&self) {
-        for c in [
-            &self.counters.read,
-            &self.counters.write,
-            &self.counters.cksum,
-        ] {
+        for c in [&self.counters.read, &self.counters.write, &self.counters.cksum] {
             c.store(0, Ordering::Relaxed);
         }
         self.children.iter().for_each(Vdev::clear_errors);
@@ -312,10 +281,7 @@ impl Vdev {
     /// State of a vdev that survives the loss of up to `tolerate` children.
     fn redundant_state(&self, tolerate: usize) -> VdevState {
         let states: Vec<VdevState> = self.children.iter().map(Vdev::state).collect();
-        let lost = states
-            .iter()
-            .filter(|s| matches!(s, VdevState::Faulted | VdevState::Unavail))
-            .count();
+        let lost = states.iter().filter(|s| matches!(s, VdevState::Faulted | VdevState::Unavail)).count();
         if lost > tolerate || (self.children.is_empty() && self.kind != VdevKind::Root) {
             VdevState::Unavail
         } else if lost > 0 || states.contains(&VdevState::Degraded) {
@@ -339,12 +305,7 @@ impl Vdev {
             VdevKind::Replacing => format!("replacing-{}", self.id),
             VdevKind::Spare => format!("spare-{}", self.id),
             VdevKind::Hole => format!("hole-{}", self.id),
-            VdevKind::Draid {
-                nparity,
-                ndata,
-                nspares,
-                children,
-            } => {
+            VdevKind::Draid { nparity, ndata, nspares, children } => {
                 format!("draid{nparity}:{ndata}d:{children}c:{nspares}s-{}", self.id)
             }
             VdevKind::Disk | VdevKind::File | VdevKind::Missing => match &self.device {
@@ -388,12 +349,9 @@ impl Vdev {
     /// and padding (vdev_raidz_psize_to_asize); everything else rounds up to a sector.
     pub fn asize(&self, psize: u64) -> u64 {
         match &self.kind {
-            VdevKind::Raidz { nparity } => raidz::raidz_asize(
-                psize,
-                self.ashift,
-                self.children.len() as u64,
-                u64::from(*nparity),
-            ),
+            VdevKind::Raidz { nparity } => {
+                raidz::raidz_asize(psize, self.ashift, self.children.len() as u64, u64::from(*nparity))
+            }
             _ => psize.div_ceil(self.sector()) * self.sector(),
         }
     }
@@ -401,12 +359,7 @@ impl Vdev {
     /// Read `psize` bytes at DVA offset `offset` of this top-level vdev. `verify` checks the
     /// block's checksum over exactly `psize` bytes; copies or reconstructions that fail it are
     /// rejected (and counted as checksum errors on the children proven wrong).
-    pub fn read(
-        &self,
-        offset: u64,
-        psize: u64,
-        verify: &dyn Fn(&[u8]) -> bool,
-    ) -> Result<ReadOutcome> {
+    pub fn read(&self, offset: u64, psize: u64, verify: &dyn Fn(&[u8]) -> bool) -> Result<ReadOutcome> {
         if psize == 0 {
             return Err(VdevError::InvalidRequest("zero-length read".into()));
         }
@@ -446,42 +399,29 @@ impl Vdev {
     }
 
     pub(crate) fn checksum_error(&self, offset: u64, size: u64) -> VdevError {
-        VdevError::Checksum {
-            vdev: self.name(),
-            offset,
-            size,
-        }
+        VdevError::Checksum { vdev: self.name(), offset, size }
     }
 
     fn no_io(&self, what: &str) -> VdevError {
         match self.kind {
-            VdevKind::Draid { .. } => {
-                VdevError::Unsupported(format!("dRAID {what} ({})", self.name()))
-            }
+            VdevKind::Draid { .. } => VdevError::Unsupported(format!("dRAID {what} ({})", self.name())),
             _ => VdevError::InvalidRequest(format!("{what} are not possible on {}", self.name())),
         }
     }
 
     fn unavailable(&self, detail: &str) -> VdevError {
-        VdevError::Unavailable {
-            vdev: self.name(),
-            detail: detail.into(),
-        }
+        VdevError::Unavailable { vdev: self.name(), detail: detail.into() }
     }
 
     /// Raw read of a leaf's allocatable space; counts I/O errors.
     fn leaf_read(&self, offset: u64, size: u64) -> Result<Vec<u8>> {
         let dev = self.leaf_device()?;
-        let len = usize::try_from(size)
-            .map_err(|_| VdevError::InvalidRequest(format!("size {size:#x}")))?;
+        let len = usize::try_from(size).map_err(|_| VdevError::InvalidRequest(format!("size {size:#x}")))?;
         let off = leaf_offset(offset)?;
         let mut buf = vec![0u8; len];
         dev.read_at(&mut buf, off).map_err(|e| {
             Counters::bump(&self.counters.read);
-            VdevError::Io {
-                device: dev.name().to_string(),
-                source: e,
-            }
+            VdevError::Io { device: dev.name().to_string(), source: e }
         })?;
         Ok(buf)
     }
@@ -491,10 +431,7 @@ impl Vdev {
         let off = leaf_offset(offset)?;
         dev.write_at(data, off).map_err(|e| {
             Counters::bump(&self.counters.write);
-            VdevError::Io {
-                device: dev.name().to_string(),
-                source: e,
-            }
+            VdevError::Io { device: dev.name().to_string(), source: e }
         })
     }
 
@@ -559,10 +496,7 @@ impl Vdev {
             data
         } else {
             let mut v = data.to_vec();
-            v.resize(
-                (data.len() as u64).next_multiple_of(self.sector()) as usize,
-                0,
-            );
+            v.resize((data.len() as u64).next_multiple_of(self.sector()) as usize, 0);
             padded = v;
             &padded
         };
@@ -576,9 +510,9 @@ impl Vdev {
     /// Issue the repair writes a read asked for.
     pub fn apply_repairs(&self, repairs: &[Repair]) -> Result<()> {
         for r in repairs {
-            let vd = self.find(r.vdev_guid).ok_or_else(|| {
-                VdevError::InvalidRequest(format!("no vdev with guid {}", r.vdev_guid))
-            })?;
+            let vd = self
+                .find(r.vdev_guid)
+                .ok_or_else(|| VdevError::InvalidRequest(format!("no vdev with guid {}", r.vdev_guid)))?;
             vd.column_write(r.offset, &r.data)?;
         }
         Ok(())
@@ -587,10 +521,7 @@ impl Vdev {
     /// Flush every present leaf device.
     pub fn flush(&self) -> Result<()> {
         if let Some(d) = &self.device {
-            d.flush().map_err(|e| VdevError::Io {
-                device: d.name().to_string(),
-                source: e,
-            })?;
+            d.flush().map_err(|e| VdevError::Io { device: d.name().to_string(), source: e })?;
         }
         self.children.iter().try_for_each(Vdev::flush)
     }
@@ -615,10 +546,9 @@ fn validate(spec: &VdevSpec, ashift: u8) -> Result<()> {
         VdevKind::Disk | VdevKind::File | VdevKind::Missing | VdevKind::Hole if n != 0 => {
             bad(format!("leaf/hole vdev {} has {n} children", spec.guid))
         }
-        VdevKind::Mirror | VdevKind::Replacing | VdevKind::Spare if n == 0 => bad(format!(
-            "{:?} vdev {} has no children",
-            spec.kind, spec.guid
-        )),
+        VdevKind::Mirror | VdevKind::Replacing | VdevKind::Spare if n == 0 => {
+            bad(format!("{:?} vdev {} has no children", spec.kind, spec.guid))
+        }
         VdevKind::Raidz { nparity } => {
             let p = *nparity as usize;
             if !(1..=codec::raidz::MAX_PARITY).contains(&p) {

@@ -8,18 +8,12 @@ use rzfs_vdev::{Vdev, VdevError, VdevKind, VdevSpec, VdevState};
 const DEV: usize = 5 << 20;
 
 fn mirror(leaves: &[Leaf]) -> Vdev {
-    let kids = leaves
-        .iter()
-        .enumerate()
-        .map(|(i, l)| leaf_spec(l, i as u64))
-        .collect();
+    let kids = leaves.iter().enumerate().map(|(i, l)| leaf_spec(l, i as u64)).collect();
     Vdev::new(top_spec(VdevKind::Mirror, 12, kids)).unwrap()
 }
 
 fn leaves(n: usize) -> Vec<Leaf> {
-    (0..n)
-        .map(|i| leaf(&format!("d{i}"), 10 + i as u64, DEV))
-        .collect()
+    (0..n).map(|i| leaf(&format!("d{i}"), 10 + i as u64, DEV)).collect()
 }
 
 #[test]
@@ -49,11 +43,7 @@ fn bad_copy_is_skipped_counted_and_repaired() {
 #[test]
 fn missing_child_is_skipped_without_counts() {
     let ls = leaves(2);
-    let kids = vec![
-        missing_spec(99, 0),
-        leaf_spec(&ls[0], 1),
-        leaf_spec(&ls[1], 2),
-    ];
+    let kids = vec![missing_spec(99, 0), leaf_spec(&ls[0], 1), leaf_spec(&ls[1], 2)];
     let vd = Vdev::new(top_spec(VdevKind::Mirror, 9, kids)).unwrap();
     assert_eq!(vd.state(), VdevState::Degraded);
     let data = Rng(2).bytes(4096);
@@ -111,12 +101,7 @@ fn replacing_under_mirror_and_nested_repairs() {
         children: vec![leaf_spec(&ls[1], 0), leaf_spec(&ls[2], 1)],
         device: None,
     };
-    let vd = Vdev::new(top_spec(
-        VdevKind::Mirror,
-        9,
-        vec![leaf_spec(&ls[0], 0), replacing],
-    ))
-    .unwrap();
+    let vd = Vdev::new(top_spec(VdevKind::Mirror, 9, vec![leaf_spec(&ls[0], 0), replacing])).unwrap();
     let data = Rng(5).bytes(1024);
     vd.write(512, &data).unwrap();
     scribble(&ls[0], 512, &[1; 8]);
@@ -137,10 +122,7 @@ fn leaf_top_level_and_bad_configs() {
     let vd = Vdev::new(spec).unwrap();
     let data = Rng(6).bytes(700);
     vd.write(0x10000, &data).unwrap();
-    assert_eq!(
-        vd.read(0x10000, 700, &|b| b == &data[..]).unwrap().data,
-        data
-    );
+    assert_eq!(vd.read(0x10000, 700, &|b| b == &data[..]).unwrap().data, data);
     scribble(&ls[0], 0x10000, &[0; 4]);
     assert!(vd.read(0x10000, 700, &|b| b == &data[..]).is_err());
     assert_eq!(vd.errors().2, 1);
@@ -152,16 +134,8 @@ fn leaf_top_level_and_bad_configs() {
     assert!(Vdev::new(top_spec(VdevKind::Raidz { nparity: 1 }, 9, kids.clone())).is_err());
     assert!(Vdev::new(top_spec(VdevKind::Raidz { nparity: 4 }, 9, kids.clone())).is_err());
     assert!(Vdev::new(top_spec(VdevKind::Mirror, 30, kids)).is_err());
-    let draid = VdevKind::Draid {
-        nparity: 1,
-        ndata: 2,
-        nspares: 0,
-        children: 3,
-    };
+    let draid = VdevKind::Draid { nparity: 1, ndata: 2, nspares: 0, children: 3 };
     let kids = (0..3).map(|i| missing_spec(i, i)).collect();
     let d = Vdev::new(top_spec(draid, 12, kids)).unwrap();
-    assert!(matches!(
-        d.read(0, 512, &|_| true),
-        Err(VdevError::Unsupported(_))
-    ));
+    assert!(matches!(d.read(0, 512, &|_| true), Err(VdevError::Unsupported(_))));
 }

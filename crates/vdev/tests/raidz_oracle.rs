@@ -15,9 +15,7 @@ use std::process::Command;
 use std::sync::Arc;
 
 use codec::raidz::generate;
-use rzfs_vdev::{
-    BlockDevice, MemDevice, RaidzMap, Vdev, VdevKind, VdevSpec, VDEV_LABEL_START_SIZE,
-};
+use rzfs_vdev::{BlockDevice, MemDevice, RaidzMap, Vdev, VdevKind, VdevSpec, VDEV_LABEL_START_SIZE};
 
 const BLOCKFILES: &str =
     "/opt/rzfs-oracles/openzfs/usr/share/zfs/zfs-tests/tests/functional/cli_root/zpool_upgrade/blockfiles";
@@ -33,99 +31,20 @@ struct Pool {
 }
 
 const RAIDZ1: Pool = Pool {
-    files: [
-        "zfs-pool-v2raidz1.dat",
-        "zfs-pool-v2raidz2.dat",
-        "zfs-pool-v2raidz3.dat",
-    ],
+    files: ["zfs-pool-v2raidz1.dat", "zfs-pool-v2raidz2.dat", "zfs-pool-v2raidz3.dat"],
     nparity: 1,
     big_endian: true,
     blocks: &[
-        (
-            0x8fc00,
-            0x400,
-            0x200,
-            [0x9011edaab, 0x3cdac1a0323, 0xd0e31455ee32, 0x1e5a877f836a0d],
-        ),
-        (
-            0x2245400,
-            0x400,
-            0x200,
-            [0x9011edaab, 0x3cdac1a0323, 0xd0e31455ee32, 0x1e5a877f836a0d],
-        ),
-        (
-            0x4414400,
-            0x400,
-            0x200,
-            [0x9011edaab, 0x3cdac1a0323, 0xd0e31455ee32, 0x1e5a877f836a0d],
-        ),
-        (
-            0x86000,
-            0x800,
-            0x400,
-            [
-                0x5a8f2470f0,
-                0x3e7dc38ec66d,
-                0x16d70dcdeb50f0,
-                0x5d94e7c135672e3,
-            ],
-        ),
-        (
-            0x223b000,
-            0x800,
-            0x400,
-            [
-                0x5a8f2470f0,
-                0x3e7dc38ec66d,
-                0x16d70dcdeb50f0,
-                0x5d94e7c135672e3,
-            ],
-        ),
-        (
-            0x92000,
-            0x6000,
-            0x4000,
-            [0x5bcca8, 0x58b970b74, 0x2ae67b5c88ac, 0xdd631dd7198f4c],
-        ),
-        (
-            0x2248000,
-            0x6000,
-            0x4000,
-            [0x5bcca8, 0x58b970b74, 0x2ae67b5c88ac, 0xdd631dd7198f4c],
-        ),
-        (
-            0x8e400,
-            0xc00,
-            0x600,
-            [
-                0x6dddf6e210,
-                0x61dac1a4b5e6,
-                0x2f7298c022582b,
-                0x1098cb2ceaf7ae45,
-            ],
-        ),
-        (
-            0x8f000,
-            0xc00,
-            0x800,
-            [
-                0x8500dc848b,
-                0x936c0df910eb,
-                0x63bf863cb37d66,
-                0x32e35a2101b1da7e,
-            ],
-        ),
-        (
-            0x4413800,
-            0xc00,
-            0x800,
-            [
-                0x8500dc848b,
-                0x936c0df910eb,
-                0x63bf863cb37d66,
-                0x32e35a2101b1da7e,
-            ],
-        ),
+        (0x8fc00, 0x400, 0x200, [0x9011edaab, 0x3cdac1a0323, 0xd0e31455ee32, 0x1e5a877f836a0d]),
+        (0x2245400, 0x400, 0x200, [0x9011edaab, 0x3cdac1a0323, 0xd0e31455ee32, 0x1e5a877f836a0d]),
+        (0x4414400, 0x400, 0x200, [0x9011edaab, 0x3cdac1a0323, 0xd0e31455ee32, 0x1e5a877f836a0d]),
+        (0x86000, 0x800, 0x400, [0x5a8f2470f0, 0x3e7dc38ec66d, 0x16d70dcdeb50f0, 0x5d94e7c135672e3]),
+        (0x223b000, 0x800, 0x400, [0x5a8f2470f0, 0x3e7dc38ec66d, 0x16d70dcdeb50f0, 0x5d94e7c135672e3]),
+        (0x92000, 0x6000, 0x4000, [0x5bcca8, 0x58b970b74, 0x2ae67b5c88ac, 0xdd631dd7198f4c]),
+        (0x2248000, 0x6000, 0x4000, [0x5bcca8, 0x58b970b74, 0x2ae67b5c88ac, 0xdd631dd7198f4c]),
+        (0x8e400, 0xc00, 0x600, [0x6dddf6e210, 0x61dac1a4b5e6, 0x2f7298c022582b, 0x1098cb2ceaf7ae45]),
+        (0x8f000, 0xc00, 0x800, [0x8500dc848b, 0x936c0df910eb, 0x63bf863cb37d66, 0x32e35a2101b1da7e]),
+        (0x4413800, 0xc00, 0x800, [0x8500dc848b, 0x936c0df910eb, 0x63bf863cb37d66, 0x32e35a2101b1da7e]),
     ],
     zdb_reads: &[
         (0x120000, 0x200, 0x7e0644dcac89e125),
@@ -145,109 +64,20 @@ const RAIDZ1: Pool = Pool {
 };
 
 const RAIDZ2: Pool = Pool {
-    files: [
-        "zfs-pool-v3raidz21.dat",
-        "zfs-pool-v3raidz22.dat",
-        "zfs-pool-v3raidz23.dat",
-    ],
+    files: ["zfs-pool-v3raidz21.dat", "zfs-pool-v3raidz22.dat", "zfs-pool-v3raidz23.dat"],
     nparity: 2,
     big_endian: false,
     blocks: &[
-        (
-            0x30000,
-            0x600,
-            0x200,
-            [0x932627924, 0x3e36cdc54c5, 0xd5de37bdb646, 0x1f21dcbdff0604],
-        ),
-        (
-            0x222c000,
-            0x600,
-            0x200,
-            [0x932627924, 0x3e36cdc54c5, 0xd5de37bdb646, 0x1f21dcbdff0604],
-        ),
-        (
-            0x440a800,
-            0x600,
-            0x200,
-            [0x932627924, 0x3e36cdc54c5, 0xd5de37bdb646, 0x1f21dcbdff0604],
-        ),
-        (
-            0x1cc00,
-            0xc00,
-            0x400,
-            [
-                0x587d166291,
-                0x3c51908cd125,
-                0x15c36803854d48,
-                0x5800e332b21080d,
-            ],
-        ),
-        (
-            0x4405c00,
-            0xc00,
-            0x400,
-            [
-                0x587d166291,
-                0x3c51908cd125,
-                0x15c36803854d48,
-                0x5800e332b21080d,
-            ],
-        ),
-        (
-            0x34000,
-            0xc000,
-            0x4000,
-            [
-                0x3805bafb1,
-                0x368809c3b4c8,
-                0x1a8db50b73fa556,
-                0x9fd7191e5c67b8d4,
-            ],
-        ),
-        (
-            0x2230000,
-            0xc000,
-            0x4000,
-            [
-                0x3805bafb1,
-                0x368809c3b4c8,
-                0x1a8db50b73fa556,
-                0x9fd7191e5c67b8d4,
-            ],
-        ),
-        (
-            0x2d200,
-            0x1200,
-            0x600,
-            [
-                0x6fab380c72,
-                0x6214c9f7a089,
-                0x2f089880e34073,
-                0x104c538a055aa28e,
-            ],
-        ),
-        (
-            0x2e800,
-            0x1800,
-            0x800,
-            [
-                0x8e7f6ac0e9,
-                0x9b6b52a1c7b0,
-                0x65551472bed005,
-                0x31a6dc8ee28bb13d,
-            ],
-        ),
-        (
-            0x4409000,
-            0x1800,
-            0x800,
-            [
-                0x8e7f6ac0e9,
-                0x9b6b52a1c7b0,
-                0x65551472bed005,
-                0x31a6dc8ee28bb13d,
-            ],
-        ),
+        (0x30000, 0x600, 0x200, [0x932627924, 0x3e36cdc54c5, 0xd5de37bdb646, 0x1f21dcbdff0604]),
+        (0x222c000, 0x600, 0x200, [0x932627924, 0x3e36cdc54c5, 0xd5de37bdb646, 0x1f21dcbdff0604]),
+        (0x440a800, 0x600, 0x200, [0x932627924, 0x3e36cdc54c5, 0xd5de37bdb646, 0x1f21dcbdff0604]),
+        (0x1cc00, 0xc00, 0x400, [0x587d166291, 0x3c51908cd125, 0x15c36803854d48, 0x5800e332b21080d]),
+        (0x4405c00, 0xc00, 0x400, [0x587d166291, 0x3c51908cd125, 0x15c36803854d48, 0x5800e332b21080d]),
+        (0x34000, 0xc000, 0x4000, [0x3805bafb1, 0x368809c3b4c8, 0x1a8db50b73fa556, 0x9fd7191e5c67b8d4]),
+        (0x2230000, 0xc000, 0x4000, [0x3805bafb1, 0x368809c3b4c8, 0x1a8db50b73fa556, 0x9fd7191e5c67b8d4]),
+        (0x2d200, 0x1200, 0x600, [0x6fab380c72, 0x6214c9f7a089, 0x2f089880e34073, 0x104c538a055aa28e]),
+        (0x2e800, 0x1800, 0x800, [0x8e7f6ac0e9, 0x9b6b52a1c7b0, 0x65551472bed005, 0x31a6dc8ee28bb13d]),
+        (0x4409000, 0x1800, 0x800, [0x8e7f6ac0e9, 0x9b6b52a1c7b0, 0x65551472bed005, 0x31a6dc8ee28bb13d]),
     ],
     zdb_reads: &[
         (0x120000, 0x200, 0xd0ffc1c24f5fcd25),
@@ -273,11 +103,7 @@ fn fletcher4(data: &[u8], big_endian: bool) -> [u64; 4] {
     let (mut a, mut b, mut c, mut d) = (0u64, 0u64, 0u64, 0u64);
     for w in data.chunks_exact(4) {
         let w = [w[0], w[1], w[2], w[3]];
-        let v = u64::from(if big_endian {
-            u32::from_be_bytes(w)
-        } else {
-            u32::from_le_bytes(w)
-        });
+        let v = u64::from(if big_endian { u32::from_be_bytes(w) } else { u32::from_le_bytes(w) });
         a = a.wrapping_add(v);
         b = b.wrapping_add(a);
         c = c.wrapping_add(b);
@@ -287,9 +113,7 @@ fn fletcher4(data: &[u8], big_endian: bool) -> [u64; 4] {
 }
 
 fn fnv1a64(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    })
+    data.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
 }
 
 /// The fill pattern: per (child, sector) a mixed 32-bit value, plus the byte's sector index.
@@ -338,9 +162,7 @@ fn vdev(pool: &Pool, devs: &[Arc<MemDevice>]) -> Vdev {
         })
         .collect();
     let spec = VdevSpec {
-        kind: VdevKind::Raidz {
-            nparity: pool.nparity,
-        },
+        kind: VdevKind::Raidz { nparity: pool.nparity },
         id: 0,
         guid: 100,
         ashift: 9,
@@ -366,9 +188,7 @@ fn check_pool(pool: &Pool) {
             .iter()
             .map(|c| {
                 let mut b = vec![0u8; c.size as usize];
-                devs[c.devidx]
-                    .read_at(&mut b, c.offset + VDEV_LABEL_START_SIZE)
-                    .unwrap();
+                devs[c.devidx].read_at(&mut b, c.offset + VDEV_LABEL_START_SIZE).unwrap();
                 b
             })
             .collect();
@@ -377,17 +197,10 @@ fn check_pool(pool: &Pool) {
         generate(np, &data, &mut parity);
         assert_eq!(&parity[..], &cols[..np], "parity of block {off:#x}");
     }
-    assert!(vd
-        .stats()
-        .iter()
-        .all(|s| s.read_errors + s.cksum_errors == 0));
+    assert!(vd.stats().iter().all(|s| s.read_errors + s.cksum_errors == 0));
 
     for (i, d) in devs.iter().enumerate() {
-        d.write_at(
-            &fill(i, FILL.start, FILL.end),
-            FILL.start + VDEV_LABEL_START_SIZE,
-        )
-        .unwrap();
+        d.write_at(&fill(i, FILL.start, FILL.end), FILL.start + VDEV_LABEL_START_SIZE).unwrap();
     }
     for &(off, size, hash) in pool.zdb_reads {
         let out = vd.read(off, size, &|_| true).unwrap();

@@ -18,14 +18,8 @@ enum Damage {
 }
 
 fn raidz(nparity: u8, width: usize) -> (Vec<Leaf>, Vdev) {
-    let ls: Vec<Leaf> = (0..width)
-        .map(|i| leaf(&format!("d{i}"), 10 + i as u64, DEV))
-        .collect();
-    let kids = ls
-        .iter()
-        .enumerate()
-        .map(|(i, l)| leaf_spec(l, i as u64))
-        .collect();
+    let ls: Vec<Leaf> = (0..width).map(|i| leaf(&format!("d{i}"), 10 + i as u64, DEV)).collect();
+    let kids = ls.iter().enumerate().map(|(i, l)| leaf_spec(l, i as u64)).collect();
     let vd = Vdev::new(top_spec(VdevKind::Raidz { nparity }, ASHIFT, kids)).unwrap();
     (ls, vd)
 }
@@ -52,15 +46,9 @@ fn subsets(n: usize, k: usize) -> Vec<Vec<usize>> {
 
 /// (child, offset, size) of every column and padding sector of a block.
 fn footprint(map: &RaidzMap) -> Vec<(usize, u64, u64)> {
-    let mut v: Vec<(usize, u64, u64)> = map.cols[..map.acols]
-        .iter()
-        .map(|c| (c.devidx, c.offset, c.size))
-        .collect();
-    v.extend(
-        map.skip_sectors()
-            .into_iter()
-            .map(|(d, o)| (d, o, 1 << ASHIFT)),
-    );
+    let mut v: Vec<(usize, u64, u64)> =
+        map.cols[..map.acols].iter().map(|c| (c.devidx, c.offset, c.size)).collect();
+    v.extend(map.skip_sectors().into_iter().map(|(d, o)| (d, o, 1 << ASHIFT)));
     v
 }
 
@@ -97,10 +85,7 @@ fn write_then_read_is_identity() {
                     off = 0x10_0000 + (rng.below(8) << ASHIFT);
                 }
             }
-            assert!(vd
-                .stats()
-                .iter()
-                .all(|s| s.read_errors + s.write_errors + s.cksum_errors == 0));
+            assert!(vd.stats().iter().all(|s| s.read_errors + s.write_errors + s.cksum_errors == 0));
         }
     }
 }
@@ -116,16 +101,12 @@ fn reconstruct_any_destroyed_columns() {
                 let sectors = 1 + rng.below(3 * width as u64);
                 let psize = sectors << ASHIFT;
                 // Alternate between even and odd megabytes (the raidz1 swap rule).
-                let off =
-                    ((rng.below(64) + if i % 2 == 1 { 2048 } else { 0 }) << ASHIFT) % (3 << 20);
+                let off = ((rng.below(64) + if i % 2 == 1 { 2048 } else { 0 }) << ASHIFT) % (3 << 20);
                 let data = rng.bytes(psize as usize);
                 vd.write(off, &data).unwrap();
                 let map = RaidzMap::new(off, psize, ASHIFT, width, np).unwrap();
                 let fp = footprint(&map);
-                let pristine: Vec<Vec<u8>> = fp
-                    .iter()
-                    .map(|&(d, o, s)| raw(&ls[d], o, s as usize))
-                    .collect();
+                let pristine: Vec<Vec<u8>> = fp.iter().map(|&(d, o, s)| raw(&ls[d], o, s as usize)).collect();
                 check_damage(&ls, &vd, &map, &bad, &data, off, &mut rng);
                 for (&(d, o, _), bytes) in fp.iter().zip(&pristine) {
                     assert_eq!(
@@ -139,15 +120,7 @@ fn reconstruct_any_destroyed_columns() {
     }
 }
 
-fn check_damage(
-    ls: &[Leaf],
-    vd: &Vdev,
-    map: &RaidzMap,
-    bad: &[usize],
-    data: &[u8],
-    off: u64,
-    rng: &mut Rng,
-) {
+fn check_damage(ls: &[Leaf], vd: &Vdev, map: &RaidzMap, bad: &[usize], data: &[u8], off: u64, rng: &mut Rng) {
     let np = map.nparity;
     vd.clear_errors();
     let damage: Vec<Damage> = bad
@@ -168,14 +141,9 @@ fn check_damage(
             Damage::Fault => vd.children()[d].set_faulted(true),
         }
     }
-    let ctx = format!(
-        "np {np} width {} bad {bad:?} damage {damage:?} off {off:#x} len {}",
-        ls.len(),
-        data.len()
-    );
-    let out = vd
-        .read(off, data.len() as u64, &|b| b == data)
-        .unwrap_or_else(|e| panic!("{ctx}: {e}"));
+    let ctx =
+        format!("np {np} width {} bad {bad:?} damage {damage:?} off {off:#x} len {}", ls.len(), data.len());
+    let out = vd.read(off, data.len() as u64, &|b| b == data).unwrap_or_else(|e| panic!("{ctx}: {e}"));
     assert_eq!(out.data, data, "{ctx}");
 
     // Parity is read only when some data column failed.
@@ -190,11 +158,7 @@ fn check_damage(
         assert_eq!((r, ck), (exp_read, exp_ck), "{ctx} child {d}");
     }
     assert_eq!(vd.errors(), (0, 0, 0), "{ctx}");
-    let want_state = if damage.contains(&Damage::Fault) {
-        VdevState::Degraded
-    } else {
-        VdevState::Online
-    };
+    let want_state = if damage.contains(&Damage::Fault) { VdevState::Degraded } else { VdevState::Online };
     assert_eq!(vd.state(), want_state, "{ctx}");
 
     for (&d, &how) in bad.iter().zip(&damage) {

@@ -67,19 +67,12 @@ impl ZapEntry {
 }
 
 fn corrupt(obj: u64, e: impl std::fmt::Display) -> ZapError {
-    ZapError::Corrupt {
-        obj,
-        detail: e.to_string(),
-    }
+    ZapError::Corrupt { obj, detail: e.to_string() }
 }
 
 /// Byte order of the object's blocks.
 fn order_of(dn: &Dnode) -> ByteOrder {
-    dn.blkptr
-        .iter()
-        .find(|b| !b.is_hole())
-        .map(|b| b.byte_order())
-        .unwrap_or(ByteOrder::NATIVE)
+    dn.blkptr.iter().find(|b| !b.is_hole()).map(|b| b.byte_order()).unwrap_or(ByteOrder::NATIVE)
 }
 
 /// The parsed first block of a ZAP.
@@ -92,9 +85,7 @@ fn head(os: &Objset, dn: &Dnode) -> Result<(Head, ByteOrder)> {
     let order = order_of(dn);
     let b0 = os.read_block(dn, 0)?;
     let h = match z::block_kind(&b0, order).map_err(|e| corrupt(dn.object, e))? {
-        ZapBlockKind::Micro => {
-            Head::Micro(MicroZap::parse(&b0, order).map_err(|e| corrupt(dn.object, e))?)
-        }
+        ZapBlockKind::Micro => Head::Micro(MicroZap::parse(&b0, order).map_err(|e| corrupt(dn.object, e))?),
         ZapBlockKind::Header => {
             Head::Fat(FatZapHeader::parse(&b0, order).map_err(|e| corrupt(dn.object, e))?)
         }
@@ -104,14 +95,7 @@ fn head(os: &Objset, dn: &Dnode) -> Result<(Head, ByteOrder)> {
 }
 
 fn micro_entries(m: &MicroZap) -> Vec<ZapEntry> {
-    m.entries
-        .iter()
-        .map(|e| ZapEntry {
-            name: e.name.clone(),
-            int_size: 8,
-            values: vec![e.value],
-        })
-        .collect()
+    m.entries.iter().map(|e| ZapEntry { name: e.name.clone(), int_size: 8, values: vec![e.value] }).collect()
 }
 
 fn to_entry(e: z::ZapLeafEntry) -> ZapEntry {
@@ -120,11 +104,7 @@ fn to_entry(e: z::ZapLeafEntry) -> ZapEntry {
         z::ZapName::Str(s) => s,
         z::ZapName::U64(w) => w.iter().flat_map(|x| x.to_be_bytes()).collect(),
     };
-    ZapEntry {
-        name,
-        int_size: e.value_intlen,
-        values,
-    }
+    ZapEntry { name, int_size: e.value_intlen, values }
 }
 
 fn leaf_entries(
@@ -182,15 +162,12 @@ pub fn lookup_bytes(os: &Objset, obj: u64, name: &[u8]) -> Result<Option<ZapEntr
             if hdr.normflags != 0 {
                 return Ok(list(os, obj)?.into_iter().find(|e| e.name == name));
             }
-            let hash = z::zap_hash(hdr.salt, z::ZapKey::Str(name), hdr.flags)
-                .map_err(|e| corrupt(obj, e))?;
+            let hash = z::zap_hash(hdr.salt, z::ZapKey::Str(name), hdr.flags).map_err(|e| corrupt(obj, e))?;
             let blkid = leaf_for_hash(os, &dn, &hdr, hash)?;
             let b = os.read_block(&dn, blkid)?;
             let shift = b.len().trailing_zeros();
             let leaf = z::ZapLeaf::parse(&b, order, shift).map_err(|e| corrupt(obj, e))?;
-            let found = leaf
-                .lookup(z::ZapKey::Str(name), hash)
-                .map_err(|e| corrupt(obj, e))?;
+            let found = leaf.lookup(z::ZapKey::Str(name), hash).map_err(|e| corrupt(obj, e))?;
             Ok(found.map(to_entry))
         }
     }
@@ -199,10 +176,7 @@ pub fn lookup_bytes(os: &Objset, obj: u64, name: &[u8]) -> Result<Option<ZapEntr
 /// Follows the pointer table to the leaf block that holds `hash`.
 fn leaf_for_hash(os: &Objset, dn: &Dnode, hdr: &FatZapHeader, hash: u64) -> Result<u64> {
     let block_shift = dn.data_block_size().trailing_zeros();
-    match hdr
-        .ptrtbl_slot(hash, block_shift)
-        .map_err(|e| corrupt(dn.object, e))?
-    {
+    match hdr.ptrtbl_slot(hash, block_shift).map_err(|e| corrupt(dn.object, e))? {
         z::PtrTblSlot::Embedded { index } => {
             let b0 = os.read_block(dn, 0)?;
             z::embedded_ptrtbl_entry(&b0, order_of(dn), index).map_err(|e| corrupt(dn.object, e))

@@ -2,8 +2,8 @@
 //!
 //! Reading a block pointer is a pipeline (OpenZFS `module/zfs/zio.c`):
 //!
-//! 1. **decode**: an embedded pointer carries its bytes; a hole reads as zeros; a redacted or
-//!    encrypted pointer is refused with a precise error.
+//! 1. **decode**: an embedded pointer carries its bytes; a hole reads as zeros; a redacted
+//!    pointer is refused with a precise error.
 //! 2. **issue**: each DVA in turn is read from its top-level vdev. The vdev layer owns
 //!    redundancy (mirror copies, RAID-Z reconstruction) and calls back into our checksum
 //!    verifier, so a reconstruction is accepted only when the block checksum agrees. A gang DVA
@@ -12,6 +12,19 @@
 //! 3. **verify**: the physical bytes must match the pointer's checksum; otherwise the next DVA
 //!    is tried, and when none verifies the read fails with `ZioError::Checksum`.
 //! 4. **decompress** to exactly `lsize` bytes.
+//!
+//! Encryption (no keys yet). A pointer with the crypt bit is verified without any key, as
+//! OpenZFS `zio_checksum_error_impl` does: checksum words 2..3 hold a MAC, so only words 0..1
+//! are compared (after XOR-folding the computed words 2..3 for checksums that are not
+//! dedup-capable); objset blocks keep their MACs in the objset header and compare all four
+//! words. Hence `read_physical` verifies every block of an encrypted dataset. `read`
+//! decompresses, which is impossible for ciphertext: it refuses *encrypted* pointers
+//! (level 0, encrypted object type) with `ZioError::Unsupported`, while *authenticated*
+//! pointers (plaintext with a MAC: objsets, indirect blocks, unencrypted types) read normally.
+//! `read_keyless` additionally opens dnode blocks of encrypted datasets: OpenZFS encrypts only
+//! the bonus buffers of their dnodes (`zio_crypt.c`), and writes them uncompressed
+//! (`dmu_write_policy` forces `ZIO_COMPRESS_EMPTY` for DNODE and OBJSET blocks of encrypted
+//! objsets), so dnode cores, block pointers and spill pointers are plaintext on disk.
 //!
 //! Invariants: nothing unverified leaves this crate (when the checksum type is `off`, the
 //! block is returned as is — that is what the pool asked for); no read ever writes.
@@ -81,12 +94,7 @@ pub struct Zio {
 impl Zio {
     /// `vdevs[i]` is top-level vdev `i` (None for holes/missing top-levels).
     pub fn new(vdevs: Vec<Option<Arc<dyn VdevIo>>>, ctx: ChecksumCtx) -> Zio {
-        Zio {
-            vdevs,
-            base_ctx: ctx,
-            salted_ctx: std::sync::OnceLock::new(),
-            stats: ZioStats::default(),
-        }
+        Zio { vdevs, base_ctx: ctx, salted_ctx: std::sync::OnceLock::new(), stats: ZioStats::default() }
     }
 
     /// Installs the pool's checksum salt once the MOS has been read (first call wins).
@@ -103,7 +111,8 @@ impl Zio {
         self.vdevs.len() as u64
     }
 
-    /// Reads, verifies and decompresses the block: exactly `lsize` bytes.
+    /// Reads, verifies and decompresses the block: exactly `lsize` bytes. Encrypted blocks
+    /// are `Unsupported` (they cannot be decrypted without the dataset's key).
     pub fn read(&self, bp: &BlkPtr) -> Result<Vec<u8>> {
         if bp.is_embedded() {
             return self.read_embedded(bp);
@@ -111,36 +120,50 @@ impl Zio {
         if bp.is_hole() {
             return Ok(vec![0u8; bp.lsize() as usize]);
         }
+        refuse_encrypted(bp)?;
         let phys = self.read_physical(bp)?;
         self.decompress(bp, &phys)
     }
 
-    /// Reads and verifies the physical (still compressed) bytes: exactly `psize` bytes.
+    /// Like [`Zio::read`], but also returns the dnode blocks of encrypted datasets, whose
+    /// dnode cores and block pointers are plaintext (only bonus buffers of encrypted bonus
+    /// types stay ciphertext in the result). Other encrypted blocks are `Unsupported`.
+    pub fn read_keyless(&self, bp: &BlkPtr) -> Result<Vec<u8>> {
+        if !bp.is_encrypted() || bp.is_embedded() || bp.is_hole() {
+            return self.read(bp);
+        }
+        if bp.object_type() != dmu_types::DmuObjectType::Dnode.to_u8() {
+            return refuse_encrypted(bp).map(|_| Vec::new());
+        }
+        if compress::kind_from_zio(bp.compress()) != Some(compress::CompressKind::Off) {
+            return Err(ZioError::Unsupported(format!(
+                "compressed encrypted dnode block {bp}: keys are not supported yet"
+            )));
+        }
+        let phys = self.read_physical(bp)?;
+        self.decompress(bp, &phys)
+    }
+
+    /// Reads and verifies the physical (still compressed, possibly encrypted) bytes: exactly
+    /// `psize` bytes. Works for every kind of pointer, including encrypted ones and ZIL blocks
+    /// (whose checksum is embedded in the block).
     pub fn read_physical(&self, bp: &BlkPtr) -> Result<Vec<u8>> {
         self.check_readable(bp)?;
         bp.verify(self.vdev_count())?;
         let mut last_err = None;
-        for dva in bp.dva.iter().filter(|d| !d.is_empty()) {
-            let res = if dva.is_gang() {
-                self.read_gang(bp, dva, 0)
-            } else {
-                self.read_dva(bp, dva)
-            };
+        for dva in bp.dvas().iter() {
+            let res = if dva.is_gang() { self.read_gang(bp, dva, 0) } else { self.read_dva(bp, dva) };
             match res {
                 Ok(data) => {
                     self.stats.blocks_read.fetch_add(1, Ordering::Relaxed);
-                    self.stats
-                        .bytes_read
-                        .fetch_add(data.len() as u64, Ordering::Relaxed);
+                    self.stats.bytes_read.fetch_add(data.len() as u64, Ordering::Relaxed);
                     return Ok(data);
                 }
                 Err(e) => last_err = Some(e),
             }
         }
         match &last_err {
-            Some(ZioError::Checksum { .. }) => {
-                self.stats.checksum_errors.fetch_add(1, Ordering::Relaxed)
-            }
+            Some(ZioError::Checksum { .. }) => self.stats.checksum_errors.fetch_add(1, Ordering::Relaxed),
             _ => self.stats.io_errors.fetch_add(1, Ordering::Relaxed),
         };
         Err(last_err.unwrap_or_else(|| ZioError::Corrupt(format!("no DVA in {bp}"))))
@@ -150,17 +173,12 @@ impl Zio {
         if bp.is_redacted() {
             return Err(ZioError::Unsupported(format!("redacted block {bp}")));
         }
-        if bp.uses_crypt()
-            && bp.level() == 0
-            && dmu_types::DmuObjectType::from_u8(bp.object_type()).is_encrypted()
-        {
-            return Err(ZioError::Unsupported(format!("encrypted block {bp}")));
-        }
         Ok(())
     }
 
     fn read_embedded(&self, bp: &BlkPtr) -> Result<Vec<u8>> {
         self.check_readable(bp)?;
+        refuse_encrypted(bp)?;
         let payload = bp.embedded_payload()?;
         self.decompress(bp, &payload)
     }
@@ -169,44 +187,32 @@ impl Zio {
     fn read_dva(&self, bp: &BlkPtr, dva: &Dva) -> Result<Vec<u8>> {
         let vd = self.top_vdev(bp, dva)?;
         let verify = |data: &[u8]| self.checksum_ok(bp, data);
-        vd.read_verified(dva.offset(), bp.psize(), &verify)
-            .map_err(|e| match e {
-                vdev_io::ReadError::NoValidCopy => ZioError::Checksum { bp: bp.to_string() },
-                vdev_io::ReadError::Io(detail) => ZioError::Io {
-                    bp: bp.to_string(),
-                    detail,
-                },
-            })
+        vd.read_verified(dva.offset(), bp.psize(), &verify).map_err(|e| match e {
+            vdev_io::ReadError::NoValidCopy => ZioError::Checksum { bp: bp.to_string() },
+            vdev_io::ReadError::Io(detail) => ZioError::Io { bp: bp.to_string(), detail },
+        })
     }
 
     fn top_vdev(&self, bp: &BlkPtr, dva: &Dva) -> Result<&Arc<dyn VdevIo>> {
-        self.vdevs
-            .get(dva.vdev() as usize)
-            .and_then(|v| v.as_ref())
-            .ok_or_else(|| ZioError::Io {
-                bp: bp.to_string(),
-                detail: format!("top-level vdev {} is missing", dva.vdev()),
-            })
+        self.vdevs.get(dva.vdev() as usize).and_then(|v| v.as_ref()).ok_or_else(|| ZioError::Io {
+            bp: bp.to_string(),
+            detail: format!("top-level vdev {} is missing", dva.vdev()),
+        })
     }
 
     /// Reads a gang block: header, then children, concatenated, then the whole is verified.
     fn read_gang(&self, bp: &BlkPtr, dva: &Dva, depth: u32) -> Result<Vec<u8>> {
         if depth >= MAX_GANG_DEPTH {
-            return Err(ZioError::Corrupt(format!(
-                "gang tree deeper than {MAX_GANG_DEPTH}"
-            )));
+            return Err(ZioError::Corrupt(format!("gang tree deeper than {MAX_GANG_DEPTH}")));
         }
         let vd = self.top_vdev(bp, dva)?;
         let verifier = checksum::gang_verifier(dva.vdev(), dva.offset(), bp.physical_birth());
         let ctx = self.ctx();
-        let verify_hdr = |h: &[u8]| {
-            checksum::verify_embedded(checksum::ChecksumKind::Sha256, h, verifier, ctx).is_ok()
-        };
+        let verify_hdr =
+            |h: &[u8]| checksum::verify_embedded(checksum::ChecksumKind::Sha256, h, verifier, ctx).is_ok();
         let hdr = vd
             .read_verified(dva.offset(), SPA_GANGBLOCKSIZE as u64, &verify_hdr)
-            .map_err(|_| ZioError::Checksum {
-                bp: format!("gang header of {bp}"),
-            })?;
+            .map_err(|_| ZioError::Checksum { bp: format!("gang header of {bp}") })?;
         // The header's byte order is revealed by its embedded-checksum magic.
         let order = gang_header_order(&hdr);
         let psize = bp.psize() as usize;
@@ -216,7 +222,7 @@ impl Zio {
             if child.is_hole() || data.len() >= psize {
                 continue;
             }
-            let part = match child.dva.iter().find(|d| !d.is_empty()) {
+            let part = match child.dvas().first() {
                 Some(d) if d.is_gang() => self.read_gang(&child, d, depth + 1)?,
                 _ => self.read_physical(&child)?,
             };
@@ -235,38 +241,68 @@ impl Zio {
         Ok(data)
     }
 
-    /// True if `data` (physical bytes) matches the pointer's checksum.
+    /// True if `data` (physical bytes) matches the pointer's checksum. For pointers with the
+    /// crypt bit only the words OpenZFS compares without a key are compared (module comment).
     pub fn checksum_ok(&self, bp: &BlkPtr, data: &[u8]) -> bool {
+        let expected = Cksum(bp.cksum);
+        let mac = mac_compare(bp);
+        let ctx = self.ctx();
         match checksum::spec_from_zio(bp.checksum()) {
             Some(ChecksumSpec::Off) => true,
             Some(ChecksumSpec::Plain(kind)) => {
                 let big = bp.byte_order() == ByteOrder::Big;
-                checksum::compute(kind, data, big, self.ctx()) == Cksum(bp.cksum)
+                let actual = checksum::compute(kind, data, big, ctx);
+                match mac {
+                    Some(fold) => actual.mac_truncated(fold) == expected.mac_truncated(false),
+                    None => actual == expected,
+                }
             }
-            // Embedded checksums only appear on labels, gang headers and ZIL blocks, which are
-            // verified by their own readers; a data pointer carrying one is corrupt.
-            Some(ChecksumSpec::Embedded(_)) | Some(ChecksumSpec::ZilChain(_)) | None => false,
+            // ZIL blocks: the verifier is the pointer's checksum (the log sequence tuple).
+            Some(ChecksumSpec::ZilChain(_)) => {
+                checksum::verify_zil_chain(data, expected, ctx, mac.is_some()).is_ok()
+            }
+            Some(ChecksumSpec::Embedded(kind)) if bp.checksum() == checksum::ZIO_CHECKSUM_ZILOG => {
+                match mac {
+                    Some(fold) => checksum::verify_embedded_mac(kind, data, expected, ctx, fold).is_ok(),
+                    None => checksum::verify_embedded(kind, data, expected, ctx).is_ok(),
+                }
+            }
+            // Label and gang-header checksums are verified by their own readers (their
+            // verifier is not the pointer's checksum); a pointer carrying one is corrupt.
+            Some(ChecksumSpec::Embedded(_)) | None => false,
         }
     }
 
     fn decompress(&self, bp: &BlkPtr, phys: &[u8]) -> Result<Vec<u8>> {
         let lsize = bp.lsize() as usize;
-        let kind = compress::kind_from_zio(bp.compress()).ok_or_else(|| {
-            ZioError::Unsupported(format!("compression {} in {bp}", bp.compress()))
-        })?;
+        let kind = compress::kind_from_zio(bp.compress())
+            .ok_or_else(|| ZioError::Unsupported(format!("compression {} in {bp}", bp.compress())))?;
         if kind == compress::CompressKind::Off {
             if phys.len() < lsize {
-                return Err(ZioError::Corrupt(format!(
-                    "uncompressed block shorter than lsize: {bp}"
-                )));
+                return Err(ZioError::Corrupt(format!("uncompressed block shorter than lsize: {bp}")));
             }
             return Ok(phys[..lsize].to_vec());
         }
         let mut out = vec![0u8; lsize];
-        compress::decompress(kind, phys, &mut out)
-            .map_err(|e| ZioError::Corrupt(format!("{e} in {bp}")))?;
+        compress::decompress(kind, phys, &mut out).map_err(|e| ZioError::Corrupt(format!("{e} in {bp}")))?;
         Ok(out)
     }
+}
+
+/// `Some(xor_fold)` when only the MAC-truncated checksum can be compared: every pointer with
+/// the crypt bit except objset blocks (OpenZFS `zio_checksum_error_impl`).
+fn mac_compare(bp: &BlkPtr) -> Option<bool> {
+    let objset = dmu_types::DmuObjectType::Objset.to_u8();
+    (bp.uses_crypt() && bp.object_type() != objset)
+        .then(|| !checksum::zio_checksum_dedup_capable(bp.checksum()))
+}
+
+/// Ciphertext cannot be decompressed or interpreted without the key.
+fn refuse_encrypted(bp: &BlkPtr) -> Result<()> {
+    if bp.is_encrypted() {
+        return Err(ZioError::Unsupported(format!("encrypted block {bp}: keys are not supported yet")));
+    }
+    Ok(())
 }
 
 /// Byte order of a gang header (or any block with an embedded checksum tail): the magic

@@ -31,9 +31,7 @@ impl VdevIo for MemVdev {
 }
 
 fn setup(data: &[u8]) -> (Zio, Arc<MemVdev>, BlkPtr) {
-    let vd = Arc::new(MemVdev {
-        bytes: Mutex::new(vec![0u8; 1 << 20]),
-    });
+    let vd = Arc::new(MemVdev { bytes: Mutex::new(vec![0u8; 1 << 20]) });
     {
         let mut b = vd.bytes.lock().unwrap();
         b[4096..4096 + data.len()].copy_from_slice(data);
@@ -43,15 +41,7 @@ fn setup(data: &[u8]) -> (Zio, Arc<MemVdev>, BlkPtr) {
     let mut bp = BlkPtr::default();
     bp.dva[0] = Dva::new(0, 4096, data.len() as u64, false);
     bp.dva[1] = Dva::new(0, 65536, data.len() as u64, false);
-    bp.set_prop(
-        data.len() as u64,
-        data.len() as u64,
-        2,
-        7,
-        19,
-        0,
-        ByteOrder::Little,
-    );
+    bp.set_prop(data.len() as u64, data.len() as u64, 2, 7, 19, 0, ByteOrder::Little);
     bp.birth = 5;
     bp.cksum = checksum::compute(ChecksumKind::Fletcher4, data, false, &ctx).0;
     let zio = Zio::new(vec![Some(vd.clone() as Arc<dyn VdevIo>)], ctx);

@@ -88,36 +88,27 @@ impl SaTables {
             Some(o) => zap::list(os, o)?,
             None => Vec::new(),
         };
-        let registry = SaRegistry::for_zpl(reg_entries.iter().filter_map(|e| {
-            e.first_u64()
-                .map(|v| (std::str::from_utf8(&e.name).unwrap_or(""), v))
-        }));
+        let registry = SaRegistry::for_zpl(
+            reg_entries
+                .iter()
+                .filter_map(|e| e.first_u64().map(|v| (std::str::from_utf8(&e.name).unwrap_or(""), v))),
+        );
         let lay_entries = match lay_obj {
             Some(o) => zap::list(os, o)?,
             None => Vec::new(),
         };
         let layouts = SaLayouts::from_entries(lay_entries.iter().map(|e| {
-            (
-                std::str::from_utf8(&e.name).unwrap_or("?"),
-                e.values.iter().map(|v| *v as u16).collect(),
-            )
+            (std::str::from_utf8(&e.name).unwrap_or("?"), e.values.iter().map(|v| *v as u16).collect())
         }))?;
         Ok(SaTables { registry, layouts })
     }
 
     fn decode_into(&self, buf: &[u8], order: ByteOrder, a: &mut Attrs) -> Result<()> {
         let hdr = sa::SaHdrPhys::parse(buf, order)?;
-        let layout = self
-            .layouts
-            .get(hdr.effective_layout())
-            .ok_or_else(|| ZplError::Corrupt {
-                what: "SA header",
-                detail: format!(
-                    "object {}: unknown layout {}",
-                    a.object,
-                    hdr.effective_layout()
-                ),
-            })?;
+        let layout = self.layouts.get(hdr.effective_layout()).ok_or_else(|| ZplError::Corrupt {
+            what: "SA header",
+            detail: format!("object {}: unknown layout {}", a.object, hdr.effective_layout()),
+        })?;
         for (num, bytes) in sa::decode_attrs(buf, order, layout, &self.registry)? {
             let Some(reg) = self.registry.get(num) else {
                 continue;
@@ -138,10 +129,7 @@ fn one(b: &[u8], order: ByteOrder) -> Result<u64> {
 
 fn pair(b: &[u8], order: ByteOrder) -> Result<(u64, u64)> {
     let v = u64s(b, order)?;
-    Ok((
-        v.first().copied().unwrap_or(0),
-        v.get(1).copied().unwrap_or(0),
-    ))
+    Ok((v.first().copied().unwrap_or(0), v.get(1).copied().unwrap_or(0)))
 }
 
 /// Stores one named ZPL attribute.
@@ -181,10 +169,7 @@ pub fn decode(os: &Objset, dn: &Dnode, sa: Option<&SaTables>) -> Result<Attrs> {
         DMU_OT_SA => {
             let t = sa.ok_or_else(|| ZplError::Corrupt {
                 what: "object",
-                detail: format!(
-                    "object {} has SA attributes but the objset has no SA tables",
-                    dn.object
-                ),
+                detail: format!("object {} has SA attributes but the objset has no SA tables", dn.object),
             })?;
             let border = sa::sa_byte_order(&dn.bonus).unwrap_or(order);
             t.decode_into(&dn.bonus, border, &mut a)?;
@@ -216,10 +201,7 @@ pub fn decode(os: &Objset, dn: &Dnode, sa: Option<&SaTables>) -> Result<Attrs> {
         other => {
             return Err(ZplError::Corrupt {
                 what: "object",
-                detail: format!(
-                    "object {} has bonus type {other}, not a ZPL file",
-                    dn.object
-                ),
+                detail: format!("object {} has bonus type {other}, not a ZPL file", dn.object),
             })
         }
     }

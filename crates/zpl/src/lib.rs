@@ -39,10 +39,7 @@ pub enum ZplError {
 
 impl From<ondisk::Error> for ZplError {
     fn from(e: ondisk::Error) -> Self {
-        ZplError::Corrupt {
-            what: "ZPL structure",
-            detail: e.to_string(),
-        }
+        ZplError::Corrupt { what: "ZPL structure", detail: e.to_string() }
     }
 }
 
@@ -86,27 +83,16 @@ impl Zpl {
     /// Opens the ZPL on an objset of type ZFS.
     pub fn open(os: Objset) -> Result<Zpl> {
         if os.os_type() != ondisk::objset::DMU_OST_ZFS {
-            return Err(ZplError::Unsupported(format!(
-                "objset type {} is not a filesystem",
-                os.os_type()
-            )));
+            return Err(ZplError::Unsupported(format!("objset type {} is not a filesystem", os.os_type())));
         }
         let version = zap::lookup_u64(&os, MASTER_NODE_OBJ, "VERSION")?.unwrap_or(1);
-        let root =
-            zap::lookup_u64(&os, MASTER_NODE_OBJ, "ROOT")?.ok_or_else(|| ZplError::Corrupt {
-                what: "master node",
-                detail: "no ROOT entry".into(),
-            })?;
+        let root = zap::lookup_u64(&os, MASTER_NODE_OBJ, "ROOT")?
+            .ok_or_else(|| ZplError::Corrupt { what: "master node", detail: "no ROOT entry".into() })?;
         let sa = match zap::lookup_u64(&os, MASTER_NODE_OBJ, "SA_ATTRS")? {
             Some(obj) => Some(attrs::SaTables::load(&os, obj)?),
             None => None,
         };
-        Ok(Zpl {
-            os,
-            version,
-            root,
-            sa: Arc::new(sa),
-        })
+        Ok(Zpl { os, version, root, sa: Arc::new(sa) })
     }
 
     /// Attributes of object `obj`.
@@ -135,11 +121,7 @@ impl Zpl {
                 what: "directory entry",
                 detail: format!("{} has no value", e.name_string()),
             })?;
-            out.push(DirEntry {
-                name: e.name,
-                object: v & ((1u64 << 48) - 1),
-                dtype: (v >> 60) as u8,
-            });
+            out.push(DirEntry { name: e.name, object: v & ((1u64 << 48) - 1), dtype: (v >> 60) as u8 });
         }
         Ok(out)
     }
@@ -147,19 +129,11 @@ impl Zpl {
     /// Looks `name` up in directory `dir`.
     pub fn lookup(&self, dir: u64, name: &[u8]) -> Result<Option<DirEntry>> {
         if name == b"." {
-            return Ok(Some(DirEntry {
-                name: name.to_vec(),
-                object: dir,
-                dtype: 4,
-            }));
+            return Ok(Some(DirEntry { name: name.to_vec(), object: dir, dtype: 4 }));
         }
         if name == b".." {
             let p = self.getattr(dir)?.parent;
-            return Ok(Some(DirEntry {
-                name: name.to_vec(),
-                object: p,
-                dtype: 4,
-            }));
+            return Ok(Some(DirEntry { name: name.to_vec(), object: p, dtype: 4 }));
         }
         Ok(zap::lookup_bytes(&self.os, dir, name)?.and_then(|e| {
             e.first_u64().map(|v| DirEntry {
@@ -209,9 +183,7 @@ impl Zpl {
     pub fn readlink(&self, obj: u64) -> Result<Vec<u8>> {
         let a = self.getattr(obj)?;
         if a.kind() != FileType::Symlink {
-            return Err(ZplError::Unsupported(format!(
-                "object {obj} is not a symlink"
-            )));
+            return Err(ZplError::Unsupported(format!("object {obj} is not a symlink")));
         }
         if let Some(t) = a.symlink {
             return Ok(t);
@@ -259,12 +231,7 @@ impl Zpl {
                 return Some(format!("/{}", parts.join("/")));
             }
             let parent = self.getattr(cur).ok()?.parent;
-            let name = self
-                .readdir(parent)
-                .ok()?
-                .into_iter()
-                .find(|e| e.object == cur)?
-                .name;
+            let name = self.readdir(parent).ok()?.into_iter().find(|e| e.object == cur)?.name;
             parts.push(String::from_utf8_lossy(&name).into_owned());
             cur = parent;
         }
@@ -286,10 +253,7 @@ impl Zpl {
     ) -> Result<()> {
         const MAX_DEPTH: usize = 2048;
         if depth > MAX_DEPTH {
-            return Err(ZplError::Corrupt {
-                what: "directory tree",
-                detail: "too deep (cycle?)".into(),
-            });
+            return Err(ZplError::Corrupt { what: "directory tree", detail: "too deep (cycle?)".into() });
         }
         let mut entries = self.readdir(dir)?;
         entries.sort_by(|a, b| a.name.cmp(&b.name));

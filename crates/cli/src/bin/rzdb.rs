@@ -7,10 +7,7 @@ use rzfs_cli::inspect;
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(
-    name = "rzdb",
-    about = "inspect and recover rzfs/OpenZFS pools without a kernel module"
-)]
+#[command(name = "rzdb", about = "inspect and recover rzfs/OpenZFS pools without a kernel module")]
 struct Args {
     /// Operate on an exported pool (the only mode for now; accepted for zdb compatibility).
     #[arg(short = 'e')]
@@ -60,15 +57,8 @@ fn main() {
             std::process::exit(code);
         }
     };
-    let dirs = if a.dirs.is_empty() {
-        vec![PathBuf::from("/dev")]
-    } else {
-        a.dirs.clone()
-    };
-    let opts = inspect::Opts {
-        dirs,
-        arc_max: a.arc_max,
-    };
+    let dirs = if a.dirs.is_empty() { vec![PathBuf::from("/dev")] } else { a.dirs.clone() };
+    let opts = inspect::Opts { dirs, arc_max: a.arc_max };
     let r = if a.labels {
         inspect::labels(&a.target)
     } else if a.copy {

@@ -2,10 +2,7 @@
 use clap::Parser;
 
 #[derive(Parser)]
-#[command(
-    name = "rzfsd",
-    about = "rzfs daemon: owns imported pools and serves datasets"
-)]
+#[command(name = "rzfsd", about = "rzfs daemon: owns imported pools and serves datasets")]
 struct Args {
     /// Control socket path (default: as the clients compute it).
     #[arg(long)]

@@ -11,11 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 #[derive(Parser)]
-#[command(
-    name = "rzfs",
-    about = "configure rzfs datasets",
-    disable_version_flag = true
-)]
+#[command(name = "rzfs", about = "configure rzfs datasets", disable_version_flag = true)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -72,39 +68,19 @@ enum Cmd {
 
 /// Runs one `rzfs` command.
 pub fn run(state: &State, argv: &[String], cwd: &Path) -> Response {
-    let cli = match Cli::try_parse_from(
-        std::iter::once("rzfs".to_string()).chain(argv.iter().cloned()),
-    ) {
+    let cli = match Cli::try_parse_from(std::iter::once("rzfs".to_string()).chain(argv.iter().cloned())) {
         Ok(c) => c,
         Err(e) => return clap_error(e),
     };
     let r = match cli.cmd {
-        Cmd::List {
-            scripted,
-            parsable,
-            recursive,
-            depth,
-            types,
-            props,
-            names,
-        } => list(state, &names, recursive, depth, &types, &props)
-            .map(|t| render(t, scripted, parsable)),
-        Cmd::Get {
-            scripted,
-            parsable,
-            recursive,
-            fields,
-            types,
-            props,
-            names,
-        } => get(
-            state, &props, &names, recursive, &fields, &types, scripted, parsable,
-        ),
+        Cmd::List { scripted, parsable, recursive, depth, types, props, names } => {
+            list(state, &names, recursive, depth, &types, &props).map(|t| render(t, scripted, parsable))
+        }
+        Cmd::Get { scripted, parsable, recursive, fields, types, props, names } => {
+            get(state, &props, &names, recursive, &fields, &types, scripted, parsable)
+        }
         Cmd::Mount { dataset: None, .. } => Ok(list_mounts(state)),
-        Cmd::Mount {
-            dataset: Some(ds),
-            dir,
-        } => mount(state, &ds, dir.map(|d| abs(cwd, &d))),
+        Cmd::Mount { dataset: Some(ds), dir } => mount(state, &ds, dir.map(|d| abs(cwd, &d))),
         Cmd::Unmount { target, .. } => unmount(state, &target, cwd),
     };
     r.unwrap_or_else(Response::err)
@@ -125,11 +101,7 @@ fn wanted_types(types: &[String], default_fs_vol: bool) -> Result<Vec<DatasetKin
         return Ok(if default_fs_vol {
             vec![DatasetKind::Filesystem, DatasetKind::Volume]
         } else {
-            vec![
-                DatasetKind::Filesystem,
-                DatasetKind::Volume,
-                DatasetKind::Snapshot,
-            ]
+            vec![DatasetKind::Filesystem, DatasetKind::Volume, DatasetKind::Snapshot]
         });
     }
     let mut out = Vec::new();
@@ -138,11 +110,7 @@ fn wanted_types(types: &[String], default_fs_vol: bool) -> Result<Vec<DatasetKin
             "filesystem" => out.push(DatasetKind::Filesystem),
             "volume" => out.push(DatasetKind::Volume),
             "snapshot" | "snap" => out.push(DatasetKind::Snapshot),
-            "all" => out.extend([
-                DatasetKind::Filesystem,
-                DatasetKind::Volume,
-                DatasetKind::Snapshot,
-            ]),
+            "all" => out.extend([DatasetKind::Filesystem, DatasetKind::Volume, DatasetKind::Snapshot]),
             "bookmark" => {}
             other => return Err(format!("invalid type '{other}'")),
         }
@@ -174,9 +142,8 @@ fn collect(
     } else {
         let mut v: Vec<Arc<Pool>> = Vec::new();
         for n in names {
-            let p = state
-                .pool(pool_of(n))
-                .map_err(|_| format!("cannot open '{n}': dataset does not exist"))?;
+            let p =
+                state.pool(pool_of(n)).map_err(|_| format!("cannot open '{n}': dataset does not exist"))?;
             if !v.iter().any(|x| x.name() == p.name()) {
                 v.push(p);
             }
@@ -185,10 +152,7 @@ fn collect(
     };
     let recursive = recursive || depth.is_some();
     for p in pools {
-        let all = p
-            .dsl()
-            .list()
-            .map_err(|e| format!("cannot list datasets of '{}': {e}", p.name()))?;
+        let all = p.dsl().list().map_err(|e| format!("cannot list datasets of '{}': {e}", p.name()))?;
         for ds in all {
             let keep = if names.is_empty() {
                 true
@@ -201,10 +165,7 @@ fn collect(
             };
             let explicitly_named = names.contains(&ds.name);
             if keep && (types.contains(&ds.kind) || explicitly_named) {
-                out.push(Entry {
-                    pool: p.clone(),
-                    ds,
-                });
+                out.push(Entry { pool: p.clone(), ds });
             }
         }
         for n in names {
@@ -226,11 +187,7 @@ struct Listing {
 fn render(l: Listing, scripted: bool, parsable: bool) -> Response {
     let mut t = l.table;
     for r in l.rows {
-        t.rows.push(
-            r.into_iter()
-                .map(|(human, exact)| if parsable { exact } else { human })
-                .collect(),
-        );
+        t.rows.push(r.into_iter().map(|(human, exact)| if parsable { exact } else { human }).collect());
     }
     Response::ok(t.render(scripted))
 }
@@ -245,11 +202,8 @@ fn list(
 ) -> Result<Listing, String> {
     let kinds = wanted_types(types, true)?;
     let entries = collect(state, names, recursive, depth, &kinds)?;
-    let cols: Vec<String> = if props.is_empty() {
-        LIST_DEFAULT.iter().map(|s| s.to_string()).collect()
-    } else {
-        props.to_vec()
-    };
+    let cols: Vec<String> =
+        if props.is_empty() { LIST_DEFAULT.iter().map(|s| s.to_string()).collect() } else { props.to_vec() };
     let right: Vec<bool> = cols.iter().map(|c| is_numeric(c)).collect();
     let hdr: Vec<&str> = cols.iter().map(|c| c.as_str()).collect();
     let mut rows = Vec::new();
@@ -262,10 +216,7 @@ fn list(
         }
         rows.push(row);
     }
-    Ok(Listing {
-        table: Table::new(&hdr, &right),
-        rows,
-    })
+    Ok(Listing { table: Table::new(&hdr, &right), rows })
 }
 
 fn is_numeric(p: &str) -> bool {
@@ -301,34 +252,18 @@ pub struct PropVal {
 }
 
 fn num(n: u64) -> PropVal {
-    PropVal {
-        human: crate::format::nicenum(n),
-        exact: n.to_string(),
-        source: "-".into(),
-    }
+    PropVal { human: crate::format::nicenum(n), exact: n.to_string(), source: "-".into() }
 }
 
 fn text(s: impl Into<String>, source: &str) -> PropVal {
     let s = s.into();
-    PropVal {
-        human: s.clone(),
-        exact: s,
-        source: source.into(),
-    }
+    PropVal { human: s.clone(), exact: s, source: source.into() }
 }
 
 fn ratio(uncomp: u64, comp: u64) -> PropVal {
-    let r = if comp == 0 {
-        1.0
-    } else {
-        uncomp as f64 / comp as f64
-    };
+    let r = if comp == 0 { 1.0 } else { uncomp as f64 / comp as f64 };
     let r = (r * 100.0).floor() / 100.0;
-    PropVal {
-        human: format!("{r:.2}x"),
-        exact: format!("{r:.2}"),
-        source: "-".into(),
-    }
+    PropVal { human: format!("{r:.2}x"), exact: format!("{r:.2}"), source: "-".into() }
 }
 
 /// Resolves an inheritable property: local value on the dataset's directory, else the
@@ -365,11 +300,7 @@ fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<Pro
             } else {
                 format!("inherited from {name}")
             };
-            return Ok(PropVal {
-                human,
-                exact,
-                source,
-            });
+            return Ok(PropVal { human, exact, source });
         }
         if dir.parent_obj == 0 || !dsl::props::is_inheritable(prop) {
             break;
@@ -384,21 +315,16 @@ fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<Pro
         let base = ds.name.split('@').next().unwrap_or(&ds.name);
         return Ok(text(format!("/{base}"), "default"));
     }
-    let d = dsl::props::DEFAULTS
-        .iter()
-        .find(|(k, _)| *k == prop)
-        .map(|(_, v)| *v);
+    let d = dsl::props::DEFAULTS.iter().find(|(k, _)| *k == prop).map(|(_, v)| *v);
     match d {
         Some(v) if prop == "recordsize" => Ok(PropVal {
             human: crate::format::nicenum(v.parse().unwrap_or(0)),
             exact: v.into(),
             source: "default".into(),
         }),
-        Some(_) if prop == "quota" || prop == "reservation" => Ok(PropVal {
-            human: "none".into(),
-            exact: "0".into(),
-            source: "default".into(),
-        }),
+        Some(_) if prop == "quota" || prop == "reservation" => {
+            Ok(PropVal { human: "none".into(), exact: "0".into(), source: "default".into() })
+        }
         Some(v) => Ok(text(v, "default")),
         None => Err(format!("invalid property '{prop}'")),
     }
@@ -424,10 +350,7 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
                 text("-", "-")
             } else {
                 let sp = pool::status::space(pool).map_err(|e| e.to_string())?;
-                num(sp
-                    .size
-                    .saturating_sub(sp.alloc)
-                    .saturating_sub(sp.size / 32))
+                num(sp.size.saturating_sub(sp.alloc).saturating_sub(sp.size / 32))
             }
         }
         "compressratio" => {
@@ -438,17 +361,13 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
             }
         }
         "refcompressratio" => ratio(p.uncompressed_bytes, p.compressed_bytes),
-        "logicalused" => num(if snap {
-            p.uncompressed_bytes
-        } else {
-            d.uncompressed_bytes
-        }),
+        "logicalused" => num(if snap { p.uncompressed_bytes } else { d.uncompressed_bytes }),
         "logicalreferenced" | "lrefer" => num(p.uncompressed_bytes),
         "guid" => text(p.guid.to_string(), "-"),
         "createtxg" => text(p.creation_txg.to_string(), "-"),
         "mountpoint" if snap || ds.kind == DatasetKind::Volume => text("-", "-"),
         "mounted" if snap => text("-", "-"),
-        "mounted" => text("no", "-"),
+        "mounted" => text(if crate::daemon::is_mounted(&ds.name) { "yes" } else { "no" }, "-"),
         "origin" => text("-", "-"),
         _ => inherited(pool, dsl, ds, prop)?,
     })
@@ -499,10 +418,7 @@ fn get(
         props.split(',').map(str::to_string).collect()
     };
     let fields: Vec<String> = if fields.is_empty() {
-        ["name", "property", "value", "source"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
+        ["name", "property", "value", "source"].iter().map(|s| s.to_string()).collect()
     } else {
         fields.to_vec()
     };
@@ -512,11 +428,7 @@ fn get(
         let dsl = e.pool.dsl();
         for p in &plist {
             let v = prop_value(&e.pool, &dsl, &e.ds, p)?;
-            let value = if parsable {
-                v.exact.clone()
-            } else {
-                v.human.clone()
-            };
+            let value = if parsable { v.exact.clone() } else { v.human.clone() };
             let row = fields
                 .iter()
                 .map(|f| match f.as_str() {
@@ -544,13 +456,10 @@ fn list_mounts(state: &State) -> Response {
 }
 
 fn mount(state: &State, name: &str, dir: Option<PathBuf>) -> Result<Response, String> {
-    let pool = state
-        .pool(pool_of(name))
-        .map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
+    let pool =
+        state.pool(pool_of(name)).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
     let dsl = pool.dsl();
-    let ds = dsl
-        .find(name)
-        .map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
+    let ds = dsl.find(name).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
     if ds.kind == DatasetKind::Volume {
         return Err(format!("cannot mount '{name}': not a filesystem"));
     }
@@ -575,25 +484,17 @@ fn mount(state: &State, name: &str, dir: Option<PathBuf>) -> Result<Response, St
     {
         return Err(format!("cannot mount '{name}': filesystem already mounted"));
     }
-    std::fs::create_dir_all(&dir).map_err(|e| {
-        format!(
-            "cannot mount '{name}': cannot create {}: {e}",
-            dir.display()
-        )
-    })?;
-    let fs =
-        crate::zplopen::open_zpl(&pool, &ds).map_err(|e| format!("cannot mount '{name}': {e}"))?;
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| format!("cannot mount '{name}': cannot create {}: {e}", dir.display()))?;
+    let fs = crate::zplopen::open_zpl(&pool, &ds).map_err(|e| format!("cannot mount '{name}': {e}"))?;
     let session = rzfs_fuse::mount(fs, &dir, name)
         .map_err(|e| format!("cannot mount '{name}' on {}: {e}", dir.display()))?;
-    state
-        .mounts
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(Mount {
-            dataset: name.to_string(),
-            dir,
-            session,
-        });
+    state.mounts.lock().unwrap_or_else(|p| p.into_inner()).push(Mount {
+        dataset: name.to_string(),
+        dir,
+        session,
+    });
+    crate::daemon::track_mount(name, true);
     Ok(Response::ok(String::new()))
 }
 
@@ -605,6 +506,7 @@ fn unmount(state: &State, target: &str, cwd: &Path) -> Result<Response, String> 
     };
     let x = m.remove(i);
     drop(m);
+    crate::daemon::track_mount(&x.dataset, false);
     x.session.unmount();
     Ok(Response::ok(String::new()))
 }
@@ -612,11 +514,11 @@ fn unmount(state: &State, target: &str, cwd: &Path) -> Result<Response, String> 
 /// Unmounts every dataset of a pool (before export).
 pub fn unmount_pool(state: &State, pool: &str) -> Result<(), String> {
     let mut m = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
-    let (gone, keep): (Vec<Mount>, Vec<Mount>) =
-        m.drain(..).partition(|x| pool_of(&x.dataset) == pool);
+    let (gone, keep): (Vec<Mount>, Vec<Mount>) = m.drain(..).partition(|x| pool_of(&x.dataset) == pool);
     *m = keep;
     drop(m);
     for x in gone {
+        crate::daemon::track_mount(&x.dataset, false);
         x.session.unmount();
     }
     Ok(())

@@ -11,11 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 #[derive(Parser)]
-#[command(
-    name = "rzpool",
-    about = "configure rzfs storage pools",
-    disable_version_flag = true
-)]
+#[command(name = "rzpool", about = "configure rzfs storage pools", disable_version_flag = true)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -79,22 +75,12 @@ enum Cmd {
 
 /// Runs one `rzpool` command.
 pub fn run(state: &State, argv: &[String], cwd: &Path) -> Response {
-    let cli = match Cli::try_parse_from(
-        std::iter::once("rzpool".to_string()).chain(argv.iter().cloned()),
-    ) {
+    let cli = match Cli::try_parse_from(std::iter::once("rzpool".to_string()).chain(argv.iter().cloned())) {
         Ok(c) => c,
         Err(e) => return clap_error(e),
     };
     let r = match cli.cmd {
-        Cmd::Import {
-            dirs,
-            props,
-            destroyed,
-            all,
-            pool,
-            newname,
-            ..
-        } => {
+        Cmd::Import { dirs, props, destroyed, all, pool, newname, .. } => {
             let dirs: Vec<PathBuf> = if dirs.is_empty() {
                 vec![PathBuf::from("/dev")]
             } else {
@@ -103,18 +89,10 @@ pub fn run(state: &State, argv: &[String], cwd: &Path) -> Response {
             import(state, &dirs, &props, destroyed, all, pool, newname)
         }
         Cmd::Export { pools, .. } => export(state, &pools),
-        Cmd::Status {
-            verbose,
-            unhealthy_only,
-            parsable,
-            pools,
-        } => status(state, &pools, verbose, unhealthy_only, parsable),
-        Cmd::List {
-            scripted,
-            parsable,
-            props,
-            pools,
-        } => list(state, &pools, scripted, parsable, &props),
+        Cmd::Status { verbose, unhealthy_only, parsable, pools } => {
+            status(state, &pools, verbose, unhealthy_only, parsable)
+        }
+        Cmd::List { scripted, parsable, props, pools } => list(state, &pools, scripted, parsable, &props),
     };
     r.unwrap_or_else(Response::err)
 }
@@ -123,16 +101,13 @@ fn parse_import_opts(props: &[String]) -> Result<ImportOpts, String> {
     let mut o = ImportOpts::default();
     let mut readonly = false;
     for p in props {
-        let (k, v) = p
-            .split_once('=')
-            .ok_or_else(|| format!("invalid property '{p}': expected name=value"))?;
+        let (k, v) =
+            p.split_once('=').ok_or_else(|| format!("invalid property '{p}': expected name=value"))?;
         match (k, v) {
             ("readonly", "on") => readonly = true,
             ("readonly", "off") => readonly = false,
             ("readonly", _) => {
-                return Err(format!(
-                    "invalid value '{v}' for property 'readonly': use on or off"
-                ))
+                return Err(format!("invalid value '{v}' for property 'readonly': use on or off"))
             }
             ("cachefile", _) | ("altroot", _) => {}
             _ => return Err(format!("property '{k}' cannot be set at import time")),
@@ -143,9 +118,7 @@ fn parse_import_opts(props: &[String]) -> Result<ImportOpts, String> {
     }
     o.readonly = true;
     if let Ok(v) = std::env::var("RZFS_ARC_MAX") {
-        o.cache_bytes = v
-            .parse()
-            .map_err(|_| format!("RZFS_ARC_MAX={v} is not a byte count"))?;
+        o.cache_bytes = v.parse().map_err(|_| format!("RZFS_ARC_MAX={v} is not a byte count"))?;
     }
     Ok(o)
 }
@@ -177,22 +150,11 @@ fn import(
     };
     for c in targets {
         let name = newname.clone().unwrap_or_else(|| c.name.clone());
-        if state
-            .pools
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains_key(&name)
-        {
-            return Err(format!(
-                "cannot import '{name}': a pool with that name is already created/imported"
-            ));
+        if state.pools.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&name) {
+            return Err(format!("cannot import '{name}': a pool with that name is already created/imported"));
         }
         let p = pool::import(c, &opts).map_err(|e| format!("cannot import '{}': {e}", c.name))?;
-        state
-            .pools
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(name, Arc::new(p));
+        state.pools.lock().unwrap_or_else(|p| p.into_inner()).insert(name, Arc::new(p));
     }
     Ok(Response::ok(String::new()))
 }
@@ -201,11 +163,7 @@ fn export(state: &State, names: &[String]) -> Result<Response, String> {
     for n in names {
         state.pool(n)?;
         crate::cmd::zfs::unmount_pool(state, n)?;
-        state
-            .pools
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(n);
+        state.pools.lock().unwrap_or_else(|p| p.into_inner()).remove(n);
     }
     Ok(Response::ok(String::new()))
 }
@@ -242,10 +200,8 @@ fn status(
     Ok(Response::ok(out))
 }
 
-const LIST_DEFAULT: &[&str] = &[
-    "name", "size", "alloc", "free", "ckpoint", "expandsz", "frag", "cap", "dedup", "health",
-    "altroot",
-];
+const LIST_DEFAULT: &[&str] =
+    &["name", "size", "alloc", "free", "ckpoint", "expandsz", "frag", "cap", "dedup", "health", "altroot"];
 
 fn list(
     state: &State,
@@ -258,15 +214,10 @@ fn list(
     if pools.is_empty() && names.is_empty() {
         return Ok(Response::ok("no pools available\n".into()));
     }
-    let cols: Vec<String> = if props.is_empty() {
-        LIST_DEFAULT.iter().map(|s| s.to_string()).collect()
-    } else {
-        props.to_vec()
-    };
-    let right: Vec<bool> = cols
-        .iter()
-        .map(|c| !matches!(c.as_str(), "name" | "health" | "altroot"))
-        .collect();
+    let cols: Vec<String> =
+        if props.is_empty() { LIST_DEFAULT.iter().map(|s| s.to_string()).collect() } else { props.to_vec() };
+    let right: Vec<bool> =
+        cols.iter().map(|c| !matches!(c.as_str(), "name" | "health" | "altroot")).collect();
     let hdr: Vec<&str> = cols.iter().map(|s| s.as_str()).collect();
     let mut t = Table::new(&hdr, &right);
     for p in pools {
@@ -283,25 +234,13 @@ fn list(
                 "frag" => Ok(if parsable { "0".into() } else { "0%".into() }),
                 "cap" | "capacity" => {
                     let pct = (sp.alloc * 100).checked_div(sp.size).unwrap_or(0);
-                    Ok(if parsable {
-                        pct.to_string()
-                    } else {
-                        format!("{pct}%")
-                    })
+                    Ok(if parsable { pct.to_string() } else { format!("{pct}%") })
                 }
-                "dedup" | "dedupratio" => Ok(if parsable {
-                    "1.00".into()
-                } else {
-                    "1.00x".into()
-                }),
+                "dedup" | "dedupratio" => Ok(if parsable { "1.00".into() } else { "1.00x".into() }),
                 "health" => Ok(health.clone()),
                 "altroot" => Ok("-".into()),
                 "guid" => Ok(p.guid().to_string()),
-                "version" => Ok(if p.version() >= 5000 {
-                    "-".into()
-                } else {
-                    p.version().to_string()
-                }),
+                "version" => Ok(if p.version() >= 5000 { "-".into() } else { p.version().to_string() }),
                 "readonly" => Ok("on".into()),
                 other => Err(format!("bad property list: invalid property '{other}'")),
             })

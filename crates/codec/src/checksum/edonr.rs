@@ -124,10 +124,7 @@ pub(crate) struct EdonR512 {
 
 impl EdonR512 {
     pub(crate) fn new() -> Self {
-        EdonR512 {
-            pipe: initial_pipe(),
-            bits: 0,
-        }
+        EdonR512 { pipe: initial_pipe(), bits: 0 }
     }
 
     fn compress(&mut self, block: &[u8]) {
@@ -165,11 +162,7 @@ impl EdonR512 {
         let mut last = [0u8; 2 * BLOCK];
         last[..tail.len()].copy_from_slice(tail);
         last[tail.len()] = 0x80;
-        let padded = if tail.len() < BLOCK - 8 {
-            BLOCK
-        } else {
-            2 * BLOCK
-        };
+        let padded = if tail.len() < BLOCK - 8 { BLOCK } else { 2 * BLOCK };
         last[padded - 8..padded].copy_from_slice(&total_bits.to_le_bytes());
         for block in last[..padded].chunks_exact(BLOCK) {
             self.compress(block);
@@ -206,10 +199,7 @@ mod tests {
     use super::*;
 
     fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
 
     #[test]
@@ -224,20 +214,16 @@ mod tests {
         // Vectors from OpenZFS tests/zfs-tests/cmd/checksum/edonr_test.c.
         assert_eq!(
             edonr512(b"abc").to_vec(),
-            hex(
-                "1b14db155f1d406594b8cef70a4362ec6b5de6a5daf50ec999e987c19d3049e2\
-                 de5977bb05b1bb220050a1ea5b46a9f1740acafbf6b45032adc90c628372c22b"
-            )
+            hex("1b14db155f1d406594b8cef70a4362ec6b5de6a5daf50ec999e987c19d3049e2\
+                 de5977bb05b1bb220050a1ea5b46a9f1740acafbf6b45032adc90c628372c22b")
         );
         let msg = b"abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmn\
                     hijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu";
         assert_eq!(msg.len(), 112);
         assert_eq!(
             edonr512(msg).to_vec(),
-            hex(
-                "5351070dc51c3b2baca5a60d0252ccb4e4921a96fe5a69e76dad48fd21a0845a\
-                 d57f880b3e4a907bc503151842bb949e1cba7439a6409a34b8436cb46921583c"
-            )
+            hex("5351070dc51c3b2baca5a60d0252ccb4e4921a96fe5a69e76dad48fd21a0845a\
+                 d57f880b3e4a907bc503151842bb949e1cba7439a6409a34b8436cb46921583c")
         );
     }
 }

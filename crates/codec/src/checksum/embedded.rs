@@ -47,12 +47,7 @@ pub enum EmbeddedError {
     NusedTooLarge { nused: u64, len: usize },
     /// The checksum computed with the verifier in place differs from the stored one.
     #[error("{kind:?} embedded checksum mismatch (big_endian={big_endian}): stored {expected:x?}, computed {actual:x?}")]
-    Mismatch {
-        kind: ChecksumKind,
-        big_endian: bool,
-        expected: Cksum,
-        actual: Cksum,
-    },
+    Mismatch { kind: ChecksumKind, big_endian: bool, expected: Cksum, actual: Cksum },
 }
 
 /// Verifier of a label item (vdev_phys or an uberblock): `{offset, 0, 0, 0}` where `offset` is the
@@ -79,10 +74,8 @@ fn read_u64_both(block: &[u8], off: usize) -> Option<(u64, u64)> {
 
 /// The block's byte order from the magic at `eck_off`: `Ok(true)` = big endian.
 fn eck_byte_order(block: &[u8], eck_off: usize) -> Result<bool, EmbeddedError> {
-    let (le, be) = read_u64_both(block, eck_off).ok_or(EmbeddedError::TooSmall {
-        len: block.len(),
-        need: eck_off.saturating_add(ECK_SIZE),
-    })?;
+    let (le, be) = read_u64_both(block, eck_off)
+        .ok_or(EmbeddedError::TooSmall { len: block.len(), need: eck_off.saturating_add(ECK_SIZE) })?;
     match (le == ZEC_MAGIC, be == ZEC_MAGIC) {
         (true, _) => Ok(false),
         (_, true) => Ok(true),
@@ -120,10 +113,7 @@ fn check(
     let stored: &[u8; 32] = block
         .get(cksum_off..cksum_off + 32)
         .and_then(|s| s.try_into().ok())
-        .ok_or(EmbeddedError::TooSmall {
-            len: block.len(),
-            need: at.eck_off + ECK_SIZE,
-        })?;
+        .ok_or(EmbeddedError::TooSmall { len: block.len(), need: at.eck_off + ECK_SIZE })?;
     let mut expected = Cksum::from_bytes(stored, big_endian);
     let mut copy = block.get(..at.size).unwrap_or(block).to_vec();
     write_clipped(&mut copy, cksum_off, &verifier.to_bytes(big_endian));
@@ -135,21 +125,13 @@ fn check(
     if actual == expected {
         Ok(())
     } else {
-        Err(EmbeddedError::Mismatch {
-            kind,
-            big_endian,
-            expected,
-            actual,
-        })
+        Err(EmbeddedError::Mismatch { kind, big_endian, expected, actual })
     }
 }
 
 fn tail_layout(block: &[u8]) -> Result<Layout, EmbeddedError> {
     let len = block.len();
-    let eck_off = len.checked_sub(ECK_SIZE).ok_or(EmbeddedError::TooSmall {
-        len,
-        need: ECK_SIZE,
-    })?;
+    let eck_off = len.checked_sub(ECK_SIZE).ok_or(EmbeddedError::TooSmall { len, need: ECK_SIZE })?;
     Ok(Layout { eck_off, size: len })
 }
 
@@ -174,42 +156,21 @@ pub fn verify_embedded_mac(
     ctx: &ChecksumCtx,
     xor_fold: bool,
 ) -> Result<(), EmbeddedError> {
-    check(
-        kind,
-        block,
-        tail_layout(block)?,
-        verifier,
-        ctx,
-        Some(xor_fold),
-    )
+    check(kind, block, tail_layout(block)?, verifier, ctx, Some(xor_fold))
 }
 
 /// The zilog2 layout: `zc_nused` (in the magic's byte order) rounded up to 4 KiB, bounded by the block.
 fn zil_layout(block: &[u8]) -> Result<(Layout, bool), EmbeddedError> {
     if block.len() < ZIL_CHAIN_SIZE {
-        return Err(EmbeddedError::TooSmall {
-            len: block.len(),
-            need: ZIL_CHAIN_SIZE,
-        });
+        return Err(EmbeddedError::TooSmall { len: block.len(), need: ZIL_CHAIN_SIZE });
     }
     let big_endian = eck_byte_order(block, ZIL_CHAIN_ECK_OFFSET)?;
     let (le, be) = read_u64_both(block, ZIL_CHAIN_NUSED_OFFSET).unwrap_or((0, 0));
     let nused = if big_endian { be } else { le };
-    let too_large = EmbeddedError::NusedTooLarge {
-        nused,
-        len: block.len(),
-    };
-    let rounded = nused
-        .checked_next_multiple_of(ZIL_MIN_BLKSZ)
-        .ok_or(too_large.clone())?;
-    let size = usize::try_from(rounded)
-        .ok()
-        .filter(|&s| s <= block.len())
-        .ok_or(too_large)?;
-    let at = Layout {
-        eck_off: ZIL_CHAIN_ECK_OFFSET,
-        size,
-    };
+    let too_large = EmbeddedError::NusedTooLarge { nused, len: block.len() };
+    let rounded = nused.checked_next_multiple_of(ZIL_MIN_BLKSZ).ok_or(too_large.clone())?;
+    let size = usize::try_from(rounded).ok().filter(|&s| s <= block.len()).ok_or(too_large)?;
+    let at = Layout { eck_off: ZIL_CHAIN_ECK_OFFSET, size };
     Ok((at, big_endian))
 }
 
@@ -240,17 +201,10 @@ fn seal(
 ) -> Result<(), EmbeddedError> {
     let cksum_off = at.eck_off + 8;
     let len = block.len();
-    let magic = if big_endian {
-        ZEC_MAGIC.to_be_bytes()
-    } else {
-        ZEC_MAGIC.to_le_bytes()
-    };
+    let magic = if big_endian { ZEC_MAGIC.to_be_bytes() } else { ZEC_MAGIC.to_le_bytes() };
     let eck = block
         .get_mut(at.eck_off..at.eck_off + ECK_SIZE)
-        .ok_or(EmbeddedError::TooSmall {
-            len,
-            need: at.eck_off + ECK_SIZE,
-        })?;
+        .ok_or(EmbeddedError::TooSmall { len, need: at.eck_off + ECK_SIZE })?;
     eck[..8].copy_from_slice(&magic);
     eck[8..].copy_from_slice(&verifier.to_bytes(big_endian));
     let sum = compute(kind, block.get(..at.size).unwrap_or(&[]), big_endian, ctx);
@@ -290,26 +244,12 @@ pub fn seal_zil_chain(
     ctx: &ChecksumCtx,
     big_endian: bool,
 ) -> Result<usize, EmbeddedError> {
-    let magic = if big_endian {
-        ZEC_MAGIC.to_be_bytes()
-    } else {
-        ZEC_MAGIC.to_le_bytes()
-    };
+    let magic = if big_endian { ZEC_MAGIC.to_be_bytes() } else { ZEC_MAGIC.to_le_bytes() };
     if block.len() < ZIL_CHAIN_SIZE {
-        return Err(EmbeddedError::TooSmall {
-            len: block.len(),
-            need: ZIL_CHAIN_SIZE,
-        });
+        return Err(EmbeddedError::TooSmall { len: block.len(), need: ZIL_CHAIN_SIZE });
     }
     block[ZIL_CHAIN_ECK_OFFSET..ZIL_CHAIN_ECK_OFFSET + 8].copy_from_slice(&magic);
     let (at, _) = zil_layout(block)?;
-    seal(
-        ChecksumKind::Fletcher4,
-        block,
-        at,
-        verifier,
-        ctx,
-        big_endian,
-    )?;
+    seal(ChecksumKind::Fletcher4, block, at, verifier, ctx, big_endian)?;
     Ok(at.size)
 }

@@ -97,11 +97,7 @@ fn lanes_run<const BIG_ENDIAN: bool>(body: &[u8]) -> Lanes {
         };
         let w: [u64; 4] = std::array::from_fn(|j| {
             let b = [x[4 * j], x[4 * j + 1], x[4 * j + 2], x[4 * j + 3]];
-            u64::from(if BIG_ENDIAN {
-                u32::from_be_bytes(b)
-            } else {
-                u32::from_le_bytes(b)
-            })
+            u64::from(if BIG_ENDIAN { u32::from_be_bytes(b) } else { u32::from_le_bytes(b) })
         });
         for j in 0..4 {
             s[0][j] = s[0][j].wrapping_add(w[j]);
@@ -126,9 +122,7 @@ fn fold_lanes(l: &Lanes) -> [u64; 4] {
     let mut out = [0u64; 4];
     for j in 0..4 {
         out[0] = out[0].wrapping_add(a[j]);
-        out[1] = out[1]
-            .wrapping_add(b[j].wrapping_mul(4))
-            .wrapping_sub(a[j].wrapping_mul(B_FROM_A[j]));
+        out[1] = out[1].wrapping_add(b[j].wrapping_mul(4)).wrapping_sub(a[j].wrapping_mul(B_FROM_A[j]));
         out[2] = out[2]
             .wrapping_add(c[j].wrapping_mul(16))
             .wrapping_sub(b[j].wrapping_mul(C_FROM_B[j]))
@@ -146,11 +140,7 @@ fn fold_lanes(l: &Lanes) -> [u64; 4] {
 pub(crate) fn fletcher4(data: &[u8], big_endian: bool) -> [u64; 4] {
     let body_len = data.len() - data.len() % LANE_STRIDE;
     let (body, tail) = data.split_at(body_len);
-    let lanes = if big_endian {
-        lanes_run::<true>(body)
-    } else {
-        lanes_run::<false>(body)
-    };
+    let lanes = if big_endian { lanes_run::<true>(body) } else { lanes_run::<false>(body) };
     fletcher4_scalar(fold_lanes(&lanes), tail, big_endian)
 }
 
@@ -168,10 +158,7 @@ mod tests {
         assert_eq!(fletcher4(&words_le(&[1, 2, 3]), false), [6, 10, 15, 21]);
         // Five words exercise one lane iteration plus a scalar tail word:
         // a: 1,3,6,10,15  b: 1,4,10,20,35  c: 1,5,15,35,70  d: 1,6,21,56,126
-        assert_eq!(
-            fletcher4(&words_le(&[1, 2, 3, 4, 5]), false),
-            [15, 35, 70, 126]
-        );
+        assert_eq!(fletcher4(&words_le(&[1, 2, 3, 4, 5]), false), [15, 35, 70, 126]);
         assert_eq!(fletcher4(&[], false), [0; 4]);
         // Trailing partial word is ignored.
         assert_eq!(fletcher4(&[1, 0, 0, 0, 9, 9, 9], false), [1, 1, 1, 1]);
@@ -192,15 +179,9 @@ mod tests {
     #[test]
     fn fletcher2_by_hand() {
         // pairs (1,2), (3,4): a0 = 4, a1 = 6, b0 = 1+4 = 5, b1 = 2+6 = 8.
-        let data: Vec<u8> = [1u64, 2, 3, 4]
-            .iter()
-            .flat_map(|w| w.to_le_bytes())
-            .collect();
+        let data: Vec<u8> = [1u64, 2, 3, 4].iter().flat_map(|w| w.to_le_bytes()).collect();
         assert_eq!(fletcher2(&data, false), [4, 6, 5, 8]);
-        let be: Vec<u8> = [1u64, 2, 3, 4]
-            .iter()
-            .flat_map(|w| w.to_be_bytes())
-            .collect();
+        let be: Vec<u8> = [1u64, 2, 3, 4].iter().flat_map(|w| w.to_be_bytes()).collect();
         assert_eq!(fletcher2(&be, true), [4, 6, 5, 8]);
         // A lone trailing 64-bit word (no pair) is ignored.
         assert_eq!(fletcher2(&data[..24], false), [1, 2, 1, 2]);
@@ -208,9 +189,7 @@ mod tests {
 
     #[test]
     fn lanes_match_scalar_on_all_small_lengths() {
-        let data: Vec<u8> = (0..300u32)
-            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-            .collect();
+        let data: Vec<u8> = (0..300u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
         for len in 0..data.len() {
             for be in [false, true] {
                 assert_eq!(

@@ -129,11 +129,7 @@ pub(crate) fn skein512(key: &[u8], msg: &[u8], out: &mut [u8]) {
         0..=BLOCK => out,
         _ => &mut out[..BLOCK],
     };
-    let k = if key.is_empty() {
-        [0u64; 8]
-    } else {
-        ubi([0; 8], key, TYPE_KEY)
-    };
+    let k = if key.is_empty() { [0u64; 8] } else { ubi([0; 8], key, TYPE_KEY) };
     // Configuration block: schema "SHA3" (LE) + version 1, output bit length, tree info 0.
     let mut cfg = [0u8; 32];
     cfg[..4].copy_from_slice(b"SHA3");
@@ -154,10 +150,7 @@ mod tests {
     use super::*;
 
     fn hex(s: &str) -> Vec<u8> {
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
 
     #[test]
@@ -167,10 +160,8 @@ mod tests {
         skein512(&[], &[0xff], &mut out);
         assert_eq!(
             out.to_vec(),
-            hex(
-                "71b7bce6fe6452227b9ced6014249e5bf9a9754c3ad618ccc4e0aae16b316cc8\
-                 ca698d864307ed3e80b6ef1570812ac5272dc409b5a012df2a579102f340617a"
-            )
+            hex("71b7bce6fe6452227b9ced6014249e5bf9a9754c3ad618ccc4e0aae16b316cc8\
+                 ca698d864307ed3e80b6ef1570812ac5272dc409b5a012df2a579102f340617a")
         );
     }
 
@@ -182,18 +173,14 @@ mod tests {
         skein512(&[], &msg[..64], &mut out);
         assert_eq!(
             out.to_vec(),
-            hex(
-                "45863ba3be0c4dfc27e75d358496f4ac9a736a505d9313b42b2f5eada79fc17f\
-                 63861e947afb1d056aa199575ad3f8c9a3cc1780b5e5fa4cae050e989876625b"
-            )
+            hex("45863ba3be0c4dfc27e75d358496f4ac9a736a505d9313b42b2f5eada79fc17f\
+                 63861e947afb1d056aa199575ad3f8c9a3cc1780b5e5fa4cae050e989876625b")
         );
         skein512(&[], &msg, &mut out);
         assert_eq!(
             out.to_vec(),
-            hex(
-                "91cca510c263c4ddd010530a33073309628631f308747e1bcbaa90e451cab92e\
-                 5188087af4188773a332303e6667a7a210856f742139000071f48e8ba2a5adb7"
-            )
+            hex("91cca510c263c4ddd010530a33073309628631f308747e1bcbaa90e451cab92e\
+                 5188087af4188773a332303e6667a7a210856f742139000071f48e8ba2a5adb7")
         );
     }
 }

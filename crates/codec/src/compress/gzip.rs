@@ -18,24 +18,16 @@ const ALGO: &str = "gzip";
 /// Decompress a zlib stream into exactly `dst.len()` bytes.
 pub fn decompress(src: &[u8], dst: &mut [u8]) -> Result<()> {
     let mut z = Decompress::new(true);
-    let status = z
-        .decompress(src, dst, FlushDecompress::Finish)
-        .map_err(|e| corrupt(ALGO, e.to_string()))?;
+    let status = z.decompress(src, dst, FlushDecompress::Finish).map_err(|e| corrupt(ALGO, e.to_string()))?;
     let produced = z.total_out();
     if status != Status::StreamEnd {
         return Err(corrupt(
             ALGO,
-            format!(
-                "stream does not end within {} output bytes (got {produced})",
-                dst.len()
-            ),
+            format!("stream does not end within {} output bytes (got {produced})", dst.len()),
         ));
     }
     if produced != dst.len() as u64 {
-        return Err(corrupt(
-            ALGO,
-            format!("stream yields {produced} bytes, expected {}", dst.len()),
-        ));
+        return Err(corrupt(ALGO, format!("stream yields {produced} bytes, expected {}", dst.len())));
     }
     Ok(())
 }
@@ -51,9 +43,7 @@ pub fn compress(level: u8, src: &[u8], dst: &mut [u8]) -> Option<usize> {
         let (in_before, out_before) = (z.total_in(), z.total_out());
         let ip = usize::try_from(in_before).ok()?;
         let op = usize::try_from(out_before).ok()?;
-        let status = z
-            .compress(src.get(ip..)?, dst.get_mut(op..)?, FlushCompress::Finish)
-            .ok()?;
+        let status = z.compress(src.get(ip..)?, dst.get_mut(op..)?, FlushCompress::Finish).ok()?;
         if status == Status::StreamEnd {
             return usize::try_from(z.total_out()).ok();
         }
@@ -73,8 +63,8 @@ mod tests {
         // zlib header 78 01, one final stored block of 5 bytes "hello",
         // adler32("hello") = 0x062c0215, then padding.
         let src = [
-            0x78, 0x01, 0x01, 0x05, 0x00, 0xFA, 0xFF, b'h', b'e', b'l', b'l', b'o', 0x06, 0x2C,
-            0x02, 0x15, 0, 0, 0, 0,
+            0x78, 0x01, 0x01, 0x05, 0x00, 0xFA, 0xFF, b'h', b'e', b'l', b'l', b'o', 0x06, 0x2C, 0x02, 0x15,
+            0, 0, 0, 0,
         ];
         let mut dst = [0u8; 5];
         decompress(&src, &mut dst).unwrap();

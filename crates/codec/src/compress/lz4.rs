@@ -33,23 +33,16 @@ pub fn decompress(src: &[u8], dst: &mut [u8]) -> Result<()> {
     let payload = src.get(HDR..HDR.saturating_add(bufsiz)).ok_or_else(|| {
         corrupt(
             ALGO,
-            format!(
-                "payload length {bufsiz} exceeds the {} bytes after the header",
-                src.len() - HDR
-            ),
+            format!("payload length {bufsiz} exceeds the {} bytes after the header", src.len() - HDR),
         )
     })?;
     // The reference decoder refuses an empty block outright.
     if payload.is_empty() {
         return Err(corrupt(ALGO, "empty payload"));
     }
-    let n =
-        lz4_flex::block::decompress_into(payload, dst).map_err(|e| corrupt(ALGO, e.to_string()))?;
+    let n = lz4_flex::block::decompress_into(payload, dst).map_err(|e| corrupt(ALGO, e.to_string()))?;
     if n != dst.len() {
-        return Err(corrupt(
-            ALGO,
-            format!("block yields {n} bytes, expected {}", dst.len()),
-        ));
+        return Err(corrupt(ALGO, format!("block yields {n} bytes, expected {}", dst.len())));
     }
     Ok(())
 }
@@ -78,9 +71,7 @@ mod tests {
         // LZ4 block for "abcdabcdabcdabcdabcdX" + 5 literal bytes: token 0x4C = 4
         // literals "abcd", then a match at offset 4 of length 4+12 = 16; then the
         // final token 0x60 = 6 literals "Xyzzy!". Padding after it is ignored.
-        let block = [
-            0x4C, b'a', b'b', b'c', b'd', 0x04, 0x00, 0x60, b'X', b'y', b'z', b'z', b'y', b'!',
-        ];
+        let block = [0x4C, b'a', b'b', b'c', b'd', 0x04, 0x00, 0x60, b'X', b'y', b'z', b'z', b'y', b'!'];
         let mut src = (block.len() as u32).to_be_bytes().to_vec();
         src.extend_from_slice(&block);
         src.extend_from_slice(&[0; 10]);
@@ -100,9 +91,6 @@ mod tests {
         let data = vec![7u8; 4096];
         let mut dst = vec![0u8; 4096];
         let n = compress(&data, &mut dst).unwrap();
-        assert_eq!(
-            u32::from_be_bytes(dst[..4].try_into().unwrap()) as usize,
-            n - 4
-        );
+        assert_eq!(u32::from_be_bytes(dst[..4].try_into().unwrap()) as usize, n - 4);
     }
 }

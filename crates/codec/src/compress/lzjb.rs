@@ -66,10 +66,7 @@ pub fn decompress(src: &[u8], dst: &mut [u8]) -> Result<()> {
         let mlen = (b0 >> (8 - MATCH_BITS)) + MATCH_MIN;
         let offset = ((b0 << 8) | b1) & OFFSET_MASK;
         if offset == 0 || offset > op {
-            return Err(corrupt(
-                ALGO,
-                format!("match offset {offset} invalid at output byte {op}"),
-            ));
+            return Err(corrupt(ALGO, format!("match offset {offset} invalid at output byte {op}")));
         }
         // Byte-by-byte: a match may overlap the bytes it produces (run-length style).
         let end = dst.len().min(op + mlen);
@@ -83,12 +80,9 @@ pub fn decompress(src: &[u8], dst: &mut [u8]) -> Result<()> {
 
 /// Read one input byte, or report where the stream ran short.
 fn next_byte(src: &[u8], ip: &mut usize, op: usize) -> Result<u8> {
-    let b = *src.get(*ip).ok_or_else(|| {
-        corrupt(
-            ALGO,
-            format!("input ends after {} bytes with output at {op}", src.len()),
-        )
-    })?;
+    let b = *src
+        .get(*ip)
+        .ok_or_else(|| corrupt(ALGO, format!("input ends after {} bytes with output at {op}", src.len())))?;
     *ip += 1;
     Ok(b)
 }

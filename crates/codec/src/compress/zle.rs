@@ -37,32 +37,23 @@ pub fn decompress(src: &[u8], dst: &mut [u8]) -> Result<()> {
             let lit = src
                 .get(ip..ip + len)
                 .ok_or_else(|| corrupt(ALGO, format!("literal run of {len} passes input end")))?;
-            let out = dst.get_mut(op..op + len).ok_or_else(|| {
-                corrupt(
-                    ALGO,
-                    format!("literal run of {len} at {op} passes output end"),
-                )
-            })?;
+            let out = dst
+                .get_mut(op..op + len)
+                .ok_or_else(|| corrupt(ALGO, format!("literal run of {len} at {op} passes output end")))?;
             out.copy_from_slice(lit);
             ip += len;
             op += len;
         } else {
             let zeros = len - N;
-            let out = dst.get_mut(op..op + zeros).ok_or_else(|| {
-                corrupt(
-                    ALGO,
-                    format!("zero run of {zeros} at {op} passes output end"),
-                )
-            })?;
+            let out = dst
+                .get_mut(op..op + zeros)
+                .ok_or_else(|| corrupt(ALGO, format!("zero run of {zeros} at {op} passes output end")))?;
             out.fill(0);
             op += zeros;
         }
     }
     if op != dst.len() {
-        return Err(corrupt(
-            ALGO,
-            format!("stream yields {op} bytes, expected {}", dst.len()),
-        ));
+        return Err(corrupt(ALGO, format!("stream yields {op} bytes, expected {}", dst.len())));
     }
     Ok(())
 }

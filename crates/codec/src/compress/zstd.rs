@@ -86,11 +86,7 @@ impl ZstdHeader {
         } else {
             (0, 0)
         };
-        Ok(ZstdHeader {
-            c_len,
-            version,
-            level,
-        })
+        Ok(ZstdHeader { c_len, version, level })
     }
 
     /// Serialize as current OpenZFS writes it: `[c_len BE][level][version BE 24 bits]`.
@@ -105,15 +101,13 @@ impl ZstdHeader {
 /// Map an OpenZFS `enum zio_zstd_levels` value to zstd's native level; `None` for
 /// values OpenZFS does not accept (0, 20..=102, 124..).
 pub fn native_level(level: u8) -> Option<i32> {
-    const FAST: [i32; 21] = [
-        -1, -2, -3, -4, -5, -6, -7, -8, -9, -10, -20, -30, -40, -50, -60, -70, -80, -90, -100,
-        -500, -1000,
-    ];
+    const FAST: [i32; 21] =
+        [-1, -2, -3, -4, -5, -6, -7, -8, -9, -10, -20, -30, -40, -50, -60, -70, -80, -90, -100, -500, -1000];
     match level {
         1..=19 => Some(i32::from(level)),
-        ZIO_ZSTD_LEVEL_FAST_1..=ZIO_ZSTD_LEVEL_FAST_1000 => FAST
-            .get(usize::from(level - ZIO_ZSTD_LEVEL_FAST_1))
-            .copied(),
+        ZIO_ZSTD_LEVEL_FAST_1..=ZIO_ZSTD_LEVEL_FAST_1000 => {
+            FAST.get(usize::from(level - ZIO_ZSTD_LEVEL_FAST_1)).copied()
+        }
         _ => None,
     }
 }
@@ -121,11 +115,7 @@ pub fn native_level(level: u8) -> Option<i32> {
 /// Property-style name of a level: "zstd-3", "zstd-fast-10"; `None` if invalid.
 pub fn level_name(level: u8) -> Option<String> {
     let n = native_level(level)?;
-    Some(if n > 0 {
-        format!("zstd-{n}")
-    } else {
-        format!("zstd-fast-{}", -n)
-    })
+    Some(if n > 0 { format!("zstd-{n}") } else { format!("zstd-fast-{}", -n) })
 }
 
 /// Decompress an OpenZFS zstd block into exactly `dst.len()` bytes; returns the level
@@ -133,14 +123,10 @@ pub fn level_name(level: u8) -> Option<String> {
 pub fn decompress(src: &[u8], dst: &mut [u8]) -> Result<u8> {
     let hdr = ZstdHeader::parse(src)?;
     if native_level(hdr.level).is_none() {
-        return Err(corrupt(
-            ALGO,
-            format!("invalid level {} in header", hdr.level),
-        ));
+        return Err(corrupt(ALGO, format!("invalid level {} in header", hdr.level)));
     }
-    let frames = src
-        .get(ZSTD_HDR_SIZE..ZSTD_HDR_SIZE.saturating_add(hdr.c_len as usize))
-        .ok_or_else(|| {
+    let frames =
+        src.get(ZSTD_HDR_SIZE..ZSTD_HDR_SIZE.saturating_add(hdr.c_len as usize)).ok_or_else(|| {
             corrupt(
                 ALGO,
                 format!(
@@ -152,10 +138,7 @@ pub fn decompress(src: &[u8], dst: &mut [u8]) -> Result<u8> {
         })?;
     let n = decompress_magicless(frames, dst)?;
     if n != dst.len() {
-        return Err(corrupt(
-            ALGO,
-            format!("frame yields {n} bytes, expected {}", dst.len()),
-        ));
+        return Err(corrupt(ALGO, format!("frame yields {n} bytes, expected {}", dst.len())));
     }
     Ok(hdr.level)
 }
@@ -167,9 +150,8 @@ pub fn decompress(src: &[u8], dst: &mut [u8]) -> Result<u8> {
 /// magic written into the gap just before it; for the next frame, the magic goes over
 /// the last four bytes of the frame just decoded, so the work stays linear.
 fn decompress_magicless(frames: &[u8], dst: &mut [u8]) -> Result<usize> {
-    let zerr = |what: &str, code: usize| {
-        corrupt(ALGO, format!("{what}: {}", zstd_safe::get_error_name(code)))
-    };
+    let zerr =
+        |what: &str, code: usize| corrupt(ALGO, format!("{what}: {}", zstd_safe::get_error_name(code)));
     let mut dctx = DCtx::try_create().ok_or_else(|| corrupt(ALGO, "cannot allocate a DCtx"))?;
     let mut buf = Vec::with_capacity(frames.len() + ZSTD_MAGIC.len());
     buf.extend_from_slice(&ZSTD_MAGIC);
@@ -179,8 +161,7 @@ fn decompress_magicless(frames: &[u8], dst: &mut [u8]) -> Result<usize> {
     while at + ZSTD_MAGIC.len() < buf.len() {
         let framed = buf.get_mut(at..).unwrap_or_default();
         framed[..ZSTD_MAGIC.len()].copy_from_slice(&ZSTD_MAGIC);
-        let flen =
-            zstd_safe::find_frame_compressed_size(framed).map_err(|c| zerr("bad frame", c))?;
+        let flen = zstd_safe::find_frame_compressed_size(framed).map_err(|c| zerr("bad frame", c))?;
         let one = framed
             .get(..flen)
             .filter(|f| f.len() > ZSTD_MAGIC.len())
@@ -203,10 +184,8 @@ pub fn compress(level: u8, src: &[u8], dst: &mut [u8]) -> Option<usize> {
     let room = dst.len().checked_sub(ZSTD_HDR_SIZE)?;
     let mut cctx = CCtx::try_create()?;
     // As OpenZFS: no content size, no checksum (ZFS checksums the block itself).
-    cctx.set_parameter(CParameter::CompressionLevel(native))
-        .ok()?;
-    cctx.set_parameter(CParameter::ContentSizeFlag(false))
-        .ok()?;
+    cctx.set_parameter(CParameter::CompressionLevel(native)).ok()?;
+    cctx.set_parameter(CParameter::ContentSizeFlag(false)).ok()?;
     cctx.set_parameter(CParameter::ChecksumFlag(false)).ok()?;
     // The standard frame carries 4 magic bytes we drop afterwards.
     let mut framed: Vec<u8> = Vec::with_capacity(room + ZSTD_MAGIC.len());
@@ -215,11 +194,8 @@ pub fn compress(level: u8, src: &[u8], dst: &mut [u8]) -> Option<usize> {
     if frame.len() > room {
         return None;
     }
-    let hdr = ZstdHeader {
-        c_len: u32::try_from(frame.len()).ok()?,
-        version: zstd_safe::version_number(),
-        level,
-    };
+    let hdr =
+        ZstdHeader { c_len: u32::try_from(frame.len()).ok()?, version: zstd_safe::version_number(), level };
     dst[..ZSTD_HDR_SIZE].copy_from_slice(&hdr.to_bytes());
     dst[ZSTD_HDR_SIZE..ZSTD_HDR_SIZE + frame.len()].copy_from_slice(frame);
     Some(ZSTD_HDR_SIZE + frame.len())

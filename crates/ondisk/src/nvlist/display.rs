@@ -30,13 +30,7 @@ fn write_list(w: &mut impl Write, list: &NvList, indent: usize) -> fmt::Result {
     Ok(())
 }
 
-fn each<T>(
-    w: &mut impl Write,
-    pad: &str,
-    name: &str,
-    a: &[T],
-    f: impl Fn(&T) -> String,
-) -> fmt::Result {
+fn each<T>(w: &mut impl Write, pad: &str, name: &str, a: &[T], f: impl Fn(&T) -> String) -> fmt::Result {
     for (i, v) in a.iter().enumerate() {
         writeln!(w, "{pad}{name}[{i}]: {}", f(v))?;
     }

@@ -32,8 +32,8 @@
 
 use super::xdr::{boolean, check_nelem};
 use super::{
-    c_str_bytes, nv_align8, nvp_size_calc, string_from_disk, DataType, NvList, NvValue,
-    MAX_NVLIST_DEPTH, NV_VERSION,
+    c_str_bytes, nv_align8, nvp_size_calc, string_from_disk, DataType, NvList, NvValue, MAX_NVLIST_DEPTH,
+    NV_VERSION,
 };
 use crate::bytes::slice;
 use crate::error::{Error, Result};
@@ -52,11 +52,7 @@ struct Reader<'a> {
 pub(super) fn decode(body: &[u8], order: ByteOrder) -> Result<NvList> {
     let _version = order.u32_at(body, 0, "native nvlist version")?;
     let nvflag = order.u32_at(body, 4, "native nvlist nvflag")?;
-    let mut r = Reader {
-        buf: body,
-        pos: 8,
-        order,
-    };
+    let mut r = Reader { buf: body, pos: 8, order };
     decode_pairs(&mut r, nvflag, 0)
 }
 
@@ -71,10 +67,7 @@ struct Record<'a> {
 
 fn decode_pairs(r: &mut Reader<'_>, nvflag: u32, depth: usize) -> Result<NvList> {
     if depth > MAX_NVLIST_DEPTH {
-        return Err(Error::corrupt(
-            WHAT,
-            format!("nested deeper than {MAX_NVLIST_DEPTH}"),
-        ));
+        return Err(Error::corrupt(WHAT, format!("nested deeper than {MAX_NVLIST_DEPTH}")));
     }
     let mut list = NvList::with_nvflag(nvflag);
     loop {
@@ -111,10 +104,7 @@ fn parse_record(rec: &[u8], order: ByteOrder) -> Result<Record<'_>> {
     let raw = slice(rec, 16, name_sz as usize, "native nvpair name")?;
     let name_len = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
     if name_len + 1 != raw.len() {
-        return Err(Error::corrupt(
-            WHAT,
-            "pair name not NUL-terminated at name_sz",
-        ));
+        return Err(Error::corrupt(WHAT, "pair name not NUL-terminated at name_sz"));
     }
     let name = string_from_disk(raw);
     let ty = DataType::from_code(code)
@@ -122,13 +112,7 @@ fn parse_record(rec: &[u8], order: ByteOrder) -> Result<Record<'_>> {
     let nelem = check_nelem(ty, nelem, &name)?;
     let valoff = nv_align8(16 + raw.len());
     let value = rec.get(valoff..).unwrap_or(&[]);
-    Ok(Record {
-        name,
-        name_len,
-        ty,
-        nelem,
-        value,
-    })
+    Ok(Record { name, name_len, ty, nelem, value })
 }
 
 /// Decodes a record's value (and, for nvlists, the embedded lists that follow it).
@@ -187,17 +171,9 @@ fn c_string(b: &[u8], off: usize) -> Result<&[u8]> {
 }
 
 /// `n` elements of `width` bytes from `b`, after checking they are all present.
-fn elems<T>(
-    b: &[u8],
-    n: usize,
-    width: usize,
-    f: impl Fn(&[u8], usize) -> Result<T>,
-) -> Result<Vec<T>> {
+fn elems<T>(b: &[u8], n: usize, width: usize, f: impl Fn(&[u8], usize) -> Result<T>) -> Result<Vec<T>> {
     if n.saturating_mul(width) > b.len() {
-        return Err(Error::corrupt(
-            "native nvpair array",
-            format!("{n} elements past end"),
-        ));
+        return Err(Error::corrupt("native nvpair array", format!("{n} elements past end")));
     }
     (0..n).map(|i| f(b, i * width)).collect()
 }
@@ -206,9 +182,7 @@ fn decode_fixed(b: &[u8], o: ByteOrder, ty: DataType, n: usize) -> Result<NvValu
     use NvValue as V;
     const W: &str = "native nvpair value";
     let u8_at = |b: &[u8], off: usize| -> Result<u8> {
-        b.get(off)
-            .copied()
-            .ok_or_else(|| Error::corrupt(W, "short value"))
+        b.get(off).copied().ok_or_else(|| Error::corrupt(W, "short value"))
     };
     let u16_at = |b: &[u8], off| o.u16_at(b, off, W);
     let u32_at = |b: &[u8], off| o.u32_at(b, off, W);
@@ -240,9 +214,7 @@ fn decode_fixed(b: &[u8], o: ByteOrder, ty: DataType, n: usize) -> Result<NvValu
         | DataType::String
         | DataType::StringArray
         | DataType::NvList
-        | DataType::NvListArray => {
-            return Err(Error::corrupt(W, "variable-size type in fixed decoder"))
-        }
+        | DataType::NvListArray => return Err(Error::corrupt(W, "variable-size type in fixed decoder")),
     })
 }
 
@@ -304,34 +276,13 @@ fn put_value(b: &mut [u8], value: &NvValue, o: ByteOrder) {
         V::String(s) => put_c_string(b, 0, s),
         V::ByteArray(a) | V::Uint8Array(a) => b[..a.len()].copy_from_slice(a),
         V::Int8Array(a) => a.iter().enumerate().for_each(|(i, v)| b[i] = *v as u8),
-        V::Int16Array(a) => a
-            .iter()
-            .enumerate()
-            .for_each(|(i, v)| o.put_u16(b, 2 * i, *v as u16)),
-        V::Uint16Array(a) => a
-            .iter()
-            .enumerate()
-            .for_each(|(i, v)| o.put_u16(b, 2 * i, *v)),
-        V::Int32Array(a) => a
-            .iter()
-            .enumerate()
-            .for_each(|(i, v)| o.put_u32(b, 4 * i, *v as u32)),
-        V::Uint32Array(a) => a
-            .iter()
-            .enumerate()
-            .for_each(|(i, v)| o.put_u32(b, 4 * i, *v)),
-        V::BooleanArray(a) => a
-            .iter()
-            .enumerate()
-            .for_each(|(i, v)| o.put_u32(b, 4 * i, u32::from(*v))),
-        V::Int64Array(a) => a
-            .iter()
-            .enumerate()
-            .for_each(|(i, v)| o.put_u64(b, 8 * i, *v as u64)),
-        V::Uint64Array(a) => a
-            .iter()
-            .enumerate()
-            .for_each(|(i, v)| o.put_u64(b, 8 * i, *v)),
+        V::Int16Array(a) => a.iter().enumerate().for_each(|(i, v)| o.put_u16(b, 2 * i, *v as u16)),
+        V::Uint16Array(a) => a.iter().enumerate().for_each(|(i, v)| o.put_u16(b, 2 * i, *v)),
+        V::Int32Array(a) => a.iter().enumerate().for_each(|(i, v)| o.put_u32(b, 4 * i, *v as u32)),
+        V::Uint32Array(a) => a.iter().enumerate().for_each(|(i, v)| o.put_u32(b, 4 * i, *v)),
+        V::BooleanArray(a) => a.iter().enumerate().for_each(|(i, v)| o.put_u32(b, 4 * i, u32::from(*v))),
+        V::Int64Array(a) => a.iter().enumerate().for_each(|(i, v)| o.put_u64(b, 8 * i, *v as u64)),
+        V::Uint64Array(a) => a.iter().enumerate().for_each(|(i, v)| o.put_u64(b, 8 * i, *v)),
         V::StringArray(a) => {
             // Pointer slots stay zero; the strings follow them back to back.
             let mut off = 8 * a.len();
@@ -343,9 +294,7 @@ fn put_value(b: &mut [u8], value: &NvValue, o: ByteOrder) {
         V::NvList(l) => put_nvlist_t(b, 0, l, o),
         V::NvListArray(a) => {
             let base = 8 * a.len();
-            a.iter()
-                .enumerate()
-                .for_each(|(i, l)| put_nvlist_t(b, base + NVLIST_T * i, l, o));
+            a.iter().enumerate().for_each(|(i, l)| put_nvlist_t(b, base + NVLIST_T * i, l, o));
         }
     }
 }

@@ -37,8 +37,7 @@
 //! signed chars and shorts; we write zero-extended and read either.
 
 use super::{
-    c_str_bytes, nv_align4, nvp_size_calc, string_from_disk, DataType, NvList, NvValue,
-    MAX_NVLIST_DEPTH,
+    c_str_bytes, nv_align4, nvp_size_calc, string_from_disk, DataType, NvList, NvValue, MAX_NVLIST_DEPTH,
 };
 use crate::error::{Error, Result};
 
@@ -84,10 +83,7 @@ impl<'a> Reader<'a> {
     fn string(&mut self, what: &'static str) -> Result<&'a [u8]> {
         let len = self.u32(what)? as usize;
         if len > self.remaining() {
-            return Err(Error::corrupt(
-                what,
-                format!("string of {len} bytes past end"),
-            ));
+            return Err(Error::corrupt(what, format!("string of {len} bytes past end")));
         }
         let s = self.opaque(len, what)?;
         Ok(s.iter().position(|&c| c == 0).map_or(s, |n| &s[..n]))
@@ -101,10 +97,7 @@ impl<'a> Reader<'a> {
         if hi == 0 || (neg && hi == u32::MAX >> bits) {
             Ok(v & ((1 << bits) - 1))
         } else {
-            Err(Error::corrupt(
-                what,
-                format!("{v:#x} does not fit in {bits} bits"),
-            ))
+            Err(Error::corrupt(what, format!("{v:#x} does not fit in {bits} bits")))
         }
     }
 
@@ -113,10 +106,7 @@ impl<'a> Reader<'a> {
     fn array_count(&mut self, nelem: usize, unit: usize, what: &'static str) -> Result<()> {
         let count = self.u32(what)? as usize;
         if count != nelem {
-            return Err(Error::corrupt(
-                what,
-                format!("array count {count} != nelem {nelem}"),
-            ));
+            return Err(Error::corrupt(what, format!("array count {count} != nelem {nelem}")));
         }
         if nelem.saturating_mul(unit) > self.remaining() {
             return Err(Error::corrupt(what, format!("{nelem} elements past end")));
@@ -133,10 +123,7 @@ pub(super) fn decode(body: &[u8]) -> Result<NvList> {
 
 fn decode_list(r: &mut Reader<'_>, depth: usize) -> Result<NvList> {
     if depth > MAX_NVLIST_DEPTH {
-        return Err(Error::corrupt(
-            WHAT,
-            format!("nested deeper than {MAX_NVLIST_DEPTH}"),
-        ));
+        return Err(Error::corrupt(WHAT, format!("nested deeper than {MAX_NVLIST_DEPTH}")));
     }
     let _version = r.u32("xdr nvlist version")?;
     let nvflag = r.u32("xdr nvlist nvflag")?;
@@ -176,26 +163,18 @@ pub(super) fn check_nelem(ty: DataType, nelem: u32, name: &str) -> Result<usize>
     if ok {
         Ok(nelem as usize)
     } else {
-        Err(Error::corrupt(
-            WHAT,
-            format!("pair {name:?}: {ty:?} with nelem {nelem}"),
-        ))
+        Err(Error::corrupt(WHAT, format!("pair {name:?}: {ty:?} with nelem {nelem}")))
     }
 }
 
 /// Decodes one pair's data; returns the value and its in-memory size (from the raw bytes, so
 /// the decoded-size check is exact even when strings were not UTF-8).
-fn decode_value(
-    r: &mut Reader<'_>,
-    ty: DataType,
-    nelem: usize,
-    depth: usize,
-) -> Result<(NvValue, usize)> {
+fn decode_value(r: &mut Reader<'_>, ty: DataType, nelem: usize, depth: usize) -> Result<(NvValue, usize)> {
     use NvValue as V;
     const W: &str = "xdr nvpair value";
     if nelem == 0 {
-        let v = super::empty_value(ty)
-            .ok_or_else(|| Error::corrupt(W, format!("{ty:?} with no elements")))?;
+        let v =
+            super::empty_value(ty).ok_or_else(|| Error::corrupt(W, format!("{ty:?} with no elements")))?;
         return Ok((v, 0));
     }
     let v = match ty {
@@ -260,9 +239,7 @@ fn decode_fixed(r: &mut Reader<'_>, ty: DataType, n: usize) -> Result<NvValue> {
         }
         DataType::Int8Array => V::Int8Array(array(r, n, 4, |r| Ok(r.small(8, W)? as u8 as i8))?),
         DataType::Uint8Array => V::Uint8Array(array(r, n, 4, |r| Ok(r.small(8, W)? as u8))?),
-        DataType::Int16Array => {
-            V::Int16Array(array(r, n, 4, |r| Ok(r.small(16, W)? as u16 as i16))?)
-        }
+        DataType::Int16Array => V::Int16Array(array(r, n, 4, |r| Ok(r.small(16, W)? as u16 as i16))?),
         DataType::Uint16Array => V::Uint16Array(array(r, n, 4, |r| Ok(r.small(16, W)? as u16))?),
         DataType::Int32Array => V::Int32Array(array(r, n, 4, |r| Ok(r.u32(W)? as i32))?),
         DataType::Uint32Array => V::Uint32Array(array(r, n, 4, |r| r.u32(W))?),
@@ -369,10 +346,7 @@ fn encode_value(value: &NvValue, out: &mut Vec<u8>) -> usize {
     use NvValue as V;
     if value.nelem() == 0 {
         return match value.data_type() {
-            DataType::Boolean
-            | DataType::ByteArray
-            | DataType::StringArray
-            | DataType::NvListArray => 0,
+            DataType::Boolean | DataType::ByteArray | DataType::StringArray | DataType::NvListArray => 0,
             _ => 4,
         };
     }
@@ -408,11 +382,7 @@ fn encode_value(value: &NvValue, out: &mut Vec<u8>) -> usize {
         }
         V::StringArray(a) => a.iter().for_each(|s| put_string(out, s)),
         V::NvList(l) => return encode_list(l, out),
-        V::NvListArray(a) => {
-            return a
-                .iter()
-                .fold(0usize, |acc, l| acc.saturating_add(encode_list(l, out)))
-        }
+        V::NvListArray(a) => return a.iter().fold(0usize, |acc, l| acc.saturating_add(encode_list(l, out))),
     }
     out.len() - start
 }

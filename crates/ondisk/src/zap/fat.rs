@@ -85,10 +85,7 @@ fn check_block_shift(block_shift: u32) -> Result<()> {
     if (9..=17).contains(&block_shift) {
         Ok(())
     } else {
-        Err(Error::unsupported(
-            "fat zap",
-            format!("block shift {block_shift} not in 9..=17"),
-        ))
+        Err(Error::unsupported("fat zap", format!("block shift {block_shift} not in 9..=17")))
     }
 }
 
@@ -100,20 +97,13 @@ pub fn embedded_ptrtbl_entry(block: &[u8], order: ByteOrder, index: u64) -> Resu
         .and_then(|i| i.checked_mul(8))
         .and_then(|o| o.checked_add(half))
         .filter(|&o| o + 8 <= block.len())
-        .ok_or_else(|| {
-            Error::corrupt(
-                "zap embedded ptrtbl",
-                format!("slot {index} outside the block"),
-            )
-        })?;
+        .ok_or_else(|| Error::corrupt("zap embedded ptrtbl", format!("slot {index} outside the block")))?;
     order.u64_at(block, off, "zap embedded ptrtbl")
 }
 
 /// Reads word `word` of an external pointer-table block.
 pub fn ptrtbl_block_entry(block: &[u8], order: ByteOrder, word: usize) -> Result<u64> {
-    let off = word
-        .checked_mul(8)
-        .ok_or_else(|| Error::corrupt("zap ptrtbl block", "word index overflow"))?;
+    let off = word.checked_mul(8).ok_or_else(|| Error::corrupt("zap ptrtbl block", "word index overflow"))?;
     order.u64_at(block, off, "zap ptrtbl block")
 }
 
@@ -123,10 +113,7 @@ impl FatZapHeader {
         let w = |i: usize, what| order.u64_at(buf, i * 8, what);
         let bt = w(0, "zap_block_type")?;
         if bt != ZBT_HEADER {
-            return Err(Error::corrupt(
-                "zap_phys",
-                format!("block type {bt:#x} is not ZBT_HEADER"),
-            ));
+            return Err(Error::corrupt("zap_phys", format!("block type {bt:#x} is not ZBT_HEADER")));
         }
         let magic = w(1, "zap_magic")?;
         if magic != ZAP_MAGIC {
@@ -152,10 +139,7 @@ impl FatZapHeader {
     /// Writes the header fields into `buf` (at least [`FAT_ZAP_HEADER_SIZE`] bytes).
     pub fn encode_into(&self, buf: &mut [u8], order: ByteOrder) -> Result<()> {
         if buf.len() < FAT_ZAP_HEADER_SIZE {
-            return Err(Error::corrupt(
-                "zap_phys",
-                "buffer too small for the header",
-            ));
+            return Err(Error::corrupt("zap_phys", "buffer too small for the header"));
         }
         let t = &self.ptrtbl;
         let words = [
@@ -195,20 +179,14 @@ impl FatZapHeader {
         check_block_shift(block_shift)?;
         let t = &self.ptrtbl;
         if t.shift > 64 {
-            return Err(Error::corrupt(
-                "zap ptrtbl",
-                format!("zt_shift {} > 64", t.shift),
-            ));
+            return Err(Error::corrupt("zap ptrtbl", format!("zt_shift {} > 64", t.shift)));
         }
         let idx = ptrtbl_index(hash, t.shift);
         if self.uses_embedded_ptrtbl() {
             if t.shift > u64::from(embedded_ptrtbl_shift(block_shift)) {
                 return Err(Error::corrupt(
                     "zap ptrtbl",
-                    format!(
-                        "embedded table with zt_shift {} too big for the block",
-                        t.shift
-                    ),
+                    format!("embedded table with zt_shift {} too big for the block", t.shift),
                 ));
             }
             return Ok(PtrTblSlot::Embedded { index: idx });
@@ -221,10 +199,7 @@ impl FatZapHeader {
                 format!("slot {idx} beyond the table's {} blocks", t.numblks),
             ));
         }
-        let blkid = t
-            .blk
-            .checked_add(blk)
-            .ok_or_else(|| Error::corrupt("zap ptrtbl", "zt_blk overflow"))?;
+        let blkid = t.blk.checked_add(blk).ok_or_else(|| Error::corrupt("zap ptrtbl", "zt_blk overflow"))?;
         // The mask keeps the word index below 2^14, so it fits any usize.
         let word = (idx & ((1u64 << per_block_shift) - 1)) as usize;
         Ok(PtrTblSlot::External { blkid, word })
@@ -245,20 +220,13 @@ pub fn encode_fat_header_block(
     if ptrs.len() != 1usize << shift {
         return Err(Error::corrupt(
             "zap embedded ptrtbl",
-            format!(
-                "{} slots given, block needs {}",
-                ptrs.len(),
-                1usize << shift
-            ),
+            format!("{} slots given, block needs {}", ptrs.len(), 1usize << shift),
         ));
     }
     let size = 1usize << block_shift;
     let mut buf = vec![0u8; size];
     let mut h = *hdr;
-    h.ptrtbl = ZapTablePhys {
-        shift: u64::from(shift),
-        ..ZapTablePhys::default()
-    };
+    h.ptrtbl = ZapTablePhys { shift: u64::from(shift), ..ZapTablePhys::default() };
     h.encode_into(&mut buf, order)?;
     for (i, &p) in ptrs.iter().enumerate() {
         order.put_u64(&mut buf, size / 2 + i * 8, p);
@@ -288,13 +256,7 @@ mod tests {
             let blk = encode_fat_header_block(&hdr(), 14, order, &[1u64; 1024]).unwrap();
             let h = FatZapHeader::parse(&blk, order).unwrap();
             assert_eq!(h.ptrtbl.shift, 10);
-            assert_eq!(
-                FatZapHeader {
-                    ptrtbl: ZapTablePhys::default(),
-                    ..h
-                },
-                hdr()
-            );
+            assert_eq!(FatZapHeader { ptrtbl: ZapTablePhys::default(), ..h }, hdr());
             let slot = h.ptrtbl_slot(0xffc0_0000_0000_0000, 14).unwrap();
             assert_eq!(slot, PtrTblSlot::Embedded { index: 1023 });
             assert_eq!(embedded_ptrtbl_entry(&blk, order, 1023).unwrap(), 1);
@@ -305,18 +267,10 @@ mod tests {
     #[test]
     fn external_table_slots() {
         let mut h = hdr();
-        h.ptrtbl = ZapTablePhys {
-            blk: 32,
-            numblks: 2,
-            shift: 12,
-            ..Default::default()
-        };
+        h.ptrtbl = ZapTablePhys { blk: 32, numblks: 2, shift: 12, ..Default::default() };
         // 2048 u64 slots per 16K block: slot 2049 is word 1 of the second block.
         let hash = 2049u64 << 52;
-        assert_eq!(
-            h.ptrtbl_slot(hash, 14).unwrap(),
-            PtrTblSlot::External { blkid: 33, word: 1 }
-        );
+        assert_eq!(h.ptrtbl_slot(hash, 14).unwrap(), PtrTblSlot::External { blkid: 33, word: 1 });
         h.ptrtbl.numblks = 1;
         assert!(h.ptrtbl_slot(hash, 14).is_err());
         assert!(h.ptrtbl_slot(hash, 30).is_err());

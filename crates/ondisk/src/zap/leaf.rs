@@ -58,19 +58,12 @@ impl LeafGeometry {
     /// Geometry of a leaf of `1 << block_shift` bytes (ZAP blocks are 512 B to 128 KiB).
     pub fn new(block_shift: u32) -> Result<LeafGeometry> {
         if !(9..=17).contains(&block_shift) {
-            return Err(Error::unsupported(
-                "zap leaf",
-                format!("block shift {block_shift} not in 9..=17"),
-            ));
+            return Err(Error::unsupported("zap leaf", format!("block shift {block_shift} not in 9..=17")));
         }
         let hash_entries = 1usize << (block_shift - 5);
         let size = 1usize << block_shift;
         let num_chunks = (size - 2 * hash_entries) / ZAP_LEAF_CHUNKSIZE - 2;
-        Ok(LeafGeometry {
-            block_shift,
-            hash_entries,
-            num_chunks,
-        })
+        Ok(LeafGeometry { block_shift, hash_entries, num_chunks })
     }
 
     /// Block size in bytes.
@@ -88,10 +81,7 @@ pub fn leaf_hash_index(hash: u64, block_shift: u32, prefix_len: u16) -> Result<u
     let g = LeafGeometry::new(block_shift)?;
     let used = (block_shift - 5) + u32::from(prefix_len);
     if used > 64 {
-        return Err(Error::corrupt(
-            "zap leaf",
-            format!("prefix length {prefix_len} too large"),
-        ));
+        return Err(Error::corrupt("zap leaf", format!("prefix length {prefix_len} too large")));
     }
     // `used` >= 4, so the shift is at most 60.
     Ok(((hash >> (64 - used)) as usize) & (g.hash_entries - 1))
@@ -119,13 +109,8 @@ impl ZapLeafHeader {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LeafChunk {
     Entry(EntryChunk),
-    Array {
-        data: [u8; ZAP_LEAF_ARRAY_BYTES],
-        next: u16,
-    },
-    Free {
-        next: u16,
-    },
+    Array { data: [u8; ZAP_LEAF_ARRAY_BYTES], next: u16 },
+    Free { next: u16 },
 }
 
 /// The fields of an entry chunk.
@@ -218,14 +203,7 @@ impl ZapLeafEntry {
     /// An entry whose value is an array of u64.
     pub fn with_u64s(name: ZapName, hash: u64, cd: u32, values: &[u64]) -> ZapLeafEntry {
         let value = values.iter().flat_map(|v| v.to_be_bytes()).collect();
-        ZapLeafEntry {
-            chunk: 0,
-            hash,
-            cd,
-            name,
-            value_intlen: 8,
-            value,
-        }
+        ZapLeafEntry { chunk: 0, hash, cd, name, value_intlen: 8, value }
     }
 
     /// Number of value integers.
@@ -236,10 +214,7 @@ impl ZapLeafEntry {
     /// Value integers widened to u64 (each integer is big-endian in the array).
     pub fn values_u64(&self) -> Vec<u64> {
         let n = usize::from(self.value_intlen.max(1));
-        self.value
-            .chunks_exact(n)
-            .map(|c| c.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
-            .collect()
+        self.value.chunks_exact(n).map(|c| c.iter().fold(0u64, |acc, &b| (acc << 8) | u64::from(b))).collect()
     }
 }
 
@@ -264,10 +239,7 @@ impl<'a> ZapLeaf<'a> {
         let buf = slice(buf, 0, geom.block_size(), "zap leaf")?;
         let bt = order.u64_at(buf, 0, "lh_block_type")?;
         if bt != ZBT_LEAF {
-            return Err(Error::corrupt(
-                "zap leaf",
-                format!("block type {bt:#x} is not ZBT_LEAF"),
-            ));
+            return Err(Error::corrupt("zap leaf", format!("block type {bt:#x} is not ZBT_LEAF")));
         }
         let magic = order.u32_at(buf, 24, "lh_magic")?;
         if magic != ZAP_LEAF_MAGIC {
@@ -279,22 +251,12 @@ impl<'a> ZapLeaf<'a> {
             nentries: order.u16_at(buf, 30, "lh_nentries")?,
             prefix_len: order.u16_at(buf, 32, "lh_prefix_len")?,
             freelist: order.u16_at(buf, 34, "lh_freelist")?,
-            flags: *buf
-                .get(36)
-                .ok_or_else(|| Error::corrupt("zap leaf", "short header"))?,
+            flags: *buf.get(36).ok_or_else(|| Error::corrupt("zap leaf", "short header"))?,
         };
         if header.prefix_len > 64 {
-            return Err(Error::corrupt(
-                "zap leaf",
-                format!("prefix_len {}", header.prefix_len),
-            ));
+            return Err(Error::corrupt("zap leaf", format!("prefix_len {}", header.prefix_len)));
         }
-        Ok(ZapLeaf {
-            buf,
-            order,
-            geom,
-            header,
-        })
+        Ok(ZapLeaf { buf, order, geom, header })
     }
 
     /// The leaf's geometry.
@@ -305,13 +267,9 @@ impl<'a> ZapLeaf<'a> {
     /// Head of hash bucket `i`.
     pub fn hash_slot(&self, i: usize) -> Result<u16> {
         if i >= self.geom.hash_entries {
-            return Err(Error::corrupt(
-                "zap leaf hash",
-                format!("bucket {i} out of range"),
-            ));
+            return Err(Error::corrupt("zap leaf hash", format!("bucket {i} out of range")));
         }
-        self.order
-            .u16_at(self.buf, LEAF_HEADER_SIZE + 2 * i, "zap leaf hash")
+        self.order.u16_at(self.buf, LEAF_HEADER_SIZE + 2 * i, "zap leaf hash")
     }
 
     /// Decodes chunk `idx`.
@@ -320,18 +278,10 @@ impl<'a> ZapLeaf<'a> {
         if i >= self.geom.num_chunks {
             return Err(Error::corrupt(
                 "zap leaf chunk",
-                format!(
-                    "chunk {idx} past the leaf's {} chunks",
-                    self.geom.num_chunks
-                ),
+                format!("chunk {idx} past the leaf's {} chunks", self.geom.num_chunks),
             ));
         }
-        let c = slice(
-            self.buf,
-            self.geom.chunk_offset(i),
-            ZAP_LEAF_CHUNKSIZE,
-            "zap leaf chunk",
-        )?;
+        let c = slice(self.buf, self.geom.chunk_offset(i), ZAP_LEAF_CHUNKSIZE, "zap leaf chunk")?;
         let o = self.order;
         let next = o.u16_at(c, 22, "chunk next")?;
         match c[0] {
@@ -351,20 +301,14 @@ impl<'a> ZapLeaf<'a> {
                 Ok(LeafChunk::Array { data, next })
             }
             ZAP_CHUNK_FREE => Ok(LeafChunk::Free { next }),
-            t => Err(Error::corrupt(
-                "zap leaf chunk",
-                format!("chunk {idx} has type {t}"),
-            )),
+            t => Err(Error::corrupt("zap leaf chunk", format!("chunk {idx} has type {t}"))),
         }
     }
 
     fn entry_chunk(&self, idx: u16) -> Result<EntryChunk> {
         match self.chunk(idx)? {
             LeafChunk::Entry(e) => Ok(e),
-            _ => Err(Error::corrupt(
-                "zap leaf",
-                format!("chunk {idx} is not an entry"),
-            )),
+            _ => Err(Error::corrupt("zap leaf", format!("chunk {idx} is not an entry"))),
         }
     }
 
@@ -407,9 +351,7 @@ impl<'a> ZapLeaf<'a> {
                 ZapName::Str(s)
             }
             KeyKind::Uint64 => ZapName::U64(
-                raw.chunks_exact(8)
-                    .map(|c| c.iter().fold(0u64, |a, &b| (a << 8) | u64::from(b)))
-                    .collect(),
+                raw.chunks_exact(8).map(|c| c.iter().fold(0u64, |a, &b| (a << 8) | u64::from(b))).collect(),
             ),
         };
         let vlen = usize::from(e.value_numints) * usize::from(e.value_intlen);
@@ -499,35 +441,17 @@ pub fn build_leaf(
     entries: &[ZapLeafEntry],
 ) -> Result<Vec<u8>> {
     let geom = LeafGeometry::new(block_shift)?;
-    let header = ZapLeafHeader {
-        prefix,
-        nfree: 0,
-        nentries: 0,
-        prefix_len,
-        freelist: 0,
-        flags,
-    };
+    let header = ZapLeafHeader { prefix, nfree: 0, nentries: 0, prefix_len, freelist: 0, flags };
     let mut buf = vec![0u8; geom.block_size()];
-    let mut w = LeafWriter {
-        geom,
-        order,
-        buf: &mut buf,
-        next_free: 0,
-    };
+    let mut w = LeafWriter { geom, order, buf: &mut buf, next_free: 0 };
     let mut chains: Vec<Vec<(u16, u32)>> = vec![Vec::new(); geom.hash_entries];
     for e in entries {
         if !header.covers(e.hash) {
-            return Err(Error::corrupt(
-                "zap leaf build",
-                "entry hash outside the leaf prefix",
-            ));
+            return Err(Error::corrupt("zap leaf build", "entry hash outside the leaf prefix"));
         }
         let idx = w.write_entry(e)?;
         let chain = &mut chains[leaf_hash_index(e.hash, block_shift, prefix_len)?];
-        let pos = chain
-            .iter()
-            .position(|&(_, cd)| cd > e.cd)
-            .unwrap_or(chain.len());
+        let pos = chain.iter().position(|&(_, cd)| cd > e.cd).unwrap_or(chain.len());
         chain.insert(pos, (idx, e.cd));
     }
     let used = w.next_free;
@@ -545,17 +469,13 @@ pub fn build_leaf(
     for i in used..geom.num_chunks {
         let off = geom.chunk_offset(i);
         w.buf[off] = ZAP_CHUNK_FREE;
-        let next = if i + 1 < geom.num_chunks {
-            i as u16 + 1
-        } else {
-            CHAIN_END
-        };
+        let next = if i + 1 < geom.num_chunks { i as u16 + 1 } else { CHAIN_END };
         order.put_u16(w.buf, off + 22, next);
     }
     let nfree = (geom.num_chunks - used) as u16;
     let freelist = if nfree == 0 { CHAIN_END } else { used as u16 };
-    let nentries = u16::try_from(entries.len())
-        .map_err(|_| Error::corrupt("zap leaf build", "too many entries"))?;
+    let nentries =
+        u16::try_from(entries.len()).map_err(|_| Error::corrupt("zap leaf build", "too many entries"))?;
     order.put_u64(&mut buf, 0, ZBT_LEAF);
     order.put_u64(&mut buf, 16, prefix);
     order.put_u32(&mut buf, 24, ZAP_LEAF_MAGIC);
@@ -578,10 +498,7 @@ struct LeafWriter<'b> {
 impl LeafWriter<'_> {
     fn alloc(&mut self) -> Result<u16> {
         if self.next_free >= self.geom.num_chunks {
-            return Err(Error::corrupt(
-                "zap leaf build",
-                "entries do not fit in the leaf",
-            ));
+            return Err(Error::corrupt("zap leaf build", "entries do not fit in the leaf"));
         }
         self.next_free += 1;
         Ok((self.next_free - 1) as u16)
@@ -590,11 +507,7 @@ impl LeafWriter<'_> {
     /// Writes `bytes` as an array chain; returns its first chunk (CHAIN_END when empty).
     fn write_array(&mut self, bytes: &[u8]) -> Result<u16> {
         let n = bytes.len().div_ceil(ZAP_LEAF_ARRAY_BYTES);
-        let first = if n == 0 {
-            CHAIN_END
-        } else {
-            self.next_free as u16
-        };
+        let first = if n == 0 { CHAIN_END } else { self.next_free as u16 };
         for (k, part) in bytes.chunks(ZAP_LEAF_ARRAY_BYTES).enumerate() {
             let idx = self.alloc()?;
             let off = self.geom.chunk_offset(usize::from(idx));
@@ -608,9 +521,7 @@ impl LeafWriter<'_> {
 
     fn write_entry(&mut self, e: &ZapLeafEntry) -> Result<u16> {
         let bad = |d: &str| Error::corrupt("zap leaf build", d.to_string());
-        if !valid_intlen(e.value_intlen)
-            || !e.value.len().is_multiple_of(usize::from(e.value_intlen))
-        {
+        if !valid_intlen(e.value_intlen) || !e.value.len().is_multiple_of(usize::from(e.value_intlen)) {
             return Err(bad("value is not a whole number of 1/2/4/8-byte integers"));
         }
         let (name, name_numints) = e.name.stored();
@@ -674,10 +585,7 @@ mod tests {
             let mut got = leaf.entries(KeyKind::String).unwrap();
             got.sort_by_key(|e| e.chunk);
             for (g, e) in got.iter().zip(&entries) {
-                assert_eq!(
-                    (&g.name, g.hash, g.cd, &g.value),
-                    (&e.name, e.hash, e.cd, &e.value)
-                );
+                assert_eq!((&g.name, g.hash, g.cd, &g.value), (&e.name, e.hash, e.cd, &e.value));
             }
             let hit = leaf.lookup(ZapKey::Str(b"b"), 0x8 << 60).unwrap().unwrap();
             assert_eq!(hit.values_u64(), vec![8, 9]);
@@ -685,10 +593,7 @@ mod tests {
             // u64 keys with 2-byte values (read as big-endian integers).
             let blk = build_leaf(10, order, 0, 1, 0, &[bytes]).unwrap();
             let leaf = ZapLeaf::parse(&blk, order, 10).unwrap();
-            let hit = leaf
-                .lookup(ZapKey::U64(&[1, 2]), 0x3 << 60)
-                .unwrap()
-                .unwrap();
+            let hit = leaf.lookup(ZapKey::U64(&[1, 2]), 0x3 << 60).unwrap().unwrap();
             assert_eq!(hit.values_u64(), vec![5, 6, 256]);
         }
     }

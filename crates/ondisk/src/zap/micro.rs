@@ -50,11 +50,7 @@ pub struct MicroZap {
 impl MicroZap {
     /// An empty micro ZAP with this salt (OpenZFS picks a random non-zero salt).
     pub fn new(salt: u64) -> MicroZap {
-        MicroZap {
-            salt,
-            normflags: 0,
-            entries: Vec::new(),
-        }
+        MicroZap { salt, normflags: 0, entries: Vec::new() }
     }
 
     /// Decodes a whole micro ZAP block.
@@ -62,18 +58,12 @@ impl MicroZap {
         if buf.len() < 2 * MZAP_ENT_LEN || !buf.len().is_multiple_of(MZAP_ENT_LEN) {
             return Err(Error::corrupt(
                 "mzap_phys",
-                format!(
-                    "block size {} is not a multiple of 64 of at least 128",
-                    buf.len()
-                ),
+                format!("block size {} is not a multiple of 64 of at least 128", buf.len()),
             ));
         }
         let bt = order.u64_at(buf, 0, "mzap block type")?;
         if bt != ZBT_MICRO {
-            return Err(Error::corrupt(
-                "mzap_phys",
-                format!("block type {bt:#x} is not ZBT_MICRO"),
-            ));
+            return Err(Error::corrupt("mzap_phys", format!("block type {bt:#x} is not ZBT_MICRO")));
         }
         let salt = order.u64_at(buf, 8, "mz_salt")?;
         let normflags = order.u64_at(buf, 16, "mz_normflags")?;
@@ -87,10 +77,7 @@ impl MicroZap {
                 continue;
             }
             let len = name_field.iter().position(|&b| b == 0).ok_or_else(|| {
-                Error::corrupt(
-                    "mze_name",
-                    format!("slot {chunk}: name is not NUL-terminated"),
-                )
+                Error::corrupt("mze_name", format!("slot {chunk}: name is not NUL-terminated"))
             })?;
             entries.push(MzapEntry {
                 chunk,
@@ -99,11 +86,7 @@ impl MicroZap {
                 name: name_field[..len].to_vec(),
             });
         }
-        Ok(MicroZap {
-            salt,
-            normflags,
-            entries,
-        })
+        Ok(MicroZap { salt, normflags, entries })
     }
 
     /// Number of entry slots a block of `block_size` bytes has.
@@ -137,33 +120,21 @@ impl MicroZap {
         }
         let h = self.hash_of(name);
         let mut cd = 0u32;
-        while self
-            .entries
-            .iter()
-            .any(|e| e.cd == cd && self.hash_of(&e.name) == h)
-        {
+        while self.entries.iter().any(|e| e.cd == cd && self.hash_of(&e.name) == h) {
             cd += 1;
         }
         let mut chunk = 0;
         while self.entries.iter().any(|e| e.chunk == chunk) {
             chunk += 1;
         }
-        self.entries.push(MzapEntry {
-            chunk,
-            value,
-            cd,
-            name: name.to_vec(),
-        });
+        self.entries.push(MzapEntry { chunk, value, cd, name: name.to_vec() });
         Ok(())
     }
 
     /// Encodes a block of `block_size` bytes; each entry goes to its `chunk` slot.
     pub fn encode(&self, block_size: usize, order: ByteOrder) -> Result<Vec<u8>> {
         if block_size < 2 * MZAP_ENT_LEN || !block_size.is_multiple_of(MZAP_ENT_LEN) {
-            return Err(Error::corrupt(
-                "mzap_phys",
-                format!("bad block size {block_size}"),
-            ));
+            return Err(Error::corrupt("mzap_phys", format!("bad block size {block_size}")));
         }
         let mut buf = vec![0u8; block_size];
         order.put_u64(&mut buf, 0, ZBT_MICRO);
@@ -173,16 +144,10 @@ impl MicroZap {
         let mut used = vec![false; cap];
         for e in &self.entries {
             let slot = used.get_mut(e.chunk).ok_or_else(|| {
-                Error::corrupt(
-                    "mzap entry",
-                    format!("slot {} past capacity {cap}", e.chunk),
-                )
+                Error::corrupt("mzap entry", format!("slot {} past capacity {cap}", e.chunk))
             })?;
             if std::mem::replace(slot, true) {
-                return Err(Error::corrupt(
-                    "mzap entry",
-                    format!("slot {} used twice", e.chunk),
-                ));
+                return Err(Error::corrupt("mzap entry", format!("slot {} used twice", e.chunk)));
             }
             if e.name.is_empty() || e.name.len() >= MZAP_NAME_LEN || e.name.contains(&0) {
                 return Err(Error::corrupt("mzap entry", "name does not fit a slot"));

@@ -47,25 +47,11 @@ pub fn leaf_spec(l: &Leaf, id: u64) -> VdevSpec {
 }
 
 pub fn missing_spec(guid: u64, id: u64) -> VdevSpec {
-    VdevSpec {
-        kind: VdevKind::Missing,
-        id,
-        guid,
-        ashift: 0,
-        children: vec![],
-        device: None,
-    }
+    VdevSpec { kind: VdevKind::Missing, id, guid, ashift: 0, children: vec![], device: None }
 }
 
 pub fn top_spec(kind: VdevKind, ashift: u8, children: Vec<VdevSpec>) -> VdevSpec {
-    VdevSpec {
-        kind,
-        id: 0,
-        guid: 1000,
-        ashift,
-        children,
-        device: None,
-    }
+    VdevSpec { kind, id: 0, guid: 1000, ashift, children, device: None }
 }
 
 /// Overwrite `len` bytes at allocatable-space offset `off` of a leaf, bypassing the vdev.
