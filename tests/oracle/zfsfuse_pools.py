@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fixture 2: version-23 pools written by zfs-fuse 0.7 through FUSE.
 
-For each layout (stripe of 2, mirror of 2, raidz1 of 3, raidz2 of 4) we
+For each layout (stripe of 2, mirror of 2, raidz1 of 3, raidz2 of 4, raidz3 of 5) we
 create a pool on sparse files with zfs-fuse's own `zpool`/`zfs`
 (/usr/sbin; OpenZFS's tools need the kernel module and are never used
 here), make datasets with compression off / on (lzjb) / gzip, fill them
@@ -49,6 +49,7 @@ LAYOUTS = {
     "mirror": (2, 256, "mirror"),
     "raidz1": (3, 128, "raidz1"),
     "raidz2": (4, 128, "raidz2"),
+    "raidz3": (5, 128, "raidz3"),
 }
 DATASETS = [("", {}), ("lzjb", {"compression": "on"}),
             ("gzip", {"compression": "gzip"})]

@@ -47,5 +47,24 @@ pub fn open_zpl(pool: &Arc<Pool>, ds: &Dataset) -> Result<rzfs_fuse::MountSource
         head,
         snapshots: Box::new(PoolSnapshots { pool: pool.clone(), head: ds.clone(), names }),
         snapdir_visible: snapdir == "visible",
+        on_error: error_sink(pool.clone(), ds.name.clone()),
+    })
+}
+
+/// Records unreadable blocks in the pool's error log, with the file's path when it can be
+/// found (the path walk itself may hit the damage; then the object number is shown).
+fn error_sink(pool: Arc<Pool>, dataset: String) -> rzfs_fuse::ErrorSink {
+    Arc::new(move |snap: Option<&str>, obj: u64, e: &zpl::ZplError| {
+        let name = match snap {
+            Some(s) => format!("{dataset}@{s}"),
+            None => dataset.clone(),
+        };
+        let path = pool
+            .dsl()
+            .find(&name)
+            .ok()
+            .and_then(|ds| open_zpl_only(&pool, &ds).ok())
+            .and_then(|z| z.path_of(obj));
+        pool.record_error(pool::DataError { dataset: name, object: obj, path, detail: e.to_string() });
     })
 }

@@ -75,7 +75,7 @@ fn zfsfuse_pools_match_what_was_written() {
     }
     assert!(probs.is_empty(), "{} problems:\n{}", probs.len(), probs.join("\n"));
     if !fx.is_empty() {
-        assert_eq!(fx.len(), 4, "expected stripe, mirror, raidz1, raidz2");
+        assert_eq!(fx.len(), 5, "expected stripe, mirror, raidz1, raidz2, raidz3");
     }
 }
 
@@ -192,6 +192,13 @@ fn raidz1_survives_any_one_bad_device() {
         damaged_read("raidz1", &[v], Damage::DataNoise);
     }
     damaged_read("raidz1", &[1], Damage::Removed);
+}
+
+#[test]
+fn raidz3_survives_any_three_bad_devices() {
+    damaged_read("raidz3", &[0, 2, 4], Damage::DataNoise);
+    damaged_read("raidz3", &[1, 2, 3], Damage::Noise);
+    damaged_read("raidz3", &[0, 1, 4], Damage::Removed);
 }
 
 #[test]

@@ -44,7 +44,13 @@ pub struct MountSource {
     pub snapshots: Box<dyn Snapshots>,
     /// `snapdir=visible`: list `.zfs` in the root directory (it is always reachable by name).
     pub snapdir_visible: bool,
+    /// Told of every read that failed for lack of a good copy: (snapshot name or None,
+    /// object, error). The pool's permanent-error log (`zpool status -v`) is fed from here.
+    pub on_error: ErrorSink,
 }
+
+/// Receiver of unrecoverable read errors.
+pub type ErrorSink = std::sync::Arc<dyn Fn(Option<&str>, u64, &zpl::ZplError) + Send + Sync>;
 
 /// A live mount; `unmount` (or drop) detaches it.
 pub struct MountHandle {
@@ -66,6 +72,7 @@ pub fn mount(src: MountSource, dir: &Path, fsname: &str) -> std::io::Result<Moun
     let fs = ZfsFuse {
         head: src.head,
         snapdir_visible: src.snapdir_visible,
+        on_error: src.on_error,
         snap_source: src.snapshots,
         snaps: Mutex::new(names.into_iter().map(|n| (n, None)).collect()),
     };
@@ -88,6 +95,7 @@ type SnapSlot = (String, Option<Zpl>);
 struct ZfsFuse {
     head: Zpl,
     snapdir_visible: bool,
+    on_error: ErrorSink,
     snap_source: Box<dyn Snapshots>,
     snaps: Mutex<Vec<SnapSlot>>,
 }
@@ -119,6 +127,18 @@ impl ZfsFuse {
     fn ino_of(z: &Zpl, idx: u64, obj: u64) -> u64 {
         let o = if obj == z.root { 1 } else { obj };
         (idx << OBJ_BITS) | o
+    }
+
+    /// Passes an unrecoverable error to the sink, naming the snapshot the inode lives in.
+    fn report(&self, ino: u64, obj: u64, e: &zpl::ZplError) {
+        if e.errno() != libc::EIO {
+            return;
+        }
+        let idx = (ino >> OBJ_BITS) as usize;
+        let snaps = self.snaps.lock().unwrap_or_else(|p| p.into_inner());
+        let snap = if idx == 0 { None } else { snaps.get(idx - 1).map(|(n, _)| n.clone()) };
+        drop(snaps);
+        (self.on_error)(snap.as_deref(), obj, e);
     }
 
     fn attr(&self, ino: u64) -> Result<FileAttr, i32> {
@@ -292,9 +312,13 @@ impl Filesystem for ZfsFuse {
         let Some((_, z)) = self.zpl_of(ino) else {
             return reply.error(libc::ENOENT);
         };
-        match z.read(Self::obj_of(&z, ino), offset.max(0) as u64, size as usize) {
+        let obj = Self::obj_of(&z, ino);
+        match z.read(obj, offset.max(0) as u64, size as usize) {
             Ok(d) => reply.data(&d),
-            Err(e) => reply.error(e.errno()),
+            Err(e) => {
+                self.report(ino, obj, &e);
+                reply.error(e.errno())
+            }
         }
     }
 
