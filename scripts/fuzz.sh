@@ -13,8 +13,8 @@
 # ran out of memory, leaving the crashing input in fuzz/artifacts/TARGET/.
 #
 # Environment: RZFS_FUZZ_JOBS (parallel targets, default 2), RZFS_FUZZ_TARGET_DIR (default
-# fuzz/target), RZFS_FUZZ_SANITIZER (default none; "address" needs a nightly toolchain, e.g.
-# RUSTUP_TOOLCHAIN=nightly, see fuzz/README.md).
+# fuzz/target), RZFS_FUZZ_SANITIZER (default none; "address" needs nightly flags:
+# RUSTC_BOOTSTRAP=1 or RUSTUP_TOOLCHAIN=nightly, see fuzz/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 

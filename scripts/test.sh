@@ -6,7 +6,7 @@
 # Tiers can be chosen with RZFS_TIERS="fast oracle fuzz" (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TIERS=${RZFS_TIERS:-"fast oracle"}
+TIERS=${RZFS_TIERS:-"fast oracle fuzz"}
 export CARGO_TERM_COLOR=never
 export RZFS_TESTDATA=${RZFS_TESTDATA:-$PWD/test-data}
 

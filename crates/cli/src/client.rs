@@ -17,7 +17,6 @@ pub fn socket_path() -> PathBuf {
     if let Some(p) = std::env::var_os("RZFS_SOCKET") {
         return PathBuf::from(p);
     }
-    // SAFETY-free: getuid via libc is the only way to know who we are without a dependency.
     let uid = current_uid();
     if uid == 0 {
         return PathBuf::from("/run/rzfs/rzfsd.sock");
