@@ -2,7 +2,8 @@
 # Installs what the tests need, then runs every tier with bounded budgets:
 #   1. fast: fmt, clippy, unit + property tests of every crate;
 #   2. oracle: fixtures made by OpenZFS's tools and zfs-fuse, read back by rzfs;
-#   3. fuzz: every parser's fuzz target for a bounded time (when cargo-fuzz is available).
+#   3. fuzz: every parser's fuzz target for a bounded time (cargo-fuzz is installed by
+#      install-test-deps.sh; a missing cargo-fuzz fails the tier rather than skipping it).
 # Tiers can be chosen with RZFS_TIERS="fast oracle fuzz" (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."

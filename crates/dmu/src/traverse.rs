@@ -307,3 +307,44 @@ fn write_records(records: &[u8], order: ByteOrder) -> Vec<(u64, BlkPtr)> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(txtype: u64, reclen: usize, foid: u64) -> Vec<u8> {
+        let mut r = vec![0u8; reclen];
+        r[..8].copy_from_slice(&txtype.to_le_bytes());
+        r[8..16].copy_from_slice(&(reclen as u64).to_le_bytes());
+        r[32..40].copy_from_slice(&foid.to_le_bytes());
+        r
+    }
+
+    #[test]
+    fn write_records_are_found_and_bad_lengths_stop_the_parse() {
+        let mut recs = record(TX_WRITE, 192, 7);
+        recs.extend(record(2, 48, 9)); // TX_MKDIR-like record: skipped
+        recs.extend(record(TX_WRITE, 192, 8));
+        let found = write_records(&recs, ByteOrder::Little);
+        assert_eq!(found.iter().map(|(o, _)| *o).collect::<Vec<_>>(), vec![7, 8]);
+        recs[192 + 8] = 0xff; // reclen past the end: parsing stops there
+        assert_eq!(write_records(&recs, ByteOrder::Little).len(), 1);
+    }
+
+    #[test]
+    fn zil_block_parts_never_panic() {
+        let mut bp = BlkPtr::default();
+        bp.set_prop(4096, 4096, 2, ZIO_CHECKSUM_ZILOG2, 9, 0, ByteOrder::Little);
+        for len in [0usize, 100, 184, 4096] {
+            for fill in [0u8, 0xff] {
+                let data = vec![fill; len];
+                let _ = zil_block_parts(&bp, &data);
+                let _ = write_records(&data, ByteOrder::Big);
+            }
+        }
+        let mut block = vec![0u8; 4096];
+        block[136..144].copy_from_slice(&184u64.to_le_bytes());
+        let (next, recs) = zil_block_parts(&bp, &block).unwrap();
+        assert!(next.is_hole() && recs.is_empty());
+    }
+}

@@ -560,6 +560,44 @@ mod tests {
         assert!(BlkPtr::parse(&[0u8; 127], ByteOrder::Little).is_err());
     }
 
+    /// An encrypted pointer (crypt bit, level 0, encrypted type): DVA[2] is salt + IV and the
+    /// fill count's upper half is IV2 (OpenZFS include/sys/spa.h).
+    #[test]
+    fn encrypted_pointer_hides_salt_and_iv() {
+        let mut bp = BlkPtr::default();
+        bp.dva[0] = Dva::new(0, 0x1000, 0x600, false);
+        bp.dva[1] = Dva::new(1, 0x2000, 0x600, false);
+        bp.dva[2] = Dva { word: [0x1122_3344_5566_7788, 0x99aa_bbcc_ddee_ff00] };
+        bp.set_prop(0x4000, 0x400, 2, 8, 10, 0, ByteOrder::Little); // DMU_OT_DNODE
+        bp.prop |= 1 << 61;
+        bp.fill = (0xdead_beef << 32) | 7;
+        assert!(bp.is_encrypted() && !bp.is_authenticated() && !bp.has_indirect_mac_cksum());
+        assert_eq!(bp.fill_count(), 7);
+        assert_eq!(bp.ndvas(), 2);
+        assert_eq!(bp.dvas(), vec![bp.dva[0], bp.dva[1]]);
+        assert_eq!(bp.asize(), 0xc00);
+        assert!(bp.verify(2).is_ok(), "salt must not be checked as a DVA");
+        assert!(!bp.to_string().contains("DVA[4380"));
+        // The same pointer for an unencrypted type is authenticated and keeps all three DVAs.
+        bp.set_prop(0x4000, 0x400, 2, 8, 11, 0, ByteOrder::Little); // DMU_OT_OBJSET
+        assert!(bp.is_authenticated() && !bp.is_encrypted());
+        assert_eq!(bp.ndvas(), 3);
+        assert_eq!(bp.fill_count(), bp.fill);
+        // Above level 0 the crypt bit means a checksum of MACs.
+        bp.set_prop(0x4000, 0x400, 2, 8, 10, 1, ByteOrder::Little);
+        assert!(bp.has_indirect_mac_cksum() && !bp.is_encrypted() && !bp.is_authenticated());
+    }
+
+    #[test]
+    fn dvas_skip_empty_slots_and_embedded() {
+        let mut bp = BlkPtr::default();
+        bp.dva[1] = Dva::new(0, 0x1000, 0x200, true);
+        assert_eq!(bp.dvas().len(), 1);
+        assert_eq!(bp.gang_count(), 1);
+        let e = BlkPtr::new_embedded(b"x", 1, 2, 19, 0, 3, ByteOrder::Little).unwrap();
+        assert!(e.dvas().is_empty() && e.asize() == 0 && e.ndvas() == 0);
+    }
+
     proptest! {
         #[test]
         fn never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
@@ -567,7 +605,8 @@ mod tests {
                 let _ = bp.embedded_payload();
                 let _ = bp.verify(4);
                 let _ = bp.to_string();
-                let _ = (bp.lsize(), bp.psize(), bp.physical_birth());
+                let _ = (bp.lsize(), bp.psize(), bp.physical_birth(), bp.fill_count());
+                let _ = (bp.dvas(), bp.asize(), bp.gang_count(), bp.is_encrypted());
             }
             let _ = parse_gang_header(&bytes, ByteOrder::Big);
         }

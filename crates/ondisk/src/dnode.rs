@@ -40,8 +40,10 @@ pub const DNODE_BLOCK_SHIFT: u32 = 14;
 pub const DNODE_MAX_SLOTS: usize = 32;
 /// Most block pointers in the core (`DN_MAX_NBLKPTR`).
 pub const DN_MAX_NBLKPTR: u8 = 3;
-/// Deepest tree the format allows; bounds recursion (`DN_MAX_LEVELS` with 512-byte blocks).
-pub const DN_MAX_LEVELS: u8 = 9;
+/// Deepest tree the format allows; bounds recursion. OpenZFS `DN_MAX_LEVELS`: enough levels
+/// of the smallest indirect blocks (4 KiB = 32 pointers, 5 bits each) to address 2^64 bytes
+/// of 512-byte blocks: ceil((64 - 9) / (12 - 7)) + 1 = 12. ztest makes 10-level objects.
+pub const DN_MAX_LEVELS: u8 = 12;
 
 pub const DNODE_FLAG_USED_BYTES: u8 = 1 << 0;
 pub const DNODE_FLAG_USERUSED_ACCOUNTED: u8 = 1 << 1;

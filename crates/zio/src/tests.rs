@@ -76,3 +76,71 @@ fn missing_top_level_vdev_is_an_io_error() {
     bp.dva[1] = Dva::default();
     assert!(zio.read(&bp).is_err());
 }
+
+/// Sets the crypt bit and object type, then replaces checksum words 2..3 by a fake MAC as
+/// OpenZFS does for blocks of encrypted datasets.
+fn crypt(bp: &mut BlkPtr, object_type: u8, checksum_kind: u8) {
+    let lsize = bp.lsize();
+    let psize = bp.psize();
+    bp.set_prop(lsize, psize, 2, checksum_kind, object_type, 0, ByteOrder::Little);
+    bp.prop |= 1 << 61;
+}
+
+#[test]
+fn encrypted_block_verifies_without_key_but_does_not_decode() {
+    let data: Vec<u8> = (0..4096u32).map(|i| (i * 13) as u8).collect();
+    let (zio, _, mut bp) = setup(&data);
+    // Plain file contents (type 19) are encrypted. fletcher4 is not dedup-capable: the
+    // computed words 2..3 are folded into 0..1 before the compare.
+    crypt(&mut bp, 19, 7);
+    let full = checksum::compute(ChecksumKind::Fletcher4, &data, false, &ChecksumCtx::default()).0;
+    bp.cksum = [full[0] ^ full[2], full[1] ^ full[3], 0x1111, 0x2222];
+    bp.dva[2] = Dva { word: [0xabcd, 0xef01] }; // salt + IV1, never read
+    assert!(bp.is_encrypted());
+    assert_eq!(zio.read_physical(&bp).unwrap(), data);
+    let err = zio.read(&bp).unwrap_err();
+    assert!(matches!(err, ZioError::Unsupported(ref m) if m.contains("keys are not supported")));
+    assert!(matches!(zio.read_keyless(&bp), Err(ZioError::Unsupported(_))));
+    // The unfolded value must not verify.
+    bp.cksum = [full[0], full[1], 0x1111, 0x2222];
+    assert!(zio.read_physical(&bp).is_err());
+}
+
+#[test]
+fn authenticated_and_dnode_blocks_read_without_key() {
+    let data: Vec<u8> = (0..4096u32).map(|i| (i * 5) as u8).collect();
+    let (zio, _, mut bp) = setup(&data);
+    // sha256 is dedup-capable: words 0..1 compared as computed, 2..3 are the MAC.
+    let sha = checksum::compute(ChecksumKind::Sha256, &data, false, &ChecksumCtx::default()).0;
+    crypt(&mut bp, 13, 8); // DSL directory child map: not an encrypted type
+    bp.cksum = [sha[0], sha[1], 7, 9];
+    assert!(bp.is_authenticated());
+    assert_eq!(zio.read(&bp).unwrap(), data);
+    // A dnode block of an encrypted dataset: uncompressed, read as is by read_keyless.
+    crypt(&mut bp, 10, 8);
+    assert!(bp.is_encrypted());
+    assert!(zio.read(&bp).is_err());
+    assert_eq!(zio.read_keyless(&bp).unwrap(), data);
+    // Objset blocks keep their MACs in the header: all four words are compared.
+    crypt(&mut bp, 11, 8);
+    bp.cksum = sha;
+    assert_eq!(zio.read(&bp).unwrap(), data);
+    bp.cksum = [sha[0], sha[1], 7, 9];
+    assert!(zio.read(&bp).is_err());
+}
+
+#[test]
+fn zil_blocks_verify_with_their_embedded_checksum() {
+    let ctx = ChecksumCtx::default();
+    let mut block = vec![0u8; 4096];
+    block[136..144].copy_from_slice(&200u64.to_le_bytes()); // zc_nused
+    let verifier = Cksum([1, 2, 3, 4]);
+    checksum::seal_zil_chain(&mut block, verifier, &ctx, false).unwrap();
+    let (zio, vd, mut bp) = setup(&block);
+    bp.set_prop(4096, 4096, 2, checksum::ZIO_CHECKSUM_ZILOG2, 9, 0, ByteOrder::Little);
+    bp.cksum = verifier.0;
+    assert_eq!(zio.read_physical(&bp).unwrap(), block);
+    vd.bytes.lock().unwrap()[4096 + 300] ^= 1;
+    vd.bytes.lock().unwrap()[65536 + 300] ^= 1;
+    assert!(zio.read_physical(&bp).is_err());
+}
