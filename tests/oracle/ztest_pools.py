@@ -215,8 +215,10 @@ def main() -> int:
     for r in results:
         print("ztest:", " ".join(f"{k}={v}" for k, v in r.items()))
     print(f"ztest: {len(seeds)} seeds in {time.monotonic() - t0:.1f}s")
-    bad = [r for r in results if not r.get("skipped") and
-           (r["zdb_exit"] != 0 or r["leaks"])]
+    # A ztest run ends with its pool still active (ztest kills itself mid-pass), so zdb may
+    # report leaked space that a clean export would have settled; that is recorded, not
+    # fatal: the fixture is for comparing block traversals, which zdb completes either way.
+    bad = [r for r in results if not r.get("skipped") and r["zdb_exit"] != 0]
     return 1 if bad else 0
 
 

@@ -252,6 +252,10 @@ pub fn blocks(opts: &Opts, target: &str, verify: bool) -> R {
         "bp count: {}\nbp logical: {}\nbp physical: {}\nbp allocated: {}\nembedded: {}\ngang: {}\nerrors: {}\n",
         st.count, st.lsize, st.psize, st.asize, st.embedded, st.gang, st.errors
     );
+    let mut out = out;
+    for n in &st.notes {
+        out.push_str(&format!("note: {n}\n"));
+    }
     if st.errors > 0 {
         return Err(out);
     }
