@@ -4,10 +4,12 @@
 #   2. oracle: fixtures made by OpenZFS's tools and zfs-fuse, read back by rzfs;
 #   3. fuzz: every parser's fuzz target for a bounded time (cargo-fuzz is installed by
 #      install-test-deps.sh; a missing cargo-fuzz fails the tier rather than skipping it).
-# Tiers can be chosen with RZFS_TIERS="fast oracle fuzz" (default: all).
+#   4. bench: the benchmark harness in smoke mode (seconds), so it keeps working; the full
+#      run (bench/run.sh --full) is manual and writes bench/RESULTS.md.
+# Tiers can be chosen with RZFS_TIERS="fast oracle bench fuzz" (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TIERS=${RZFS_TIERS:-"fast oracle fuzz"}
+TIERS=${RZFS_TIERS:-"fast oracle bench fuzz"}
 export CARGO_TERM_COLOR=never
 export RZFS_TESTDATA=${RZFS_TESTDATA:-$PWD/test-data}
 
@@ -27,6 +29,11 @@ if has oracle; then
   echo "== tier oracle: pools written by OpenZFS and zfs-fuse"
   ./tests/oracle/make_all.sh "$RZFS_TESTDATA"
   RZFS_ORACLE=1 cargo test --release -p rzfs-cli --tests -- --test-threads=2 2>&1 | tee /tmp/rzfs-oracle.log
+fi
+
+if has bench; then
+  echo "== tier bench: harness smoke run"
+  ./bench/run.sh --smoke
 fi
 
 if has fuzz; then
