@@ -12,13 +12,18 @@
 //!    whole limit is not cached at all.
 //!
 //! The adaptive MRU/MFU balance of OpenZFS's ARC is not implemented yet; LRU keeps the bound
-//! and is simple to reason about. Values are `Arc<[u8]>`, so an evicted block stays valid for
-//! readers that still hold it (their memory is theirs, not the cache's).
+//! and is simple to reason about. Values are [`Block`]s (shared, immutable buffers), so an evicted
+//! block stays valid for
+//! readers that still hold it (their memory is theirs, not the cache's). A `Block` wraps the
+//! `Vec` the pipeline produced, so caching a block never copies it.
 #![forbid(unsafe_code)]
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
+
+/// A cached block: the verified, decompressed bytes, shared without copying.
+pub type Block = Arc<Vec<u8>>;
 
 /// Default cache size: 64 MiB, the smallest ARC our small-board users found workable with
 /// OpenZFS (USERS.md); rzfs must be at least as frugal.
@@ -35,7 +40,7 @@ pub struct CacheStats {
 }
 
 struct State<K> {
-    map: HashMap<K, (Arc<[u8]>, u64)>,
+    map: HashMap<K, (Block, u64)>,
     order: BTreeMap<u64, K>,
     tick: u64,
     size_bytes: usize,
@@ -75,7 +80,7 @@ impl<K: Hash + Eq + Clone> BlockCache<K> {
     }
 
     /// Looks a block up, refreshing its recency.
-    pub fn get(&self, key: &K) -> Option<Arc<[u8]>> {
+    pub fn get(&self, key: &K) -> Option<Block> {
         let mut st = self.lock();
         st.tick += 1;
         let tick = st.tick;
@@ -99,7 +104,7 @@ impl<K: Hash + Eq + Clone> BlockCache<K> {
     }
 
     /// Inserts a block, evicting the least recently used ones to stay within the bound.
-    pub fn insert(&self, key: K, value: Arc<[u8]>) {
+    pub fn insert(&self, key: K, value: Block) {
         let len = value.len();
         if len > self.limit_bytes {
             return;
@@ -151,11 +156,11 @@ mod tests {
     #[test]
     fn evicts_least_recent_first() {
         let c = BlockCache::new(300);
-        c.insert(1, Arc::from(vec![0u8; 100]));
-        c.insert(2, Arc::from(vec![0u8; 100]));
-        c.insert(3, Arc::from(vec![0u8; 100]));
+        c.insert(1, Arc::new(vec![0u8; 100]));
+        c.insert(2, Arc::new(vec![0u8; 100]));
+        c.insert(3, Arc::new(vec![0u8; 100]));
         assert!(c.get(&1).is_some()); // 2 is now the oldest
-        c.insert(4, Arc::from(vec![0u8; 100]));
+        c.insert(4, Arc::new(vec![0u8; 100]));
         assert!(c.get(&2).is_none());
         assert!(c.get(&1).is_some() && c.get(&3).is_some() && c.get(&4).is_some());
         assert_eq!(c.stats().size_bytes, 300);
@@ -164,7 +169,7 @@ mod tests {
     #[test]
     fn oversized_blocks_are_not_cached() {
         let c = BlockCache::new(10);
-        c.insert(1, Arc::from(vec![0u8; 11]));
+        c.insert(1, Arc::new(vec![0u8; 11]));
         assert_eq!(c.stats().entries, 0);
     }
 
@@ -174,7 +179,7 @@ mod tests {
         fn never_exceeds_limit(ops in proptest::collection::vec((0u8..20, 0usize..400, any::<bool>()), 1..200)) {
             let c = BlockCache::new(1000);
             for (k, len, ins) in ops {
-                if ins { c.insert(k, Arc::from(vec![0u8; len])); } else { let _ = c.get(&k); }
+                if ins { c.insert(k, Arc::new(vec![0u8; len])); } else { let _ = c.get(&k); }
                 let s = c.stats();
                 prop_assert!(s.size_bytes <= 1000);
             }

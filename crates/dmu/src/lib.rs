@@ -42,6 +42,9 @@ impl From<ondisk::Error> for DmuError {
 /// Result alias.
 pub type Result<T> = std::result::Result<T, DmuError>;
 
+/// Most threads one read fans out to.
+pub const READ_THREADS_MAX: usize = 4;
+
 /// Cache key: the identity of a block's first copy.
 pub type BlockKey = (u64, u64, u64);
 
@@ -54,9 +57,9 @@ pub struct Reader {
 
 impl Reader {
     /// Reads (or finds in the cache) the logical contents of a block.
-    pub fn read_bp(&self, bp: &BlkPtr) -> Result<Arc<[u8]>> {
+    pub fn read_bp(&self, bp: &BlkPtr) -> Result<arc::Block> {
         if bp.is_hole() || bp.is_embedded() {
-            return Ok(Arc::from(self.zio.read(bp)?));
+            return Ok(Arc::new(self.zio.read(bp)?));
         }
         let d = &bp.dva[0];
         let key = (d.vdev(), d.offset(), bp.physical_birth());
@@ -65,7 +68,7 @@ impl Reader {
                 return Ok(b);
             }
         }
-        let data: Arc<[u8]> = Arc::from(self.zio.read(bp)?);
+        let data: arc::Block = Arc::new(self.zio.read(bp)?);
         self.cache.insert(key, data.clone());
         Ok(data)
     }
@@ -213,7 +216,7 @@ impl Objset {
     }
 
     /// The logical contents of level-0 block `blkid` (zeros for holes and blocks past the end).
-    pub fn read_block(&self, dn: &DnodePhys, blkid: u64) -> Result<Arc<[u8]>> {
+    pub fn read_block(&self, dn: &DnodePhys, blkid: u64) -> Result<arc::Block> {
         match self.block_pointer(dn, 0, blkid)? {
             Some(bp) if !bp.is_hole() => {
                 let data = self.reader.read_bp(&bp)?;
@@ -225,35 +228,64 @@ impl Objset {
                 }
                 Ok(data)
             }
-            _ => Ok(Arc::from(vec![0u8; dn.data_block_size() as usize])),
+            _ => Ok(Arc::new(vec![0u8; dn.data_block_size() as usize])),
         }
     }
 
     /// Reads `buf.len()` bytes at `offset` of the object (holes are zeros). The caller bounds
-    /// the range by the object's logical size (e.g. the ZPL file size).
+    /// the range by the object's logical size (e.g. the ZPL file size). Ranges of several
+    /// blocks are fetched by up to [`READ_THREADS_MAX`] threads at once: reading a block is
+    /// CPU work (checksum, parity, decompression) that scales with cores.
     pub fn read(&self, dn: &DnodePhys, offset: u64, buf: &mut [u8]) -> Result<()> {
         let blksz = dn.data_block_size();
         if blksz == 0 {
             return Err(DmuError::Corrupt { what: "dnode", detail: "zero block size".into() });
         }
-        let mut done = 0usize;
-        while done < buf.len() {
-            let pos = offset + done as u64;
-            let blkid = pos / blksz;
+        let mut segs: Vec<(u64, usize, &mut [u8])> = Vec::new();
+        let mut rest = buf;
+        let mut pos = offset;
+        while !rest.is_empty() {
             let within = (pos % blksz) as usize;
-            let n = (blksz as usize - within).min(buf.len() - done);
-            if blkid > dn.maxblkid {
-                buf[done..done + n].fill(0);
-            } else {
-                let block = self.read_block(dn, blkid)?;
-                let src = block.get(within..within + n).ok_or_else(|| DmuError::Corrupt {
-                    what: "data block",
-                    detail: format!("block {blkid} shorter than {}", within + n),
-                })?;
-                buf[done..done + n].copy_from_slice(src);
-            }
-            done += n;
+            let n = (blksz as usize - within).min(rest.len());
+            let (seg, tail) = rest.split_at_mut(n);
+            segs.push((pos / blksz, within, seg));
+            rest = tail;
+            pos += n as u64;
         }
+        let threads =
+            std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(READ_THREADS_MAX);
+        if segs.len() < 2 || threads < 2 {
+            return segs.into_iter().try_for_each(|s| self.fill(dn, s));
+        }
+        let mut groups: Vec<Vec<(u64, usize, &mut [u8])>> = (0..threads).map(|_| Vec::new()).collect();
+        for (i, s) in segs.into_iter().enumerate() {
+            groups[i % threads].push(s);
+        }
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = groups
+                .into_iter()
+                .map(|g| scope.spawn(move || g.into_iter().try_for_each(|s| self.fill(dn, s))))
+                .collect();
+            handles.into_iter().try_for_each(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(DmuError::Corrupt { what: "read", detail: "a reader thread panicked".into() })
+                })
+            })
+        })
+    }
+
+    /// Copies one block's part of a read into its slice of the caller's buffer.
+    fn fill(&self, dn: &DnodePhys, (blkid, within, out): (u64, usize, &mut [u8])) -> Result<()> {
+        if blkid > dn.maxblkid {
+            out.fill(0);
+            return Ok(());
+        }
+        let block = self.read_block(dn, blkid)?;
+        let src = block.get(within..within + out.len()).ok_or_else(|| DmuError::Corrupt {
+            what: "data block",
+            detail: format!("block {blkid} shorter than {}", within + out.len()),
+        })?;
+        out.copy_from_slice(src);
         Ok(())
     }
 
@@ -273,7 +305,7 @@ impl Objset {
     }
 
     /// The spill block of a dnode, if it has one.
-    pub fn read_spill(&self, dn: &DnodePhys) -> Result<Option<Arc<[u8]>>> {
+    pub fn read_spill(&self, dn: &DnodePhys) -> Result<Option<arc::Block>> {
         match &dn.spill {
             Some(bp) if !bp.is_hole() => Ok(Some(self.reader.read_bp(bp)?)),
             _ => Ok(None),

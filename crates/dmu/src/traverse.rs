@@ -151,9 +151,9 @@ impl Walker<'_, '_> {
 
     /// Reads a block the walk must look into. Dnode blocks of encrypted datasets go through
     /// `read_keyless` (not cached: their bonus buffers are still ciphertext).
-    fn read_meta(&self, bp: &BlkPtr, is_dnode_block: bool) -> Result<Arc<[u8]>> {
+    fn read_meta(&self, bp: &BlkPtr, is_dnode_block: bool) -> Result<arc::Block> {
         if is_dnode_block && bp.is_encrypted() {
-            return Ok(Arc::from(self.reader.zio.read_keyless(bp)?));
+            return Ok(Arc::new(self.reader.zio.read_keyless(bp)?));
         }
         self.reader.read_bp(bp)
     }

@@ -122,6 +122,20 @@ impl Zio {
         }
         refuse_encrypted(bp)?;
         let phys = self.read_physical(bp)?;
+        self.decompress_owned(bp, phys)
+    }
+
+    /// Decompresses, reusing the buffer when the block is stored uncompressed (the common
+    /// case for incompressible data: no copy of the block's bytes).
+    fn decompress_owned(&self, bp: &BlkPtr, mut phys: Vec<u8>) -> Result<Vec<u8>> {
+        if bp.compress() == compress::ZIO_COMPRESS_OFF {
+            let lsize = bp.lsize() as usize;
+            if phys.len() < lsize {
+                return Err(ZioError::Corrupt(format!("uncompressed block shorter than lsize: {bp}")));
+            }
+            phys.truncate(lsize);
+            return Ok(phys);
+        }
         self.decompress(bp, &phys)
     }
 
