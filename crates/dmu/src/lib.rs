@@ -204,7 +204,7 @@ impl Objset {
             }
             let block = self.reader.read_bp(&bp)?;
             let shift = epbs * (l - 1 - level) as u32;
-            let i = ((blkid >> shift) & ((1u64 << epbs) - 1)) as usize;
+            let i = (blkid.checked_shr(shift).unwrap_or(0) & ((1u64 << epbs) - 1)) as usize;
             let order = bp.byte_order();
             let raw = block.get(i * BLKPTR_SIZE..(i + 1) * BLKPTR_SIZE).ok_or_else(|| DmuError::Corrupt {
                 what: "indirect block",

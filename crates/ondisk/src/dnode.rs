@@ -103,6 +103,11 @@ impl DnodePhys {
         if dn.nblkptr == 0 || dn.nblkptr > DN_MAX_NBLKPTR && dn.extra_slots == 0 {
             return Err(Error::corrupt("dnode", format!("nblkptr {}", dn.nblkptr)));
         }
+        // Indirect blocks are 512 B to 128 KiB (OpenZFS DN_MAX_INDBLKSHIFT = 17; old pools use
+        // 14): anything else would make tree arithmetic meaningless.
+        if !(9..=17).contains(&dn.indblkshift) {
+            return Err(Error::corrupt("dnode", format!("indblkshift {}", dn.indblkshift)));
+        }
         if dn.nlevels == 0 || dn.nlevels > DN_MAX_LEVELS {
             return Err(Error::corrupt("dnode", format!("nlevels {}", dn.nlevels)));
         }
