@@ -158,8 +158,9 @@ impl Zpl {
 
     /// Reads up to `len` bytes at `offset` of a file (short at end of file).
     pub fn read(&self, obj: u64, offset: u64, len: usize) -> Result<Vec<u8>> {
-        let a = self.getattr(obj)?;
+        // One dnode fetch serves both the size (from its attributes) and the data.
         let dn = self.dnode(obj)?;
+        let a = attrs::decode(&self.os, &dn, self.sa.as_ref().as_ref())?;
         self.read_with(&dn, a.size, offset, len)
     }
 
