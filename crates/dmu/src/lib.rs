@@ -21,6 +21,7 @@ use std::sync::Arc;
 use zio::{Zio, ZioError};
 
 pub mod traverse;
+pub mod tx;
 
 /// Errors of the DMU.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -91,7 +92,7 @@ impl std::ops::Deref for Dnode {
 /// An open objset (read-only).
 #[derive(Clone)]
 pub struct Objset {
-    reader: Reader,
+    pub(crate) reader: Reader,
     pub bp: BlkPtr,
     pub phys: Arc<ObjsetPhys>,
 }

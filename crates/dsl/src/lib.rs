@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod props;
+pub mod write;
 
 use dmu::Objset;
 use ondisk::blkptr::BlkPtr;

@@ -301,6 +301,33 @@ impl DslDatasetPhys {
     }
 }
 
+impl Default for DslDatasetPhys {
+    fn default() -> Self {
+        DslDatasetPhys {
+            dir_obj: 0,
+            prev_snap_obj: 0,
+            prev_snap_txg: 0,
+            next_snap_obj: 0,
+            snapnames_zapobj: 0,
+            num_children: 0,
+            creation_time: 0,
+            creation_txg: 0,
+            deadlist_obj: 0,
+            referenced_bytes: 0,
+            compressed_bytes: 0,
+            uncompressed_bytes: 0,
+            unique_bytes: 0,
+            fsid_guid: 0,
+            guid: 0,
+            flags: 0,
+            bp: [0u8; 128],
+            next_clones_obj: 0,
+            props_obj: 0,
+            userrefs_obj: 0,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,3 +367,4 @@ mod tests {
         assert!(DslDatasetPhys::parse(&e[..279], ByteOrder::Big).is_err());
     }
 }
+

@@ -24,6 +24,7 @@
 //! Sources: OpenZFS include/sys/zap_impl.h, include/sys/zap_leaf.h, module/zfs/zap_micro.c,
 //! zap_fat.c, zap_leaf.c, zap_impl.c.
 
+pub mod build;
 mod fat;
 mod leaf;
 mod micro;

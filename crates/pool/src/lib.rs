@@ -8,10 +8,15 @@
 //! opened read-only. The write path (txg sync, space maps, config updates) comes next.
 #![forbid(unsafe_code)]
 
+pub mod compat;
+pub mod create;
 pub mod discover;
+pub mod feature_table;
 pub mod features;
 pub mod import;
 pub mod status;
+pub mod vdevspec;
+pub mod writer;
 
 use dmu::{Objset, Reader};
 use ondisk::uberblock::UberblockPhys;
@@ -36,6 +41,12 @@ pub enum PoolError {
     Dmu(#[from] dmu::DmuError),
     #[error(transparent)]
     Dsl(#[from] dsl::DslError),
+}
+
+impl From<ondisk::Error> for PoolError {
+    fn from(e: ondisk::Error) -> Self {
+        PoolError::Invalid(e.to_string())
+    }
 }
 
 /// Result alias.

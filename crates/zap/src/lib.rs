@@ -14,6 +14,8 @@
 //! Listing reads every block once: leaves are recognized by their block type and magic.
 #![forbid(unsafe_code)]
 
+pub mod write;
+
 use dmu::{Dnode, Objset};
 use ondisk::zap::{self as z, FatZapHeader, MicroZap, ZapBlockKind};
 use ondisk::ByteOrder;
@@ -191,4 +193,14 @@ fn leaf_for_hash(os: &Objset, dn: &Dnode, hdr: &FatZapHeader, hash: u64) -> Resu
 /// Looks up a name whose value is a single u64.
 pub fn lookup_u64(os: &Objset, obj: u64, name: &str) -> Result<Option<u64>> {
     Ok(lookup(os, obj, name)?.and_then(|e| e.first_u64()))
+}
+
+/// The hash salt and normalization flags of ZAP object `obj`.
+pub fn salt_and_norm(os: &Objset, obj: u64) -> Result<(u64, u64)> {
+    let dn = os.dnode(obj)?;
+    let (h, _) = head(os, &dn)?;
+    Ok(match h {
+        Head::Micro(m) => (m.salt, m.normflags),
+        Head::Fat(f) => (f.salt, f.normflags),
+    })
 }

@@ -41,7 +41,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 mod vdev_io;
+mod write;
 pub use vdev_io::VdevIo;
+pub use write::{Allocate, Prepared, WriteProps};
 
 /// Deepest gang tree we follow (gang children may themselves be gangs; OpenZFS bounds the
 /// depth implicitly through block sizes; 8 is far beyond anything a 16 MiB block needs).
@@ -80,6 +82,8 @@ pub struct ZioStats {
     pub bytes_read: AtomicU64,
     pub checksum_errors: AtomicU64,
     pub io_errors: AtomicU64,
+    pub blocks_written: AtomicU64,
+    pub bytes_written: AtomicU64,
 }
 
 /// The read pipeline of one pool: its top-level vdevs (indexed by id) and checksum context.

@@ -21,6 +21,29 @@ pub trait VdevIo: Send + Sync {
         psize: u64,
         verify: &dyn Fn(&[u8]) -> bool,
     ) -> Result<Vec<u8>, ReadError>;
+
+    /// Writes a block of physical bytes at a DVA offset (parity and copies are the vdev's
+    /// business). Read-only implementations keep the default, which refuses.
+    fn write_block(&self, _offset: u64, _data: &[u8]) -> Result<(), String> {
+        Err("this vdev is read-only".into())
+    }
+
+    /// Allocated size of a block of `psize` physical bytes on this vdev (RAID-Z adds
+    /// parity and padding).
+    fn psize_to_asize(&self, psize: u64) -> u64 {
+        psize.next_multiple_of(512)
+    }
+
+    /// Makes every completed write durable (a cache flush on each leaf).
+    fn flush_writes(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Applies repairs (rewrites of bad copies) found by the last reads, if any; returns
+    /// how many were written.
+    fn apply_pending_repairs(&self) -> usize {
+        0
+    }
 }
 
 /// The vdev layer's tree is the production implementation. Repairs found while reading are
@@ -37,5 +60,17 @@ impl VdevIo for vdev::Vdev {
             Err(vdev::VdevError::Checksum { .. }) => Err(ReadError::NoValidCopy),
             Err(e) => Err(ReadError::Io(e.to_string())),
         }
+    }
+
+    fn write_block(&self, offset: u64, data: &[u8]) -> Result<(), String> {
+        self.write(offset, data).map_err(|e| e.to_string())
+    }
+
+    fn psize_to_asize(&self, psize: u64) -> u64 {
+        self.asize(psize)
+    }
+
+    fn flush_writes(&self) -> Result<(), String> {
+        self.flush().map_err(|e| e.to_string())
     }
 }

@@ -1,0 +1,940 @@
+//! # Dirty objsets and their sync (the write side of the DMU)
+//!
+//! Theory. A [`DirtyObjset`] is the open transaction group's view of one objset: the
+//! committed tree (an [`Objset`], or nothing for a new objset) plus, per modified object, a
+//! [`DirtyDnode`]: the dnode as it will be, its dirty level-0 blocks (whole blocks, already
+//! merged with the committed contents) and the block ranges to free. Reads go through the
+//! overlay, so a writer sees its own writes before they are synced.
+//!
+//! Until sync, a dirty dnode's block pointers are those of the committed tree: the overlay
+//! never edits pointers. [`DirtyObjset::sync`] then writes copy-on-write, bottom-up:
+//!
+//! 1. level-0 blocks of every dirty object (compress + checksum + allocate + write, in
+//!    parallel), turning freed ranges into holes;
+//! 2. indirect blocks, level by level, each rebuilt from its committed version with the
+//!    changed children patched in (a tree that must grow gains levels above the old top);
+//! 3. the dnode blocks holding every dirty dnode (the meta-dnode's level 0), then its
+//!    indirect blocks, the same way;
+//! 4. the objset block; its pointer is returned to the caller (the dataset or uberblock).
+//!
+//! Every block replaced is handed to [`BlockSink::kill`] (the DSL decides between freeing
+//! and the deadlist); every block written to [`BlockSink::born`]. A block born in the txg
+//! being synced is rewritten *in place* when the new version fits its slot (a later sync
+//! pass of the MOS): no allocation, no free, so the space maps converge (OpenZFS
+//! `zio_write_bp_init`'s rewrite rule). Fill counts follow OpenZFS: 1 per data block, the
+//! number of allocated dnodes per dnode block, the sum of the children for indirects.
+//! `dn_used` counts deflated allocated bytes (`bp_get_dsize`) with `DNODE_FLAG_USED_BYTES`.
+
+use crate::{DmuError, Objset, Reader, Result};
+use ondisk::blkptr::{BlkPtr, BLKPTR_SIZE};
+use ondisk::dmu_types::DmuObjectType;
+use ondisk::dnode::{DnodePhys, DNODE_BLOCK_SHIFT, DNODE_FLAG_USED_BYTES, DNODE_SLOT_SIZE};
+use ondisk::objset::{ObjsetPhys, OBJSET_PHYS_SIZE_V2};
+use ondisk::ByteOrder;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use zio::{Allocate, Prepared, WriteProps, Zio};
+
+/// Indirect blocks are 128 KiB (`DN_MAX_INDBLKSHIFT`), as OpenZFS creates them.
+pub const INDBLKSHIFT: u8 = 17;
+/// Size of a dnode's bonus area with one block pointer in a 512-byte dnode.
+pub const DN_MAX_BONUSLEN_512: usize = 320;
+/// Largest object number we hand out (object numbers fit 48 bits in OpenZFS).
+const OBJECT_LIMIT: u64 = 1 << 48;
+
+/// Where new and dead blocks are reported during a sync.
+pub trait BlockSink {
+    /// A block was written (counted by the objset's owner).
+    fn born(&mut self, bp: &BlkPtr);
+    /// A block of the committed tree is no longer referenced by this objset.
+    fn kill(&mut self, bp: &BlkPtr) -> Result<()>;
+}
+
+/// How blocks of an object are written: the owner of the objset resolves properties.
+pub trait WritePolicy: Sync {
+    /// Properties for a block of `dn` at `level` (level > 0 and dnode/objset blocks are
+    /// metadata).
+    fn props(&self, dn: &DnodePhys, level: u8) -> WriteProps;
+}
+
+/// Everything a sync needs from the pool.
+pub struct SyncCtx<'a> {
+    pub zio: &'a Zio,
+    pub alloc: &'a dyn Allocate,
+    pub txg: u64,
+    /// Smallest sector of the pool (1 << min ashift).
+    pub sector: u64,
+    pub policy: &'a dyn WritePolicy,
+    /// Deflated size of a DVA (`vdev_deflated_space`), for `dn_used`.
+    pub dsize: &'a (dyn Fn(&ondisk::blkptr::Dva) -> u64 + Sync),
+}
+
+impl SyncCtx<'_> {
+    fn bp_dsize(&self, bp: &BlkPtr) -> u64 {
+        if bp.is_hole() || bp.is_embedded() {
+            return 0;
+        }
+        bp.dvas().iter().map(|d| (self.dsize)(d)).sum()
+    }
+}
+
+/// One modified object of the open txg.
+#[derive(Clone, Debug, Default)]
+pub struct DirtyDnode {
+    /// The dnode as it will be synced; its block pointers are still the committed ones.
+    pub phys: DnodePhys,
+    /// Whole dirty level-0 blocks.
+    pub blocks: BTreeMap<u64, Vec<u8>>,
+    /// Level-0 block ranges `[start, end)` that become holes.
+    pub frees: Vec<(u64, u64)>,
+    /// The object was freed in this txg (its whole committed tree dies at sync).
+    pub freed: bool,
+    /// The committed dnode (None for an object new in this txg).
+    committed: Option<DnodePhys>,
+}
+
+impl DirtyDnode {
+    fn is_freed_block(&self, blkid: u64) -> bool {
+        self.frees.iter().any(|&(s, e)| blkid >= s && blkid < e)
+    }
+}
+
+/// The open txg's view of one objset.
+pub struct DirtyObjset {
+    reader: Reader,
+    /// Committed state (None until the first sync of a new objset).
+    base: Option<Objset>,
+    /// The objset header as it will be written (meta-dnode pointers committed).
+    pub phys: ObjsetPhys,
+    dnodes: BTreeMap<u64, DirtyDnode>,
+    /// Objects freed in this txg: not reused before the next one.
+    freed_now: BTreeSet<u64>,
+    next_object: u64,
+    order: ByteOrder,
+}
+
+fn corrupt(what: &'static str, detail: impl Into<String>) -> DmuError {
+    DmuError::Corrupt { what, detail: detail.into() }
+}
+
+/// A fresh meta-dnode (16 KiB dnode blocks, 128 KiB indirects, three pointers).
+pub fn new_meta_dnode() -> DnodePhys {
+    DnodePhys {
+        object_type: DmuObjectType::Dnode.to_u8(),
+        indblkshift: INDBLKSHIFT,
+        nlevels: 1,
+        nblkptr: 3,
+        datablkszsec: (1u16 << DNODE_BLOCK_SHIFT) >> 9,
+        flags: DNODE_FLAG_USED_BYTES,
+        blkptr: vec![BlkPtr::default(); 3],
+        ..Default::default()
+    }
+}
+
+impl DirtyObjset {
+    /// A brand-new, empty objset of type `os_type`.
+    pub fn create(reader: &Reader, os_type: u64) -> DirtyObjset {
+        let phys = ObjsetPhys { meta_dnode: new_meta_dnode(), os_type, ..Default::default() };
+        DirtyObjset {
+            reader: reader.clone(),
+            base: None,
+            phys,
+            dnodes: BTreeMap::new(),
+            freed_now: BTreeSet::new(),
+            next_object: 1,
+            order: ByteOrder::Little,
+        }
+    }
+
+    /// Opens the committed objset for writing.
+    pub fn open(reader: &Reader, bp: &BlkPtr) -> Result<DirtyObjset> {
+        let os = Objset::open(reader, bp)?;
+        let order = os.dnode_byte_order();
+        if order != ByteOrder::Little {
+            return Err(corrupt("objset", "writing big-endian objsets is not supported"));
+        }
+        let phys = (*os.phys).clone();
+        Ok(DirtyObjset {
+            reader: reader.clone(),
+            base: Some(os),
+            phys,
+            dnodes: BTreeMap::new(),
+            freed_now: BTreeSet::new(),
+            next_object: 1,
+            order,
+        })
+    }
+
+    /// The committed objset (None before the first sync of a new objset).
+    pub fn committed(&self) -> Option<&Objset> {
+        self.base.as_ref()
+    }
+
+    /// Objects with pending changes (for diagnostics).
+    pub fn dirty_objects(&self) -> Vec<u64> {
+        self.dnodes.keys().copied().collect()
+    }
+
+    /// Is anything waiting to be synced?
+    pub fn is_dirty(&self) -> bool {
+        !self.dnodes.is_empty()
+    }
+
+    /// The dnode of `object` as the open txg sees it (None if free).
+    pub fn dnode(&self, object: u64) -> Result<Option<DnodePhys>> {
+        if let Some(d) = self.dnodes.get(&object) {
+            return Ok((!d.freed && !d.phys.is_free()).then(|| d.phys.clone()));
+        }
+        self.committed_dnode(object)
+    }
+
+    fn committed_dnode(&self, object: u64) -> Result<Option<DnodePhys>> {
+        let Some(base) = &self.base else { return Ok(None) };
+        match base.dnode(object) {
+            Ok(d) => Ok(Some(d.phys)),
+            Err(DmuError::NoSuchObject(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The dirty record of an existing object, created on first modification.
+    pub fn dirty(&mut self, object: u64) -> Result<&mut DirtyDnode> {
+        if !self.dnodes.contains_key(&object) {
+            let phys = self.committed_dnode(object)?.ok_or(DmuError::NoSuchObject(object))?;
+            let d = DirtyDnode { phys: phys.clone(), committed: Some(phys), ..Default::default() };
+            self.dnodes.insert(object, d);
+        }
+        let d = self.dnodes.get_mut(&object).ok_or(DmuError::NoSuchObject(object))?;
+        if d.freed || d.phys.is_free() {
+            return Err(DmuError::NoSuchObject(object));
+        }
+        Ok(d)
+    }
+
+    fn slot_is_free(&self, object: u64) -> Result<bool> {
+        if self.freed_now.contains(&object) {
+            return Ok(false);
+        }
+        if let Some(d) = self.dnodes.get(&object) {
+            return Ok(d.phys.is_free() && !d.freed);
+        }
+        Ok(self.committed_dnode(object)?.is_none())
+    }
+
+    /// Allocates a new object (512-byte dnode) and returns its number.
+    pub fn alloc_object(
+        &mut self,
+        object_type: u8,
+        block_size: u64,
+        bonus_type: u8,
+        bonus: Vec<u8>,
+    ) -> Result<u64> {
+        let mut obj = self.next_object.max(1);
+        while !self.slot_is_free(obj)? {
+            obj += 1;
+            if obj >= OBJECT_LIMIT {
+                return Err(corrupt("objset", "no free object numbers"));
+            }
+        }
+        self.next_object = obj + 1;
+        self.claim_object(obj, object_type, block_size, bonus_type, bonus)?;
+        Ok(obj)
+    }
+
+    /// Creates object `obj` at a fixed number (the MOS object directory is object 1).
+    pub fn claim_object(
+        &mut self,
+        obj: u64,
+        object_type: u8,
+        block_size: u64,
+        bonus_type: u8,
+        bonus: Vec<u8>,
+    ) -> Result<()> {
+        if !self.slot_is_free(obj)? {
+            return Err(corrupt("objset", format!("object {obj} is in use")));
+        }
+        if bonus.len() > DN_MAX_BONUSLEN_512 {
+            return Err(corrupt("dnode", format!("bonus of {} bytes does not fit", bonus.len())));
+        }
+        check_block_size(block_size)?;
+        let nblkptr = 1 + ((DN_MAX_BONUSLEN_512 - bonus.len()) / BLKPTR_SIZE).min(2);
+        let phys = DnodePhys {
+            object_type,
+            indblkshift: INDBLKSHIFT,
+            nlevels: 1,
+            nblkptr: nblkptr as u8,
+            bonustype: bonus_type,
+            datablkszsec: (block_size >> 9) as u16,
+            bonuslen: bonus.len() as u16,
+            flags: DNODE_FLAG_USED_BYTES,
+            blkptr: vec![BlkPtr::default(); nblkptr],
+            bonus,
+            ..Default::default()
+        };
+        let committed = self.dnodes.remove(&obj).and_then(|d| d.committed);
+        self.dnodes.insert(obj, DirtyDnode { phys, committed, ..Default::default() });
+        Ok(())
+    }
+
+    /// Frees object `obj` and all its blocks (at sync).
+    pub fn free_object(&mut self, obj: u64) -> Result<()> {
+        let d = self.dirty(obj)?;
+        d.freed = true;
+        d.blocks.clear();
+        d.frees.clear();
+        self.freed_now.insert(obj);
+        Ok(())
+    }
+
+    /// Replaces the bonus buffer (same or smaller length than the dnode allows).
+    pub fn set_bonus(&mut self, obj: u64, bonus: Vec<u8>) -> Result<()> {
+        let d = self.dirty(obj)?;
+        let room = DN_MAX_BONUSLEN_512 - (usize::from(d.phys.nblkptr) - 1) * BLKPTR_SIZE;
+        if bonus.len() > room {
+            return Err(corrupt("dnode", format!("bonus of {} bytes exceeds {room}", bonus.len())));
+        }
+        d.phys.bonuslen = bonus.len() as u16;
+        d.phys.bonus = bonus;
+        Ok(())
+    }
+
+    /// Changes the data block size of an object that has at most one block; its content
+    /// (first block) is kept up to the new size.
+    pub fn set_block_size(&mut self, obj: u64, block_size: u64) -> Result<()> {
+        check_block_size(block_size)?;
+        let dn = self.dnode(obj)?.ok_or(DmuError::NoSuchObject(obj))?;
+        if dn.data_block_size() == block_size {
+            return Ok(());
+        }
+        if dn.maxblkid > 0 {
+            return Err(corrupt("dnode", "block size can change only while the object has one block"));
+        }
+        let old = self.read_block_overlay(obj, &dn, 0)?;
+        let mut newb = vec![0u8; block_size as usize];
+        let n = old.len().min(newb.len());
+        newb[..n].copy_from_slice(&old[..n]);
+        let d = self.dirty(obj)?;
+        d.frees.push((0, 1));
+        d.blocks.clear();
+        d.phys.datablkszsec = (block_size >> 9) as u16;
+        d.blocks.insert(0, newb);
+        Ok(())
+    }
+
+    /// Level-0 block `blkid` as the open txg sees it.
+    fn read_block_overlay(&self, obj: u64, dn: &DnodePhys, blkid: u64) -> Result<Vec<u8>> {
+        let bs = dn.data_block_size() as usize;
+        if let Some(d) = self.dnodes.get(&obj) {
+            if let Some(b) = d.blocks.get(&blkid) {
+                return Ok(b.clone());
+            }
+            if d.is_freed_block(blkid) || d.committed.is_none() {
+                return Ok(vec![0u8; bs]);
+            }
+        }
+        let Some(base) = &self.base else { return Ok(vec![0u8; bs]) };
+        // The committed tree with the current block size (block pointers are committed).
+        let block = base.read_block(dn, blkid)?;
+        let mut v = block.to_vec();
+        v.resize(bs, 0);
+        Ok(v)
+    }
+
+    /// Reads `buf.len()` bytes at `offset` (zeros past the end and in holes).
+    pub fn read(&self, obj: u64, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let dn = self.dnode(obj)?.ok_or(DmuError::NoSuchObject(obj))?;
+        let clean = self.dnodes.get(&obj).is_none_or(|d| d.blocks.is_empty() && d.frees.is_empty());
+        if clean {
+            if let Some(base) = &self.base {
+                if let Ok(c) = base.dnode(obj) {
+                    if c.phys.data_block_size() == dn.data_block_size() {
+                        return base.read(&dn, offset, buf);
+                    }
+                }
+            }
+        }
+        let bs = dn.data_block_size();
+        let mut pos = offset;
+        let mut done = 0usize;
+        while done < buf.len() {
+            let blkid = pos / bs;
+            let within = (pos % bs) as usize;
+            let n = (bs as usize - within).min(buf.len() - done);
+            if blkid > dn.maxblkid && !self.dnodes.get(&obj).is_some_and(|d| d.blocks.contains_key(&blkid)) {
+                buf[done..done + n].fill(0);
+            } else {
+                let b = self.read_block_overlay(obj, &dn, blkid)?;
+                buf[done..done + n].copy_from_slice(&b[within..within + n]);
+            }
+            done += n;
+            pos += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Writes `data` at `offset`, extending the object as needed.
+    pub fn write(&mut self, obj: u64, offset: u64, data: &[u8]) -> Result<()> {
+        let dn = self.dnode(obj)?.ok_or(DmuError::NoSuchObject(obj))?;
+        let bs = dn.data_block_size();
+        let mut pos = offset;
+        let mut done = 0usize;
+        while done < data.len() {
+            let blkid = pos / bs;
+            let within = (pos % bs) as usize;
+            let n = (bs as usize - within).min(data.len() - done);
+            let has = self.dnodes.get(&obj).is_some_and(|d| d.blocks.contains_key(&blkid));
+            let mut block = if has || n == bs as usize {
+                None
+            } else if blkid > dn.maxblkid {
+                Some(vec![0u8; bs as usize])
+            } else {
+                Some(self.read_block_overlay(obj, &dn, blkid)?)
+            };
+            let d = self.dirty(obj)?;
+            let b = match d.blocks.entry(blkid) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    e.insert(block.take().unwrap_or_else(|| vec![0u8; bs as usize]))
+                }
+            };
+            b[within..within + n].copy_from_slice(&data[done..done + n]);
+            if blkid > d.phys.maxblkid {
+                d.phys.maxblkid = blkid;
+            }
+            done += n;
+            pos += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Frees `[offset, offset+len)` (`len = u64::MAX`: to the end, a truncate). Whole
+    /// blocks become holes; partial blocks are zeroed.
+    pub fn free_range(&mut self, obj: u64, offset: u64, len: u64) -> Result<()> {
+        let dn = self.dnode(obj)?.ok_or(DmuError::NoSuchObject(obj))?;
+        let bs = dn.data_block_size();
+        let end = offset.saturating_add(len);
+        let first_whole = offset.div_ceil(bs);
+        let last_whole = end / bs; // exclusive
+        let maxblkid = dn.maxblkid;
+        // Partial head block: zero from offset to the end of its block (or of the range).
+        if !offset.is_multiple_of(bs) && offset / bs <= maxblkid {
+            let e = end.min((offset / bs + 1) * bs);
+            self.write(obj, offset, &vec![0u8; (e - offset) as usize])?;
+        }
+        // Partial tail block, unless the head already covered it.
+        let tail = last_whole * bs;
+        if end != u64::MAX
+            && !end.is_multiple_of(bs)
+            && tail >= offset
+            && (tail > offset || offset.is_multiple_of(bs))
+            && tail / bs <= maxblkid
+        {
+            self.write(obj, tail, &vec![0u8; (end - tail) as usize])?;
+        }
+        if first_whole < last_whole {
+            let d = self.dirty(obj)?;
+            d.blocks.retain(|&b, _| b < first_whole || b >= last_whole);
+            d.frees.push((first_whole, last_whole));
+            if len == u64::MAX || last_whole > d.phys.maxblkid {
+                d.phys.maxblkid = first_whole.saturating_sub(1).min(d.phys.maxblkid);
+                if let Some((&m, _)) = d.blocks.iter().next_back() {
+                    d.phys.maxblkid = d.phys.maxblkid.max(m);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Iterates over the objects that are allocated in the open txg, in order.
+    pub fn objects(&self) -> Result<Vec<u64>> {
+        let mut out = BTreeSet::new();
+        if let Some(base) = &self.base {
+            base.for_each_dnode(|d| {
+                out.insert(d.object);
+                Ok(())
+            })?;
+        }
+        for (&o, d) in &self.dnodes {
+            if d.freed || d.phys.is_free() {
+                out.remove(&o);
+            } else {
+                out.insert(o);
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    /// Writes everything dirty and returns the new objset block pointer.
+    pub fn sync(&mut self, ctx: &SyncCtx, sink: &mut dyn BlockSink) -> Result<BlkPtr> {
+        let dirty = std::mem::take(&mut self.dnodes);
+        let mut new_dnodes: BTreeMap<u64, DnodePhys> = BTreeMap::new();
+        let mut writes = Vec::new();
+        for (obj, d) in &dirty {
+            if !d.freed {
+                for (blkid, data) in &d.blocks {
+                    writes.push((*obj, *blkid, data.as_slice(), ctx.policy.props(&d.phys, 0)));
+                }
+            }
+        }
+        let written = write_blocks_parallel(ctx, &writes)?;
+        let mut by_obj: BTreeMap<u64, BTreeMap<u64, Prepared>> = BTreeMap::new();
+        for ((obj, blkid, _, _), p) in writes.iter().zip(written) {
+            by_obj.entry(*obj).or_default().insert(*blkid, p);
+        }
+        for (obj, d) in dirty {
+            let prepared = by_obj.remove(&obj).unwrap_or_default();
+            let phys = self.sync_object(ctx, sink, &d, prepared)?;
+            new_dnodes.insert(obj, phys);
+        }
+        self.sync_meta(ctx, sink, &new_dnodes)?;
+        let bp = self.write_objset_block(ctx, sink)?;
+        self.freed_now.clear();
+        self.next_object = 1;
+        Ok(bp)
+    }
+
+    /// Syncs one object's tree; returns its final dnode.
+    fn sync_object(
+        &self,
+        ctx: &SyncCtx,
+        sink: &mut dyn BlockSink,
+        d: &DirtyDnode,
+        prepared: BTreeMap<u64, Prepared>,
+    ) -> Result<DnodePhys> {
+        let empty = DnodePhys::default();
+        let old = d.committed.as_ref().unwrap_or(&empty);
+        if d.freed {
+            if d.committed.is_some() {
+                self.kill_tree(ctx, sink, old)?;
+            }
+            return Ok(DnodePhys::default());
+        }
+        let mut tree = TreeUpdate::new(self, ctx, sink, old, &d.phys)?;
+        for &(s, e) in &d.frees {
+            tree.free_range(s, e)?;
+        }
+        for (blkid, p) in prepared {
+            let props = ctx.policy.props(&d.phys, 0);
+            tree.set_l0(blkid, p, props)?;
+        }
+        tree.finish()
+    }
+
+    /// Kills every block of a committed tree.
+    fn kill_tree(&self, ctx: &SyncCtx, sink: &mut dyn BlockSink, dn: &DnodePhys) -> Result<()> {
+        let _ = ctx;
+        for bp in dn.blkptr.iter().chain(dn.spill.iter()) {
+            self.kill_subtree(sink, bp, 0)?;
+        }
+        Ok(())
+    }
+
+    fn kill_subtree(&self, sink: &mut dyn BlockSink, bp: &BlkPtr, depth: u32) -> Result<()> {
+        if bp.is_hole() {
+            return Ok(());
+        }
+        if depth > 16 {
+            return Err(corrupt("block tree", "deeper than the format allows"));
+        }
+        if bp.level() > 0 && !bp.is_embedded() {
+            let block = self.reader.read_bp(bp)?;
+            let order = bp.byte_order();
+            for raw in block.chunks_exact(BLKPTR_SIZE) {
+                let child = BlkPtr::parse(raw, order)?;
+                self.kill_subtree(sink, &child, depth + 1)?;
+            }
+        }
+        sink.kill(bp)
+    }
+
+    /// Writes the dnode blocks holding `new_dnodes` and updates the meta-dnode.
+    fn sync_meta(
+        &mut self,
+        ctx: &SyncCtx,
+        sink: &mut dyn BlockSink,
+        new_dnodes: &BTreeMap<u64, DnodePhys>,
+    ) -> Result<()> {
+        let meta = self.phys.meta_dnode.clone();
+        let bs = meta.data_block_size();
+        let per_block = bs / DNODE_SLOT_SIZE as u64;
+        let mut blocks: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        for (&obj, dn) in new_dnodes {
+            let blkid = obj / per_block;
+            let b = match blocks.entry(blkid) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => e.insert(match &self.base {
+                    Some(base) if blkid <= meta.maxblkid => base.read_block(&meta, blkid)?.to_vec(),
+                    _ => vec![0u8; bs as usize],
+                }),
+            };
+            let off = ((obj % per_block) as usize) * DNODE_SLOT_SIZE;
+            if dn.is_free() {
+                b[off..off + DNODE_SLOT_SIZE].fill(0);
+            } else {
+                dn.encode_into(&mut b[off..], self.order)?;
+            }
+        }
+        if blocks.is_empty() {
+            return Ok(());
+        }
+        let mut target = meta.clone();
+        if let Some((&m, _)) = blocks.iter().next_back() {
+            target.maxblkid = target.maxblkid.max(m);
+        }
+        let props = ctx.policy.props(&meta, 0);
+        let mut tree = TreeUpdate::new(self, ctx, sink, &meta, &target)?;
+        for (blkid, data) in blocks {
+            let fill = dnode_block_fill(&data, self.order);
+            let mut p = ctx.zio.prepare(&data, &props, ctx.sector)?;
+            if fill == 0 {
+                p = Prepared { phys: Vec::new(), lsize: bs, compress: props.compress, hole: true };
+            }
+            tree.set_l0_with_fill(blkid, p, props, fill)?;
+        }
+        let new_meta = tree.finish()?;
+        self.phys.meta_dnode = new_meta;
+        Ok(())
+    }
+
+    fn write_objset_block(&mut self, ctx: &SyncCtx, sink: &mut dyn BlockSink) -> Result<BlkPtr> {
+        let meta = &self.phys.meta_dnode;
+        let data = self.phys.encode(OBJSET_PHYS_SIZE_V2, self.order)?;
+        let props = ctx.policy.props(meta, u8::MAX);
+        let p = ctx.zio.prepare(&data, &props, ctx.sector)?;
+        let old = self.base.as_ref().map(|b| b.bp);
+        let mut bp = place(ctx, sink, p, &props, old.as_ref())?;
+        bp.fill = meta.blkptr.iter().map(|b| b.fill_count()).sum();
+        let phys = Arc::new(self.phys.clone());
+        self.base = Some(Objset { reader: self.reader.clone(), bp, phys });
+        Ok(bp)
+    }
+}
+
+fn check_block_size(bs: u64) -> Result<()> {
+    if !(512..=(16 << 20)).contains(&bs) || !bs.is_multiple_of(512) {
+        return Err(corrupt("dnode", format!("block size {bs} is not a multiple of 512 in 512..16M")));
+    }
+    Ok(())
+}
+
+/// Number of allocated dnodes in a dnode block (large dnodes count once).
+fn dnode_block_fill(block: &[u8], order: ByteOrder) -> u64 {
+    let mut fill = 0;
+    let mut slot = 0;
+    while slot * DNODE_SLOT_SIZE < block.len() {
+        let off = slot * DNODE_SLOT_SIZE;
+        match DnodePhys::parse(&block[off..], order) {
+            Ok(d) if !d.is_free() => {
+                fill += 1;
+                slot += d.slots();
+            }
+            _ => slot += 1,
+        }
+    }
+    fill
+}
+
+/// Compresses and checksums level-0 blocks on up to 4 threads (allocation and issue happen
+/// later, in tree order, so that placement is deterministic).
+fn write_blocks_parallel(ctx: &SyncCtx, writes: &[(u64, u64, &[u8], WriteProps)]) -> Result<Vec<Prepared>> {
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(4);
+    if writes.len() < 4 || threads < 2 {
+        return writes.iter().map(|w| Ok(ctx.zio.prepare(w.2, &w.3, ctx.sector)?)).collect();
+    }
+    let chunk = writes.len().div_ceil(threads);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = writes
+            .chunks(chunk)
+            .map(|c| {
+                s.spawn(move || {
+                    c.iter().map(|w| ctx.zio.prepare(w.2, &w.3, ctx.sector)).collect::<zio::Result<Vec<_>>>()
+                })
+            })
+            .collect();
+        let mut out = Vec::with_capacity(writes.len());
+        for h in handles {
+            let part = h.join().map_err(|_| corrupt("sync", "a compression thread panicked"))??;
+            out.extend(part);
+        }
+        Ok(out)
+    })
+}
+
+/// Writes a prepared block where it belongs: in place over `old` when `old` was born in
+/// this txg and the new bytes fit its slot, else at fresh space (killing `old`).
+fn place(
+    ctx: &SyncCtx,
+    sink: &mut dyn BlockSink,
+    mut p: Prepared,
+    props: &WriteProps,
+    old: Option<&BlkPtr>,
+) -> Result<BlkPtr> {
+    if let Some(o) = old.filter(|o| !o.is_hole() && !o.is_embedded()) {
+        if o.logical_birth() == ctx.txg && !p.hole && o.ndvas() == usize::from(props.copies.clamp(1, 3)) {
+            let same_dvas = o.dvas();
+            if p.pad_to(o.psize()) {
+                let bp = ctx.zio.issue(&p, props, ctx.txg, &same_dvas)?;
+                return Ok(bp);
+            }
+        }
+        sink.kill(o)?;
+    }
+    if p.hole {
+        return Ok(BlkPtr::default());
+    }
+    let dvas = ctx.alloc.allocate(ctx.zio, p.psize(), usize::from(props.copies.clamp(1, 3)), ctx.txg)?;
+    let bp = ctx.zio.issue(&p, props, ctx.txg, &dvas)?;
+    sink.born(&bp);
+    Ok(bp)
+}
+
+/// Copy-on-write update of one object's block tree.
+struct TreeUpdate<'a, 'b> {
+    os: &'a DirtyObjset,
+    ctx: &'a SyncCtx<'b>,
+    sink: &'a mut dyn BlockSink,
+    old: &'a DnodePhys,
+    new: DnodePhys,
+    /// Changed pointers per level: level → blkid → new pointer.
+    changes: Vec<BTreeMap<u64, BlkPtr>>,
+    used_delta: i128,
+}
+
+impl<'a, 'b> TreeUpdate<'a, 'b> {
+    fn new(
+        os: &'a DirtyObjset,
+        ctx: &'a SyncCtx<'b>,
+        sink: &'a mut dyn BlockSink,
+        old: &'a DnodePhys,
+        target: &DnodePhys,
+    ) -> Result<Self> {
+        let mut new = target.clone();
+        // Block pointers start as the committed ones (a new object: holes).
+        new.blkptr = if old.is_free() {
+            vec![BlkPtr::default(); usize::from(new.nblkptr)]
+        } else {
+            old.blkptr.clone()
+        };
+        if old.is_free() {
+            new.nlevels = 1;
+        } else {
+            new.nlevels = old.nlevels.max(1);
+        }
+        Ok(TreeUpdate { os, ctx, sink, old, new, changes: vec![BTreeMap::new()], used_delta: 0 })
+    }
+
+    fn epbs(&self) -> u32 {
+        u32::from(self.new.indblkshift) - 7
+    }
+
+    /// The committed pointer at (level, blkid), or None beyond the committed tree.
+    fn old_bp(&self, level: u8, blkid: u64) -> Result<Option<BlkPtr>> {
+        if self.old.is_free() {
+            return Ok(None);
+        }
+        match &self.os.base {
+            Some(base) => base.block_pointer(self.old, level, blkid),
+            None => Ok(None),
+        }
+    }
+
+    fn kill(&mut self, bp: &BlkPtr) -> Result<()> {
+        if !bp.is_hole() {
+            self.used_delta -= i128::from(self.ctx.bp_dsize(bp));
+        }
+        self.sink.kill(bp)
+    }
+
+    fn set_l0(&mut self, blkid: u64, p: Prepared, props: WriteProps) -> Result<()> {
+        self.set_l0_with_fill(blkid, p, props, 1)
+    }
+
+    fn set_l0_with_fill(&mut self, blkid: u64, p: Prepared, props: WriteProps, fill: u64) -> Result<()> {
+        let old = self.old_bp(0, blkid)?.filter(|b| !b.is_hole());
+        let bp = self.place_counted(p, &props, old.as_ref())?;
+        let mut bp = bp;
+        if !bp.is_hole() {
+            bp.fill = fill;
+        }
+        self.changes[0].insert(blkid, bp);
+        Ok(())
+    }
+
+    /// `place` with `dn_used` bookkeeping.
+    fn place_counted(&mut self, p: Prepared, props: &WriteProps, old: Option<&BlkPtr>) -> Result<BlkPtr> {
+        let old_dsize = old.map(|o| self.ctx.bp_dsize(o)).unwrap_or(0);
+        let bp = place(self.ctx, self.sink, p, props, old)?;
+        let in_place = old.is_some_and(|o| o.dva == bp.dva && !bp.is_hole());
+        if !in_place {
+            self.used_delta -= i128::from(old_dsize);
+            self.used_delta += i128::from(self.ctx.bp_dsize(&bp));
+        }
+        Ok(bp)
+    }
+
+    /// Turns level-0 blocks `[s, e)` into holes (walking only the non-hole parts).
+    fn free_range(&mut self, s: u64, e: u64) -> Result<()> {
+        if self.old.is_free() {
+            return Ok(());
+        }
+        let mut found = Vec::new();
+        let top = self.old.nlevels.saturating_sub(1);
+        let epbs = self.epbs();
+        for (i, bp) in self.old.blkptr.iter().enumerate() {
+            let span_shift = epbs * u32::from(top);
+            let first = (i as u64).checked_shl(span_shift).unwrap_or(u64::MAX);
+            self.collect(bp, top, first, s, e, &mut found, 0)?;
+        }
+        for (blkid, bp) in found {
+            self.kill(&bp)?;
+            self.changes[0].insert(blkid, BlkPtr::default());
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn collect(
+        &mut self,
+        bp: &BlkPtr,
+        level: u8,
+        first: u64,
+        s: u64,
+        e: u64,
+        out: &mut Vec<(u64, BlkPtr)>,
+        depth: u32,
+    ) -> Result<()> {
+        if bp.is_hole() || depth > 16 {
+            return Ok(());
+        }
+        let epbs = self.epbs();
+        let span = 1u64.checked_shl(epbs * u32::from(level)).unwrap_or(u64::MAX);
+        if first >= e || first.saturating_add(span) <= s {
+            return Ok(());
+        }
+        if level == 0 {
+            out.push((first, *bp));
+            return Ok(());
+        }
+        let block = self.os.reader.read_bp(bp)?;
+        let order = bp.byte_order();
+        let child_span = span >> epbs;
+        for (i, raw) in block.chunks_exact(BLKPTR_SIZE).enumerate() {
+            let child = BlkPtr::parse(raw, order)?;
+            self.collect(&child, level - 1, first + i as u64 * child_span, s, e, out, depth + 1)?;
+        }
+        Ok(())
+    }
+
+    /// Levels needed so that the top pointers cover `maxblkid`.
+    fn levels_for(&self, maxblkid: u64) -> u8 {
+        let epbs = self.epbs();
+        let mut levels = 1u8;
+        loop {
+            let cover = u64::from(self.new.nblkptr).checked_shl(epbs * u32::from(levels - 1));
+            match cover {
+                Some(c) if c > maxblkid => return levels,
+                None => return levels,
+                _ => levels += 1,
+            }
+        }
+    }
+
+    /// Rebuilds indirect blocks level by level and returns the synced dnode.
+    fn finish(mut self) -> Result<DnodePhys> {
+        let max_changed = self.changes[0].keys().next_back().copied().unwrap_or(0);
+        let maxblkid = self.new.maxblkid.max(max_changed);
+        let want = self.levels_for(maxblkid).max(self.new.nlevels);
+        let old_levels = if self.old.is_free() { 1 } else { self.old.nlevels.max(1) };
+        let epbs = self.epbs();
+        if want > old_levels && !self.old.is_free() {
+            // The old top pointers become children of the new level's first block: list
+            // them as (unchanged) pointers so that block is built.
+            while self.changes.len() < usize::from(old_levels) {
+                self.changes.push(BTreeMap::new());
+            }
+            let lvl = usize::from(old_levels - 1);
+            for (i, b) in self.old.blkptr.iter().enumerate() {
+                self.changes[lvl].entry(i as u64).or_insert(*b);
+            }
+        }
+        let props_for = |s: &Self, level: u8| s.ctx.policy.props(&s.new, level);
+        let mut level = 0u8;
+        while level + 1 < want {
+            let changes = std::mem::take(&mut self.changes[usize::from(level)]);
+            let mut parents: BTreeMap<u64, Vec<(u64, BlkPtr)>> = BTreeMap::new();
+            for (blkid, bp) in changes {
+                parents.entry(blkid >> epbs).or_default().push((blkid, bp));
+            }
+            let mut up = BTreeMap::new();
+            for (pblk, kids) in parents {
+                let plevel = level + 1;
+                let old_p = if plevel < old_levels { self.old_bp(plevel, pblk)? } else { None };
+                let ibs = 1usize << self.new.indblkshift;
+                let mut content = match old_p.filter(|b| !b.is_hole()) {
+                    Some(b) => {
+                        let mut v = self.os.reader.read_bp(&b)?.to_vec();
+                        v.resize(ibs, 0);
+                        v
+                    }
+                    None => vec![0u8; ibs],
+                };
+                for (blkid, bp) in kids {
+                    let i = (blkid & ((1u64 << epbs) - 1)) as usize;
+                    content[i * BLKPTR_SIZE..(i + 1) * BLKPTR_SIZE]
+                        .copy_from_slice(&bp.encode(self.os.order));
+                }
+                let mut fill = 0u64;
+                let mut any = false;
+                for raw in content.chunks_exact(BLKPTR_SIZE) {
+                    let b = BlkPtr::parse(raw, self.os.order)?;
+                    if !b.is_hole() {
+                        any = true;
+                        fill += b.fill_count();
+                    }
+                }
+                let props = props_for(&self, plevel);
+                let p = if any {
+                    self.ctx.zio.prepare(&content, &props, self.ctx.sector)?
+                } else {
+                    Prepared { phys: Vec::new(), lsize: ibs as u64, compress: props.compress, hole: true }
+                };
+                let mut nbp = self.place_counted(p, &props, old_p.filter(|b| !b.is_hole()).as_ref())?;
+                if !nbp.is_hole() {
+                    nbp.fill = fill;
+                }
+                up.insert(pblk, nbp);
+            }
+            level += 1;
+            if self.changes.len() <= usize::from(level) {
+                self.changes.push(BTreeMap::new());
+            }
+            self.changes[usize::from(level)].extend(up);
+        }
+        // Top level: pointers live in the dnode.
+        let top = usize::from(want - 1);
+        if want > old_levels && !self.old.is_free() {
+            // The old top pointers moved into the new level's first block.
+            for b in self.new.blkptr.iter_mut() {
+                *b = BlkPtr::default();
+            }
+        }
+        let top_changes = std::mem::take(&mut self.changes[top]);
+        for (blkid, bp) in top_changes {
+            let slot = self
+                .new
+                .blkptr
+                .get_mut(blkid as usize)
+                .ok_or_else(|| corrupt("dnode", format!("top-level block {blkid} beyond nblkptr")))?;
+            *slot = bp;
+        }
+        self.new.nlevels = want;
+        self.new.maxblkid = maxblkid;
+        let used = i128::from(self.old.used) + self.used_delta;
+        self.new.used = u64::try_from(used.max(0)).unwrap_or(0);
+        if self.old.is_free() {
+            self.new.used = u64::try_from(self.used_delta.max(0)).unwrap_or(0);
+        }
+        self.new.flags |= DNODE_FLAG_USED_BYTES;
+        Ok(self.new)
+    }
+}

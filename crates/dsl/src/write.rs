@@ -1,0 +1,460 @@
+//! # Writing the DSL: directories, datasets, deadlists and space accounting
+//!
+//! Theory. The DSL lives in the MOS: a `dsl_dir` object (bonus `dsl_dir_phys_t`) per
+//! name in the tree, a `dsl_dataset` object (bonus `dsl_dataset_phys_t`) per head or
+//! snapshot, and ZAPs for child names, properties, snapshot names and deadlists. These
+//! functions create and edit them through the open txg's MOS ([`DirtyObjset`] plus its
+//! [`ZapCache`]); the pool layer decides when they are synced.
+//!
+//! Accounting (OpenZFS `dsl_dataset_block_born/kill`, `dsl_dir_diduse_space`): a block born
+//! in a head dataset adds its deflated allocated size to the dataset's referenced and unique
+//! bytes and to its directory's `used` (breakdown HEAD), and to `used` (breakdown CHILD) of
+//! every ancestor directory; compressed and uncompressed sizes go the same way. A killed
+//! block born after the dataset's latest snapshot is freed and subtracted; one born earlier
+//! is still referenced by that snapshot: it moves to the head's deadlist, leaves the head's
+//! referenced bytes and moves from HEAD to SNAP in the directory's breakdown.
+//!
+//! Pool layout created by [`create_pool_dsl`] (OpenZFS `dsl_pool_create`, version 5000):
+//! root dir (`$MOS`, `$FREE`, `$ORIGIN` children), `$ORIGIN` head + `$ORIGIN@$ORIGIN`
+//! snapshot (the origin every dataset without another origin is a clone of), the free
+//! bpobj, and the root dataset.
+
+use crate::{DslError, Result};
+use dmu::tx::DirtyObjset;
+use ondisk::blkptr::BlkPtr;
+use ondisk::bpobj::{BpobjPhys, BPOBJ_SIZE_V2};
+use ondisk::dmu_types::DmuObjectType as T;
+use ondisk::dsl::{
+    DslDatasetPhys, DslDirPhys, DD_FLAG_USED_BREAKDOWN, DD_USED_CHILD, DD_USED_HEAD, DD_USED_SNAP,
+};
+use ondisk::ByteOrder;
+use zap::write::{ZapCache, ZapVal, U8_TEXTPREP_TOUPPER};
+
+/// `DS_FLAG_UNIQUE_ACCURATE`.
+pub const DS_FLAG_UNIQUE_ACCURATE: u64 = 1 << 2;
+/// `sizeof (dsl_deadlist_phys_t)`.
+pub const DEADLIST_PHYS_SIZE: usize = 320;
+/// `SPA_OLD_MAXBLOCKSIZE`: block size of bpobjs.
+pub const BPOBJ_BLOCK_SIZE: u64 = 128 << 10;
+
+const LE: ByteOrder = ByteOrder::Little;
+
+fn dmu(e: impl Into<dmu::DmuError>) -> DslError {
+    DslError::from(e.into())
+}
+
+fn zerr(e: zap::ZapError) -> DslError {
+    DslError::Zap(e)
+}
+
+fn bad(detail: impl Into<String>) -> DslError {
+    DslError::Corrupt { what: "DSL", detail: detail.into() }
+}
+
+/// Reads a directory's phys from its bonus.
+pub fn dir_phys(os: &DirtyObjset, dir: u64) -> Result<DslDirPhys> {
+    let dn = os.dnode(dir).map_err(dmu)?.ok_or_else(|| bad(format!("no dsl_dir {dir}")))?;
+    Ok(DslDirPhys::parse(&dn.bonus, LE)?)
+}
+
+pub fn set_dir_phys(os: &mut DirtyObjset, dir: u64, p: &DslDirPhys) -> Result<()> {
+    os.set_bonus(dir, p.encode(LE)).map_err(dmu)
+}
+
+/// Reads a dataset's phys from its bonus.
+pub fn ds_phys(os: &DirtyObjset, ds: u64) -> Result<DslDatasetPhys> {
+    let dn = os.dnode(ds).map_err(dmu)?.ok_or_else(|| bad(format!("no dataset {ds}")))?;
+    Ok(DslDatasetPhys::parse(&dn.bonus, LE)?)
+}
+
+pub fn set_ds_phys(os: &mut DirtyObjset, ds: u64, p: &DslDatasetPhys) -> Result<()> {
+    os.set_bonus(ds, p.encode(LE)).map_err(dmu)
+}
+
+/// Creates a directory named `name` under `parent` (None: the pool's root directory).
+pub fn create_dir(
+    os: &mut DirtyObjset,
+    zaps: &mut ZapCache,
+    parent: Option<u64>,
+    name: &str,
+    now: u64,
+) -> Result<u64> {
+    let props = zaps.create(os, T::DslProps.to_u8(), 0, Vec::new()).map_err(zerr)?;
+    let child = zaps.create(os, T::DslDirChildMap.to_u8(), 0, Vec::new()).map_err(zerr)?;
+    let phys = DslDirPhys {
+        creation_time: now,
+        parent_obj: parent.unwrap_or(0),
+        child_dir_zapobj: child,
+        props_zapobj: props,
+        flags: DD_FLAG_USED_BREAKDOWN,
+        ..Default::default()
+    };
+    let dir = os.alloc_object(T::DslDir.to_u8(), 512, T::DslDir.to_u8(), phys.encode(LE)).map_err(dmu)?;
+    if let Some(p) = parent {
+        let pz = dir_phys(os, p)?.child_dir_zapobj;
+        if zaps.lookup(os, pz, name.as_bytes()).map_err(zerr)?.is_some() {
+            return Err(bad(format!("'{name}' already exists")));
+        }
+        zaps.update_u64(os, pz, name, dir).map_err(zerr)?;
+    }
+    Ok(dir)
+}
+
+/// Creates an empty bpobj (V2 header, 128 KiB blocks).
+pub fn create_bpobj(os: &mut DirtyObjset) -> Result<u64> {
+    let hdr = BpobjPhys { bonus_len: BPOBJ_SIZE_V2, ..Default::default() };
+    let bonus = hdr.encode(LE)?;
+    os.alloc_object(T::Bpobj.to_u8(), BPOBJ_BLOCK_SIZE, T::BpobjHdr.to_u8(), bonus).map_err(dmu)
+}
+
+/// Creates an empty deadlist (a ZAP from min-txg to bpobj, with a header bonus).
+pub fn create_deadlist(os: &mut DirtyObjset, zaps: &mut ZapCache) -> Result<u64> {
+    zaps.create(os, T::Deadlist.to_u8(), T::DeadlistHdr.to_u8(), vec![0u8; DEADLIST_PHYS_SIZE]).map_err(zerr)
+}
+
+/// Adds key `mintxg` (with a new empty bpobj) to a deadlist.
+pub fn deadlist_add_key(os: &mut DirtyObjset, zaps: &mut ZapCache, dl: u64, mintxg: u64) -> Result<u64> {
+    let bpo = create_bpobj(os)?;
+    zaps.update_u64(os, dl, &mintxg.to_string(), bpo).map_err(zerr)?;
+    Ok(bpo)
+}
+
+/// A new deadlist with the keys of `src` below `maxtxg`, each with an empty bpobj
+/// (`dsl_deadlist_clone`).
+pub fn clone_deadlist(os: &mut DirtyObjset, zaps: &mut ZapCache, src: u64, maxtxg: u64) -> Result<u64> {
+    let keys: Vec<u64> = zaps
+        .entries(os, src)
+        .map_err(zerr)?
+        .iter()
+        .filter_map(|(k, _)| std::str::from_utf8(k).ok()?.parse::<u64>().ok())
+        .filter(|&k| k < maxtxg)
+        .collect();
+    let dl = create_deadlist(os, zaps)?;
+    for k in keys {
+        deadlist_add_key(os, zaps, dl, k)?;
+    }
+    Ok(dl)
+}
+
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
+}
+
+/// Creates the head dataset of `dir`, a clone of `origin` (a snapshot) if given
+/// (`dsl_dataset_create_sync_dd`). Returns the dataset object.
+pub fn create_dataset(
+    os: &mut DirtyObjset,
+    zaps: &mut ZapCache,
+    dir: u64,
+    origin: Option<u64>,
+    txg: u64,
+    now: u64,
+) -> Result<u64> {
+    let snapnames = zaps.create_norm(os, T::DslDsSnapMap.to_u8(), U8_TEXTPREP_TOUPPER).map_err(zerr)?;
+    let mut p = DslDatasetPhys {
+        dir_obj: dir,
+        fsid_guid: random_u64() & ((1 << 56) - 1),
+        guid: random_u64(),
+        snapnames_zapobj: snapnames,
+        creation_time: now,
+        // OpenZFS records datasets made at pool creation (TXG_INITIAL) as born in txg 1.
+        creation_txg: if txg == 4 { 1 } else { txg },
+        flags: DS_FLAG_UNIQUE_ACCURATE,
+        bp: [0u8; 128],
+        ..Default::default()
+    };
+    let ds =
+        os.alloc_object(T::DslDataset.to_u8(), 512, T::DslDataset.to_u8(), vec![0u8; 320]).map_err(dmu)?;
+    match origin {
+        None => p.deadlist_obj = create_deadlist(os, zaps)?,
+        Some(o) => {
+            let mut op = ds_phys(os, o)?;
+            p.prev_snap_obj = o;
+            p.prev_snap_txg = op.creation_txg;
+            p.referenced_bytes = op.referenced_bytes;
+            p.compressed_bytes = op.compressed_bytes;
+            p.uncompressed_bytes = op.uncompressed_bytes;
+            p.bp = op.bp;
+            op.num_children += 1;
+            let odir = dir_phys(os, op.dir_obj)?;
+            let ohead = ds_phys(os, odir.head_dataset_obj)?;
+            p.deadlist_obj = clone_deadlist(os, zaps, ohead.deadlist_obj, p.prev_snap_txg)?;
+            if op.next_clones_obj == 0 {
+                op.next_clones_obj = zaps.create(os, T::NextClones.to_u8(), 0, Vec::new()).map_err(zerr)?;
+            }
+            zaps.update_u64(os, op.next_clones_obj, &format!("{ds:x}"), ds).map_err(zerr)?;
+            set_ds_phys(os, o, &op)?;
+            let mut dp = dir_phys(os, dir)?;
+            dp.origin_obj = o;
+            set_dir_phys(os, dir, &dp)?;
+            let mut odir = dir_phys(os, op.dir_obj)?;
+            if odir.clones == 0 {
+                odir.clones = zaps.create(os, T::DslClones.to_u8(), 0, Vec::new()).map_err(zerr)?;
+                set_dir_phys(os, op.dir_obj, &odir)?;
+            }
+            zaps.update_u64(os, odir.clones, &format!("{ds:x}"), ds).map_err(zerr)?;
+        }
+    }
+    set_ds_phys(os, ds, &p)?;
+    let mut dp = dir_phys(os, dir)?;
+    dp.head_dataset_obj = ds;
+    set_dir_phys(os, dir, &dp)?;
+    Ok(ds)
+}
+
+/// Snapshots head dataset `ds` as `name` in txg `txg` (`dsl_dataset_snapshot_sync_impl`).
+/// Returns the snapshot's object.
+pub fn snapshot(
+    os: &mut DirtyObjset,
+    zaps: &mut ZapCache,
+    ds: u64,
+    name: &str,
+    txg: u64,
+    now: u64,
+) -> Result<u64> {
+    let mut head = ds_phys(os, ds)?;
+    if zaps.lookup(os, head.snapnames_zapobj, name.as_bytes()).map_err(zerr)?.is_some() {
+        return Err(bad(format!("snapshot '{name}' already exists")));
+    }
+    if head.prev_snap_txg >= txg {
+        return Err(bad("a snapshot was already taken in this txg"));
+    }
+    let snap = DslDatasetPhys {
+        dir_obj: head.dir_obj,
+        prev_snap_obj: head.prev_snap_obj,
+        prev_snap_txg: head.prev_snap_txg,
+        next_snap_obj: ds,
+        num_children: 1,
+        creation_time: now,
+        creation_txg: txg,
+        deadlist_obj: head.deadlist_obj,
+        referenced_bytes: head.referenced_bytes,
+        compressed_bytes: head.compressed_bytes,
+        uncompressed_bytes: head.uncompressed_bytes,
+        unique_bytes: head.unique_bytes,
+        fsid_guid: random_u64() & ((1 << 56) - 1),
+        guid: random_u64(),
+        flags: head.flags,
+        bp: head.bp,
+        ..Default::default()
+    };
+    let sobj =
+        os.alloc_object(T::DslDataset.to_u8(), 512, T::DslDataset.to_u8(), snap.encode(LE)).map_err(dmu)?;
+    if head.prev_snap_obj != 0 {
+        let mut prev = ds_phys(os, head.prev_snap_obj)?;
+        if prev.next_snap_obj == ds {
+            prev.next_snap_obj = sobj;
+            set_ds_phys(os, head.prev_snap_obj, &prev)?;
+        }
+    }
+    // The head's blocks are now all shared with the snapshot: its unique space becomes the
+    // snapshot's; the head starts a new deadlist with the keys it had plus this snapshot.
+    head.deadlist_obj = clone_deadlist(os, zaps, head.deadlist_obj, u64::MAX)?;
+    deadlist_add_key(os, zaps, head.deadlist_obj, txg)?;
+    let mut dir = dir_phys(os, head.dir_obj)?;
+    let moved = head.unique_bytes;
+    dir.used_breakdown[DD_USED_HEAD] = dir.used_breakdown[DD_USED_HEAD].saturating_sub(moved);
+    dir.used_breakdown[DD_USED_SNAP] += moved;
+    set_dir_phys(os, head.dir_obj, &dir)?;
+    head.prev_snap_obj = sobj;
+    head.prev_snap_txg = txg;
+    head.unique_bytes = 0;
+    set_ds_phys(os, ds, &head)?;
+    zaps.update_u64(os, head.snapnames_zapobj, name, sobj).map_err(zerr)?;
+    Ok(sobj)
+}
+
+/// Space deltas to charge to a dataset's directory and its ancestors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpaceDelta {
+    pub used: i64,
+    pub comp: i64,
+    pub uncomp: i64,
+}
+
+impl SpaceDelta {
+    pub fn of(bp: &BlkPtr, dsize: u64) -> SpaceDelta {
+        SpaceDelta { used: dsize as i64, comp: bp.psize() as i64, uncomp: bp.lsize() as i64 }
+    }
+    pub fn negated(self) -> SpaceDelta {
+        SpaceDelta { used: -self.used, comp: -self.comp, uncomp: -self.uncomp }
+    }
+    pub fn add(&mut self, o: SpaceDelta) {
+        self.used += o.used;
+        self.comp += o.comp;
+        self.uncomp += o.uncomp;
+    }
+    pub fn is_zero(&self) -> bool {
+        *self == SpaceDelta::default()
+    }
+}
+
+fn adj(v: &mut u64, d: i64) {
+    *v = (*v as i64).saturating_add(d).max(0) as u64;
+}
+
+/// Charges `d` to directory `dir` in breakdown `kind` and to every ancestor as CHILD
+/// (`dsl_dir_diduse_space`, without reservations).
+pub fn dir_diduse(os: &mut DirtyObjset, dir: u64, kind: usize, d: SpaceDelta) -> Result<()> {
+    if d.is_zero() {
+        return Ok(());
+    }
+    let mut cur = dir;
+    let mut k = kind;
+    for _ in 0..256 {
+        let mut p = dir_phys(os, cur)?;
+        adj(&mut p.used_bytes, d.used);
+        adj(&mut p.compressed_bytes, d.comp);
+        adj(&mut p.uncompressed_bytes, d.uncomp);
+        adj(&mut p.used_breakdown[k], d.used);
+        set_dir_phys(os, cur, &p)?;
+        if p.parent_obj == 0 {
+            return Ok(());
+        }
+        cur = p.parent_obj;
+        k = DD_USED_CHILD;
+    }
+    Err(bad("dsl_dir parent chain too long"))
+}
+
+/// Applies a head dataset's births and frees of one sync: `born` and `freed` are totals of
+/// blocks born/freed, `to_deadlist` of blocks killed that a snapshot still references.
+pub fn account_head(
+    os: &mut DirtyObjset,
+    ds: u64,
+    born: SpaceDelta,
+    freed: SpaceDelta,
+    to_deadlist: SpaceDelta,
+) -> Result<()> {
+    let mut p = ds_phys(os, ds)?;
+    let mut net = born;
+    net.add(freed.negated());
+    let mut refd = net;
+    refd.add(to_deadlist.negated());
+    adj(&mut p.referenced_bytes, refd.used);
+    adj(&mut p.compressed_bytes, refd.comp);
+    adj(&mut p.uncompressed_bytes, refd.uncomp);
+    adj(&mut p.unique_bytes, net.used);
+    set_ds_phys(os, ds, &p)?;
+    dir_diduse(os, p.dir_obj, DD_USED_HEAD, net)?;
+    if !to_deadlist.is_zero() {
+        let mut dp = dir_phys(os, p.dir_obj)?;
+        adj(&mut dp.used_breakdown[DD_USED_HEAD], -to_deadlist.used);
+        adj(&mut dp.used_breakdown[DD_USED_SNAP], to_deadlist.used);
+        set_dir_phys(os, p.dir_obj, &dp)?;
+    }
+    Ok(())
+}
+
+/// Objects of a freshly created pool's DSL.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolDsl {
+    pub root_dir: u64,
+    pub mos_dir: u64,
+    pub free_dir: u64,
+    pub origin_dir: u64,
+    pub origin_head: u64,
+    pub origin_snap: u64,
+    pub free_bpobj: u64,
+    pub root_ds: u64,
+}
+
+/// Builds the DSL of a new pool in txg `txg` (see the module comment); the caller adds the
+/// directory entries `root_dataset` and `free_bpobj`.
+pub fn create_pool_dsl(os: &mut DirtyObjset, zaps: &mut ZapCache, txg: u64, now: u64) -> Result<PoolDsl> {
+    let root_dir = create_dir(os, zaps, None, "", now)?;
+    let mos_dir = create_dir(os, zaps, Some(root_dir), "$MOS", now)?;
+    let free_dir = create_dir(os, zaps, Some(root_dir), "$FREE", now)?;
+    let free_bpobj = create_bpobj(os)?;
+    let origin_dir = create_dir(os, zaps, Some(root_dir), "$ORIGIN", now)?;
+    let origin_head = create_dataset(os, zaps, origin_dir, None, txg, now)?;
+    // The origin snapshot is taken in txg 1 (creation txg of datasets made at TXG_INITIAL).
+    let origin_snap = snapshot(os, zaps, origin_head, "$ORIGIN", 1, now)?;
+    let root_ds = create_dataset(os, zaps, root_dir, Some(origin_snap), txg, now)?;
+    Ok(PoolDsl { root_dir, mos_dir, free_dir, origin_dir, origin_head, origin_snap, free_bpobj, root_ds })
+}
+
+/// Sets or removes a local property in a directory's props ZAP (string values are stored
+/// as NUL-terminated bytes, numbers as one u64, as OpenZFS does).
+pub fn set_prop(
+    os: &mut DirtyObjset,
+    zaps: &mut ZapCache,
+    dir: u64,
+    name: &str,
+    val: Option<ZapVal>,
+) -> Result<()> {
+    let pz = dir_phys(os, dir)?.props_zapobj;
+    match val {
+        Some(v) => zaps.update(os, pz, name.as_bytes(), v).map_err(zerr),
+        None => zaps.remove(os, pz, name.as_bytes()).map(|_| ()).map_err(zerr),
+    }
+}
+
+/// Appends blocks killed from head `ds` but still referenced by its latest snapshot to the
+/// head's deadlist (`dsl_deadlist_insert`: the bpobj of the largest key below the block's
+/// birth), and credits the latest snapshot's unique space for blocks no older snapshot
+/// references. `bps` holds each pointer with its deflated size.
+pub fn deadlist_insert(
+    os: &mut DirtyObjset,
+    zaps: &mut ZapCache,
+    ds: u64,
+    bps: &[(BlkPtr, u64)],
+) -> Result<()> {
+    let head = ds_phys(os, ds)?;
+    let mut keys: Vec<(u64, u64)> = zaps
+        .entries(os, head.deadlist_obj)
+        .map_err(zerr)?
+        .iter()
+        .filter_map(|(k, v)| Some((std::str::from_utf8(k).ok()?.parse::<u64>().ok()?, *v.values.first()?)))
+        .collect();
+    keys.sort_unstable();
+    if keys.is_empty() {
+        return Err(bad(format!("deadlist {} of dataset {ds} has no keys", head.deadlist_obj)));
+    }
+    let mut per_bpobj: std::collections::BTreeMap<u64, Vec<(BlkPtr, u64)>> = Default::default();
+    for &(bp, dsize) in bps {
+        let birth = bp.logical_birth();
+        let idx = keys.iter().rposition(|&(k, _)| k < birth).unwrap_or(0);
+        per_bpobj.entry(keys[idx].1).or_default().push((bp, dsize));
+    }
+    let mut total = SpaceDelta::default();
+    for (bpo, list) in per_bpobj {
+        let dn = os.dnode(bpo).map_err(dmu)?.ok_or_else(|| bad(format!("no bpobj {bpo}")))?;
+        let mut hdr = BpobjPhys::parse(&dn.bonus, LE)?;
+        let mut raw = Vec::with_capacity(list.len() * 128);
+        for (bp, dsize) in &list {
+            raw.extend_from_slice(&bp.encode(LE));
+            hdr.num_blkptrs += 1;
+            hdr.bytes += dsize;
+            hdr.comp += bp.psize();
+            hdr.uncomp += bp.lsize();
+            total.add(SpaceDelta::of(bp, *dsize));
+        }
+        let at = (hdr.num_blkptrs - list.len() as u64) * 128;
+        os.write(bpo, at, &raw).map_err(dmu)?;
+        os.set_bonus(bpo, hdr.encode(LE)?).map_err(dmu)?;
+    }
+    // Deadlist header: dl_used, dl_comp, dl_uncomp.
+    let dn = os.dnode(head.deadlist_obj).map_err(dmu)?.ok_or_else(|| bad("deadlist vanished"))?;
+    let mut b = dn.bonus.clone();
+    b.resize(DEADLIST_PHYS_SIZE, 0);
+    for (i, d) in [total.used, total.comp, total.uncomp].into_iter().enumerate() {
+        let cur = u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+        b[i * 8..i * 8 + 8].copy_from_slice(&((cur as i64 + d).max(0) as u64).to_le_bytes());
+    }
+    os.set_bonus(head.deadlist_obj, b).map_err(dmu)?;
+    // The latest snapshot's unique space grows by what only it still references.
+    if head.prev_snap_obj != 0 {
+        let mut snap = ds_phys(os, head.prev_snap_obj)?;
+        let only: u64 =
+            bps.iter().filter(|(bp, _)| bp.logical_birth() > snap.prev_snap_txg).map(|(_, d)| d).sum();
+        snap.unique_bytes += only;
+        set_ds_phys(os, head.prev_snap_obj, &snap)?;
+    }
+    Ok(())
+}

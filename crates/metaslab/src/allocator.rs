@@ -1,0 +1,467 @@
+//! The allocator over all top-level vdevs: placement (rotor, copies, active metaslab), frees,
+//! and the per-txg hand-off of changes to the pool layer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use crate::metaslab::Metaslab;
+use crate::{Error, Result, SPA_DVAS_PER_BP};
+
+/// Bytes a rotor stop gets before scaling (OpenZFS `metaslab_aliquot`).
+const METASLAB_ALIQUOT: u64 = 2 << 20;
+/// Supported `ashift` range (OpenZFS `ASHIFT_MIN` / `ASHIFT_MAX`).
+const ASHIFT_MIN: u8 = 9;
+const ASHIFT_MAX: u8 = 16;
+/// A sanity bound on metaslabs per vdev, far above what `metaslab_shift` yields (2^17).
+const MAX_MS_COUNT: u64 = 1 << 20;
+
+/// The changes of one metaslab since the last [`Allocator::take_changes`]: offsets relative to
+/// the metaslab start, in bytes; each list sorted and coalesced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetaslabDelta {
+    pub vdev: u64,
+    pub ms: u64,
+    /// `(offset, length)` newly allocated.
+    pub allocs: Vec<(u64, u64)>,
+    /// `(offset, length)` newly freed.
+    pub frees: Vec<(u64, u64)>,
+}
+
+impl MetaslabDelta {
+    /// Change of the space map's `smp_alloc` once this delta is written.
+    pub fn alloc_delta(&self) -> i64 {
+        let sum = |v: &[(u64, u64)]| v.iter().map(|&(_, l)| l as i128).sum::<i128>();
+        (sum(&self.allocs) - sum(&self.frees)) as i64
+    }
+}
+
+/// Space of one top vdev. `size = alloc + free + deferred`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct TopSpace {
+    pub vdev: u64,
+    /// Bytes in metaslabs (`vs_space`).
+    pub size: u64,
+    /// Allocated bytes, including this txg's allocations.
+    pub alloc: u64,
+    /// Allocatable now.
+    pub free: u64,
+    /// Freed, waiting out the defer window.
+    pub deferred: u64,
+}
+
+/// Space of every top vdev and their sums.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct SpaceStats {
+    pub size: u64,
+    pub alloc: u64,
+    pub free: u64,
+    pub deferred: u64,
+    pub tops: Vec<TopSpace>,
+}
+
+#[derive(Clone)]
+pub(crate) struct TopVdev {
+    pub ashift: u8,
+    pub ms_shift: u32,
+    pub ms: Vec<Metaslab>,
+    /// The metaslab allocations go to first (OpenZFS's primary active metaslab).
+    active: Option<usize>,
+    /// Bytes the rotor leaves here before moving on (`mg_aliquot`).
+    aliquot: u64,
+}
+
+impl TopVdev {
+    fn size(&self) -> u64 {
+        self.ms.iter().map(|m| m.size).sum()
+    }
+
+    fn free(&self) -> u64 {
+        self.ms.iter().map(|m| m.free.space()).sum()
+    }
+
+    /// Allocates in this vdev, avoiding the metaslabs in `avoid` if it can (ditto copies).
+    /// Returns `(metaslab, offset)`.
+    fn alloc(&mut self, asize: u64, txg: u64, avoid: &[usize]) -> Result<Option<(usize, u64)>> {
+        if asize == 0 || asize & ((1u64 << self.ashift) - 1) != 0 || asize > (1u64 << self.ms_shift) {
+            return Ok(None);
+        }
+        if let Some(a) = self.active.filter(|a| !avoid.contains(a)) {
+            if let Some(off) = self.ms.get_mut(a).map_or(Ok(None), |m| m.alloc(asize, txg))? {
+                return Ok(Some((a, off)));
+            }
+        }
+        // Switch: the metaslab with the most free space that has a large enough segment.
+        let pick = |avoid: &[usize]| {
+            self.ms
+                .iter()
+                .enumerate()
+                .filter(|(i, m)| !avoid.contains(i) && m.free.largest() >= asize)
+                .max_by_key(|(i, m)| (m.free.space(), std::cmp::Reverse(*i)))
+                .map(|(i, _)| i)
+        };
+        let Some(i) = pick(avoid).or_else(|| pick(&[])) else { return Ok(None) };
+        let off = self.ms[i].alloc(asize, txg)?;
+        if avoid.is_empty() {
+            self.active = Some(i);
+        }
+        Ok(off.map(|o| (i, o)))
+    }
+}
+
+/// Block allocator over the top-level vdevs of one pool. Not synchronized: wrap it in a
+/// `Mutex`.
+#[derive(Clone, Default)]
+pub struct Allocator {
+    pub(crate) tops: BTreeMap<u64, TopVdev>,
+    /// Top vdev ids in rotor order.
+    order: Vec<u64>,
+    /// Index into `order` of the vdev first copies go to.
+    rotor: usize,
+    /// Bytes allocated at the rotor vdev since it became the rotor (`mca_aliquot`).
+    rotor_bytes: u64,
+    /// Metaslabs with untaken changes.
+    pending: BTreeSet<(u64, u64)>,
+    /// Metaslabs with deferred frees.
+    deferring: BTreeSet<(u64, u64)>,
+}
+
+impl fmt::Debug for Allocator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "Allocator {{ rotor: {:?}, rotor_bytes: {:#x}",
+            self.order.get(self.rotor),
+            self.rotor_bytes
+        )?;
+        for (id, t) in &self.tops {
+            writeln!(
+                f,
+                "  top {id}: ashift {} ms_shift {} metaslabs {} size {:#x} free {:#x} active {:?} aliquot {:#x}",
+                t.ashift,
+                t.ms_shift,
+                t.ms.len(),
+                t.size(),
+                t.free(),
+                t.active,
+                t.aliquot
+            )?;
+            for (i, m) in t.ms.iter().enumerate().filter(|(_, m)| !m.is_quiet() || m.free.space() != m.size) {
+                writeln!(f, "    ms {i}: {m:?}")?;
+            }
+        }
+        write!(f, "}}")
+    }
+}
+
+impl Allocator {
+    pub fn new() -> Allocator {
+        Allocator::default()
+    }
+
+    /// Adds top vdev `vdev` with `usable` allocatable bytes, all free. Metaslab `i` covers
+    /// `[i << ms_shift, (i + 1) << ms_shift)`; the tail past the last whole metaslab is unused.
+    pub fn add_top(&mut self, vdev: u64, usable: u64, ashift: u8, ms_shift: u32) -> Result<()> {
+        if self.tops.contains_key(&vdev) {
+            return Err(Error::Invalid(format!("top vdev {vdev} added twice")));
+        }
+        if !(ASHIFT_MIN..=ASHIFT_MAX).contains(&ashift) {
+            return Err(Error::Invalid(format!("ashift {ashift} out of range")));
+        }
+        if ms_shift < u32::from(ashift) || ms_shift >= 63 {
+            return Err(Error::Invalid(format!("ms_shift {ms_shift} with ashift {ashift}")));
+        }
+        let count = usable >> ms_shift;
+        if count == 0 || count > MAX_MS_COUNT {
+            return Err(Error::Invalid(format!("{count} metaslabs of 2^{ms_shift} in {usable:#x} bytes")));
+        }
+        let ms =
+            (0..count).map(|i| Metaslab::new(i << ms_shift, 1 << ms_shift)).collect::<Result<Vec<_>>>()?;
+        self.tops.insert(vdev, TopVdev { ashift, ms_shift, ms, active: None, aliquot: 0 });
+        self.order = self.tops.keys().copied().collect();
+        self.rebalance();
+        Ok(())
+    }
+
+    /// Number of metaslabs of `vdev`.
+    pub fn metaslab_count(&self, vdev: u64) -> Result<u64> {
+        Ok(self.top(vdev)?.ms.len() as u64)
+    }
+
+    /// `(ashift, ms_shift)` of `vdev`.
+    pub fn top_shifts(&self, vdev: u64) -> Result<(u8, u32)> {
+        let t = self.top(vdev)?;
+        Ok((t.ashift, t.ms_shift))
+    }
+
+    pub(crate) fn top(&self, vdev: u64) -> Result<&TopVdev> {
+        self.tops.get(&vdev).ok_or(Error::UnknownVdev(vdev))
+    }
+
+    pub(crate) fn metaslab_mut(&mut self, vdev: u64, ms: u64) -> Result<&mut Metaslab> {
+        let t = self.tops.get_mut(&vdev).ok_or(Error::UnknownVdev(vdev))?;
+        let n = t.ms.len();
+        usize::try_from(ms)
+            .ok()
+            .and_then(|i| t.ms.get_mut(i))
+            .ok_or_else(|| Error::Invalid(format!("vdev {vdev} has {n} metaslabs, not {ms}")))
+    }
+
+    /// Recomputes each vdev's aliquot, as OpenZFS `metaslab_class_balance` does on sync: the
+    /// base aliquot scaled by the vdev's size relative to the average and by its free fraction
+    /// relative to the pool's, so the rotor spends time on each vdev in proportion to its free
+    /// space. (Fixed point as in OpenZFS: 256 = average. One data disk per top vdev assumed.)
+    fn rebalance(&mut self) {
+        let groups = self.tops.len() as u64;
+        let (mc_space, mc_free) =
+            self.tops.values().fold((0u64, 0u64), |(s, f), t| (s + t.size(), f + t.free()));
+        for t in self.tops.values_mut() {
+            let (vs_space, vs_free) = (t.size(), t.free());
+            let mut aliquot = METASLAB_ALIQUOT as u128;
+            if mc_space > 0 && vs_space > 0 {
+                let ratio = vs_space / (mc_space / (groups * 256) + 1);
+                aliquot = aliquot * ratio as u128 / 256;
+                let vs_fr = vs_free / (vs_space / 65536 + 1);
+                let mc_fr = mc_free / (mc_space / 256 + 1);
+                aliquot = aliquot * (vs_fr / (mc_fr + 1)) as u128 / 256;
+            }
+            t.aliquot = u64::try_from(aliquot).unwrap_or(u64::MAX);
+        }
+    }
+
+    /// Moves the rotor after an attempt on `order[idx]` (OpenZFS `metaslab_class_rotate`): on
+    /// failure at once; on success once the vdev's aliquot is (nearly) used.
+    fn rotate(&mut self, idx: usize, asize: u64, success: bool) {
+        if self.order.len() < 2 || idx != self.rotor {
+            return;
+        }
+        if success {
+            self.rotor_bytes = self.rotor_bytes.saturating_add(asize);
+            let aliquot = self.order.get(idx).and_then(|v| self.tops.get(v)).map_or(0, |t| t.aliquot);
+            if self.rotor_bytes.saturating_add(asize / 2) < aliquot {
+                return;
+            }
+        }
+        self.rotor = (idx + 1) % self.order.len();
+        self.rotor_bytes = 0;
+    }
+
+    /// Allocates `copies` regions of `asize` bytes in `txg`; returns `(vdev, offset)` per copy.
+    /// Copies go to distinct top vdevs while there are enough (the next vdev after the previous
+    /// copy's, as OpenZFS spreads ditto blocks), else to distinct metaslabs of a vdev already
+    /// used if possible, else anywhere free; regions never overlap. All or nothing.
+    pub fn alloc(&mut self, asize: u64, txg: u64, copies: usize) -> Result<Vec<(u64, u64)>> {
+        if !(1..=SPA_DVAS_PER_BP).contains(&copies) {
+            return Err(Error::Invalid(format!("{copies} copies")));
+        }
+        if asize == 0 {
+            return Err(Error::Invalid("zero-byte allocation".into()));
+        }
+        if self.order.is_empty() {
+            return Err(Error::NoSpace { asize, copies });
+        }
+        let mut got: Vec<(usize, usize, u64)> = Vec::with_capacity(copies);
+        for _ in 0..copies {
+            match self.alloc_copy(asize, txg, &got) {
+                Ok(Some(x)) => got.push(x),
+                res => {
+                    // All or nothing: give back the copies already placed.
+                    for &(idx, ms, off) in &got {
+                        let v = self.order[idx];
+                        self.metaslab_mut(v, ms as u64)?.unalloc(off, asize, txg)?;
+                    }
+                    res?;
+                    return Err(Error::NoSpace { asize, copies });
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(copies);
+        for (idx, ms, off) in got {
+            let v = self.order[idx];
+            self.pending.insert((v, ms as u64));
+            out.push((v, off));
+        }
+        Ok(out)
+    }
+
+    /// One copy; `got` holds the copies already placed as `(order index, metaslab, offset)`.
+    fn alloc_copy(
+        &mut self,
+        asize: u64,
+        txg: u64,
+        got: &[(usize, usize, u64)],
+    ) -> Result<Option<(usize, usize, u64)>> {
+        let n = self.order.len();
+        let start = got.last().map_or(self.rotor, |&(idx, _, _)| (idx + 1) % n);
+        let first = got.is_empty();
+        for reuse in [false, true] {
+            if reuse && first {
+                break;
+            }
+            for k in 0..n {
+                let idx = (start + k) % n;
+                let on_vdev: Vec<usize> = got.iter().filter(|g| g.0 == idx).map(|g| g.1).collect();
+                if !reuse && !on_vdev.is_empty() {
+                    continue;
+                }
+                let top = self.tops.get_mut(&self.order[idx]).ok_or(Error::UnknownVdev(self.order[idx]))?;
+                let res = top.alloc(asize, txg, &on_vdev)?;
+                if first {
+                    self.rotate(idx, asize, res.is_some());
+                }
+                if let Some((ms, off)) = res {
+                    return Ok(Some((idx, ms, off)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Frees `[offset, offset + asize)` of `vdev` in syncing txg `txg`; the block was born in
+    /// `birth_txg`. If it was allocated in `txg` and that allocation has not been taken yet,
+    /// the space is free again at once and nothing reaches the space map (OpenZFS
+    /// `metaslab_unalloc_dva`). Otherwise the free is recorded for `txg` and the space is
+    /// reusable after `txg + TXG_DEFER_SIZE` has synced. Any inconsistency is an error and
+    /// changes nothing.
+    pub fn free(&mut self, vdev: u64, offset: u64, asize: u64, birth_txg: u64, txg: u64) -> Result<()> {
+        let bad = |why: &str| Error::BadFree { vdev, offset, asize, why: why.to_string() };
+        if birth_txg > txg {
+            return Err(bad("born after the freeing txg"));
+        }
+        let (ms, m) = self.locate(vdev, offset, asize).map_err(|e| bad(&e.to_string()))?;
+        let this_txg = m.allocating.get(&txg);
+        let pending_whole = this_txg.is_some_and(|t| t.contains(offset, asize));
+        let pending_part = this_txg.is_some_and(|t| t.intersects(offset, asize));
+        let res = if birth_txg == txg && pending_whole {
+            m.unalloc(offset, asize, txg)
+        } else if pending_part {
+            Err(Error::Range("overlaps an allocation of this txg that does not match the block".into()))
+        } else {
+            m.free(offset, asize, txg)
+        };
+        res.map_err(|e| bad(&e.to_string()))?;
+        self.pending.insert((vdev, ms));
+        Ok(())
+    }
+
+    /// The metaslab holding all of `[offset, offset + len)`, checking alignment.
+    fn locate(&mut self, vdev: u64, offset: u64, len: u64) -> Result<(u64, &mut Metaslab)> {
+        let t = self.tops.get_mut(&vdev).ok_or(Error::UnknownVdev(vdev))?;
+        let mask = (1u64 << t.ashift) - 1;
+        if len == 0 || offset & mask != 0 || len & mask != 0 {
+            return Err(Error::Invalid(format!("not a non-empty multiple of 2^{}", t.ashift)));
+        }
+        let ms = offset >> t.ms_shift;
+        let m = usize::try_from(ms).ok().and_then(|i| t.ms.get_mut(i));
+        match m {
+            Some(m) if offset.checked_add(len).is_some_and(|e| e <= m.start + m.size) => Ok((ms, m)),
+            Some(_) => Err(Error::Invalid("crosses a metaslab boundary".into())),
+            None => Err(Error::Invalid("beyond the last metaslab".into())),
+        }
+    }
+
+    /// Takes every allocation and free recorded for txgs `<= txg` since the last call, per
+    /// metaslab (call after each sync pass). Taken frees start their defer wait.
+    pub fn take_changes(&mut self, txg: u64) -> Result<Vec<MetaslabDelta>> {
+        let mut out = Vec::new();
+        for (vdev, ms) in std::mem::take(&mut self.pending) {
+            let m = self.metaslab_mut(vdev, ms)?;
+            let (allocs, frees) = m.take(txg)?;
+            let start = m.start;
+            let (still_pending, deferring) =
+                (!m.allocating.is_empty() || !m.freeing.is_empty(), !m.deferred.is_empty());
+            if still_pending {
+                self.pending.insert((vdev, ms));
+            }
+            if deferring {
+                self.deferring.insert((vdev, ms));
+            }
+            if allocs.is_empty() && frees.is_empty() {
+                continue;
+            }
+            let rel = |t: &crate::RangeTree| t.iter().map(|(s, e)| (s - start, e - s)).collect();
+            out.push(MetaslabDelta { vdev, ms, allocs: rel(&allocs), frees: rel(&frees) });
+        }
+        Ok(out)
+    }
+
+    /// `txg` has synced: space freed in txg `txg - TXG_DEFER_SIZE` (or earlier) becomes
+    /// allocatable, and the rotor's per-vdev aliquots are recomputed. Fails, changing nothing,
+    /// if changes of a txg `<= txg` were never taken.
+    pub fn sync_done(&mut self, txg: u64) -> Result<()> {
+        for &(vdev, ms) in &self.pending {
+            if self.top(vdev)?.ms.get(ms as usize).is_some_and(|m| m.has_undrained(txg)) {
+                return Err(Error::Undrained { txg });
+            }
+        }
+        for (vdev, ms) in std::mem::take(&mut self.deferring) {
+            let m = self.metaslab_mut(vdev, ms)?;
+            m.release(txg)?;
+            if !m.deferred.is_empty() {
+                self.deferring.insert((vdev, ms));
+            }
+        }
+        self.rebalance();
+        Ok(())
+    }
+
+    /// Space per top vdev and in total.
+    pub fn space(&self) -> SpaceStats {
+        let mut s = SpaceStats::default();
+        for (&vdev, t) in &self.tops {
+            let mut ts = TopSpace { vdev, ..TopSpace::default() };
+            for m in &t.ms {
+                ts.size += m.size;
+                ts.free += m.free.space();
+                ts.deferred += m.deferred_space();
+            }
+            ts.alloc = ts.size - ts.free - ts.deferred;
+            s.size += ts.size;
+            s.alloc += ts.alloc;
+            s.free += ts.free;
+            s.deferred += ts.deferred;
+            s.tops.push(ts);
+        }
+        s
+    }
+
+    /// Allocated bytes of one metaslab. Once every change is taken this is what the metaslab's
+    /// space map says (`smp_alloc`).
+    pub fn ms_alloc(&self, vdev: u64, ms: u64) -> Result<u64> {
+        let t = self.top(vdev)?;
+        let m = usize::try_from(ms).ok().and_then(|i| t.ms.get(i));
+        m.map(|m| m.alloc_space()).ok_or_else(|| Error::Invalid(format!("vdev {vdev} has no metaslab {ms}")))
+    }
+
+    /// Is all of `[offset, offset + len)` of `vdev` allocated (neither free nor freed)? The
+    /// range may span metaslabs but must lie within them.
+    pub fn is_allocated(&self, vdev: u64, offset: u64, len: u64) -> Result<bool> {
+        self.walk_range(vdev, offset, len, |m, o, l| m.is_allocated(o, l))
+    }
+
+    /// Is all of `[offset, offset + len)` of `vdev` allocatable now?
+    pub fn is_free(&self, vdev: u64, offset: u64, len: u64) -> Result<bool> {
+        self.walk_range(vdev, offset, len, |m, o, l| m.free.contains(o, l))
+    }
+
+    fn walk_range(
+        &self,
+        vdev: u64,
+        offset: u64,
+        len: u64,
+        f: impl Fn(&Metaslab, u64, u64) -> bool,
+    ) -> Result<bool> {
+        let t = self.top(vdev)?;
+        let end = offset.checked_add(len).filter(|_| len > 0);
+        let end = end.ok_or_else(|| Error::Invalid(format!("range {offset:#x}+{len:#x}")))?;
+        let mut off = offset;
+        let mut all = true;
+        while off < end {
+            let m = usize::try_from(off >> t.ms_shift).ok().and_then(|i| t.ms.get(i));
+            let m = m.ok_or_else(|| Error::Invalid(format!("offset {off:#x} beyond the last metaslab")))?;
+            let piece = end.min(m.start + m.size) - off;
+            all &= f(m, off, piece);
+            off += piece;
+        }
+        Ok(all)
+    }
+}

@@ -1,0 +1,794 @@
+//! # The write side of the SPA: transaction groups and their sync
+//!
+//! Theory. A [`PoolWriter`] owns an imported (or just created) pool for writing: its
+//! top-level vdevs, the block allocator, the open txg's MOS ([`DirtyObjset`] + ZAP cache)
+//! and one dirty objset per dataset being written. All changes of the open txg live in
+//! memory until [`PoolWriter::sync`] writes them, in this order (OpenZFS `spa_sync`):
+//!
+//! 1. every dirty dataset objset, copy-on-write; its new root pointer and space accounting
+//!    go into the dataset's MOS records; killed blocks are freed or, when a snapshot still
+//!    references them, appended to the dataset's deadlist;
+//! 2. the MOS, in *passes*: each pass writes what is dirty, then charges the MOS's own
+//!    space to `$MOS` and rewrites this txg's tail of every touched metaslab's space map.
+//!    Blocks born in this txg are rewritten in place when the new bytes fit (space map
+//!    blocks are written uncompressed, so they always do), so no pass after the first few
+//!    allocates anything and the loop converges (bounded by [`MAX_SYNC_PASSES`]);
+//! 3. flush every vdev; when the configuration changed, write the even labels (L0, L2);
+//!    flush; write the uberblock into every label of every leaf; flush; odd labels; flush
+//!    (`vdev_config_sync`). A crash at any point leaves the previous uberblock (and every
+//!    block it references: nothing live is overwritten) or the new one.
+//!
+//! Space freed in txg T is reusable only after T + 2 has synced (`TXG_DEFER_SIZE`), so
+//! blocks an older uberblock still references survive the next two txgs.
+
+use crate::{PoolError, Result};
+use codec::checksum::{self, ChecksumCtx, ChecksumKind};
+use dmu::tx::{BlockSink, DirtyObjset, SyncCtx, WritePolicy};
+use dmu::Reader;
+use dsl::write::{self as dslw, SpaceDelta};
+use ondisk::blkptr::{BlkPtr, Dva};
+use ondisk::dmu_types::DmuObjectType as T;
+use ondisk::dnode::DnodePhys;
+use ondisk::label::{self, PoolState};
+use ondisk::nvlist::NvList;
+use ondisk::spacemap::{SmEntry, SmType, SpaceMapPhys};
+use ondisk::uberblock::UberblockPhys;
+use ondisk::ByteOrder;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use vdev::{BlockDevice, Vdev, VdevKind};
+use zap::write::ZapCache;
+use zio::{Allocate, WriteProps, Zio};
+
+/// `SPA_VERSION_FEATURES`.
+pub const SPA_VERSION: u64 = 5000;
+/// First txg of a new pool (`TXG_INITIAL`).
+pub const TXG_INITIAL: u64 = 4;
+/// A sync that needs more MOS passes than this is a bug (OpenZFS warns past 100).
+pub const MAX_SYNC_PASSES: u32 = 40;
+/// Space map data blocks (written uncompressed, so rewrites in place always fit).
+pub const SM_BLOCK_SIZE: u64 = 4096;
+/// `SPACE_MAP_SIZE_V0`: the bonus without histograms (no `spacemap_histogram`).
+const SM_BONUS_V0: usize = 24;
+
+const FLETCHER4: u8 = 7;
+const LZ4: u8 = 15;
+const OFF: u8 = 2;
+
+fn err(e: impl std::fmt::Display) -> PoolError {
+    PoolError::Invalid(e.to_string())
+}
+
+/// Per-top-level-vdev facts the configuration records.
+#[derive(Clone, Debug)]
+pub struct TopInfo {
+    pub ms_array: u64,
+    pub ms_shift: u32,
+    pub asize: u64,
+    pub create_txg: u64,
+    /// `vdev_deflate_ratio`.
+    pub deflate_ratio: u64,
+}
+
+/// The allocator shared by the sync threads plus this txg's record of what it did (the
+/// source of the space map entries written at the end of each pass).
+pub struct AllocShared {
+    inner: Mutex<AllocInner>,
+}
+
+struct AllocInner {
+    ms: metaslab::Allocator,
+    /// This txg's allocations and frees: (vdev, offset) → asize.
+    allocs: BTreeMap<(u64, u64), u64>,
+    frees: BTreeMap<(u64, u64), u64>,
+}
+
+impl AllocShared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, AllocInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Releases a DVA of a block born in `birth` during txg `txg`.
+    pub fn free_dva(&self, d: &Dva, birth: u64, txg: u64) -> Result<()> {
+        let mut g = self.lock();
+        g.ms.free(d.vdev(), d.offset(), d.asize(), birth, txg).map_err(err)?;
+        if birth == txg {
+            g.allocs.remove(&(d.vdev(), d.offset()));
+        } else {
+            g.frees.insert((d.vdev(), d.offset()), d.asize());
+        }
+        Ok(())
+    }
+
+    pub fn space(&self) -> metaslab::SpaceStats {
+        self.lock().ms.space()
+    }
+}
+
+impl Allocate for AllocShared {
+    fn allocate(&self, zio: &Zio, psize: u64, copies: usize, txg: u64) -> zio::Result<Vec<Dva>> {
+        // Every top-level vdev of a pool rzfs writes has the same psize → asize function
+        // (checked at create/import), so top 0 answers for all.
+        let asize =
+            zio.top_asize(0, psize).ok_or_else(|| zio::ZioError::Corrupt("no top-level vdev".into()))?;
+        let mut g = self.lock();
+        let got =
+            g.ms.alloc(asize, txg, copies)
+                .map_err(|e| zio::ZioError::Io { bp: "allocation".into(), detail: e.to_string() })?;
+        let mut out = Vec::with_capacity(got.len());
+        for (vdev, off) in got {
+            g.allocs.insert((vdev, off), asize);
+            out.push(Dva::new(vdev, off, asize, false));
+        }
+        Ok(out)
+    }
+}
+
+/// Block properties: metadata is fletcher4 + lz4 with extra copies; data follows the
+/// dataset's properties.
+pub struct Policy {
+    pub mos: bool,
+    pub data_checksum: u8,
+    pub data_compress: u8,
+    pub zstd_level: u8,
+    pub copies: u8,
+}
+
+impl WritePolicy for Policy {
+    fn props(&self, dn: &DnodePhys, level: u8) -> WriteProps {
+        let ot = T::from_u8(dn.object_type);
+        let is_meta = level > 0 || ot.is_metadata();
+        let object_type = if level == u8::MAX { T::Objset.to_u8() } else { dn.object_type };
+        let level = if level == u8::MAX { 0 } else { level };
+        let mut p = WriteProps {
+            checksum: FLETCHER4,
+            compress: LZ4,
+            zstd_level: 0,
+            copies: if self.mos { 3 } else { (self.copies + 1).min(3) },
+            object_type,
+            level,
+        };
+        if self.mos && ot == T::SpaceMap && level == 0 {
+            p.compress = OFF;
+        }
+        if !is_meta && !self.mos {
+            p.checksum = self.data_checksum;
+            p.compress = self.data_compress;
+            p.zstd_level = self.zstd_level;
+            p.copies = self.copies;
+        }
+        p
+    }
+}
+
+/// The MOS's sink: every killed block is freed; births and frees are charged to `$MOS`.
+struct MosSink<'a> {
+    alloc: &'a AllocShared,
+    txg: u64,
+    delta: SpaceDelta,
+    dsize: &'a dyn Fn(&BlkPtr) -> u64,
+}
+
+impl BlockSink for MosSink<'_> {
+    fn born(&mut self, bp: &BlkPtr) {
+        self.delta.add(SpaceDelta::of(bp, (self.dsize)(bp)));
+    }
+    fn kill(&mut self, bp: &BlkPtr) -> dmu::Result<()> {
+        if bp.is_hole() || bp.is_embedded() {
+            return Ok(());
+        }
+        self.delta.add(SpaceDelta::of(bp, (self.dsize)(bp)).negated());
+        for d in bp.dvas() {
+            self.alloc
+                .free_dva(&d, bp.logical_birth(), self.txg)
+                .map_err(|e| dmu::DmuError::Corrupt { what: "free", detail: e.to_string() })?;
+        }
+        Ok(())
+    }
+}
+
+/// A head dataset's sink (`dsl_dataset_block_born/kill`).
+pub struct DatasetSink<'a> {
+    pub alloc: &'a AllocShared,
+    pub txg: u64,
+    pub prev_snap_txg: u64,
+    pub born: SpaceDelta,
+    pub freed: SpaceDelta,
+    pub dead: Vec<(BlkPtr, u64)>,
+    pub dsize: &'a dyn Fn(&BlkPtr) -> u64,
+}
+
+impl BlockSink for DatasetSink<'_> {
+    fn born(&mut self, bp: &BlkPtr) {
+        self.born.add(SpaceDelta::of(bp, (self.dsize)(bp)));
+    }
+    fn kill(&mut self, bp: &BlkPtr) -> dmu::Result<()> {
+        if bp.is_hole() || bp.is_embedded() {
+            return Ok(());
+        }
+        let ds = (self.dsize)(bp);
+        if bp.logical_birth() > self.prev_snap_txg {
+            self.freed.add(SpaceDelta::of(bp, ds));
+            for d in bp.dvas() {
+                self.alloc
+                    .free_dva(&d, bp.logical_birth(), self.txg)
+                    .map_err(|e| dmu::DmuError::Corrupt { what: "free", detail: e.to_string() })?;
+            }
+        } else {
+            self.dead.push((*bp, ds));
+        }
+        Ok(())
+    }
+}
+
+/// A leaf device of the pool and its place in the configuration.
+#[derive(Clone)]
+pub struct LeafInfo {
+    pub path: String,
+    pub guid: u64,
+    pub device: Arc<dyn BlockDevice>,
+}
+
+/// The open dataset objsets of a pool being written.
+pub struct DatasetWriter {
+    pub os: DirtyObjset,
+    pub zaps: ZapCache,
+    pub policy: Policy,
+}
+
+/// A pool open for writing.
+pub struct PoolWriter {
+    pub name: String,
+    pub guid: u64,
+    pub hostname: String,
+    pub tops: Vec<Arc<Vdev>>,
+    pub top_info: Vec<TopInfo>,
+    pub reader: Reader,
+    pub alloc: AllocShared,
+    pub mos: DirtyObjset,
+    pub mos_zaps: ZapCache,
+    pub datasets: BTreeMap<u64, DatasetWriter>,
+    /// The open txg.
+    pub txg: u64,
+    /// Uberblock of the last synced txg.
+    pub uberblock: Option<UberblockPhys>,
+    pub state: PoolState,
+    pub config_dirty: bool,
+    pub mos_dir: u64,
+    pub config_obj: u64,
+    /// features_for_read guids (for label configs).
+    pub features_for_read: Vec<String>,
+    /// Space map of each metaslab: (vdev, ms) → (object, committed length, committed alloc).
+    pub sm: BTreeMap<(u64, u64), (u64, u64, i64)>,
+    /// This txg's space map tails as last written: (vdev, ms) → (bytes, alloc delta).
+    sm_tail: BTreeMap<(u64, u64), (Vec<u8>, i64)>,
+    /// Leaf paths by guid (for the configuration).
+    pub paths: BTreeMap<u64, String>,
+    /// The MOS root written by the last sync pass.
+    pending_root: Option<BlkPtr>,
+    pub now: fn() -> u64,
+}
+
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl PoolWriter {
+    /// Builds a writer around already-assembled parts (create and import fill it).
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        name: &str,
+        guid: u64,
+        tops: Vec<Arc<Vdev>>,
+        top_info: Vec<TopInfo>,
+        reader: Reader,
+        ms: metaslab::Allocator,
+        mos: DirtyObjset,
+        mos_zaps: ZapCache,
+        txg: u64,
+    ) -> PoolWriter {
+        PoolWriter {
+            name: name.to_string(),
+            guid,
+            hostname: hostname(),
+            tops,
+            top_info,
+            reader,
+            alloc: AllocShared {
+                inner: Mutex::new(AllocInner { ms, allocs: BTreeMap::new(), frees: BTreeMap::new() }),
+            },
+            mos,
+            mos_zaps,
+            datasets: BTreeMap::new(),
+            txg,
+            uberblock: None,
+            state: PoolState::Active,
+            config_dirty: true,
+            mos_dir: 0,
+            config_obj: 0,
+            features_for_read: Vec::new(),
+            sm: BTreeMap::new(),
+            sm_tail: BTreeMap::new(),
+            paths: BTreeMap::new(),
+            pending_root: None,
+            now: now_secs,
+        }
+    }
+
+    /// Smallest sector of the pool.
+    pub fn sector(&self) -> u64 {
+        self.tops.iter().map(|t| 1u64 << t.ashift()).min().unwrap_or(512)
+    }
+
+    fn ratios(&self) -> Vec<u64> {
+        self.top_info.iter().map(|t| t.deflate_ratio).collect()
+    }
+
+    /// Deflated size of a DVA (`vdev_deflated_space`).
+    pub fn dva_dsize(&self, d: &Dva) -> u64 {
+        dva_dsize(&self.ratios(), d)
+    }
+
+    /// Syncs the open txg and opens the next one.
+    pub fn sync(&mut self) -> Result<()> {
+        if !self.is_dirty() {
+            return Ok(());
+        }
+        let txg = self.txg;
+        self.sync_datasets(txg)?;
+        self.sync_mos(txg)?;
+        self.write_uberblock(txg)?;
+        {
+            let mut g = self.alloc.lock();
+            let _ = g.ms.take_changes(txg).map_err(err)?;
+            g.ms.sync_done(txg).map_err(err)?;
+            g.allocs.clear();
+            g.frees.clear();
+        }
+        self.txg += 1;
+        Ok(())
+    }
+
+    /// Is anything waiting for a sync?
+    pub fn is_dirty(&self) -> bool {
+        self.config_dirty
+            || self.mos.is_dirty()
+            || self.mos_zaps.is_dirty()
+            || self.datasets.values().any(|d| d.os.is_dirty() || d.zaps.is_dirty())
+    }
+
+    fn sync_datasets(&mut self, txg: u64) -> Result<()> {
+        let ids: Vec<u64> = self.datasets.keys().copied().collect();
+        for ds in ids {
+            let mut w = self.datasets.remove(&ds).ok_or_else(|| err("dataset vanished"))?;
+            let r = self.sync_one_dataset(ds, &mut w, txg);
+            self.datasets.insert(ds, w);
+            r?;
+        }
+        Ok(())
+    }
+
+    fn sync_one_dataset(&mut self, ds: u64, w: &mut DatasetWriter, txg: u64) -> Result<()> {
+        w.zaps.flush(&mut w.os, 4096).map_err(err)?;
+        if !w.os.is_dirty() && w.os.committed().is_some() {
+            return Ok(());
+        }
+        let mut phys = dslw::ds_phys(&self.mos, ds)?;
+        let sector = self.sector();
+        let ratios = self.ratios();
+        let dsize = |bp: &BlkPtr| bp_dsize(&ratios, bp);
+        let zio = self.reader.zio.clone();
+        let (bp, born, freed, dead) = {
+            let mut sink = DatasetSink {
+                alloc: &self.alloc,
+                txg,
+                prev_snap_txg: phys.prev_snap_txg,
+                born: SpaceDelta::default(),
+                freed: SpaceDelta::default(),
+                dead: Vec::new(),
+                dsize: &dsize,
+            };
+            let dsz = |d: &Dva| dva_dsize(&ratios, d);
+            let ctx = SyncCtx { zio: &zio, alloc: &self.alloc, txg, sector, policy: &w.policy, dsize: &dsz };
+            let bp = w.os.sync(&ctx, &mut sink)?;
+            (bp, sink.born, sink.freed, sink.dead)
+        };
+        phys.bp = bp.encode(ByteOrder::Little);
+        dslw::set_ds_phys(&mut self.mos, ds, &phys)?;
+        let mut to_dl = SpaceDelta::default();
+        for (b, d) in &dead {
+            to_dl.add(SpaceDelta::of(b, *d));
+        }
+        dslw::account_head(&mut self.mos, ds, born, freed, to_dl)?;
+        if !dead.is_empty() {
+            dslw::deadlist_insert(&mut self.mos, &mut self.mos_zaps, ds, &dead)?;
+        }
+        Ok(())
+    }
+
+    fn sync_mos(&mut self, txg: u64) -> Result<()> {
+        if self.config_dirty {
+            self.write_config_object(txg)?;
+        }
+        let sector = self.sector();
+        let zio = self.reader.zio.clone();
+        let policy =
+            Policy { mos: true, data_checksum: FLETCHER4, data_compress: LZ4, zstd_level: 0, copies: 3 };
+        let mut pass = 0;
+        loop {
+            pass += 1;
+            if pass > MAX_SYNC_PASSES {
+                return Err(err(format!("txg {txg} did not converge after {MAX_SYNC_PASSES} sync passes")));
+            }
+            self.mos_zaps.flush(&mut self.mos, usize::MAX).map_err(err)?;
+            if !self.mos.is_dirty() && pass > 1 {
+                break;
+            }
+            if std::env::var_os("RZFS_DEBUG_SYNC").is_some() {
+                let g = self.alloc.lock();
+                eprintln!(
+                    "txg {txg} pass {pass}: dirty {:?} allocs {} frees {}",
+                    self.mos.dirty_objects(),
+                    g.allocs.len(),
+                    g.frees.len()
+                );
+            }
+            let ratios = self.ratios();
+            let delta = {
+                let dsize = |bp: &BlkPtr| bp_dsize(&ratios, bp);
+                let mut sink =
+                    MosSink { alloc: &self.alloc, txg, delta: SpaceDelta::default(), dsize: &dsize };
+                let dsz = |d: &Dva| dva_dsize(&ratios, d);
+                let ctx =
+                    SyncCtx { zio: &zio, alloc: &self.alloc, txg, sector, policy: &policy, dsize: &dsz };
+                let bp = self.mos.sync(&ctx, &mut sink)?;
+                self.pending_root = Some(bp);
+                sink.delta
+            };
+            if !delta.is_zero() && self.mos_dir != 0 {
+                dslw::dir_diduse(&mut self.mos, self.mos_dir, ondisk::dsl::DD_USED_HEAD, delta)?;
+            }
+            self.write_space_maps(txg, pass)?;
+        }
+        Ok(())
+    }
+}
+
+impl PoolWriter {
+    /// Rewrites this txg's tail of each touched metaslab's space map (see the module
+    /// comment); dirties the MOS only when a tail changed since the previous pass.
+    fn write_space_maps(&mut self, txg: u64, pass: u32) -> Result<()> {
+        let (allocs, frees) = {
+            let g = self.alloc.lock();
+            (g.allocs.clone(), g.frees.clone())
+        };
+        let mut per_ms: BTreeMap<(u64, u64), (Runs, Runs)> = BTreeMap::new();
+        for key in self.sm_tail.keys() {
+            per_ms.entry(*key).or_default();
+        }
+        for (is_free, map) in [(false, &allocs), (true, &frees)] {
+            for (&(v, off), &len) in map {
+                let shift =
+                    self.top_info.get(v as usize).map(|t| t.ms_shift).ok_or_else(|| err("bad vdev"))?;
+                let e = per_ms.entry((v, off >> shift)).or_default();
+                let list = if is_free { &mut e.1 } else { &mut e.0 };
+                list.push((off - ((off >> shift) << shift), len));
+            }
+        }
+        for ((v, ms), (a, f)) in per_ms {
+            let ashift = self.tops.get(v as usize).map(|t| t.ashift()).ok_or_else(|| err("bad vdev"))?;
+            // The debug entries name sync pass 1: a tail that did not change must encode the same.
+            let _ = pass;
+            let entries = sm_entries(&a, &f, ashift, txg, 1)?;
+            let bytes =
+                ondisk::spacemap::encode_entries(&entries, ByteOrder::Little, SM_BLOCK_SIZE as usize)?;
+            let delta: i64 =
+                a.iter().map(|x| x.1 as i64).sum::<i64>() - f.iter().map(|x| x.1 as i64).sum::<i64>();
+            if self.sm_tail.get(&(v, ms)).is_some_and(|t| t.0 == bytes && t.1 == delta) {
+                continue;
+            }
+            if bytes.is_empty() && !self.sm_tail.contains_key(&(v, ms)) {
+                continue;
+            }
+            let (obj, len, alloc) = match self.sm.get(&(v, ms)) {
+                Some(x) => *x,
+                None => {
+                    let obj = self.create_space_map(v, ms)?;
+                    self.sm.insert((v, ms), (obj, 0, 0));
+                    (obj, 0, 0)
+                }
+            };
+            if !bytes.is_empty() {
+                self.mos.write(obj, len, &bytes)?;
+            }
+            let phys = SpaceMapPhys {
+                object: obj,
+                length: len + bytes.len() as u64,
+                alloc: alloc + delta,
+                histogram: None,
+            };
+            self.mos.set_bonus(obj, phys.encode(ByteOrder::Little))?;
+            self.sm_tail.insert((v, ms), (bytes, delta));
+        }
+        Ok(())
+    }
+
+    fn create_space_map(&mut self, v: u64, ms: u64) -> Result<u64> {
+        let bonus = vec![0u8; SM_BONUS_V0];
+        let obj =
+            self.mos.alloc_object(T::SpaceMap.to_u8(), SM_BLOCK_SIZE, T::SpaceMapHeader.to_u8(), bonus)?;
+        let arr = self.top_info.get(v as usize).map(|t| t.ms_array).ok_or_else(|| err("bad vdev"))?;
+        self.mos.write(arr, ms * 8, &obj.to_le_bytes())?;
+        Ok(obj)
+    }
+
+    /// The space map tails of this txg become committed.
+    fn commit_space_maps(&mut self) {
+        for ((v, ms), (bytes, delta)) in std::mem::take(&mut self.sm_tail) {
+            if let Some(e) = self.sm.get_mut(&(v, ms)) {
+                e.1 += bytes.len() as u64;
+                e.2 += delta;
+            }
+        }
+    }
+
+    /// The full pool configuration (MOS `config` object; labels hold a per-top subset).
+    pub fn config_nvlist(&self, txg: u64) -> NvList {
+        let mut nv = self.config_header(txg);
+        nv.add_u64("vdev_children", self.tops.len() as u64);
+        let mut root = NvList::new();
+        root.add_str("type", "root");
+        root.add_u64("id", 0);
+        root.add_u64("guid", self.guid);
+        root.add_u64("create_txg", TXG_INITIAL);
+        root.add_nvlist_array("children", (0..self.tops.len()).map(|i| self.top_nvlist(i)).collect());
+        nv.add_nvlist("vdev_tree", root);
+        nv.add_nvlist("features_for_read", self.features_nv());
+        nv
+    }
+
+    fn features_nv(&self) -> NvList {
+        let mut f = NvList::new();
+        for g in &self.features_for_read {
+            f.add_boolean(g);
+        }
+        f
+    }
+
+    fn config_header(&self, txg: u64) -> NvList {
+        let mut nv = NvList::new();
+        nv.add_u64("version", SPA_VERSION);
+        nv.add_str("name", &self.name);
+        nv.add_u64("state", self.state as u64);
+        nv.add_u64("txg", txg);
+        nv.add_u64("pool_guid", self.guid);
+        nv.add_u64("errata", 0);
+        nv.add_str("hostname", &self.hostname);
+        nv
+    }
+
+    fn top_nvlist(&self, i: usize) -> NvList {
+        let top = &self.tops[i];
+        let info = &self.top_info[i];
+        let mut nv = self.vdev_nvlist(top, i as u64);
+        nv.add_u64("metaslab_array", info.ms_array);
+        nv.add_u64("metaslab_shift", u64::from(info.ms_shift));
+        nv.add_u64("ashift", u64::from(top.ashift()));
+        nv.add_u64("asize", info.asize);
+        nv.add_u64("is_log", 0);
+        nv.add_u64("create_txg", info.create_txg);
+        if !top.children().is_empty() {
+            let kids = top.children().iter().enumerate().map(|(j, c)| {
+                let mut k = self.vdev_nvlist(c, j as u64);
+                k.add_u64("create_txg", info.create_txg);
+                k
+            });
+            nv.add_nvlist_array("children", kids.collect());
+        }
+        nv
+    }
+
+    fn vdev_nvlist(&self, v: &Vdev, id: u64) -> NvList {
+        let mut nv = NvList::new();
+        let kind = match v.kind() {
+            VdevKind::Disk => "disk",
+            VdevKind::File => "file",
+            VdevKind::Mirror => "mirror",
+            VdevKind::Raidz { .. } => "raidz",
+            _ => "missing",
+        };
+        nv.add_str("type", kind);
+        nv.add_u64("id", id);
+        nv.add_u64("guid", v.guid());
+        if let VdevKind::Raidz { nparity } = v.kind() {
+            nv.add_u64("nparity", u64::from(*nparity));
+        }
+        if let Some(p) = self.paths.get(&v.guid()) {
+            nv.add_str("path", p);
+            if *v.kind() == VdevKind::Disk {
+                nv.add_u64("whole_disk", 0);
+            }
+        }
+        nv
+    }
+
+    fn label_nvlist(&self, top: usize, leaf_guid: u64, txg: u64) -> NvList {
+        let mut nv = self.config_header(txg);
+        nv.add_u64("top_guid", self.tops[top].guid());
+        nv.add_u64("guid", leaf_guid);
+        nv.add_u64("vdev_children", self.tops.len() as u64);
+        nv.add_nvlist("vdev_tree", self.top_nvlist(top));
+        nv.add_nvlist("features_for_read", self.features_nv());
+        nv
+    }
+
+    fn write_config_object(&mut self, txg: u64) -> Result<()> {
+        if self.config_obj == 0 {
+            return Ok(());
+        }
+        let packed = self.config_nvlist(txg).encode();
+        let len = packed.len() as u64;
+        self.mos.free_range(self.config_obj, 0, u64::MAX)?;
+        self.mos.write(self.config_obj, 0, &packed)?;
+        self.mos.set_bonus(self.config_obj, len.to_le_bytes().to_vec())?;
+        Ok(())
+    }
+
+    /// Every leaf: (top index, leaf guid, device).
+    fn leaves(&self) -> Vec<(usize, u64, Arc<dyn BlockDevice>)> {
+        let mut out = Vec::new();
+        for (i, t) in self.tops.iter().enumerate() {
+            let mut stack = vec![t.as_ref()];
+            while let Some(v) = stack.pop() {
+                if let Some(d) = v.device() {
+                    out.push((i, v.guid(), d.clone()));
+                }
+                stack.extend(v.children().iter());
+            }
+        }
+        out
+    }
+
+    /// Sum of every vdev guid, the root's (= pool guid) included (`ub_guid_sum`).
+    pub fn guid_sum(&self) -> u64 {
+        let mut sum = self.guid;
+        for t in &self.tops {
+            let mut stack = vec![t.as_ref()];
+            while let Some(v) = stack.pop() {
+                sum = sum.wrapping_add(v.guid());
+                stack.extend(v.children().iter());
+            }
+        }
+        sum
+    }
+
+    fn write_labels(&self, txg: u64, which: &[u32]) -> Result<()> {
+        let ctx = ChecksumCtx::default();
+        for (top, guid, dev) in self.leaves() {
+            let nv = self.label_nvlist(top, guid, txg);
+            let mut area = label::encode_vdev_phys(&nv)?;
+            for &l in which {
+                let off = label::vdev_phys_device_offset(dev.size(), l)?;
+                let mut buf = area.clone();
+                checksum::seal_embedded(ChecksumKind::Sha256, &mut buf, checksum::label_verifier(off), &ctx)
+                    .map_err(|e| err(format!("sealing label: {e:?}")))?;
+                dev.write_at(&buf, off)
+                    .map_err(|e| err(format!("{}: writing label {l}: {e}", dev.name())))?;
+            }
+            area.clear();
+        }
+        Ok(())
+    }
+
+    fn flush_leaves(&self) -> Result<()> {
+        for (_, _, dev) in self.leaves() {
+            dev.flush().map_err(|e| err(format!("{}: flush: {e}", dev.name())))?;
+        }
+        Ok(())
+    }
+
+    fn write_uberblock(&mut self, txg: u64) -> Result<()> {
+        let root = self.pending_root.take().ok_or_else(|| err("txg sync wrote no MOS"))?;
+        self.flush_leaves()?;
+        if self.config_dirty {
+            self.write_labels(txg, &[0, 2])?;
+            self.flush_leaves()?;
+        }
+        let ub = UberblockPhys {
+            byte_order: ByteOrder::Little,
+            version: SPA_VERSION,
+            txg,
+            guid_sum: self.guid_sum(),
+            timestamp: (self.now)(),
+            rootbp_raw: root.encode(ByteOrder::Little),
+            software_version: SPA_VERSION,
+            mmp_magic: 0,
+            mmp_delay: 0,
+            mmp_config: 0,
+            checkpoint_txg: 0,
+            raidz_reflow_info: 0,
+        };
+        let ctx = ChecksumCtx::default();
+        for (top, _, dev) in self.leaves() {
+            let ashift = u32::from(self.tops[top].ashift());
+            for l in 0..label::VDEV_LABELS {
+                let off = label::uberblock_device_offset(dev.size(), l, ashift, txg)?;
+                let mut buf = ub.encode(label::uberblock_slot_size(ashift));
+                checksum::seal_embedded(ChecksumKind::Sha256, &mut buf, checksum::label_verifier(off), &ctx)
+                    .map_err(|e| err(format!("sealing uberblock: {e:?}")))?;
+                dev.write_at(&buf, off)
+                    .map_err(|e| err(format!("{}: writing uberblock: {e}", dev.name())))?;
+            }
+        }
+        self.flush_leaves()?;
+        if self.config_dirty {
+            self.write_labels(txg, &[1, 3])?;
+            self.flush_leaves()?;
+            self.config_dirty = false;
+        }
+        self.commit_space_maps();
+        self.uberblock = Some(ub);
+        Ok(())
+    }
+}
+
+/// (offset within the metaslab, length) pairs.
+type Runs = Vec<(u64, u64)>;
+
+/// This txg's space map entries of one metaslab: a debug entry then the allocations, a debug
+/// entry then the frees (`space_map_write`), in units of sectors, runs split at `SM_RUN_MAX`.
+fn sm_entries(
+    allocs: &[(u64, u64)],
+    frees: &[(u64, u64)],
+    ashift: u8,
+    txg: u64,
+    pass: u32,
+) -> Result<Vec<SmEntry>> {
+    let mut out = Vec::new();
+    for (kind, action, list) in [(SmType::Alloc, 0u8, allocs), (SmType::Free, 1u8, frees)] {
+        if list.is_empty() {
+            continue;
+        }
+        out.push(SmEntry::Debug { action, sync_pass: pass.min(1023) as u16, txg });
+        let mut runs: Vec<(u64, u64)> = list.to_vec();
+        runs.sort_unstable();
+        let mut merged: Vec<(u64, u64)> = Vec::new();
+        for (o, l) in runs {
+            match merged.last_mut() {
+                Some(m) if m.0 + m.1 == o => m.1 += l,
+                _ => merged.push((o, l)),
+            }
+        }
+        for (o, l) in merged {
+            let mut start = o >> ashift;
+            let mut left = l >> ashift;
+            while left > 0 {
+                let run = left.min(ondisk::spacemap::SM_RUN_MAX);
+                out.push(SmEntry::range(kind, start, run, None)?);
+                start += run;
+                left -= run;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Deflated size of a DVA given the per-top deflate ratios.
+pub fn dva_dsize(ratios: &[u64], d: &Dva) -> u64 {
+    let ratio = ratios.get(d.vdev() as usize).copied().unwrap_or(512);
+    (d.asize() >> 9) * ratio
+}
+
+/// Deflated size of a block (every DVA).
+pub fn bp_dsize(ratios: &[u64], bp: &BlkPtr) -> u64 {
+    if bp.is_hole() || bp.is_embedded() {
+        return 0;
+    }
+    bp.dvas().iter().map(|d| dva_dsize(ratios, d)).sum()
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into())
+}
