@@ -25,6 +25,8 @@ pub struct Mount {
 pub struct State {
     pub pools: Mutex<BTreeMap<String, Arc<Pool>>>,
     pub mounts: Mutex<Vec<Mount>>,
+    /// Pools open for writing (a subset of `pools`).
+    pub writers: Mutex<BTreeMap<String, Arc<crate::rwpool::RwPool>>>,
 }
 
 impl State {
@@ -67,7 +69,7 @@ pub fn serve(sock: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-fn handle(state: &State, conn: UnixStream) -> std::io::Result<()> {
+fn handle(state: &Arc<State>, conn: UnixStream) -> std::io::Result<()> {
     let mut line = Vec::new();
     BufReader::new((&conn).take(crate::proto::MAX_MESSAGE_BYTES as u64 + 1)).read_until(b'\n', &mut line)?;
     let resp = match parse_request(&line) {

@@ -12,4 +12,5 @@ pub mod daemon;
 pub mod format;
 pub mod inspect;
 pub mod proto;
+pub mod rwpool;
 pub mod zplopen;

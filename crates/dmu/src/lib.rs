@@ -75,6 +75,19 @@ impl Reader {
     }
 }
 
+impl Reader {
+    /// Forgets the cached contents of a block that was rewritten in place (a block born in
+    /// the txg being synced keeps its DVA and birth when a later sync pass rewrites it, so
+    /// its cache key no longer names one content).
+    pub fn invalidate(&self, bp: &BlkPtr) {
+        if bp.is_hole() || bp.is_embedded() {
+            return;
+        }
+        let d = &bp.dva[0];
+        self.cache.remove(&(d.vdev(), d.offset(), bp.physical_birth()));
+    }
+}
+
 /// A dnode together with its object number.
 #[derive(Clone, Debug)]
 pub struct Dnode {

@@ -602,7 +602,7 @@ impl DirtyObjset {
         let props = ctx.policy.props(meta, u8::MAX);
         let p = ctx.zio.prepare(&data, &props, ctx.sector)?;
         let old = self.base.as_ref().map(|b| b.bp);
-        let mut bp = place(ctx, sink, p, &props, old.as_ref())?;
+        let mut bp = place(&self.reader, ctx, sink, p, &props, old.as_ref())?;
         bp.fill = meta.blkptr.iter().map(|b| b.fill_count()).sum();
         let phys = Arc::new(self.phys.clone());
         self.base = Some(Objset { reader: self.reader.clone(), bp, phys });
@@ -663,6 +663,7 @@ fn write_blocks_parallel(ctx: &SyncCtx, writes: &[(u64, u64, &[u8], WriteProps)]
 /// Writes a prepared block where it belongs: in place over `old` when `old` was born in
 /// this txg and the new bytes fit its slot, else at fresh space (killing `old`).
 fn place(
+    reader: &Reader,
     ctx: &SyncCtx,
     sink: &mut dyn BlockSink,
     mut p: Prepared,
@@ -674,6 +675,7 @@ fn place(
             let same_dvas = o.dvas();
             if p.pad_to(o.psize()) {
                 let bp = ctx.zio.issue(&p, props, ctx.txg, &same_dvas)?;
+                reader.invalidate(o);
                 return Ok(bp);
             }
         }
@@ -684,6 +686,9 @@ fn place(
     }
     let dvas = ctx.alloc.allocate(ctx.zio, p.psize(), usize::from(props.copies.clamp(1, 3)), ctx.txg)?;
     let bp = ctx.zio.issue(&p, props, ctx.txg, &dvas)?;
+    // Space freed earlier in this txg can be reused at once, so an older block with the
+    // same (DVA, birth) cache key may still be cached: forget it.
+    reader.invalidate(&bp);
     sink.born(&bp);
     Ok(bp)
 }
@@ -750,7 +755,9 @@ impl<'a, 'b> TreeUpdate<'a, 'b> {
     }
 
     fn set_l0_with_fill(&mut self, blkid: u64, p: Prepared, props: WriteProps, fill: u64) -> Result<()> {
-        let old = self.old_bp(0, blkid)?.filter(|b| !b.is_hole());
+        // A block already killed by a free range of this sync has no old version left.
+        let already_freed = self.changes[0].contains_key(&blkid);
+        let old = if already_freed { None } else { self.old_bp(0, blkid)?.filter(|b| !b.is_hole()) };
         let bp = self.place_counted(p, &props, old.as_ref())?;
         let mut bp = bp;
         if !bp.is_hole() {
@@ -763,7 +770,7 @@ impl<'a, 'b> TreeUpdate<'a, 'b> {
     /// `place` with `dn_used` bookkeeping.
     fn place_counted(&mut self, p: Prepared, props: &WriteProps, old: Option<&BlkPtr>) -> Result<BlkPtr> {
         let old_dsize = old.map(|o| self.ctx.bp_dsize(o)).unwrap_or(0);
-        let bp = place(self.ctx, self.sink, p, props, old)?;
+        let bp = place(&self.os.reader, self.ctx, self.sink, p, props, old)?;
         let in_place = old.is_some_and(|o| o.dva == bp.dva && !bp.is_hole());
         if !in_place {
             self.used_delta -= i128::from(old_dsize);
@@ -841,7 +848,8 @@ impl<'a, 'b> TreeUpdate<'a, 'b> {
 
     /// Rebuilds indirect blocks level by level and returns the synced dnode.
     fn finish(mut self) -> Result<DnodePhys> {
-        let max_changed = self.changes[0].keys().next_back().copied().unwrap_or(0);
+        let max_changed =
+            self.changes[0].iter().filter(|(_, b)| !b.is_hole()).map(|(k, _)| *k).next_back().unwrap_or(0);
         let maxblkid = self.new.maxblkid.max(max_changed);
         let want = self.levels_for(maxblkid).max(self.new.nlevels);
         let old_levels = if self.old.is_free() { 1 } else { self.old.nlevels.max(1) };

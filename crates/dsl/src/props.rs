@@ -152,3 +152,74 @@ pub fn display_value(prop: &str, v: &RawProp) -> String {
 pub fn is_inheritable(prop: &str) -> bool {
     !matches!(prop, "quota" | "reservation" | "refquota" | "refreservation" | "volsize")
 }
+
+/// Parses `zfs set`/`-O` input for a property rzfs can set, into the value stored in a
+/// props ZAP. Errors name the problem the way zfs(8) does.
+pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, String> {
+    let bad = || format!("'{prop}' must be one of {}", choices(prop));
+    match prop {
+        "mountpoint" => {
+            if value == "none" || value == "legacy" || value.starts_with('/') {
+                Ok(RawProp::Str(value.to_string()))
+            } else {
+                Err("'mountpoint' must be an absolute path, 'none', or 'legacy'".to_string())
+            }
+        }
+        "recordsize" => {
+            let n = parse_size(value).ok_or_else(|| format!("bad numeric value '{value}'"))?;
+            if !(512..=(128 << 10)).contains(&n) || !n.is_power_of_two() {
+                return Err("'recordsize' must be a power of 2 from 512B to 128K \
+                            (larger records need the large_blocks feature, not supported yet)"
+                    .into());
+            }
+            Ok(RawProp::Num(n))
+        }
+        "compression" => {
+            if value.starts_with("zstd") {
+                return Err(
+                    "compression 'zstd' needs the zstd_compress feature, which rzfs cannot write yet".into(),
+                );
+            }
+            let v = if value == "gzip" { "gzip-6" } else { value };
+            index_of(prop, v).map(RawProp::Num).ok_or_else(bad)
+        }
+        "checksum" => match value {
+            "on" | "off" | "fletcher2" | "fletcher4" | "sha256" => {
+                index_of(prop, value).map(RawProp::Num).ok_or_else(bad)
+            }
+            "sha512" | "skein" | "edonr" | "blake3" => {
+                Err(format!("checksum '{value}' needs the {value} feature, which rzfs cannot write yet"))
+            }
+            _ => Err(bad()),
+        },
+        "atime" | "relatime" | "readonly" | "canmount" | "xattr" | "copies" | "exec" | "setuid"
+        | "devices" | "snapdir" | "sync" => index_of(prop, value).map(RawProp::Num).ok_or_else(bad),
+        _ => Err(format!("property '{prop}' cannot be set by rzfs yet")),
+    }
+}
+
+fn index_of(prop: &str, value: &str) -> Option<u64> {
+    INDEX_VALUES.iter().find(|(p, _, n)| *p == prop && *n == value).map(|(_, v, _)| *v)
+}
+
+fn choices(prop: &str) -> String {
+    let names: Vec<&str> = INDEX_VALUES
+        .iter()
+        .filter(|(p, v, n)| *p == prop && (*v != 0 || *n != "inherit"))
+        .map(|x| x.2)
+        .collect();
+    names.join(" | ")
+}
+
+/// Parses sizes like `128K`, `1M`, `4096`.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, mult) = match s.chars().last()?.to_ascii_uppercase() {
+        'K' => (&s[..s.len() - 1], 1u64 << 10),
+        'M' => (&s[..s.len() - 1], 1 << 20),
+        'G' => (&s[..s.len() - 1], 1 << 30),
+        'T' => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    num.parse::<u64>().ok()?.checked_mul(mult)
+}

@@ -236,7 +236,7 @@ pub fn snapshot(
         referenced_bytes: head.referenced_bytes,
         compressed_bytes: head.compressed_bytes,
         uncompressed_bytes: head.uncompressed_bytes,
-        unique_bytes: head.unique_bytes,
+        unique_bytes: 0,
         fsid_guid: random_u64() & ((1 << 56) - 1),
         guid: random_u64(),
         flags: head.flags,
@@ -252,15 +252,14 @@ pub fn snapshot(
             set_ds_phys(os, head.prev_snap_obj, &prev)?;
         }
     }
-    // The head's blocks are now all shared with the snapshot: its unique space becomes the
-    // snapshot's; the head starts a new deadlist with the keys it had plus this snapshot.
+    // The head's blocks are now all shared with the snapshot: both have no unique space
+    // (OpenZFS moves no directory breakdown here; kills later move HEAD to SNAP). The head
+    // starts a new deadlist with the keys it had plus its old previous-snapshot txg.
+    let old_prev_txg = head.prev_snap_txg;
     head.deadlist_obj = clone_deadlist(os, zaps, head.deadlist_obj, u64::MAX)?;
-    deadlist_add_key(os, zaps, head.deadlist_obj, txg)?;
-    let mut dir = dir_phys(os, head.dir_obj)?;
-    let moved = head.unique_bytes;
-    dir.used_breakdown[DD_USED_HEAD] = dir.used_breakdown[DD_USED_HEAD].saturating_sub(moved);
-    dir.used_breakdown[DD_USED_SNAP] += moved;
-    set_dir_phys(os, head.dir_obj, &dir)?;
+    if zaps.lookup(os, head.deadlist_obj, old_prev_txg.to_string().as_bytes()).map_err(zerr)?.is_none() {
+        deadlist_add_key(os, zaps, head.deadlist_obj, old_prev_txg)?;
+    }
     head.prev_snap_obj = sobj;
     head.prev_snap_txg = txg;
     head.unique_bytes = 0;

@@ -11,6 +11,8 @@
 //! Errors map to errno at this edge only: a block no copy of which verifies becomes EIO.
 #![forbid(unsafe_code)]
 
+pub mod rw;
+
 use fuser::{
     FileAttr, FileType as FType, Filesystem, MountOption, ReplyAttr, ReplyData, ReplyDirectory, ReplyEntry,
     ReplyOpen, ReplyStatfs, ReplyXattr, Request,

@@ -367,4 +367,3 @@ mod tests {
         assert!(DslDatasetPhys::parse(&e[..279], ByteOrder::Big).is_err());
     }
 }
-

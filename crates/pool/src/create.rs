@@ -97,10 +97,7 @@ fn leaf_spec(l: &NewLeaf, id: u64, guids: &mut Vec<u64>) -> VdevSpec {
 type BuiltTops = (Vec<Arc<Vdev>>, Vec<u64>, Vec<(u64, String)>);
 
 /// Builds the top-level vdevs and their allocatable sizes.
-fn build_tops(
-    spec: &CreateSpec,
-    guids: &mut Vec<u64>,
-) -> Result<BuiltTops> {
+fn build_tops(spec: &CreateSpec, guids: &mut Vec<u64>) -> Result<BuiltTops> {
     let mut tops = Vec::new();
     let mut sizes = Vec::new();
     let mut paths = Vec::new();

@@ -47,13 +47,16 @@ fn phase<T>(name: &'static str, r: std::result::Result<T, impl std::fmt::Display
     r.map_err(|e| PoolError::Load { phase: name, detail: e.to_string() })
 }
 
-/// Imports `cand` read-only.
+/// Imports `cand`: read-only, or with every device reopened for writing (the caller then
+/// opens the writer with `open_rw::open_rw`).
 pub fn import(cand: &PoolCandidate, opts: &ImportOpts) -> Result<Pool> {
-    if !opts.readonly {
-        return Err(PoolError::Unsupported(
-            "read-write import is not implemented yet; use -o readonly=on".into(),
-        ));
-    }
+    let writable;
+    let cand = if opts.readonly {
+        cand
+    } else {
+        writable = reopen_writable(cand)?;
+        &writable
+    };
     check_version(cand)?;
     let tops = assemble(cand)?;
     let ub = select_uberblock(cand)?;
@@ -81,6 +84,18 @@ pub fn import(cand: &PoolCandidate, opts: &ImportOpts) -> Result<Pool> {
         zio.set_checksum_ctx(ChecksumCtx::new(s));
     }
     Ok(Pool::new(cand.clone(), tops, ub, reader, mos, opts.clone()))
+}
+
+/// The candidate with every device opened read-write.
+fn reopen_writable(cand: &PoolCandidate) -> Result<PoolCandidate> {
+    let mut c = cand.clone();
+    for d in &mut c.devices {
+        let dev = vdev::FileDevice::open(&d.path, true).map_err(|e| {
+            PoolError::Invalid(format!("cannot open '{}' for writing: {e}", d.path.display()))
+        })?;
+        d.device = Arc::new(dev);
+    }
+    Ok(c)
 }
 
 fn check_version(cand: &PoolCandidate) -> Result<()> {

@@ -14,6 +14,7 @@ pub mod discover;
 pub mod feature_table;
 pub mod features;
 pub mod import;
+pub mod open_rw;
 pub mod status;
 pub mod vdevspec;
 pub mod writer;

@@ -90,6 +90,9 @@ impl AllocShared {
 
     /// Releases a DVA of a block born in `birth` during txg `txg`.
     pub fn free_dva(&self, d: &Dva, birth: u64, txg: u64) -> Result<()> {
+        if std::env::var_os("RZFS_DEBUG_FREE").is_some() {
+            eprintln!("free {}:{:#x}:{:#x} birth {birth} txg {txg}", d.vdev(), d.offset(), d.asize());
+        }
         let mut g = self.lock();
         g.ms.free(d.vdev(), d.offset(), d.asize(), birth, txg).map_err(err)?;
         if birth == txg {
@@ -266,6 +269,9 @@ pub struct PoolWriter {
     pub paths: BTreeMap<u64, String>,
     /// The MOS root written by the last sync pass.
     pending_root: Option<BlkPtr>,
+    /// Snapshots to take in the next sync, after the datasets are written (a sync task in
+    /// OpenZFS: the snapshot holds the dataset exactly as of its txg).
+    pub pending_snapshots: Vec<(u64, String)>,
     pub now: fn() -> u64,
 }
 
@@ -311,6 +317,7 @@ impl PoolWriter {
             sm_tail: BTreeMap::new(),
             paths: BTreeMap::new(),
             pending_root: None,
+            pending_snapshots: Vec::new(),
             now: now_secs,
         }
     }
@@ -336,6 +343,10 @@ impl PoolWriter {
         }
         let txg = self.txg;
         self.sync_datasets(txg)?;
+        for (ds, name) in std::mem::take(&mut self.pending_snapshots) {
+            let now = (self.now)();
+            dslw::snapshot(&mut self.mos, &mut self.mos_zaps, ds, &name, txg, now)?;
+        }
         self.sync_mos(txg)?;
         self.write_uberblock(txg)?;
         {
@@ -352,6 +363,7 @@ impl PoolWriter {
     /// Is anything waiting for a sync?
     pub fn is_dirty(&self) -> bool {
         self.config_dirty
+            || !self.pending_snapshots.is_empty()
             || self.mos.is_dirty()
             || self.mos_zaps.is_dirty()
             || self.datasets.values().any(|d| d.os.is_dirty() || d.zaps.is_dirty())

@@ -14,6 +14,8 @@
 #![forbid(unsafe_code)]
 
 pub mod attrs;
+mod sa_write;
+pub mod write;
 
 use dmu::{Dnode, Objset};
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! `rzfs` subcommands (zfs(8)): list, get, mount, unmount.
+//! `rzfs` subcommands (zfs(8)): list, get, create, snapshot, set, mount, unmount.
 
 use crate::cmd::{abs, clap_error};
 use crate::daemon::{Mount, State};
@@ -51,7 +51,28 @@ enum Cmd {
         props: String,
         names: Vec<String>,
     },
-    /// Mount a dataset (read-only over FUSE); with no arguments, list mounts.
+    /// Create a file system.
+    Create {
+        #[arg(short = 'o', action = clap::ArgAction::Append)]
+        props: Vec<String>,
+        /// Create missing parents (not supported yet).
+        #[arg(short = 'p')]
+        parents: bool,
+        name: String,
+    },
+    /// Create snapshots (POOL/FS@NAME).
+    Snapshot {
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Set a property.
+    Set {
+        assignment: String,
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Mount a dataset over FUSE (read-write on pools imported read-write); with no
+    /// arguments, list mounts.
     Mount {
         dataset: Option<String>,
         /// Mount point (default: the dataset's mountpoint property).
@@ -67,7 +88,7 @@ enum Cmd {
 }
 
 /// Runs one `rzfs` command.
-pub fn run(state: &State, argv: &[String], cwd: &Path) -> Response {
+pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
     let cli = match Cli::try_parse_from(std::iter::once("rzfs".to_string()).chain(argv.iter().cloned())) {
         Ok(c) => c,
         Err(e) => return clap_error(e),
@@ -78,6 +99,15 @@ pub fn run(state: &State, argv: &[String], cwd: &Path) -> Response {
         }
         Cmd::Get { scripted, parsable, recursive, fields, types, props, names } => {
             get(state, &props, &names, recursive, &fields, &types, scripted, parsable)
+        }
+        Cmd::Create { props, name, .. } => {
+            crate::rwpool::create_fs(state, &name, &props).map(|_| Response::ok(String::new()))
+        }
+        Cmd::Snapshot { names } => {
+            crate::rwpool::snapshot(state, &names).map(|_| Response::ok(String::new()))
+        }
+        Cmd::Set { assignment, names } => {
+            crate::rwpool::set(state, &assignment, &names).map(|_| Response::ok(String::new()))
         }
         Cmd::Mount { dataset: None, .. } => Ok(list_mounts(state)),
         Cmd::Mount { dataset: Some(ds), dir } => mount(state, &ds, dir.map(|d| abs(cwd, &d))),
@@ -455,7 +485,7 @@ fn list_mounts(state: &State) -> Response {
     Response::ok(out)
 }
 
-fn mount(state: &State, name: &str, dir: Option<PathBuf>) -> Result<Response, String> {
+pub(crate) fn mount(state: &Arc<State>, name: &str, dir: Option<PathBuf>) -> Result<Response, String> {
     let pool =
         state.pool(pool_of(name)).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
     let dsl = pool.dsl();
@@ -486,9 +516,19 @@ fn mount(state: &State, name: &str, dir: Option<PathBuf>) -> Result<Response, St
     }
     std::fs::create_dir_all(&dir)
         .map_err(|e| format!("cannot mount '{name}': cannot create {}: {e}", dir.display()))?;
-    let fs = crate::zplopen::open_zpl(&pool, &ds).map_err(|e| format!("cannot mount '{name}': {e}"))?;
-    let session = rzfs_fuse::mount(fs, &dir, name)
-        .map_err(|e| format!("cannot mount '{name}' on {}: {e}", dir.display()))?;
+    let session = match crate::rwpool::writer_of(state, name).filter(|_| !name.contains('@')) {
+        Some(rw) => {
+            let backend = Arc::new(crate::rwpool::DsBackend::open(state, rw, name)?);
+            rzfs_fuse::rw::mount_rw(backend, &dir, name)
+                .map_err(|e| format!("cannot mount '{name}' on {}: {e}", dir.display()))?
+        }
+        None => {
+            let fs =
+                crate::zplopen::open_zpl(&pool, &ds).map_err(|e| format!("cannot mount '{name}': {e}"))?;
+            rzfs_fuse::mount(fs, &dir, name)
+                .map_err(|e| format!("cannot mount '{name}' on {}: {e}", dir.display()))?
+        }
+    };
     state.mounts.lock().unwrap_or_else(|p| p.into_inner()).push(Mount {
         dataset: name.to_string(),
         dir,

@@ -1,4 +1,4 @@
-//! `rzpool` subcommands (zpool(8)): import, export, status, list.
+//! `rzpool` subcommands (zpool(8)): create, destroy, import, export, status, list.
 
 use crate::cmd::{abs, clap_error};
 use crate::daemon::State;
@@ -19,6 +19,31 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Create a pool.
+    Create {
+        /// Use devices even if they appear in use or the replication levels differ.
+        #[arg(short = 'f')]
+        force: bool,
+        /// Pool property (ashift=, compatibility=, feature@NAME=, comment=).
+        #[arg(short = 'o', action = clap::ArgAction::Append)]
+        props: Vec<String>,
+        /// Property of the root file system.
+        #[arg(short = 'O', action = clap::ArgAction::Append)]
+        fs_props: Vec<String>,
+        /// Mount point of the root file system.
+        #[arg(short = 'm')]
+        mountpoint: Option<String>,
+        pool: String,
+        /// Vdev specification: [mirror|raidz|raidz2|raidz3] device...
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        vdevs: Vec<String>,
+    },
+    /// Destroy a pool (its devices can no longer be imported without -D).
+    Destroy {
+        #[arg(short = 'f')]
+        force: bool,
+        pool: String,
+    },
     /// List importable pools, or import one.
     Import {
         /// Directories (or files) to search for devices.
@@ -74,12 +99,34 @@ enum Cmd {
 }
 
 /// Runs one `rzpool` command.
-pub fn run(state: &State, argv: &[String], cwd: &Path) -> Response {
+pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
     let cli = match Cli::try_parse_from(std::iter::once("rzpool".to_string()).chain(argv.iter().cloned())) {
         Ok(c) => c,
         Err(e) => return clap_error(e),
     };
     let r = match cli.cmd {
+        Cmd::Create { force, props, fs_props, mountpoint, pool, vdevs } => {
+            let args = crate::rwpool::CreateArgs {
+                name: pool,
+                force,
+                vdev_words: vdevs,
+                pool_props: props,
+                fs_props,
+                mountpoint,
+                cwd: cwd.to_path_buf(),
+            };
+            let name = args.name.clone();
+            let mp = args.mountpoint.clone();
+            crate::rwpool::create(state, args).and_then(|_| {
+                // Like zpool create: the root file system is mounted unless mountpoint=none.
+                if matches!(mp.as_deref(), Some("none") | Some("legacy")) {
+                    return Ok(Response::ok(String::new()));
+                }
+                let dir = PathBuf::from(mp.unwrap_or_else(|| format!("/{name}")));
+                crate::cmd::zfs::mount(state, &name, Some(dir))
+            })
+        }
+        Cmd::Destroy { pool, .. } => destroy(state, &pool),
         Cmd::Import { dirs, props, destroyed, all, pool, newname, .. } => {
             let dirs: Vec<PathBuf> = if dirs.is_empty() {
                 vec![PathBuf::from("/dev")]
@@ -113,10 +160,7 @@ fn parse_import_opts(props: &[String]) -> Result<ImportOpts, String> {
             _ => return Err(format!("property '{k}' cannot be set at import time")),
         }
     }
-    if !readonly {
-        return Err("rzfs can only import pools read-only for now: add -o readonly=on".into());
-    }
-    o.readonly = true;
+    o.readonly = readonly;
     if let Ok(v) = std::env::var("RZFS_ARC_MAX") {
         o.cache_bytes = v.parse().map_err(|_| format!("RZFS_ARC_MAX={v} is not a byte count"))?;
     }
@@ -124,7 +168,7 @@ fn parse_import_opts(props: &[String]) -> Result<ImportOpts, String> {
 }
 
 fn import(
-    state: &State,
+    state: &Arc<State>,
     dirs: &[PathBuf],
     props: &[String],
     destroyed: bool,
@@ -153,8 +197,15 @@ fn import(
         if state.pools.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&name) {
             return Err(format!("cannot import '{name}': a pool with that name is already created/imported"));
         }
+        if newname.is_some() && !opts.readonly {
+            return Err("renaming on import is not supported by rzfs yet".into());
+        }
         let p = pool::import(c, &opts).map_err(|e| format!("cannot import '{}': {e}", c.name))?;
-        state.pools.lock().unwrap_or_else(|p| p.into_inner()).insert(name, Arc::new(p));
+        if opts.readonly {
+            state.pools.lock().unwrap_or_else(|p| p.into_inner()).insert(name, Arc::new(p));
+        } else {
+            crate::rwpool::open(state, p)?;
+        }
     }
     Ok(Response::ok(String::new()))
 }
@@ -163,8 +214,20 @@ fn export(state: &State, names: &[String]) -> Result<Response, String> {
     for n in names {
         state.pool(n)?;
         crate::cmd::zfs::unmount_pool(state, n)?;
+        crate::rwpool::close(state, n, false)?;
         state.pools.lock().unwrap_or_else(|p| p.into_inner()).remove(n);
     }
+    Ok(Response::ok(String::new()))
+}
+
+fn destroy(state: &State, name: &str) -> Result<Response, String> {
+    state.pool(name)?;
+    if !state.writers.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name) {
+        return Err(format!("cannot destroy '{name}': pool is imported read-only"));
+    }
+    crate::cmd::zfs::unmount_pool(state, name)?;
+    crate::rwpool::close(state, name, true)?;
+    state.pools.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
     Ok(Response::ok(String::new()))
 }
 

@@ -1,0 +1,928 @@
+//! # rw — serves a writable ZPL dataset over FUSE
+//!
+//! A thin adapter from `fuser::Filesystem` to [`zpl::write::ZplWriter`], which changes the
+//! open txg of one dataset (a [`DirtyObjset`] and its [`ZapCache`]). The daemon owns that
+//! state and syncs it; this module reaches it only through [`RwBackend::with`], one
+//! operation at a time.
+//!
+//! Theory.
+//! * **Inodes** are object numbers, except that the ZPL root object is FUSE inode 1 (object 1
+//!   is the master node, never a file, so the swap is safe both ways). The mapping is
+//!   stateless, so `forget` has nothing to do and lookup counts are not kept.
+//! * **Open files that lose their last link.** FUSE passes `unlink`/`rename` of a file
+//!   that is still open straight through, so this adapter counts opens per inode. When the
+//!   last link of an open file goes, the ZPL keeps the object in the unlinked set
+//!   (`keep`), and the last `release` frees it (`release_unlinked`), as OpenZFS does in
+//!   `zfs_zinactive`. The unlinked set is drained when mounting (`zfs_unlinked_drain`):
+//!   nothing is open yet, so whatever it holds was orphaned by a crash.
+//! * **Caching.** Entries and attributes are cached by the kernel for [`TTL`] = 1 s and
+//!   file pages are kept across opens (`FOPEN_KEEP_CACHE`). That is safe because every
+//!   change of the dataset goes through this mount's kernel inodes: the kernel refreshes
+//!   attributes from the replies of setattr/create/link, invalidates the parent's and the
+//!   victim's attributes on create/unlink/rename/link, updates size on write and drops
+//!   pages on truncate and hole punching. Nothing else writes the dataset while it is
+//!   mounted (a rollback or receive remounts). Lookups still revalidate after one second,
+//!   which bounds the damage should that assumption ever break, while path walks stay
+//!   cheap (a TTL of 0 sends a LOOKUP per path component per syscall). Negative entries are
+//!   not cached (errors carry no TTL).
+//! * **Directory listings** are snapshotted per open directory handle and refreshed at
+//!   offset 0 (`rewinddir`), so entries removed between two READDIR calls (`rm -r`) do not
+//!   shift offsets and skip names; POSIX allows a listing not to reflect later changes.
+//! * **Locking.** fuser serves requests on one thread; `with` additionally serializes
+//!   against the daemon's txg sync.
+//! * **Permissions** are checked by the kernel (`default_permissions`) from mode, uid and
+//!   gid; set-id bits on chown/write are dropped by the kernel's setattr as well.
+//! * **Errors**: the errno of [`ZplWriteError`]; every change on a read-only backend is
+//!   EROFS (the mount is also made read-only in the kernel).
+//! * **Devices**: FUSE carries rdev in the userspace `dev_t` encoding; OpenZFS on Linux
+//!   stores the kernel's (`major << 20 | minor`, see OpenZFS `zfs_cmpldev` and
+//!   `zpl_mknod`), so both directions convert.
+
+use dmu::tx::DirtyObjset;
+use fuser::{
+    FileAttr, FileType as FType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
+    TimeOrNow,
+};
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use zap::write::ZapCache;
+use zpl::write::{SetAttr, ZplWriteError, ZplWriter};
+use zpl::Attrs;
+
+use crate::MountHandle;
+
+/// How long the kernel may cache entries and attributes (see the module comment).
+const TTL: Duration = Duration::from_secs(1);
+/// Largest WRITE request asked of the kernel (it caps this at its `max_pages`).
+const MAX_WRITE: u32 = 1 << 20;
+/// Longest name (`ZAP_MAXNAMELEN` - 1).
+const NAME_MAX: u32 = 255;
+
+/// The open txg of one dataset, lent to one operation.
+pub struct RwCtx<'a> {
+    pub zpl: &'a mut ZplWriter,
+    pub os: &'a mut DirtyObjset,
+    pub zaps: &'a mut ZapCache,
+    /// The dataset's `recordsize` property.
+    pub recordsize: u64,
+}
+
+/// What the daemon provides for one writable mount.
+pub trait RwBackend: Send + Sync + 'static {
+    /// Runs `f` with the dataset's open-txg state locked (one op at a time is fine).
+    fn with(&self, f: &mut dyn FnMut(RwCtx<'_>) -> Result<(), ZplWriteError>) -> Result<(), ZplWriteError>;
+    /// Makes everything written so far durable (the daemon syncs the txg); fsync/fdatasync/syncfs call it.
+    fn sync(&self) -> Result<(), String>;
+    fn readonly(&self) -> bool;
+    /// (total bytes, free bytes, used objects, free objects estimate) for statfs.
+    fn space(&self) -> (u64, u64, u64, u64);
+}
+
+/// Mounts the dataset of `backend` on `dir`, served by a background thread. Frees what the
+/// unlinked set holds first (files orphaned by a crash), unless the backend is read-only.
+pub fn mount_rw<B: RwBackend>(backend: Arc<B>, dir: &Path, fsname: &str) -> std::io::Result<MountHandle> {
+    let readonly = backend.readonly();
+    let fs = RwFs::new(backend)?;
+    let mut opts = vec![
+        MountOption::FSName(fsname.to_string()),
+        MountOption::Subtype("rzfs".into()),
+        MountOption::DefaultPermissions,
+    ];
+    // allow_other lets users other than the daemon's use the mount; only root may ask for
+    // it without `user_allow_other` in /etc/fuse.conf.
+    if super::is_root() {
+        opts.push(MountOption::AllowOther);
+    }
+    opts.push(if readonly { MountOption::RO } else { MountOption::RW });
+    let session = fuser::spawn_mount2(fs, dir, &opts)?;
+    Ok(MountHandle { session: Some(session) })
+}
+
+type Res<T> = Result<T, i32>;
+type ZRes<T> = Result<T, ZplWriteError>;
+
+/// One name of a directory listing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct DirEntry {
+    ino: u64,
+    kind: FType,
+    name: Vec<u8>,
+}
+
+/// The attributes FUSE wants for an entry reply.
+type Entry = (FileAttr, u64);
+
+/// The FUSE filesystem over one dataset.
+struct RwFs<B: RwBackend> {
+    backend: Arc<B>,
+    /// Object number of the ZPL root (FUSE inode 1).
+    root: u64,
+    /// Open file handles per object.
+    opens: HashMap<u64, u32>,
+    /// Objects whose last link went while open: in the unlinked set until the last release.
+    orphans: HashSet<u64>,
+    /// Listing snapshots per open directory handle.
+    dirs: HashMap<u64, Option<Vec<DirEntry>>>,
+    next_fh: u64,
+}
+
+fn io_err(e: ZplWriteError) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+/// The errno to reply for a write-layer error (never 0).
+fn errno(e: &ZplWriteError) -> i32 {
+    match e.errno() {
+        n if n > 0 => n,
+        _ => libc::EIO,
+    }
+}
+
+/// The current time as (seconds, nanoseconds) since the epoch.
+fn now() -> (u64, u64) {
+    time_to_zfs(SystemTime::now())
+}
+
+/// A time as ZFS stores it: signed seconds (two's complement in a u64) and nanoseconds
+/// (`ZFS_TIME_ENCODE`).
+fn time_to_zfs(t: SystemTime) -> (u64, u64) {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => (d.as_secs(), u64::from(d.subsec_nanos())),
+        Err(e) => {
+            let d = e.duration();
+            let (mut s, mut ns) = (-(d.as_secs() as i64), u64::from(d.subsec_nanos()));
+            if ns > 0 {
+                s -= 1;
+                ns = 1_000_000_000 - ns;
+            }
+            (s as u64, ns)
+        }
+    }
+}
+
+/// The inverse of [`time_to_zfs`]; out-of-range values (corrupt or far future) clamp to
+/// the epoch instead of overflowing.
+fn time_from_zfs((s, ns): (u64, u64)) -> SystemTime {
+    let ns = Duration::from_nanos(ns.min(999_999_999));
+    let s = s as i64;
+    let t = if s >= 0 {
+        UNIX_EPOCH.checked_add(Duration::from_secs(s as u64))
+    } else {
+        UNIX_EPOCH.checked_sub(Duration::from_secs(s.unsigned_abs()))
+    };
+    t.and_then(|t| t.checked_add(ns)).unwrap_or(UNIX_EPOCH)
+}
+
+/// Userspace `dev_t` (what FUSE carries) to the kernel's `major << 20 | minor` that
+/// OpenZFS on Linux stores in `ZPL_RDEV`.
+fn rdev_to_zfs(r: u32) -> u64 {
+    let major = (r >> 8) & 0xfff;
+    let minor = (r & 0xff) | ((r >> 12) & 0xfff00);
+    (u64::from(major) << 20) | u64::from(minor)
+}
+
+/// `ZPL_RDEV` (kernel encoding) to the userspace `dev_t` FUSE carries.
+fn rdev_from_zfs(d: u64) -> u32 {
+    let major = ((d >> 20) & 0xfff) as u32;
+    let minor = (d & 0xfffff) as u32;
+    (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)
+}
+
+/// FUSE attributes of a znode whose inode is `ino`.
+fn to_attr(ino: u64, a: &Attrs) -> FileAttr {
+    FileAttr {
+        ino,
+        size: a.size,
+        blocks: a.used_bytes.div_ceil(512),
+        atime: time_from_zfs(a.atime),
+        mtime: time_from_zfs(a.mtime),
+        ctime: time_from_zfs(a.ctime),
+        crtime: time_from_zfs(a.crtime),
+        kind: super::ftype(a.kind()),
+        perm: (a.mode & 0o7777) as u16,
+        nlink: u32::try_from(a.links).unwrap_or(u32::MAX),
+        uid: a.uid as u32,
+        gid: a.gid as u32,
+        rdev: rdev_from_zfs(a.rdev),
+        blksize: a.blksize.clamp(512, 1 << 24) as u32,
+        flags: 0,
+    }
+}
+
+/// FUSE inode of an object: the root is inode 1.
+fn ino_of(root: u64, obj: u64) -> u64 {
+    if obj == root {
+        fuser::FUSE_ROOT_ID
+    } else {
+        obj
+    }
+}
+
+/// Attributes and generation of `obj`, for an entry reply.
+fn entry_of(c: &RwCtx<'_>, root: u64, obj: u64) -> ZRes<Entry> {
+    let a = c.zpl.getattr(c.os, obj)?;
+    Ok((to_attr(ino_of(root, obj), &a), a.gen))
+}
+
+fn sys_err(errno: i32, what: &str) -> ZplWriteError {
+    ZplWriteError::Errno(errno, what.to_string())
+}
+
+/// What a getxattr/listxattr reply carries: the size alone for a size-0 probe, ERANGE when
+/// the caller's buffer is too small, else the bytes.
+#[derive(Debug, PartialEq, Eq)]
+enum XattrAnswer {
+    Size(u32),
+    Data(Vec<u8>),
+}
+
+fn xattr_answer(v: Vec<u8>, size: u32) -> Res<XattrAnswer> {
+    let len = u32::try_from(v.len()).map_err(|_| libc::E2BIG)?;
+    if size == 0 {
+        Ok(XattrAnswer::Size(len))
+    } else if size < len {
+        Err(libc::ERANGE)
+    } else {
+        Ok(XattrAnswer::Data(v))
+    }
+}
+
+fn reply_xattr(reply: ReplyXattr, r: Res<XattrAnswer>) {
+    match r {
+        Ok(XattrAnswer::Size(n)) => reply.size(n),
+        Ok(XattrAnswer::Data(v)) => reply.data(&v),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn reply_entry(reply: ReplyEntry, r: Res<Entry>) {
+    match r {
+        Ok((a, gen)) => reply.entry(&TTL, &a, gen),
+        Err(e) => reply.error(e),
+    }
+}
+
+fn reply_empty(reply: ReplyEmpty, r: Res<()>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(e),
+    }
+}
+
+/// The changes of a FUSE setattr, as the write layer takes them.
+fn set_attr(
+    mode: Option<u32>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    size: Option<u64>,
+    atime: Option<TimeOrNow>,
+    mtime: Option<TimeOrNow>,
+    now: (u64, u64),
+) -> SetAttr {
+    let t = |x: Option<TimeOrNow>| {
+        x.map(|x| match x {
+            TimeOrNow::Now => now,
+            TimeOrNow::SpecificTime(t) => time_to_zfs(t),
+        })
+    };
+    SetAttr { mode: mode.map(|m| m & 0o7777), uid, gid, size, atime: t(atime), mtime: t(mtime) }
+}
+
+impl<B: RwBackend> RwFs<B> {
+    fn new(backend: Arc<B>) -> std::io::Result<Self> {
+        let mut root = 0;
+        backend
+            .with(&mut |c| {
+                root = c.zpl.root();
+                Ok(())
+            })
+            .map_err(io_err)?;
+        if !backend.readonly() {
+            // Best effort, as `zfs_unlinked_drain`: an object that cannot be freed now stays
+            // listed and is retried at the next mount.
+            let _ = backend.with(&mut |c| c.zpl.drain_unlinked(c.os, c.zaps).map(|_| ()));
+        }
+        Ok(RwFs {
+            backend,
+            root,
+            opens: HashMap::new(),
+            orphans: HashSet::new(),
+            dirs: HashMap::new(),
+            next_fh: 1,
+        })
+    }
+
+    /// Object number of an inode.
+    fn obj(&self, ino: u64) -> u64 {
+        if ino == fuser::FUSE_ROOT_ID {
+            self.root
+        } else {
+            ino
+        }
+    }
+
+    /// Runs `f` on the locked open txg.
+    fn run<T>(&self, f: impl FnOnce(RwCtx<'_>) -> ZRes<T>) -> Res<T> {
+        let mut f = Some(f);
+        let mut out = None;
+        self.backend
+            .with(&mut |c| {
+                let f = f.take().ok_or_else(|| sys_err(libc::EIO, "backend ran an operation twice"))?;
+                out = Some(f(c)?);
+                Ok(())
+            })
+            .map_err(|e| errno(&e))?;
+        out.ok_or(libc::EIO)
+    }
+
+    /// [`RwFs::run`] for an operation that changes the dataset: EROFS when read-only.
+    fn run_mut<T>(&self, f: impl FnOnce(RwCtx<'_>) -> ZRes<T>) -> Res<T> {
+        if self.backend.readonly() {
+            return Err(libc::EROFS);
+        }
+        self.run(f)
+    }
+
+    fn fresh_fh(&mut self) -> u64 {
+        let fh = self.next_fh;
+        self.next_fh += 1;
+        fh
+    }
+
+    fn do_lookup(&self, parent: u64, name: &[u8]) -> Res<Entry> {
+        let (dir, root) = (self.obj(parent), self.root);
+        self.run(|c| match c.zpl.lookup(c.os, c.zaps, dir, name)? {
+            Some(obj) => entry_of(&c, root, obj),
+            None => Err(sys_err(libc::ENOENT, "no such entry")),
+        })
+    }
+
+    fn do_getattr(&self, ino: u64) -> Res<FileAttr> {
+        let obj = self.obj(ino);
+        self.run(|c| Ok(to_attr(ino, &c.zpl.getattr(c.os, obj)?)))
+    }
+
+    fn do_setattr(&self, ino: u64, sa: SetAttr) -> Res<FileAttr> {
+        if sa == SetAttr::default() {
+            return self.do_getattr(ino);
+        }
+        let obj = self.obj(ino);
+        self.run_mut(|c| {
+            c.zpl.recordsize = c.recordsize;
+            let a = c.zpl.setattr(c.os, c.zaps, obj, sa, now())?;
+            Ok(to_attr(ino, &a))
+        })
+    }
+
+    /// Creates a file of any type but directory and symlink (`mode` carries `S_IF*`).
+    fn do_mknod(&self, ids: (u32, u32), parent: u64, name: &[u8], mode: u32, rdev: u32) -> Res<Entry> {
+        let (dir, root) = (self.obj(parent), self.root);
+        self.run_mut(|c| {
+            let obj = c.zpl.create(c.os, c.zaps, dir, name, mode, ids.0, ids.1, rdev_to_zfs(rdev), now())?;
+            entry_of(&c, root, obj)
+        })
+    }
+
+    fn do_mkdir(&self, ids: (u32, u32), parent: u64, name: &[u8], mode: u32) -> Res<Entry> {
+        let (dir, root) = (self.obj(parent), self.root);
+        self.run_mut(|c| {
+            let obj = c.zpl.mkdir(c.os, c.zaps, dir, name, mode & 0o7777, ids.0, ids.1, now())?;
+            entry_of(&c, root, obj)
+        })
+    }
+
+    fn do_symlink(&self, ids: (u32, u32), parent: u64, name: &[u8], target: &[u8]) -> Res<Entry> {
+        let (dir, root) = (self.obj(parent), self.root);
+        self.run_mut(|c| {
+            let obj = c.zpl.symlink(c.os, c.zaps, dir, name, target, ids.0, ids.1, now())?;
+            entry_of(&c, root, obj)
+        })
+    }
+
+    fn do_link(&self, ino: u64, parent: u64, name: &[u8]) -> Res<Entry> {
+        let (obj, dir, root) = (self.obj(ino), self.obj(parent), self.root);
+        self.run_mut(|c| {
+            c.zpl.link(c.os, c.zaps, obj, dir, name, now())?;
+            entry_of(&c, root, obj)
+        })
+    }
+
+    fn do_readlink(&self, ino: u64) -> Res<Vec<u8>> {
+        let obj = self.obj(ino);
+        self.run(|c| c.zpl.readlink(c.os, obj))
+    }
+
+    /// Removes a name; an open file losing its last link becomes an orphan.
+    fn do_unlink(&mut self, parent: u64, name: &[u8]) -> Res<()> {
+        let dir = self.obj(parent);
+        let opens = &self.opens;
+        let kept = self.run_mut(|c| {
+            let target = c.zpl.lookup(c.os, c.zaps, dir, name)?;
+            let keep = target.is_some_and(|o| is_open(opens, o));
+            Ok(c.zpl.unlink(c.os, c.zaps, dir, name, keep, now())?.filter(|_| keep))
+        })?;
+        self.orphans.extend(kept);
+        Ok(())
+    }
+
+    fn do_rmdir(&self, parent: u64, name: &[u8]) -> Res<()> {
+        let dir = self.obj(parent);
+        self.run_mut(|c| c.zpl.rmdir(c.os, c.zaps, dir, name, now()))
+    }
+
+    /// POSIX rename; RENAME_NOREPLACE is honoured, RENAME_EXCHANGE and RENAME_WHITEOUT are
+    /// not supported (EINVAL, what the kernel answers for filesystems without them).
+    fn do_rename(&mut self, from: (u64, &[u8]), to: (u64, &[u8]), flags: u32) -> Res<()> {
+        if flags & !libc::RENAME_NOREPLACE != 0 {
+            return Err(libc::EINVAL);
+        }
+        let noreplace = flags & libc::RENAME_NOREPLACE != 0;
+        let (sdir, ddir) = (self.obj(from.0), self.obj(to.0));
+        let opens = &self.opens;
+        let kept = self.run_mut(|c| {
+            let target = c.zpl.lookup(c.os, c.zaps, ddir, to.1)?;
+            let keep = target.is_some_and(|o| is_open(opens, o));
+            let gone = c.zpl.rename(c.os, c.zaps, sdir, from.1, ddir, to.1, noreplace, keep, now())?;
+            Ok(gone.filter(|_| keep))
+        })?;
+        self.orphans.extend(kept);
+        Ok(())
+    }
+
+    /// Opens a file: checks it exists (and EROFS for writing a read-only dataset), counts the
+    /// handle. Returns the handle number.
+    fn do_open(&mut self, ino: u64, flags: i32) -> Res<u64> {
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        if writes && self.backend.readonly() {
+            return Err(libc::EROFS);
+        }
+        let obj = self.obj(ino);
+        self.run(|c| c.zpl.getattr(c.os, obj).map(|_| ()))?;
+        *self.opens.entry(obj).or_insert(0) += 1;
+        Ok(self.fresh_fh())
+    }
+
+    /// Creates and opens a regular file.
+    fn do_create(&mut self, ids: (u32, u32), parent: u64, name: &[u8], mode: u32) -> Res<(Entry, u64)> {
+        let mode = (mode & 0o7777) | libc::S_IFREG;
+        let e = self.do_mknod(ids, parent, name, mode, 0)?;
+        *self.opens.entry(self.obj(e.0.ino)).or_insert(0) += 1;
+        Ok((e, self.fresh_fh()))
+    }
+
+    /// Drops one handle; the last one of an orphan frees it.
+    fn do_release(&mut self, ino: u64) -> Res<()> {
+        let obj = self.obj(ino);
+        let Some(n) = self.opens.get_mut(&obj) else {
+            return Ok(());
+        };
+        *n = n.saturating_sub(1);
+        if *n > 0 {
+            return Ok(());
+        }
+        self.opens.remove(&obj);
+        if self.orphans.remove(&obj) {
+            self.run(|c| c.zpl.release_unlinked(c.os, c.zaps, obj))?;
+        }
+        Ok(())
+    }
+
+    fn do_read(&self, ino: u64, offset: i64, size: u32) -> Res<Vec<u8>> {
+        let obj = self.obj(ino);
+        let off = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
+        self.run(|c| c.zpl.read(c.os, obj, off, size as usize))
+    }
+
+    fn do_write(&self, ino: u64, offset: i64, data: &[u8]) -> Res<u32> {
+        let obj = self.obj(ino);
+        let off = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
+        let n = u32::try_from(data.len()).map_err(|_| libc::EINVAL)?;
+        self.run_mut(|c| c.zpl.write(c.os, c.zaps, obj, off, data, c.recordsize, now()))?;
+        Ok(n)
+    }
+
+    /// fallocate: hole punching (with KEEP_SIZE, as Linux requires), size extension for
+    /// mode 0, and nothing for KEEP_SIZE alone (copy-on-write cannot reserve blocks, as in
+    /// OpenZFS `zpl_fallocate_common`).
+    fn do_fallocate(&self, ino: u64, offset: i64, length: i64, mode: i32) -> Res<()> {
+        let (off, len) = match (u64::try_from(offset), u64::try_from(length)) {
+            (Ok(o), Ok(l)) if l > 0 => (o, l),
+            _ => return Err(libc::EINVAL),
+        };
+        let end = off.checked_add(len).filter(|&e| e <= i64::MAX as u64).ok_or(libc::EFBIG)?;
+        let obj = self.obj(ino);
+        let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        if mode == punch {
+            return self.run_mut(|c| c.zpl.punch_hole(c.os, c.zaps, obj, off, len, now()));
+        }
+        if mode != 0 && mode != libc::FALLOC_FL_KEEP_SIZE {
+            return Err(libc::EOPNOTSUPP);
+        }
+        self.run_mut(|c| {
+            let a = c.zpl.getattr(c.os, obj)?;
+            if a.kind() != zpl::FileType::Regular {
+                return Err(sys_err(libc::ENODEV, "fallocate of a non-regular file"));
+            }
+            if mode == 0 && end > a.size {
+                c.zpl.recordsize = c.recordsize;
+                c.zpl.truncate(c.os, c.zaps, obj, end, now())?;
+            }
+            Ok(())
+        })
+    }
+
+    /// The full listing of a directory: `.`, `..`, then the entries.
+    fn listing(&self, ino: u64) -> Res<Vec<DirEntry>> {
+        let (obj, root) = (self.obj(ino), self.root);
+        self.run(|c| {
+            let parent = c.zpl.getattr(c.os, obj)?.parent;
+            let list = c.zpl.readdir(c.os, c.zaps, obj)?;
+            let mut out = Vec::with_capacity(list.len() + 2);
+            out.push(DirEntry { ino, kind: FType::Directory, name: b".".to_vec() });
+            out.push(DirEntry { ino: ino_of(root, parent), kind: FType::Directory, name: b"..".to_vec() });
+            for (name, o, kind) in list {
+                out.push(DirEntry { ino: ino_of(root, o), kind: super::ftype(kind), name });
+            }
+            Ok(out)
+        })
+    }
+
+    fn do_opendir(&mut self, ino: u64) -> Res<u64> {
+        let obj = self.obj(ino);
+        self.run(|c| match c.zpl.getattr(c.os, obj)?.kind() {
+            zpl::FileType::Directory => Ok(()),
+            _ => Err(sys_err(libc::ENOTDIR, "not a directory")),
+        })?;
+        let fh = self.fresh_fh();
+        self.dirs.insert(fh, None);
+        Ok(fh)
+    }
+
+    /// The entries of handle `fh` from `offset` on, each with the offset of the next one.
+    /// The listing is read at offset 0 and kept for the handle's later calls.
+    fn do_readdir(&mut self, ino: u64, fh: u64, offset: i64) -> Res<Vec<(i64, DirEntry)>> {
+        let skip = usize::try_from(offset).map_err(|_| libc::EINVAL)?;
+        let cached = self.dirs.get(&fh).and_then(|d| d.clone()).filter(|_| skip > 0);
+        let list = match cached {
+            Some(l) => l,
+            None => {
+                let l = self.listing(ino)?;
+                if let Some(slot) = self.dirs.get_mut(&fh) {
+                    *slot = Some(l.clone());
+                }
+                l
+            }
+        };
+        Ok(list.into_iter().enumerate().skip(skip).map(|(i, e)| (i as i64 + 1, e)).collect())
+    }
+
+    fn do_statfs(&self) -> Res<(u64, u64, u64, u64, u32)> {
+        let rs = self.run(|c| Ok(c.recordsize))?;
+        let bsize = rs.clamp(512, 1 << 24);
+        let (total, free, used_objs, free_objs) = self.backend.space();
+        Ok((total / bsize, free / bsize, used_objs.saturating_add(free_objs), free_objs, bsize as u32))
+    }
+
+    fn do_setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Res<()> {
+        let obj = self.obj(ino);
+        let flags = u32::try_from(flags).map_err(|_| libc::EINVAL)?;
+        self.run_mut(|c| c.zpl.setxattr(c.os, c.zaps, obj, name, value, flags, now()))
+    }
+
+    fn do_getxattr(&self, ino: u64, name: &[u8], size: u32) -> Res<XattrAnswer> {
+        let obj = self.obj(ino);
+        xattr_answer(self.run(|c| c.zpl.getxattr(c.os, c.zaps, obj, name))?, size)
+    }
+
+    fn do_listxattr(&self, ino: u64, size: u32) -> Res<XattrAnswer> {
+        let obj = self.obj(ino);
+        let names = self.run(|c| c.zpl.listxattr(c.os, c.zaps, obj))?;
+        let mut buf = Vec::new();
+        for n in names {
+            buf.extend_from_slice(&n);
+            buf.push(0);
+        }
+        xattr_answer(buf, size)
+    }
+
+    fn do_removexattr(&self, ino: u64, name: &[u8]) -> Res<()> {
+        let obj = self.obj(ino);
+        self.run_mut(|c| c.zpl.removexattr(c.os, c.zaps, obj, name, now()))
+    }
+
+    /// access(2): the kernel checks permissions itself (default_permissions); this only
+    /// answers existence and EROFS for W_OK on a read-only dataset.
+    fn do_access(&self, ino: u64, mask: i32) -> Res<()> {
+        self.do_getattr(ino)?;
+        if mask & libc::W_OK != 0 && self.backend.readonly() {
+            return Err(libc::EROFS);
+        }
+        Ok(())
+    }
+
+    /// fsync and friends: the daemon syncs the open txg.
+    fn do_sync(&self) -> Res<()> {
+        if self.backend.readonly() {
+            return Ok(());
+        }
+        self.backend.sync().map_err(|_| libc::EIO)
+    }
+}
+
+/// Has `obj` an open handle?
+fn is_open(opens: &HashMap<u64, u32>, obj: u64) -> bool {
+    opens.get(&obj).is_some_and(|&n| n > 0)
+}
+
+fn ids(req: &Request<'_>) -> (u32, u32) {
+    (req.uid(), req.gid())
+}
+
+impl<B: RwBackend> Filesystem for RwFs<B> {
+    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
+        // The kernel caps max_write at what it allows; a refusal leaves fuser's default.
+        let _ = config.set_max_write(MAX_WRITE);
+        Ok(())
+    }
+
+    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        reply_entry(reply, self.do_lookup(parent, name.as_bytes()));
+    }
+
+    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        match self.do_getattr(ino) {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<u64>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<u32>,
+        reply: ReplyAttr,
+    ) {
+        let sa = set_attr(mode, uid, gid, size, atime, mtime, now());
+        match self.do_setattr(ino, sa) {
+            Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
+        match self.do_readlink(ino) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let mode = mode & !(umask & 0o777);
+        reply_entry(reply, self.do_mknod(ids(req), parent, name.as_bytes(), mode, rdev));
+    }
+
+    fn mkdir(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let mode = mode & !(umask & 0o777);
+        reply_entry(reply, self.do_mkdir(ids(req), parent, name.as_bytes(), mode));
+    }
+
+    fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty(reply, self.do_unlink(parent, name.as_bytes()));
+    }
+
+    fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty(reply, self.do_rmdir(parent, name.as_bytes()));
+    }
+
+    fn symlink(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let r = self.do_symlink(ids(req), parent, link_name.as_bytes(), target.as_os_str().as_bytes());
+        reply_entry(reply, r);
+    }
+
+    fn rename(
+        &mut self,
+        _req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply_empty(reply, self.do_rename((parent, name.as_bytes()), (newparent, newname.as_bytes()), flags));
+    }
+
+    fn link(&mut self, _req: &Request<'_>, ino: u64, newparent: u64, newname: &OsStr, reply: ReplyEntry) {
+        reply_entry(reply, self.do_link(ino, newparent, newname.as_bytes()));
+    }
+
+    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        match self.do_open(ino, flags) {
+            Ok(fh) => reply.opened(fh, fuser::consts::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let mode = mode & !(umask & 0o777);
+        match self.do_create(ids(req), parent, name.as_bytes(), mode) {
+            Ok(((a, gen), fh)) => reply.created(&TTL, &a, gen, fh, fuser::consts::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        size: u32,
+        _flags: i32,
+        _lock: Option<u64>,
+        reply: ReplyData,
+    ) {
+        match self.do_read(ino, offset, size) {
+            Ok(d) => reply.data(&d),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn write(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        data: &[u8],
+        _write_flags: u32,
+        _flags: i32,
+        _lock: Option<u64>,
+        reply: ReplyWrite,
+    ) {
+        match self.do_write(ino, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn flush(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _lock_owner: u64, reply: ReplyEmpty) {
+        // Writes reach the open txg synchronously; close(2) promises no durability.
+        reply.ok();
+    }
+
+    fn release(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply_empty(reply, self.do_release(ino));
+    }
+
+    fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
+        reply_empty(reply, self.do_sync());
+    }
+
+    fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        match self.do_opendir(ino) {
+            Ok(fh) => reply.opened(fh, 0),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(&mut self, _req: &Request<'_>, ino: u64, fh: u64, offset: i64, mut reply: ReplyDirectory) {
+        match self.do_readdir(ino, fh, offset) {
+            Ok(list) => {
+                for (next, e) in list {
+                    if reply.add(e.ino, next, e.kind, OsStr::from_bytes(&e.name)) {
+                        break;
+                    }
+                }
+                reply.ok()
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn releasedir(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, _flags: i32, reply: ReplyEmpty) {
+        self.dirs.remove(&fh);
+        reply.ok();
+    }
+
+    fn fsyncdir(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
+        reply_empty(reply, self.do_sync());
+    }
+
+    fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+        match self.do_statfs() {
+            Ok((blocks, bfree, files, ffree, bsize)) => {
+                reply.statfs(blocks, bfree, bfree, files, ffree, bsize, NAME_MAX, bsize)
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setxattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        if position != 0 {
+            return reply.error(libc::EINVAL);
+        }
+        reply_empty(reply, self.do_setxattr(ino, name.as_bytes(), value, flags));
+    }
+
+    fn getxattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, size: u32, reply: ReplyXattr) {
+        reply_xattr(reply, self.do_getxattr(ino, name.as_bytes(), size));
+    }
+
+    fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        reply_xattr(reply, self.do_listxattr(ino, size));
+    }
+
+    fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty(reply, self.do_removexattr(ino, name.as_bytes()));
+    }
+
+    fn access(&mut self, _req: &Request<'_>, ino: u64, mask: i32, reply: ReplyEmpty) {
+        reply_empty(reply, self.do_access(ino, mask));
+    }
+
+    fn fallocate(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        length: i64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        reply_empty(reply, self.do_fallocate(ino, offset, length, mode));
+    }
+}
+
+#[cfg(test)]
+#[path = "rw_tests.rs"]
+mod tests;

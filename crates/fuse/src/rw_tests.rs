@@ -1,0 +1,554 @@
+//! Tests of the read-write adapter: its logic against an in-memory dataset (an objset that
+//! is never synced, over a pipeline with no vdevs), and, where /dev/fuse is usable, a real
+//! mount exercised through std::fs.
+
+use super::*;
+use proptest::prelude::*;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+struct MemState {
+    zpl: ZplWriter,
+    os: DirtyObjset,
+    zaps: ZapCache,
+}
+
+/// A dataset that lives only in its open txg.
+struct MemBackend {
+    st: Mutex<MemState>,
+    ro: AtomicBool,
+    syncs: AtomicU64,
+    /// Operations run (to see how large the kernel's WRITE requests are).
+    calls: AtomicU64,
+}
+
+impl MemBackend {
+    fn new() -> Arc<MemBackend> {
+        let zio = Arc::new(zio::Zio::new(Vec::new(), codec::checksum::ChecksumCtx::default()));
+        let reader = dmu::Reader { zio, cache: Arc::new(arc::BlockCache::new(1 << 20)) };
+        let mut os = DirtyObjset::create(&reader, ondisk::objset::DMU_OST_ZFS);
+        let mut zaps = ZapCache::new();
+        let zpl = ZplWriter::create_fs(&mut os, &mut zaps, now(), 0, 0).expect("create_fs");
+        Arc::new(MemBackend {
+            st: Mutex::new(MemState { zpl, os, zaps }),
+            ro: AtomicBool::new(false),
+            syncs: AtomicU64::new(0),
+            calls: AtomicU64::new(0),
+        })
+    }
+}
+
+impl RwBackend for MemBackend {
+    fn with(&self, f: &mut dyn FnMut(RwCtx<'_>) -> Result<(), ZplWriteError>) -> Result<(), ZplWriteError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let mut g = self.st.lock().unwrap_or_else(|p| p.into_inner());
+        let st = &mut *g;
+        f(RwCtx { zpl: &mut st.zpl, os: &mut st.os, zaps: &mut st.zaps, recordsize: 128 << 10 })
+    }
+    fn sync(&self) -> Result<(), String> {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+    fn readonly(&self) -> bool {
+        self.ro.load(Ordering::Relaxed)
+    }
+    fn space(&self) -> (u64, u64, u64, u64) {
+        (1 << 30, 1 << 29, 10, 1000)
+    }
+}
+
+fn fs() -> (RwFs<MemBackend>, Arc<MemBackend>) {
+    let b = MemBackend::new();
+    (RwFs::new(b.clone()).unwrap(), b)
+}
+
+const ME: (u32, u32) = (1000, 100);
+
+fn mkfile(f: &mut RwFs<MemBackend>, dir: u64, name: &str, data: &[u8]) -> u64 {
+    let ((a, _), _) = f.do_create(ME, dir, name.as_bytes(), 0o644).unwrap();
+    f.do_write(a.ino, 0, data).unwrap();
+    f.do_release(a.ino).unwrap();
+    a.ino
+}
+
+fn names(f: &mut RwFs<MemBackend>, dir: u64) -> Vec<String> {
+    let fh = f.do_opendir(dir).unwrap();
+    let l = f.do_readdir(dir, fh, 0).unwrap();
+    l.into_iter().map(|(_, e)| String::from_utf8(e.name).unwrap()).collect()
+}
+
+#[test]
+fn root_is_inode_one_and_its_own_parent() {
+    let (f, _) = fs();
+    let a = f.do_getattr(1).unwrap();
+    assert_eq!((a.ino, a.kind, a.perm, a.nlink), (1, FType::Directory, 0o755, 2));
+    let (dotdot, _) = f.do_lookup(1, b"..").unwrap();
+    assert_eq!(dotdot.ino, 1);
+    assert_eq!(f.do_lookup(1, b"nope").unwrap_err(), libc::ENOENT);
+}
+
+#[test]
+fn create_write_read_and_attributes() {
+    let (mut f, _) = fs();
+    let ino = mkfile(&mut f, 1, "a", b"hello world");
+    let (a, gen) = f.do_lookup(1, b"a").unwrap();
+    assert_eq!(
+        (a.ino, a.size, a.kind, a.perm, a.uid, a.gid),
+        (ino, 11, FType::RegularFile, 0o644, 1000, 100)
+    );
+    assert!(gen > 0);
+    assert_eq!(f.do_read(ino, 6, 100).unwrap(), b"world");
+    assert_eq!(f.do_read(ino, 100, 10).unwrap(), b"");
+    // A write past the end leaves a hole that reads as zeros.
+    f.do_write(ino, 300_000, b"x").unwrap();
+    assert_eq!(f.do_getattr(ino).unwrap().size, 300_001);
+    assert_eq!(f.do_read(ino, 299_998, 3).unwrap(), b"\0\0x");
+    assert_eq!(f.do_read(ino, -1, 3).unwrap_err(), libc::EINVAL);
+    assert_eq!(names(&mut f, 1), [".", "..", "a"]);
+    assert_eq!(f.do_create(ME, 1, b"a", 0o644).unwrap_err(), libc::EEXIST);
+}
+
+#[test]
+fn setattr_mode_owner_size_and_times() {
+    let (mut f, _) = fs();
+    let ino = mkfile(&mut f, 1, "a", &[7u8; 5000]);
+    let t = UNIX_EPOCH + Duration::new(1_000_000, 5);
+    let sa =
+        set_attr(Some(0o100600), Some(1), Some(2), Some(10), Some(TimeOrNow::SpecificTime(t)), None, now());
+    let a = f.do_setattr(ino, sa).unwrap();
+    assert_eq!((a.perm, a.uid, a.gid, a.size, a.atime), (0o600, 1, 2, 10, t));
+    assert_eq!(f.do_read(ino, 0, 100).unwrap(), [7u8; 10]);
+    // Growing again reads zeros past the old end, not the truncated bytes.
+    f.do_setattr(ino, set_attr(None, None, None, Some(20), None, None, now())).unwrap();
+    assert_eq!(f.do_read(ino, 8, 100).unwrap(), [7, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+    let before = SystemTime::now() - Duration::from_secs(2);
+    let a = f.do_setattr(ino, set_attr(None, None, None, None, None, Some(TimeOrNow::Now), now())).unwrap();
+    assert!(a.mtime > before && a.ctime > before);
+    let pre_epoch = UNIX_EPOCH - Duration::new(100, 250);
+    let a = f.do_setattr(
+        ino,
+        set_attr(None, None, None, None, None, Some(TimeOrNow::SpecificTime(pre_epoch)), now()),
+    );
+    assert_eq!(a.unwrap().mtime, pre_epoch);
+    // Nothing to change is a getattr.
+    assert_eq!(f.do_setattr(ino, SetAttr::default()).unwrap().ino, ino);
+    let d = f.do_mkdir(ME, 1, b"d", 0o755).unwrap().0.ino;
+    assert_eq!(
+        f.do_setattr(d, set_attr(None, None, None, Some(0), None, None, now())).unwrap_err(),
+        libc::EISDIR
+    );
+}
+
+#[test]
+fn directories_links_symlinks_and_devices() {
+    let (mut f, _) = fs();
+    let d = f.do_mkdir(ME, 1, b"d", 0o750).unwrap().0;
+    assert_eq!((d.kind, d.perm, d.nlink), (FType::Directory, 0o750, 2));
+    assert_eq!(f.do_getattr(1).unwrap().nlink, 3);
+    let ino = mkfile(&mut f, d.ino, "f", b"abc");
+    let (l, _) = f.do_link(ino, 1, b"hard").unwrap();
+    assert_eq!((l.ino, l.nlink), (ino, 2));
+    let (s, _) = f.do_symlink(ME, 1, b"sym", b"d/f").unwrap();
+    assert_eq!((s.kind, s.size), (FType::Symlink, 3));
+    assert_eq!(f.do_readlink(s.ino).unwrap(), b"d/f");
+    assert_eq!(f.do_readlink(ino).unwrap_err(), libc::EINVAL);
+    let dev = (8 << 8) | 1; // userspace makedev(8, 1)
+    let (c, _) = f.do_mknod(ME, 1, b"sda1", libc::S_IFBLK | 0o600, dev).unwrap();
+    assert_eq!((c.kind, c.rdev), (FType::BlockDevice, dev));
+    let (p, _) = f.do_mknod(ME, 1, b"fifo", libc::S_IFIFO | 0o600, 0).unwrap();
+    assert_eq!(p.kind, FType::NamedPipe);
+    assert_eq!(f.do_rmdir(1, b"d").unwrap_err(), libc::ENOTEMPTY);
+    assert_eq!(f.do_unlink(1, b"d").unwrap_err(), libc::EISDIR);
+    f.do_unlink(d.ino, b"f").unwrap();
+    assert_eq!(f.do_getattr(ino).unwrap().nlink, 1);
+    f.do_rmdir(1, b"d").unwrap();
+    assert_eq!(f.do_getattr(1).unwrap().nlink, 2);
+    assert_eq!(names(&mut f, 1), [".", "..", "fifo", "hard", "sda1", "sym"]);
+    // `..` of a subdirectory names its parent.
+    let d2 = f.do_mkdir(ME, 1, b"d2", 0o755).unwrap().0.ino;
+    let d3 = f.do_mkdir(ME, d2, b"d3", 0o755).unwrap().0.ino;
+    let l = f.do_readdir(d3, 0, 0).unwrap();
+    assert_eq!((l[1].1.ino, l[1].1.name.as_slice()), (d2, &b".."[..]));
+}
+
+#[test]
+fn unlink_while_open_keeps_the_file_until_the_last_release() {
+    let (mut f, _) = fs();
+    let ((a, _), _) = f.do_create(ME, 1, b"tmp", 0o600).unwrap();
+    f.do_write(a.ino, 0, b"still here").unwrap();
+    f.do_open(a.ino, libc::O_RDONLY).unwrap();
+    f.do_unlink(1, b"tmp").unwrap();
+    assert_eq!(f.do_lookup(1, b"tmp").unwrap_err(), libc::ENOENT);
+    assert_eq!(f.do_getattr(a.ino).unwrap().nlink, 0);
+    f.do_write(a.ino, 10, b"!").unwrap();
+    f.do_release(a.ino).unwrap();
+    assert_eq!(f.do_read(a.ino, 0, 100).unwrap(), b"still here!");
+    f.do_release(a.ino).unwrap();
+    assert_eq!(f.do_getattr(a.ino).unwrap_err(), libc::ENOENT);
+    assert!(f.orphans.is_empty() && f.opens.is_empty());
+    // A closed file's last unlink frees it at once.
+    let ino = mkfile(&mut f, 1, "b", b"x");
+    f.do_unlink(1, b"b").unwrap();
+    assert_eq!(f.do_getattr(ino).unwrap_err(), libc::ENOENT);
+}
+
+#[test]
+fn rename_over_an_open_file_and_flags() {
+    let (mut f, _) = fs();
+    let a = mkfile(&mut f, 1, "a", b"new");
+    let b = mkfile(&mut f, 1, "b", b"old");
+    f.do_open(b, libc::O_RDONLY).unwrap();
+    assert_eq!(f.do_rename((1, b"a"), (1, b"b"), libc::RENAME_NOREPLACE).unwrap_err(), libc::EEXIST);
+    assert_eq!(f.do_rename((1, b"a"), (1, b"b"), libc::RENAME_EXCHANGE).unwrap_err(), libc::EINVAL);
+    f.do_rename((1, b"a"), (1, b"b"), 0).unwrap();
+    assert_eq!(f.do_lookup(1, b"b").unwrap().0.ino, a);
+    assert_eq!(f.do_read(b, 0, 10).unwrap(), b"old");
+    f.do_release(b).unwrap();
+    assert_eq!(f.do_getattr(b).unwrap_err(), libc::ENOENT);
+    let d = f.do_mkdir(ME, 1, b"d", 0o755).unwrap().0.ino;
+    f.do_rename((1, b"b"), (d, b"c"), libc::RENAME_NOREPLACE).unwrap();
+    assert_eq!(names(&mut f, d), [".", "..", "c"]);
+    assert_eq!(f.do_rename((1, b"d"), (d, b"x"), 0).unwrap_err(), libc::EINVAL);
+}
+
+#[test]
+fn readdir_offsets_survive_removals_between_calls() {
+    let (mut f, _) = fs();
+    for i in 0..6 {
+        mkfile(&mut f, 1, &format!("f{i}"), b"");
+    }
+    let fh = f.do_opendir(1).unwrap();
+    let first = f.do_readdir(1, fh, 0).unwrap();
+    assert_eq!(first.len(), 8);
+    // The caller consumed three entries, then removed them (rm -r does this).
+    for (_, e) in &first[2..5] {
+        f.do_unlink(1, &e.name).unwrap();
+    }
+    let rest = f.do_readdir(1, fh, first[4].0).unwrap();
+    let got: Vec<_> = rest.iter().map(|(_, e)| e.name.clone()).collect();
+    assert_eq!(got, [b"f3".to_vec(), b"f4".to_vec(), b"f5".to_vec()]);
+    // Offset 0 (rewinddir) reads the directory again.
+    assert_eq!(f.do_readdir(1, fh, 0).unwrap().len(), 5);
+    let plain = mkfile(&mut f, 1, "plain", b"");
+    assert_eq!(f.do_opendir(plain).unwrap_err(), libc::ENOTDIR);
+}
+
+#[test]
+fn xattrs_probe_erange_and_flags() {
+    let (mut f, _) = fs();
+    let ino = mkfile(&mut f, 1, "x", b"");
+    assert_eq!(f.do_getxattr(ino, b"user.a", 0).unwrap_err(), libc::ENODATA);
+    assert_eq!(f.do_listxattr(ino, 0).unwrap(), XattrAnswer::Size(0));
+    f.do_setxattr(ino, b"user.a", b"value", 0).unwrap();
+    f.do_setxattr(ino, b"user.bb", b"", 0).unwrap();
+    assert_eq!(f.do_setxattr(ino, b"user.a", b"v", libc::XATTR_CREATE).unwrap_err(), libc::EEXIST);
+    assert_eq!(f.do_setxattr(ino, b"user.c", b"v", libc::XATTR_REPLACE).unwrap_err(), libc::ENODATA);
+    assert_eq!(f.do_getxattr(ino, b"user.a", 0).unwrap(), XattrAnswer::Size(5));
+    assert_eq!(f.do_getxattr(ino, b"user.a", 4).unwrap_err(), libc::ERANGE);
+    assert_eq!(f.do_getxattr(ino, b"user.a", 5).unwrap(), XattrAnswer::Data(b"value".to_vec()));
+    assert_eq!(f.do_getxattr(ino, b"user.bb", 10).unwrap(), XattrAnswer::Data(Vec::new()));
+    let list = b"user.a\0user.bb\0".to_vec();
+    assert_eq!(f.do_listxattr(ino, 0).unwrap(), XattrAnswer::Size(list.len() as u32));
+    assert_eq!(f.do_listxattr(ino, 3).unwrap_err(), libc::ERANGE);
+    let XattrAnswer::Data(got) = f.do_listxattr(ino, 100).unwrap() else { panic!("no data") };
+    let mut got: Vec<&[u8]> = got.split(|&b| b == 0).filter(|n| !n.is_empty()).collect();
+    got.sort();
+    assert_eq!(got, [&b"user.a"[..], &b"user.bb"[..]]);
+    f.do_removexattr(ino, b"user.a").unwrap();
+    assert_eq!(f.do_removexattr(ino, b"user.a").unwrap_err(), libc::ENODATA);
+    assert_eq!(f.do_listxattr(ino, 100).unwrap(), XattrAnswer::Data(b"user.bb\0".to_vec()));
+    // Files with xattrs are freed with them.
+    f.do_unlink(1, b"x").unwrap();
+    assert_eq!(f.do_getattr(ino).unwrap_err(), libc::ENOENT);
+}
+
+#[test]
+fn fallocate_modes() {
+    let (mut f, _) = fs();
+    let ino = mkfile(&mut f, 1, "f", &[1u8; 4096]);
+    let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    f.do_fallocate(ino, 1000, 100, punch).unwrap();
+    let d = f.do_read(ino, 0, 4096).unwrap();
+    assert_eq!(d.len(), 4096);
+    assert!(d[..1000].iter().all(|&b| b == 1) && d[1000..1100].iter().all(|&b| b == 0));
+    assert!(d[1100..].iter().all(|&b| b == 1));
+    f.do_fallocate(ino, 4000, 200, libc::FALLOC_FL_KEEP_SIZE).unwrap();
+    assert_eq!(f.do_getattr(ino).unwrap().size, 4096);
+    f.do_fallocate(ino, 4000, 200, 0).unwrap();
+    assert_eq!(f.do_getattr(ino).unwrap().size, 4200);
+    f.do_fallocate(ino, 0, 10, 0).unwrap();
+    assert_eq!(f.do_getattr(ino).unwrap().size, 4200);
+    assert_eq!(f.do_fallocate(ino, 0, 10, libc::FALLOC_FL_PUNCH_HOLE).unwrap_err(), libc::EOPNOTSUPP);
+    assert_eq!(f.do_fallocate(ino, 0, 10, libc::FALLOC_FL_ZERO_RANGE).unwrap_err(), libc::EOPNOTSUPP);
+    assert_eq!(f.do_fallocate(ino, 0, 0, 0).unwrap_err(), libc::EINVAL);
+    assert_eq!(f.do_fallocate(ino, i64::MAX, 10, 0).unwrap_err(), libc::EFBIG);
+    assert_eq!(f.do_fallocate(1, 0, 10, 0).unwrap_err(), libc::ENODEV);
+}
+
+#[test]
+fn readonly_backend_refuses_changes() {
+    let (mut f, b) = fs();
+    let ino = mkfile(&mut f, 1, "f", b"data");
+    b.ro.store(true, Ordering::Relaxed);
+    assert_eq!(f.do_write(ino, 0, b"x").unwrap_err(), libc::EROFS);
+    assert_eq!(f.do_create(ME, 1, b"g", 0o644).unwrap_err(), libc::EROFS);
+    assert_eq!(f.do_open(ino, libc::O_WRONLY).unwrap_err(), libc::EROFS);
+    assert_eq!(f.do_open(ino, libc::O_RDONLY | libc::O_TRUNC).unwrap_err(), libc::EROFS);
+    assert_eq!(f.do_unlink(1, b"f").unwrap_err(), libc::EROFS);
+    assert_eq!(f.do_setxattr(ino, b"user.a", b"", 0).unwrap_err(), libc::EROFS);
+    assert_eq!(
+        f.do_setattr(ino, set_attr(Some(0o600), None, None, None, None, None, now())).unwrap_err(),
+        libc::EROFS
+    );
+    assert_eq!(f.do_access(ino, libc::W_OK).unwrap_err(), libc::EROFS);
+    f.do_access(ino, libc::R_OK).unwrap();
+    f.do_open(ino, libc::O_RDONLY).unwrap();
+    assert_eq!(f.do_read(ino, 0, 10).unwrap(), b"data");
+    f.do_sync().unwrap();
+    assert_eq!(b.syncs.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn statfs_and_sync() {
+    let (f, b) = fs();
+    assert_eq!(f.do_statfs().unwrap(), (8192, 4096, 1010, 1000, 128 << 10));
+    f.do_sync().unwrap();
+    assert_eq!(b.syncs.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn rdev_known_values() {
+    // makedev(8, 1) in userspace; the kernel's MKDEV(8, 1).
+    assert_eq!(rdev_to_zfs(0x801), (8 << 20) | 1);
+    // makedev(300, 70000): minor bits above 8 sit at bit 20 of the userspace encoding.
+    let user = (70000 & 0xff) | (300 << 8) | ((70000 & !0xff) << 12);
+    assert_eq!(rdev_to_zfs(user), (300 << 20) | 70000);
+}
+
+proptest! {
+    #[test]
+    fn time_round_trips(s in -(1i64 << 40)..(1i64 << 40), ns in 0u32..1_000_000_000) {
+        let t = if s >= 0 {
+            UNIX_EPOCH + Duration::new(s as u64, ns)
+        } else {
+            UNIX_EPOCH - Duration::from_secs(s.unsigned_abs()) + Duration::from_nanos(u64::from(ns))
+        };
+        let z = time_to_zfs(t);
+        prop_assert_eq!(z.0 as i64, s);
+        prop_assert_eq!(z.1, u64::from(ns));
+        prop_assert_eq!(time_from_zfs(z), t);
+    }
+
+    #[test]
+    fn stored_times_never_panic(s: u64, ns: u64) {
+        let _ = time_from_zfs((s, ns));
+    }
+
+    #[test]
+    fn rdev_round_trips(major in 0u32..4096, minor in 0u32..(1 << 20)) {
+        let user = (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12);
+        let z = rdev_to_zfs(user);
+        prop_assert_eq!(z, (u64::from(major) << 20) | u64::from(minor));
+        prop_assert_eq!(rdev_from_zfs(z), user);
+    }
+}
+
+// ----- through the kernel -----------------------------------------------------------------
+
+/// A mount of a fresh in-memory dataset, or None (with a note) where FUSE is unusable.
+struct TestMount {
+    dir: std::path::PathBuf,
+    handle: Option<MountHandle>,
+    backend: Arc<MemBackend>,
+}
+
+impl TestMount {
+    fn new(tag: &str) -> Option<TestMount> {
+        if std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse").is_err() {
+            eprintln!("skipping: /dev/fuse is not usable");
+            return None;
+        }
+        let dir = std::env::temp_dir().join(format!("rzfs-rw-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let backend = MemBackend::new();
+        match mount_rw(backend.clone(), &dir, "test/rw") {
+            Ok(h) => Some(TestMount { dir, handle: Some(h), backend }),
+            Err(e) => {
+                eprintln!("skipping: cannot mount FUSE here: {e}");
+                let _ = std::fs::remove_dir(&dir);
+                None
+            }
+        }
+    }
+
+    fn p(&self, rel: &str) -> std::path::PathBuf {
+        self.dir.join(rel)
+    }
+}
+
+impl Drop for TestMount {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            h.unmount();
+        }
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+fn err_of<T: std::fmt::Debug>(r: std::io::Result<T>) -> i32 {
+    r.unwrap_err().raw_os_error().unwrap_or(0)
+}
+
+#[test]
+fn mounted_files_dirs_and_links() {
+    let Some(m) = TestMount::new("files") else { return };
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let mut fh = std::fs::File::create(m.p("big")).unwrap();
+    let calls = m.backend.calls.load(Ordering::Relaxed);
+    fh.write_all(&big).unwrap();
+    // Large WRITE requests (1 MiB where the kernel allows it), not one per page.
+    let writes = m.backend.calls.load(Ordering::Relaxed) - calls;
+    eprintln!("3 MB written in {writes} requests");
+    assert!(writes <= 30, "{writes} requests for 3 MB");
+    drop(fh);
+    assert_eq!(std::fs::read(m.p("big")).unwrap(), big);
+    assert_eq!(std::fs::metadata(m.p("big")).unwrap().len(), big.len() as u64);
+    let mut g = m.backend.st.lock().unwrap();
+    let MemState { zpl, os, zaps } = &mut *g;
+    let obj = zpl.lookup(os, zaps, zpl.root(), b"big").unwrap().expect("written through the mount");
+    assert_eq!(zpl.getattr(os, obj).unwrap().size, big.len() as u64);
+    drop(g);
+    // Rewrite in the middle, append, truncate.
+    let mut fh = std::fs::OpenOptions::new().read(true).write(true).open(m.p("big")).unwrap();
+    fh.seek(SeekFrom::Start(1_000_000)).unwrap();
+    fh.write_all(b"MIDDLE").unwrap();
+    fh.set_len(1_000_003).unwrap();
+    drop(fh);
+    let mut fh = std::fs::OpenOptions::new().append(true).open(m.p("big")).unwrap();
+    fh.write_all(b"END").unwrap();
+    drop(fh);
+    let back = std::fs::read(m.p("big")).unwrap();
+    assert_eq!(back.len(), 1_000_006);
+    let mut want = big[999_998..1_000_000].to_vec();
+    want.extend_from_slice(b"MIDEND");
+    assert_eq!(&back[999_998..], want.as_slice());
+    assert_eq!(&back[..999_998], &big[..999_998]);
+    std::fs::create_dir(m.p("d")).unwrap();
+    std::fs::create_dir(m.p("d/e")).unwrap();
+    std::fs::write(m.p("d/e/f"), b"inner").unwrap();
+    assert_eq!(std::fs::metadata(m.p("d")).unwrap().nlink(), 3);
+    assert_eq!(err_of(std::fs::remove_dir(m.p("d"))), libc::ENOTEMPTY);
+    std::fs::hard_link(m.p("d/e/f"), m.p("hard")).unwrap();
+    assert_eq!(std::fs::metadata(m.p("hard")).unwrap().nlink(), 2);
+    assert_eq!(std::fs::metadata(m.p("hard")).unwrap().ino(), std::fs::metadata(m.p("d/e/f")).unwrap().ino());
+    std::os::unix::fs::symlink("d/e/f", m.p("sym")).unwrap();
+    assert_eq!(std::fs::read_link(m.p("sym")).unwrap(), Path::new("d/e/f"));
+    assert_eq!(std::fs::read(m.p("sym")).unwrap(), b"inner");
+    assert!(std::fs::symlink_metadata(m.p("sym")).unwrap().file_type().is_symlink());
+    // Rename over an existing file, and a directory move.
+    std::fs::write(m.p("new"), b"new").unwrap();
+    std::fs::rename(m.p("new"), m.p("hard")).unwrap();
+    assert_eq!(std::fs::read(m.p("hard")).unwrap(), b"new");
+    assert_eq!(std::fs::metadata(m.p("d/e/f")).unwrap().nlink(), 1);
+    std::fs::rename(m.p("d/e"), m.p("e2")).unwrap();
+    assert_eq!(std::fs::read(m.p("e2/f")).unwrap(), b"inner");
+    assert_eq!(std::fs::metadata(m.p("d")).unwrap().nlink(), 2);
+    let mut list: Vec<String> =
+        std::fs::read_dir(&m.dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    list.sort();
+    assert_eq!(list, ["big", "d", "e2", "hard", "sym"]);
+    std::fs::remove_file(m.p("e2/f")).unwrap();
+    std::fs::remove_dir(m.p("e2")).unwrap();
+    assert_eq!(err_of(std::fs::metadata(m.p("e2"))), libc::ENOENT);
+}
+
+#[test]
+fn mounted_attributes_xattrs_and_open_unlinked() {
+    let Some(m) = TestMount::new("attrs") else { return };
+    std::fs::write(m.p("f"), b"0123456789").unwrap();
+    std::fs::set_permissions(m.p("f"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    assert_eq!(std::fs::metadata(m.p("f")).unwrap().mode() & 0o7777, 0o640);
+    let t = UNIX_EPOCH + Duration::from_secs(1_234_567_890);
+    std::fs::File::options().write(true).open(m.p("f")).unwrap().set_modified(t).unwrap();
+    assert_eq!(std::fs::metadata(m.p("f")).unwrap().modified().unwrap(), t);
+    std::fs::File::options().write(true).open(m.p("f")).unwrap().set_len(4).unwrap();
+    assert_eq!(std::fs::read(m.p("f")).unwrap(), b"0123");
+    // O_TRUNC through open.
+    std::fs::write(m.p("f"), b"ab").unwrap();
+    assert_eq!(std::fs::read(m.p("f")).unwrap(), b"ab");
+    // An unlinked file stays readable and writable through its descriptor.
+    let mut fh = std::fs::OpenOptions::new().read(true).write(true).open(m.p("f")).unwrap();
+    std::fs::remove_file(m.p("f")).unwrap();
+    assert_eq!(err_of(std::fs::metadata(m.p("f"))), libc::ENOENT);
+    fh.seek(SeekFrom::End(0)).unwrap();
+    fh.write_all(b"cd").unwrap();
+    fh.seek(SeekFrom::Start(0)).unwrap();
+    let mut s = String::new();
+    fh.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "abcd");
+    assert_eq!(fh.metadata().unwrap().nlink(), 0);
+    drop(fh);
+    // RELEASE is sent after close(2) returns: wait for it to free the orphan.
+    let orphans = || {
+        let mut g = m.backend.st.lock().unwrap();
+        let MemState { zpl, os, zaps } = &mut *g;
+        zaps.len(os, zpl.unlinked_set()).unwrap()
+    };
+    let t0 = std::time::Instant::now();
+    while orphans() != 0 && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(orphans(), 0, "the last close frees the orphan");
+    // Special files.
+    let fifo = m.p("fifo");
+    let ok = std::process::Command::new("mkfifo").arg(&fifo).status().map(|s| s.success()).unwrap_or(false);
+    if ok {
+        assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    }
+    xattrs_through_setfattr(&m);
+    let sv = std::process::Command::new("stat").args(["-f", "-c", "%S %b"]).arg(&m.dir).output();
+    if let Ok(o) = sv {
+        assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "131072 8192");
+    }
+    std::fs::File::open(&m.dir).unwrap().sync_all().unwrap();
+    assert!(m.backend.syncs.load(Ordering::Relaxed) >= 1);
+}
+
+/// xattrs through the `attr` tools (the crate forbids the unsafe libc calls).
+fn xattrs_through_setfattr(m: &TestMount) {
+    std::fs::write(m.p("x"), b"").unwrap();
+    let set =
+        std::process::Command::new("setfattr").args(["-n", "user.k", "-v", "val"]).arg(m.p("x")).status();
+    if !set.is_ok_and(|s| s.success()) {
+        eprintln!("skipping xattrs: setfattr unavailable or failed");
+        return;
+    }
+    let out = std::process::Command::new("getfattr")
+        .args(["-d", "--absolute-names"])
+        .arg(m.p("x"))
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("user.k=\"val\""), "{out:?}");
+    let rm = std::process::Command::new("setfattr").args(["-x", "user.k"]).arg(m.p("x")).status().unwrap();
+    assert!(rm.success());
+    let out = std::process::Command::new("getfattr")
+        .args(["-d", "--absolute-names"])
+        .arg(m.p("x"))
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("user.k"));
+}
+
+/// Serves an in-memory dataset for outside test suites (pjdfstest):
+/// `RZFS_RW_MOUNT=/mnt/x RZFS_RW_SERVE_SECS=600 cargo test -p rzfs-fuse serve_in_memory -- --ignored`.
+#[test]
+#[ignore]
+fn serve_in_memory() {
+    let Ok(dir) = std::env::var("RZFS_RW_MOUNT") else { return };
+    let secs = std::env::var("RZFS_RW_SERVE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    let h = mount_rw(MemBackend::new(), Path::new(&dir), "mem/rw").unwrap();
+    std::thread::sleep(Duration::from_secs(secs));
+    h.unmount();
+}

@@ -1,0 +1,309 @@
+//! # Opening an imported pool for writing (`spa_load` for a read-write import)
+//!
+//! The read-only import (`import.rs`) has already verified labels, picked the uberblock and
+//! opened the MOS. Here the writer is assembled from it: the metaslab geometry of every
+//! top-level vdev comes from the MOS config, each metaslab's free space is rebuilt by
+//! replaying its space map (a map that does not replay cleanly refuses the import: writing
+//! on top of a wrong free-space picture would overwrite live data), and the features in use
+//! are checked against what rzfs can keep correct while writing.
+//!
+//! Space freed in the last two txgs before the pool was exported becomes allocatable at
+//! once, as in OpenZFS (deferred-free state is not persistent).
+
+use crate::feature_table;
+use crate::writer::{DatasetWriter, Policy, PoolWriter, TopInfo};
+use crate::{import, mos_config_nvlist, Pool, PoolError, Result};
+use dmu::tx::DirtyObjset;
+use ondisk::blkptr::BlkPtr;
+use ondisk::dsl::mos_keys as K;
+use ondisk::label::VdevTreeConfig;
+use ondisk::spacemap::{decode_entries, SpaceMapPhys};
+use ondisk::ByteOrder;
+use vdev::VdevKind;
+use zap::write::ZapCache;
+
+fn bad(detail: impl Into<String>) -> PoolError {
+    PoolError::Load { phase: "open_rw", detail: detail.into() }
+}
+
+/// Features rzfs keeps correct while writing (enabled or active).
+fn writable_feature(short: &str) -> bool {
+    feature_table::implemented_for_write(short)
+}
+
+/// Refuses pools with a feature in use that rzfs would write incorrectly.
+fn check_write_features(pool: &Pool) -> Result<()> {
+    let mos = &pool.mos;
+    let dir = import::DMU_POOL_DIRECTORY_OBJECT;
+    let mut refused = Vec::new();
+    for key in [K::FEATURES_FOR_READ, K::FEATURES_FOR_WRITE] {
+        let Some(obj) = zap::lookup_u64(mos, dir, key).map_err(|e| bad(e.to_string()))? else { continue };
+        for e in zap::list(mos, obj).map_err(|e| bad(e.to_string()))? {
+            let guid = e.name_string();
+            let short = feature_table::by_name(&guid).map(|f| f.name).unwrap_or(guid.as_str()).to_string();
+            // Enabled-but-inactive features only matter if rzfs would have to activate them,
+            // which it never does for features it does not implement.
+            if e.first_u64().unwrap_or(0) > 0 && !writable_feature(&short) {
+                refused.push(short);
+            }
+        }
+    }
+    if refused.is_empty() {
+        return Ok(());
+    }
+    Err(PoolError::Unsupported(format!(
+        "pool '{}' uses features rzfs cannot write yet: {}; import it with -o readonly=on",
+        pool.name(),
+        refused.join(", ")
+    )))
+}
+
+/// Metaslab geometry and deflate ratio of each top-level vdev, from the MOS config.
+fn top_infos(pool: &Pool) -> Result<Vec<TopInfo>> {
+    let nv = mos_config_nvlist(pool)?;
+    let root = nv.get_nvlist("vdev_tree").ok_or_else(|| bad("MOS config has no vdev_tree"))?;
+    let root = VdevTreeConfig::from_nvlist(root).map_err(|e| bad(e.to_string()))?;
+    let mut out = Vec::new();
+    for (i, c) in root.children.iter().enumerate() {
+        let top =
+            pool.tops.get(i).ok_or_else(|| bad(format!("config names top-level vdev {i} not assembled")))?;
+        if matches!(top.kind(), VdevKind::Missing | VdevKind::Hole) || c.is_log {
+            return Err(PoolError::Unsupported(format!(
+                "top-level vdev {i} is {}; rzfs writes only to pools whose top-level vdevs are all present",
+                if c.is_log { "a log device" } else { "missing" }
+            )));
+        }
+        let ms_array = c.metaslab_array.ok_or_else(|| bad(format!("vdev {i} has no metaslab_array")))?;
+        let ms_shift = c.metaslab_shift.ok_or_else(|| bad(format!("vdev {i} has no metaslab_shift")))? as u32;
+        let asize = c.asize.ok_or_else(|| bad(format!("vdev {i} has no asize")))?;
+        let deflate_ratio = (1u64 << 17) / (top.asize(1 << 17) >> 9);
+        out.push(TopInfo { ms_array, ms_shift, asize, create_txg: c.create_txg.unwrap_or(4), deflate_ratio });
+    }
+    Ok(out)
+}
+
+/// Opens `pool` (imported from writable devices) for writing.
+pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
+    if pool.version() != crate::writer::SPA_VERSION {
+        return Err(PoolError::Unsupported(format!(
+            "pool '{}' has version {}; rzfs writes only version 5000 pools (zpool upgrade first)",
+            pool.name(),
+            pool.version()
+        )));
+    }
+    if pool.uberblock.byte_order != ByteOrder::Little {
+        return Err(PoolError::Unsupported("writing big-endian pools is not supported".into()));
+    }
+    check_write_features(pool)?;
+    let infos = top_infos(pool)?;
+    let first = pool.tops.first().ok_or_else(|| bad("no top-level vdev"))?;
+    for t in &pool.tops[1..] {
+        if t.kind() != first.kind()
+            || t.children().len() != first.children().len()
+            || t.ashift() != first.ashift()
+        {
+            return Err(PoolError::Unsupported(
+                "top-level vdevs of different types or widths are not supported by rzfs yet".into(),
+            ));
+        }
+    }
+    let rootbp = BlkPtr::parse(&pool.uberblock.rootbp_raw, ByteOrder::Little)?;
+    let mos = DirtyObjset::open(&pool.reader, &rootbp)?;
+    let mut ms = metaslab::Allocator::new();
+    let mut sm = std::collections::BTreeMap::new();
+    for (i, info) in infos.iter().enumerate() {
+        let v = i as u64;
+        let top = &pool.tops[i];
+        ms.add_top(v, info.asize, top.ashift(), info.ms_shift).map_err(|e| bad(e.to_string()))?;
+        load_metaslabs(pool, v, info, &mut ms, &mut sm)?;
+    }
+    let dir = import::DMU_POOL_DIRECTORY_OBJECT;
+    let lookup = |k: &str| zap::lookup_u64(&pool.mos, dir, k).map_err(|e| bad(e.to_string()));
+    let config_obj = lookup(K::CONFIG)?.ok_or_else(|| bad("no config object"))?;
+    let root_dir = lookup(K::ROOT_DATASET)?.ok_or_else(|| bad("no root_dataset"))?;
+    let mos_dir = {
+        let rd = dsl::write::dir_phys(&mos, root_dir)?;
+        let entries = zap::list(&pool.mos, rd.child_dir_zapobj).map_err(|e| bad(e.to_string()))?;
+        entries.iter().find(|e| e.name == b"$MOS").and_then(|e| e.first_u64()).unwrap_or(0)
+    };
+    let tops = pool.tops.clone();
+    let mut w = PoolWriter::new(
+        pool.name(),
+        pool.guid(),
+        tops,
+        infos,
+        pool.reader.clone(),
+        ms,
+        mos,
+        ZapCache::new(),
+        pool.uberblock.txg + 1,
+    );
+    w.config_obj = config_obj;
+    w.mos_dir = mos_dir;
+    w.sm = sm;
+    w.features_for_read = pool.candidate.best().config.features_for_read.clone();
+    w.uberblock = Some(pool.uberblock.clone());
+    for d in &pool.candidate.devices {
+        w.paths.insert(d.config.guid, d.path.to_string_lossy().into_owned());
+    }
+    w.config_dirty = true;
+    Ok(w)
+}
+
+/// Replays every metaslab's space map of top-level vdev `v` into the allocator.
+fn load_metaslabs(
+    pool: &Pool,
+    v: u64,
+    info: &TopInfo,
+    ms: &mut metaslab::Allocator,
+    sm: &mut std::collections::BTreeMap<(u64, u64), (u64, u64, i64)>,
+) -> Result<()> {
+    let mos = &pool.mos;
+    let arr = mos.dnode(info.ms_array)?;
+    let count = ms.metaslab_count(v).map_err(|e| bad(e.to_string()))?;
+    let raw = mos.read_all(&arr, Some(count * 8))?;
+    for m in 0..count {
+        let at = (m * 8) as usize;
+        let obj = u64::from_le_bytes(raw[at..at + 8].try_into().map_err(|_| bad("metaslab array"))?);
+        if obj == 0 {
+            continue;
+        }
+        let dn = mos.dnode(obj)?;
+        let phys = SpaceMapPhys::parse(&dn.bonus, ByteOrder::Little)?;
+        let data = mos.read_all(&dn, Some(phys.length))?;
+        let entries = decode_entries(&data, ByteOrder::Little)?;
+        let alloc = ms
+            .load_metaslab(v, m, &entries)
+            .map_err(|e| bad(format!("space map of vdev {v} metaslab {m} (object {obj}): {e}")))?;
+        if alloc as i64 != phys.alloc {
+            return Err(bad(format!(
+                "space map of vdev {v} metaslab {m} replays to {alloc} allocated bytes, header says {}",
+                phys.alloc
+            )));
+        }
+        sm.insert((v, m), (obj, phys.length, phys.alloc));
+    }
+    Ok(())
+}
+
+impl PoolWriter {
+    /// Opens head dataset `ds` (a `dsl_dataset` object) for writing.
+    pub fn open_dataset(&mut self, ds: u64, policy: Policy) -> Result<()> {
+        if self.datasets.contains_key(&ds) {
+            return Ok(());
+        }
+        let phys = dsl::write::ds_phys(&self.mos, ds)?;
+        if phys.num_children != 0 {
+            return Err(PoolError::Invalid("snapshots are read-only".into()));
+        }
+        let bp = BlkPtr::parse(&phys.bp, ByteOrder::Little)?;
+        let os = if bp.is_hole() {
+            DirtyObjset::create(&self.reader, ondisk::objset::DMU_OST_ZFS)
+        } else {
+            DirtyObjset::open(&self.reader, &bp)?
+        };
+        self.datasets.insert(ds, DatasetWriter { os, zaps: ZapCache::new(), policy });
+        Ok(())
+    }
+
+    /// The dataset writer of `ds` (opened with [`PoolWriter::open_dataset`]).
+    pub fn dataset(&mut self, ds: u64) -> Option<&mut DatasetWriter> {
+        self.datasets.get_mut(&ds)
+    }
+
+    /// Marks the pool exported (or destroyed) and syncs; the writer must not be used after.
+    pub fn close(&mut self, state: ondisk::label::PoolState) -> Result<()> {
+        self.sync()?;
+        self.state = state;
+        self.config_dirty = true;
+        // A config-only txg: the MOS config object records the new state too.
+        self.sync()
+    }
+
+    /// A read-only [`Pool`] view of the last synced txg (for listing, status and reads).
+    pub fn read_view(&self, base: &Pool) -> Result<Pool> {
+        let ub = self.uberblock.clone().ok_or_else(|| bad("nothing synced yet"))?;
+        let rootbp = BlkPtr::parse(&ub.rootbp_raw, ByteOrder::Little)?;
+        let mos = dmu::Objset::open(&self.reader, &rootbp)?;
+        Ok(Pool::new(
+            base.candidate.clone(),
+            self.tops.clone(),
+            ub,
+            self.reader.clone(),
+            mos,
+            base.opts.clone(),
+        ))
+    }
+}
+
+/// Effective settings of a dataset for writing (inherited through the directory chain).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DatasetSettings {
+    pub policy_checksum: u8,
+    pub policy_compress: u8,
+    pub copies: u8,
+    pub recordsize: u64,
+    pub readonly: bool,
+}
+
+impl DatasetSettings {
+    pub fn policy(&self) -> Policy {
+        Policy {
+            mos: false,
+            data_checksum: self.policy_checksum,
+            data_compress: self.policy_compress,
+            zstd_level: 0,
+            copies: self.copies,
+        }
+    }
+}
+
+impl PoolWriter {
+    /// Looks a property up from `dir` towards the root (local values only).
+    pub fn inherited_prop(&mut self, dir: u64, prop: &str) -> Result<Option<u64>> {
+        let mut cur = dir;
+        for _ in 0..256 {
+            let p = dsl::write::dir_phys(&self.mos, cur)?;
+            if p.props_zapobj != 0 {
+                if let Some(v) = self
+                    .mos_zaps
+                    .lookup(&self.mos, p.props_zapobj, prop.as_bytes())
+                    .map_err(|e| bad(e.to_string()))?
+                {
+                    if v.int_size == 8 {
+                        return Ok(v.values.first().copied());
+                    }
+                }
+            }
+            if p.parent_obj == 0 {
+                return Ok(None);
+            }
+            cur = p.parent_obj;
+        }
+        Err(bad("dsl_dir parent chain too long"))
+    }
+
+    /// The settings a dataset in directory `dir` is written with: `compression=on` is lz4
+    /// (the pool has lz4_compress), `checksum=on` is fletcher4.
+    pub fn dataset_settings(&mut self, dir: u64) -> Result<DatasetSettings> {
+        let compress = match self.inherited_prop(dir, "compression")?.unwrap_or(2) {
+            0 | 2 => 2,
+            1 => 15,
+            c => c as u8,
+        };
+        let checksum = match self.inherited_prop(dir, "checksum")?.unwrap_or(1) {
+            0 | 1 => 7,
+            c => c as u8,
+        };
+        let copies = self.inherited_prop(dir, "copies")?.unwrap_or(1).clamp(1, 3) as u8;
+        let recordsize = self.inherited_prop(dir, "recordsize")?.unwrap_or(128 << 10);
+        let readonly = self.inherited_prop(dir, "readonly")?.unwrap_or(0) == 1;
+        Ok(DatasetSettings {
+            policy_checksum: checksum,
+            policy_compress: compress,
+            copies,
+            recordsize,
+            readonly,
+        })
+    }
+}
