@@ -64,3 +64,7 @@ cargo fuzz --version >/dev/null 2>&1 || cargo install -q cargo-fuzz --version 0.
 # --- end fuzz -------------------------------------------------------------------------------
 
 echo "oracles: $ORACLE_PREFIX/sbin (zdb, zstream, ztest); zfs-fuse: $(command -v zfs-fuse || echo missing)"
+
+# --- pjdfstest (POSIX conformance suite, Rust edition) for tests/pjdfstest/run.sh ----------
+PJD=/opt/rzfs-oracles/pjdfstest
+[ -x "$PJD/bin/pjdfstest" ] || cargo install -q pjdfstest --version 0.2.2 --locked --root "$PJD"

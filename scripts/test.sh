@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need, then runs every tier with bounded budgets:
 #   1. fast: fmt, clippy, unit + property tests of every crate;
-#   2. oracle: fixtures made by OpenZFS's tools and zfs-fuse, read back by rzfs;
+#   2. oracle: fixtures made by OpenZFS's tools and zfs-fuse, read back by rzfs; pools rzfs
+#      writes (every layout, a randomized POSIX workload, crashes), checked by OpenZFS's zdb;
+#      pjdfstest on a read-write mount;
 #   3. fuzz: every parser's fuzz target for a bounded time (cargo-fuzz is installed by
 #      install-test-deps.sh; a missing cargo-fuzz fails the tier rather than skipping it).
 #   4. bench: the benchmark harness in smoke mode (seconds), so it keeps working; the full
@@ -29,6 +31,8 @@ if has oracle; then
   echo "== tier oracle: pools written by OpenZFS and zfs-fuse"
   ./tests/oracle/make_all.sh "$RZFS_TESTDATA"
   RZFS_ORACLE=1 cargo test --release -p rzfs-cli --tests -- --test-threads=2 2>&1 | tee /tmp/rzfs-oracle.log
+  echo "== tier oracle: pjdfstest on a read-write mount, then zdb"
+  ./tests/pjdfstest/run.sh | tail -3
 fi
 
 if has bench; then

@@ -52,6 +52,12 @@ impl RwPool {
     }
 }
 
+/// Dirty data a pool may hold before a write forces a txg sync (`zfs_dirty_data_max`):
+/// `RZFS_DIRTY_MAX` bytes, default 64 MiB, so memory stays bounded on small machines.
+pub fn dirty_max() -> u64 {
+    std::env::var("RZFS_DIRTY_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(64 << 20)
+}
+
 fn txg_timeout() -> Duration {
     let secs = std::env::var("RZFS_TXG_TIMEOUT").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(5.0);
     Duration::from_secs_f64(secs.max(0.05))
@@ -480,7 +486,23 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
             .get_mut(&self.ds)
             .ok_or_else(|| zpl::write::ZplWriteError::Errno(5, "dataset is not mounted".into()))?;
         z.txg = txg;
-        f(rzfs_fuse::rw::RwCtx { zpl: z, os: &mut d.os, zaps: &mut d.zaps, recordsize })
+        let r = f(rzfs_fuse::rw::RwCtx { zpl: z, os: &mut d.os, zaps: &mut d.zaps, recordsize });
+        drop(zpl);
+        // Write throttle: past the dirty limit the writer itself syncs the txg.
+        if w.dirty_bytes() > dirty_max() {
+            let synced = w.sync();
+            drop(w);
+            match synced {
+                Ok(()) => {
+                    if let Some(state) = self.state.upgrade() {
+                        let w = self.rw.lock();
+                        let _ = self.rw.refresh(&state, &w);
+                    }
+                }
+                Err(e) => return Err(zpl::write::ZplWriteError::Errno(5, format!("txg sync failed: {e}"))),
+            }
+        }
+        r
     }
 
     fn sync(&self) -> Result<(), String> {

@@ -5,92 +5,10 @@
 //! Needs OpenZFS's userland (scripts/install-test-deps.sh puts it in /opt/rzfs-oracles);
 //! `RZFS_ORACLE=0` skips, `RZFS_ORACLE=1` turns a missing zdb into a failure.
 
+mod common;
+
+use common::tools::*;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-const ORACLE_ROOT: &str = "/opt/rzfs-oracles/openzfs";
-
-/// The zdb binary and its library path, or None when oracle tests are off.
-pub fn zdb() -> Option<(PathBuf, String)> {
-    if std::env::var("RZFS_ORACLE").is_ok_and(|v| v == "0") {
-        eprintln!("oracle tier disabled (RZFS_ORACLE=0)");
-        return None;
-    }
-    let bin = Path::new(ORACLE_ROOT).join("sbin/zdb");
-    if !bin.is_file() {
-        assert!(
-            !std::env::var("RZFS_ORACLE").is_ok_and(|v| v == "1"),
-            "RZFS_ORACLE=1 but {} is missing",
-            bin.display()
-        );
-        eprintln!("zdb not installed; run scripts/install-test-deps.sh");
-        return None;
-    }
-    Some((bin, format!("{ORACLE_ROOT}/lib/x86_64-linux-gnu")))
-}
-
-/// Runs zdb with `args`; returns stdout + stderr.
-pub fn run_zdb(args: &[&str]) -> String {
-    let (bin, lib) = zdb().expect("zdb");
-    let out = Command::new(bin).args(args).env("LD_LIBRARY_PATH", lib).output().unwrap();
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-/// Checks an exported pool with zdb: checksums of every block, leaks, feature refcounts,
-/// MOS object leaks. Returns the `zdb -d` dataset lines.
-pub fn zdb_check(dir: &Path, pool: &str) -> String {
-    let d = dir.to_str().unwrap();
-    let out = run_zdb(&["-e", "-p", d, "-bcc", "-d", pool]);
-    assert!(out.contains("No leaks"), "zdb -bcc of {pool} in {d}:\n{out}");
-    for bad in ["leaked", "error", "ASSERT", "mismatch", "is not correct"] {
-        let hits: Vec<&str> =
-            out.lines().filter(|l| l.contains(bad) && !l.contains("verify nothing leaked")).collect();
-        assert!(hits.is_empty(), "zdb reports '{bad}' for {pool} in {d}:\n{out}");
-    }
-    out
-}
-
-/// A daemon of our own (socket in a temp dir), stopped on drop.
-pub struct Daemon {
-    pub sock: PathBuf,
-}
-
-impl Daemon {
-    pub fn new(tag: &str) -> Daemon {
-        let sock = std::env::temp_dir().join(format!("rzfs-w-{}-{tag}/rzfsd.sock", std::process::id()));
-        Daemon { sock }
-    }
-    pub fn run(&self, prog: &str, args: &[&str]) -> (i32, String, String) {
-        let exe = match prog {
-            "rzpool" => env!("CARGO_BIN_EXE_rzpool"),
-            _ => env!("CARGO_BIN_EXE_rzfs"),
-        };
-        let out = Command::new(exe).args(args).env("RZFS_SOCKET", &self.sock).output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-    pub fn ok(&self, prog: &str, args: &[&str]) -> String {
-        let (code, out, err) = self.run(prog, args);
-        assert_eq!(code, 0, "{prog} {args:?} failed: {err}");
-        out
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let needle = self.sock.to_string_lossy().into_owned();
-        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-                if String::from_utf8_lossy(&cmd).contains(&needle) {
-                    let _ = Command::new("kill").arg(e.file_name()).status();
-                }
-            }
-        }
-    }
-}
 
 fn scratch(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("rzfs-wp-{}-{tag}", std::process::id()));

@@ -170,6 +170,11 @@ impl DirtyObjset {
         self.base.as_ref()
     }
 
+    /// Bytes of dirty level-0 blocks held in memory (the write throttle's measure).
+    pub fn dirty_bytes(&self) -> u64 {
+        self.dnodes.values().map(|d| d.blocks.values().map(|b| b.len() as u64).sum::<u64>()).sum()
+    }
+
     /// Objects with pending changes (for diagnostics).
     pub fn dirty_objects(&self) -> Vec<u64> {
         self.dnodes.keys().copied().collect()
@@ -793,6 +798,11 @@ impl<'a, 'b> TreeUpdate<'a, 'b> {
             self.collect(bp, top, first, s, e, &mut found, 0)?;
         }
         for (blkid, bp) in found {
+            // Overlapping free ranges (a truncate, then a block-size change) must kill a
+            // block once.
+            if self.changes[0].contains_key(&blkid) {
+                continue;
+            }
             self.kill(&bp)?;
             self.changes[0].insert(blkid, BlkPtr::default());
         }

@@ -167,7 +167,7 @@ fn time_to_zfs(t: SystemTime) -> (u64, u64) {
 
 /// The inverse of [`time_to_zfs`]; out-of-range values (corrupt or far future) clamp to
 /// the epoch instead of overflowing.
-fn time_from_zfs((s, ns): (u64, u64)) -> SystemTime {
+pub(crate) fn time_from_zfs((s, ns): (u64, u64)) -> SystemTime {
     let ns = Duration::from_nanos(ns.min(999_999_999));
     let s = s as i64;
     let t = if s >= 0 {
@@ -187,7 +187,7 @@ fn rdev_to_zfs(r: u32) -> u64 {
 }
 
 /// `ZPL_RDEV` (kernel encoding) to the userspace `dev_t` FUSE carries.
-fn rdev_from_zfs(d: u64) -> u32 {
+pub(crate) fn rdev_from_zfs(d: u64) -> u32 {
     let major = ((d >> 20) & 0xfff) as u32;
     let minor = (d & 0xfffff) as u32;
     (minor & 0xff) | (major << 8) | ((minor & !0xff) << 12)

@@ -360,6 +360,11 @@ impl PoolWriter {
         Ok(())
     }
 
+    /// Dirty data held in memory for the open txg.
+    pub fn dirty_bytes(&self) -> u64 {
+        self.mos.dirty_bytes() + self.datasets.values().map(|d| d.os.dirty_bytes()).sum::<u64>()
+    }
+
     /// Is anything waiting for a sync?
     pub fn is_dirty(&self) -> bool {
         self.config_dirty

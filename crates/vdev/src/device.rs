@@ -24,6 +24,10 @@ pub trait BlockDevice: Send + Sync {
     fn size(&self) -> u64;
     /// Path or other human name, as `zpool status` would print it.
     fn name(&self) -> &str;
+    /// Was the device opened for writing? (Repairs are attempted only then.)
+    fn writable(&self) -> bool {
+        true
+    }
 }
 
 fn out_of_range(name: &str, off: u64, len: usize, size: u64) -> io::Error {
@@ -89,6 +93,10 @@ impl BlockDevice for FileDevice {
     }
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn writable(&self) -> bool {
+        self.writable
     }
 }
 

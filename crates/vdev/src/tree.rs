@@ -513,7 +513,10 @@ impl Vdev {
             let vd = self
                 .find(r.vdev_guid)
                 .ok_or_else(|| VdevError::InvalidRequest(format!("no vdev with guid {}", r.vdev_guid)))?;
-            vd.column_write(r.offset, &r.data)?;
+            // A read-only import never writes: repairs wait for a writable one.
+            if vd.device.as_ref().is_some_and(|d| d.writable()) {
+                vd.column_write(r.offset, &r.data)?;
+            }
         }
         Ok(())
     }

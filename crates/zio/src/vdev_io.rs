@@ -56,7 +56,15 @@ impl VdevIo for vdev::Vdev {
         verify: &dyn Fn(&[u8]) -> bool,
     ) -> Result<Vec<u8>, ReadError> {
         match self.read(offset, psize, verify) {
-            Ok(out) => Ok(out.data),
+            Ok(out) => {
+                // Repair on read: rewrite the copies proven bad with the verified bytes. On a
+                // read-only import the devices are opened read-only and the writes fail
+                // harmlessly (reading never writes).
+                if !out.repairs.is_empty() {
+                    let _ = self.apply_repairs(&out.repairs);
+                }
+                Ok(out.data)
+            }
             Err(vdev::VdevError::Checksum { .. }) => Err(ReadError::NoValidCopy),
             Err(e) => Err(ReadError::Io(e.to_string())),
         }

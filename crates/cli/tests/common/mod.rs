@@ -2,6 +2,8 @@
 //! what the writer (OpenZFS's zdb, or zfs-fuse through its mount) recorded.
 #![allow(dead_code)]
 
+pub mod tools;
+
 use pool::Pool;
 use rzfs_cli::inspect::{self, Opts};
 use serde_json::Value;
