@@ -146,8 +146,53 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
     for d in &pool.candidate.devices {
         w.paths.insert(d.config.guid, d.path.to_string_lossy().into_owned());
     }
+    w.kept_config = kept_config(pool)?;
     w.config_dirty = true;
     Ok(w)
+}
+
+/// Config entries written by OpenZFS that rzfs must carry over when it rewrites the config:
+/// per-vdev ZAP objects (`com.delphix:vdev_zap_*`, `com.klarasystems:vdev_zap_root`), the
+/// `has_per_vdev_zaps` flag, DTL objects. Dropping them would orphan their MOS objects.
+fn kept_config(
+    pool: &Pool,
+) -> Result<std::collections::BTreeMap<u64, Vec<(String, ondisk::nvlist::NvValue)>>> {
+    fn keep(name: &str) -> bool {
+        name.starts_with("com.") || name.starts_with("org.") || name == "DTL"
+    }
+    fn walk(
+        nv: &ondisk::nvlist::NvList,
+        out: &mut std::collections::BTreeMap<u64, Vec<(String, ondisk::nvlist::NvValue)>>,
+        depth: u32,
+    ) {
+        if depth > 8 {
+            return;
+        }
+        if let Some(g) = nv.get_u64("guid") {
+            let kept: Vec<_> = nv
+                .names()
+                .filter(|n| keep(n))
+                .filter_map(|n| Some((n.to_string(), nv.get(n)?.clone())))
+                .collect();
+            if !kept.is_empty() {
+                out.insert(g, kept);
+            }
+        }
+        for c in nv.get_nvlist_array("children").unwrap_or(&[]) {
+            walk(c, out, depth + 1);
+        }
+    }
+    let nv = mos_config_nvlist(pool)?;
+    let mut out = std::collections::BTreeMap::new();
+    let header: Vec<_> =
+        nv.names().filter(|n| keep(n)).filter_map(|n| Some((n.to_string(), nv.get(n)?.clone()))).collect();
+    if !header.is_empty() {
+        out.insert(0, header);
+    }
+    if let Some(root) = nv.get_nvlist("vdev_tree") {
+        walk(root, &mut out, 0);
+    }
+    Ok(out)
 }
 
 /// Replays every metaslab's space map of top-level vdev `v` into the allocator.

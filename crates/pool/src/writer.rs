@@ -267,6 +267,10 @@ pub struct PoolWriter {
     sm_tail: BTreeMap<(u64, u64), (Vec<u8>, i64)>,
     /// Leaf paths by guid (for the configuration).
     pub paths: BTreeMap<u64, String>,
+    /// Configuration entries rzfs does not generate but must keep (per-vdev ZAPs that
+    /// OpenZFS adds, DTL objects): vdev guid → entries; guid 0 is the config header, the
+    /// pool guid the root vdev.
+    pub kept_config: BTreeMap<u64, Vec<(String, ondisk::nvlist::NvValue)>>,
     /// The MOS root written by the last sync pass.
     pending_root: Option<BlkPtr>,
     /// Snapshots to take in the next sync, after the datasets are written (a sync task in
@@ -316,6 +320,7 @@ impl PoolWriter {
             sm: BTreeMap::new(),
             sm_tail: BTreeMap::new(),
             paths: BTreeMap::new(),
+            kept_config: BTreeMap::new(),
             pending_root: None,
             pending_snapshots: Vec::new(),
             now: now_secs,
@@ -558,6 +563,7 @@ impl PoolWriter {
         root.add_u64("id", 0);
         root.add_u64("guid", self.guid);
         root.add_u64("create_txg", TXG_INITIAL);
+        self.add_kept(&mut root, self.guid);
         root.add_nvlist_array("children", (0..self.tops.len()).map(|i| self.top_nvlist(i)).collect());
         nv.add_nvlist("vdev_tree", root);
         nv.add_nvlist("features_for_read", self.features_nv());
@@ -581,7 +587,16 @@ impl PoolWriter {
         nv.add_u64("pool_guid", self.guid);
         nv.add_u64("errata", 0);
         nv.add_str("hostname", &self.hostname);
+        self.add_kept(&mut nv, 0);
         nv
+    }
+
+    fn add_kept(&self, nv: &mut NvList, guid: u64) {
+        for (k, v) in self.kept_config.get(&guid).into_iter().flatten() {
+            if !nv.contains(k) {
+                nv.add(k, v.clone());
+            }
+        }
     }
 
     fn top_nvlist(&self, i: usize) -> NvList {
@@ -626,6 +641,7 @@ impl PoolWriter {
                 nv.add_u64("whole_disk", 0);
             }
         }
+        self.add_kept(&mut nv, v.guid());
         nv
     }
 
