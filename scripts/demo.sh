@@ -54,7 +54,9 @@ run "$BIN/rzpool" export demo
 
 echo; echo "== 2. OpenZFS's checker on the pool rzfs wrote"
 if [ -x "$ZDB" ]; then
-  run "$ZDB" -e -p "$WORK" -bcc demo
+  say "$ZDB -e -p $WORK -bcc demo"
+  "$ZDB" -e -p "$WORK" -bcc demo | tee "$WORK/zdb.out"
+  grep -q "No leaks" "$WORK/zdb.out" || { echo "zdb found a problem" >&2; exit 1; }
   run "$ZDB" -e -p "$WORK" -r demo@before docs/deep/deeper/hello.txt "$WORK/hello.before"
   run cat "$WORK/hello.before"
 else
@@ -69,13 +71,15 @@ rm "$WORK/disk1.img.noise"
 run "$BIN/rzpool" import -d "$WORK" -o readonly=on demo
 run "$BIN/rzfs" mount demo "$WORK/mnt"
 sha_degraded=$(files)
-[ "$sha_orig" = "$sha_degraded" ] && echo "every file still identical, rebuilt from parity"
+[ "$sha_orig" = "$sha_degraded" ] || { echo "degraded read differs" >&2; exit 1; }
+echo "every file still identical, rebuilt from parity"
 run "$BIN/rzpool" status -v demo
 run "$BIN/rzpool" export demo
 say "read-write import: reads repair the damaged copies"
 run "$BIN/rzpool" import -d "$WORK" demo
 "$BIN/rzfs" mount demo "$WORK/mnt" 2>/dev/null || true
-[ "$sha_orig" = "$(files)" ] && echo "files read back identical; bad copies rewritten"
+[ "$sha_orig" = "$(files)" ] || { echo "read-write import read differs" >&2; exit 1; }
+echo "files read back identical; bad copies rewritten"
 run "$BIN/rzpool" export demo
 run "$BIN/rzpool" import -d "$WORK" -o readonly=on demo
 "$BIN/rzfs" mount demo "$WORK/mnt"

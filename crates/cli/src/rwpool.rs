@@ -434,6 +434,34 @@ pub fn set(state: &State, assignment: &str, names: &[String]) -> Result<(), Stri
     Ok(())
 }
 
+/// `rzfs inherit PROP NAME...`: removes the local value.
+pub fn inherit(state: &State, prop: &str, names: &[String]) -> Result<(), String> {
+    // Only properties rzfs can set can be inherited (the same table validates both).
+    if dsl::props::parse_value(prop, "").is_err()
+        && !dsl::props::DEFAULTS.iter().any(|(p, _)| *p == prop)
+        && prop != "mountpoint"
+    {
+        return Err(format!("invalid property '{prop}'"));
+    }
+    for name in names {
+        let rw = writer_of(state, name)
+            .ok_or_else(|| format!("cannot inherit '{prop}' for '{name}': pool is read-only"))?;
+        let ds = find_ds(state, name)?;
+        {
+            let mut w = rw.lock();
+            let w = &mut *w;
+            dsl::write::set_prop(&mut w.mos, &mut w.mos_zaps, ds.dir_obj, prop, None)
+                .map_err(|e| e.to_string())?;
+            let settings = w.dataset_settings(ds.dir_obj).map_err(|e| e.to_string())?;
+            if let Some(d) = w.datasets.get_mut(&ds.ds_obj) {
+                d.policy = settings.policy();
+            }
+        }
+        rw.sync(state)?;
+    }
+    Ok(())
+}
+
 /// The FUSE backend of a dataset of a writable pool.
 pub struct DsBackend {
     pub rw: Arc<RwPool>,

@@ -65,6 +65,12 @@ enum Cmd {
         #[arg(required = true)]
         names: Vec<String>,
     },
+    /// Remove a local property so the value is inherited again.
+    Inherit {
+        prop: String,
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
     /// Set a property.
     Set {
         assignment: String,
@@ -105,6 +111,9 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         }
         Cmd::Snapshot { names } => {
             crate::rwpool::snapshot(state, &names).map(|_| Response::ok(String::new()))
+        }
+        Cmd::Inherit { prop, names } => {
+            crate::rwpool::inherit(state, &prop, &names).map(|_| Response::ok(String::new()))
         }
         Cmd::Set { assignment, names } => {
             crate::rwpool::set(state, &assignment, &names).map(|_| Response::ok(String::new()))
