@@ -86,6 +86,18 @@ enum Cmd {
         parsable: bool,
         pools: Vec<String>,
     },
+    /// Show pool properties.
+    Get {
+        #[arg(short = 'H')]
+        scripted: bool,
+        #[arg(short = 'p')]
+        parsable: bool,
+        #[arg(short = 'o', value_delimiter = ',')]
+        fields: Vec<String>,
+        /// Comma-separated properties, or "all".
+        props: String,
+        pools: Vec<String>,
+    },
     /// List pools and their sizes.
     List {
         #[arg(short = 'H')]
@@ -140,6 +152,9 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             status(state, &pools, verbose, unhealthy_only, parsable)
         }
         Cmd::List { scripted, parsable, props, pools } => list(state, &pools, scripted, parsable, &props),
+        Cmd::Get { scripted, parsable, fields, props, pools } => {
+            get(state, &props, &pools, scripted, parsable, &fields)
+        }
     };
     r.unwrap_or_else(Response::err)
 }
@@ -304,11 +319,147 @@ fn list(
                 "altroot" => Ok("-".into()),
                 "guid" => Ok(p.guid().to_string()),
                 "version" => Ok(if p.version() >= 5000 { "-".into() } else { p.version().to_string() }),
-                "readonly" => Ok("on".into()),
+                "readonly" => Ok(if p.opts.readonly { "on".into() } else { "off".into() }),
                 other => Err(format!("bad property list: invalid property '{other}'")),
             })
             .collect::<Result<Vec<String>, String>>()?;
         t.rows.push(row);
+    }
+    Ok(Response::ok(t.render(scripted)))
+}
+
+const GET_ALL: &[&str] = &[
+    "size",
+    "capacity",
+    "altroot",
+    "health",
+    "guid",
+    "version",
+    "bootfs",
+    "delegation",
+    "autoreplace",
+    "cachefile",
+    "failmode",
+    "listsnapshots",
+    "autoexpand",
+    "dedupratio",
+    "free",
+    "allocated",
+    "readonly",
+    "ashift",
+    "comment",
+    "expandsize",
+    "freeing",
+    "fragmentation",
+    "leaked",
+    "multihost",
+    "checkpoint",
+    "autotrim",
+    "compatibility",
+];
+
+/// (value, source) of one pool property.
+fn pool_prop(p: &Pool, prop: &str, parsable: bool) -> Result<(String, String), String> {
+    let sp = pool::status::space(p).map_err(|e| e.to_string())?;
+    let dflt = |v: &str| Ok((v.to_string(), "default".to_string()));
+    let none = |v: String| Ok((v, "-".to_string()));
+    let zap_str = |name: &str| -> Option<String> {
+        let dir = pool::import::DMU_POOL_DIRECTORY_OBJECT;
+        let obj = zap::lookup_u64(&p.mos, dir, "pool_props").ok()??;
+        zap::lookup(&p.mos, obj, name).ok()?.map(|e| e.string_value())
+    };
+    match prop {
+        "size" => none(size(sp.size, parsable)),
+        "allocated" => none(size(sp.alloc, parsable)),
+        "free" => none(size(sp.size.saturating_sub(sp.alloc), parsable)),
+        "capacity" => {
+            let pct = (sp.alloc * 100).checked_div(sp.size).unwrap_or(0);
+            none(if parsable { pct.to_string() } else { format!("{pct}%") })
+        }
+        "health" => none(pool::status::pool_status(p).health.as_str().to_string()),
+        "guid" => none(p.guid().to_string()),
+        "version" => none(if p.version() >= 5000 { "-".into() } else { p.version().to_string() }),
+        "readonly" => none(if p.opts.readonly { "on".into() } else { "off".into() }),
+        "dedupratio" => none(if parsable { "1.00".into() } else { "1.00x".into() }),
+        "fragmentation" => none(if parsable { "0".into() } else { "0%".into() }),
+        "expandsize" | "checkpoint" => none("-".into()),
+        "freeing" | "leaked" => none("0".into()),
+        "ashift" => {
+            let a = p.tops.first().map(|t| t.ashift()).unwrap_or(0);
+            Ok((a.to_string(), "local".into()))
+        }
+        "comment" => match zap_str("comment") {
+            Some(c) => Ok((c, "local".into())),
+            None => dflt("-"),
+        },
+        "compatibility" => match zap_str("compatibility") {
+            Some(c) if c != "off" => Ok((c, "local".into())),
+            _ => dflt("off"),
+        },
+        "altroot" | "bootfs" => dflt("-"),
+        "cachefile" => dflt("-"),
+        "delegation" => dflt("on"),
+        "failmode" => dflt("wait"),
+        "autoreplace" | "listsnapshots" | "autoexpand" | "multihost" | "autotrim" => dflt("off"),
+        other if other.starts_with("feature@") => {
+            let f = pool::feature_table::by_name(&other["feature@".len()..])
+                .ok_or_else(|| format!("bad property list: invalid property '{other}'"))?;
+            let dir = pool::import::DMU_POOL_DIRECTORY_OBJECT;
+            let key = if f.readonly_compat() { "features_for_write" } else { "features_for_read" };
+            let state = zap::lookup_u64(&p.mos, dir, key)
+                .ok()
+                .flatten()
+                .and_then(|obj| zap::lookup_u64(&p.mos, obj, f.guid).ok().flatten());
+            none(match state {
+                Some(0) => "enabled".into(),
+                Some(_) => "active".into(),
+                None => "disabled".into(),
+            })
+            .map(|(v, _)| (v, "local".into()))
+        }
+        other => Err(format!("bad property list: invalid property '{other}'")),
+    }
+}
+
+fn get(
+    state: &State,
+    props: &str,
+    names: &[String],
+    scripted: bool,
+    parsable: bool,
+    fields: &[String],
+) -> Result<Response, String> {
+    let pools = selected(state, names)?;
+    let wanted: Vec<String> = if props == "all" {
+        let mut v: Vec<String> = GET_ALL.iter().map(|s| s.to_string()).collect();
+        v.extend(pool::feature_table::all().iter().map(|f| format!("feature@{}", f.name)));
+        v
+    } else {
+        props.split(',').map(|s| s.to_string()).collect()
+    };
+    let cols: Vec<String> = if fields.is_empty() {
+        ["name", "property", "value", "source"].iter().map(|s| s.to_string()).collect()
+    } else {
+        fields.to_vec()
+    };
+    let hdr: Vec<String> = cols.iter().map(|c| c.to_uppercase()).collect();
+    let hdr_ref: Vec<&str> = hdr.iter().map(|s| s.as_str()).collect();
+    let mut t = Table::new(&hdr_ref, &vec![false; cols.len()]);
+    for p in pools {
+        for prop in &wanted {
+            let (value, source) = pool_prop(&p, prop, parsable)?;
+            let row = cols
+                .iter()
+                .map(|c| match c.as_str() {
+                    "name" => Ok(p.name().to_string()),
+                    "property" => Ok(prop.clone()),
+                    "value" => Ok(value.clone()),
+                    "source" => Ok(source.clone()),
+                    other => Err(format!("invalid field '{other}'")),
+                })
+                .collect::<Result<Vec<String>, String>>()?;
+            t.rows.push(row);
+        }
     }
     Ok(Response::ok(t.render(scripted)))
 }
