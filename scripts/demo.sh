@@ -14,6 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+./scripts/install-test-deps.sh >/dev/null
 cargo build --release --quiet -p rzfs-cli
 BIN=$ROOT/target/release
 WORK=$(mktemp -d /tmp/rzfs-demo.XXXXXX)

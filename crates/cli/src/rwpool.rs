@@ -279,6 +279,7 @@ pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> 
         pool_props,
         init_root: &init,
         root_policy: settings.policy(),
+        cache_bytes: cache_bytes()?,
     };
     let w = pool::create::create(&spec).map_err(|e| format!("cannot create '{}': {e}", a.name))?;
     // A read view needs a candidate: discover the new pool's devices.
@@ -305,6 +306,14 @@ fn settings_from(props: &[(String, ZapVal)]) -> DatasetSettings {
         copies: get("copies").unwrap_or(1) as u8,
         recordsize: get("recordsize").unwrap_or(128 << 10),
         readonly: get("readonly") == Some(1),
+    }
+}
+
+/// The block cache bound: `RZFS_ARC_MAX` bytes, default 64 MiB.
+fn cache_bytes() -> Result<usize, String> {
+    match std::env::var("RZFS_ARC_MAX") {
+        Ok(v) => v.parse().map_err(|_| format!("RZFS_ARC_MAX={v} is not a byte count")),
+        Err(_) => Ok(arc::DEFAULT_LIMIT_BYTES),
     }
 }
 

@@ -796,6 +796,7 @@ fn lib_create(devs: &[Arc<FaultDev>]) -> pool::writer::PoolWriter {
         pool_props: vec![],
         init_root: &init,
         root_policy: lib_policy(),
+        cache_bytes: 64 << 20,
     };
     pool::create::create(&spec).expect("create the pool")
 }

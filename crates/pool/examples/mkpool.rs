@@ -48,6 +48,7 @@ fn main() {
         pool_props: vec![],
         init_root: &init,
         root_policy: Policy { mos: false, data_checksum: 7, data_compress: 15, zstd_level: 0, copies: 1 },
+        cache_bytes: arc::DEFAULT_LIMIT_BYTES,
     };
     match create(&spec) {
         Ok(w) => println!("created {} txg {}", w.name, w.txg),

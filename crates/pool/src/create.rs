@@ -57,6 +57,8 @@ pub struct CreateSpec<'a> {
     pub init_root: &'a dyn Fn(&mut DirtyObjset, &mut ZapCache) -> Result<()>,
     /// Block policy of the root dataset.
     pub root_policy: Policy,
+    /// Byte bound of the pool's block cache.
+    pub cache_bytes: usize,
 }
 
 fn random_guid(taken: &mut Vec<u64>) -> u64 {
@@ -183,7 +185,7 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
     let salt = random_salt();
     let zio = Arc::new(zio::Zio::new(io, ChecksumCtx::default()));
     zio.set_checksum_ctx(ChecksumCtx::new(salt));
-    let reader = Reader { zio, cache: Arc::new(arc::BlockCache::new(arc::DEFAULT_LIMIT_BYTES)) };
+    let reader = Reader { zio, cache: Arc::new(arc::BlockCache::new(spec.cache_bytes)) };
     let mut mos = DirtyObjset::create(&reader, DMU_OST_META);
     let mut zaps = ZapCache::new();
     let txg = TXG_INITIAL;
