@@ -443,6 +443,46 @@ pub fn set(state: &State, assignment: &str, names: &[String]) -> Result<(), Stri
     Ok(())
 }
 
+/// `rzpool set PROP=VALUE POOL` for the pool properties rzfs stores (`comment`,
+/// `compatibility`); the value goes into the MOS `pool_props` ZAP, as OpenZFS keeps it.
+pub fn set_pool_prop(state: &State, assignment: &str, pool: &str) -> Result<(), String> {
+    let (k, v) = assignment
+        .split_once('=')
+        .ok_or_else(|| format!("invalid property '{assignment}': expected name=value"))?;
+    match k {
+        "comment" if v.len() > 32 || v.chars().any(|c| c.is_control()) => {
+            return Err("comment must be at most 32 printable characters".into())
+        }
+        "comment" => {}
+        "compatibility" => {
+            pool::compat::load(v)?;
+        }
+        _ => return Err(format!("cannot set property for '{pool}': '{k}' cannot be set by rzfs yet")),
+    }
+    let rw = state
+        .writers
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(pool)
+        .cloned()
+        .ok_or_else(|| format!("cannot set property for '{pool}': pool is not imported read-write"))?;
+    {
+        let mut w = rw.lock();
+        let w = &mut *w;
+        let dir = ondisk::dsl::mos_keys::DIRECTORY_OBJECT;
+        let obj = match w.mos_zaps.lookup_u64(&w.mos, dir, "pool_props").map_err(|e| e.to_string())? {
+            Some(o) => o,
+            None => {
+                let o = w.mos_zaps.create(&mut w.mos, 31, 0, Vec::new()).map_err(|e| e.to_string())?;
+                w.mos_zaps.update_u64(&w.mos, dir, "pool_props", o).map_err(|e| e.to_string())?;
+                o
+            }
+        };
+        w.mos_zaps.update(&w.mos, obj, k.as_bytes(), ZapVal::string(v)).map_err(|e| e.to_string())?;
+    }
+    rw.sync(state)
+}
+
 /// `rzfs inherit PROP NAME...`: removes the local value.
 pub fn inherit(state: &State, prop: &str, names: &[String]) -> Result<(), String> {
     // Only properties rzfs can set can be inherited (the same table validates both).

@@ -162,6 +162,11 @@ fn openzfs_writes_then_rzfs_writes() {
         &["get", "-H", "-o", "value", "feature@lz4_compress,feature@hole_birth,readonly", "interop"],
     );
     assert_eq!(props, "active\ndisabled\noff\n");
+    d.ok("rzpool", &["set", "comment=moved between rzfs and OpenZFS", "interop"]);
+    assert_eq!(
+        d.ok("rzpool", &["get", "-H", "-o", "value", "comment", "interop"]),
+        "moved between rzfs and OpenZFS\n"
+    );
     assert_eq!(std::fs::read(mnt.join("before.txt")).unwrap(), b"written by rzfs before OpenZFS\n");
     let big: Vec<u8> = (0..3_000_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
     std::fs::write(mnt.join("after.bin"), &big).unwrap();

@@ -86,6 +86,8 @@ enum Cmd {
         parsable: bool,
         pools: Vec<String>,
     },
+    /// Set a pool property (comment, compatibility).
+    Set { assignment: String, pool: String },
     /// Show pool properties.
     Get {
         #[arg(short = 'H')]
@@ -152,6 +154,9 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             status(state, &pools, verbose, unhealthy_only, parsable)
         }
         Cmd::List { scripted, parsable, props, pools } => list(state, &pools, scripted, parsable, &props),
+        Cmd::Set { assignment, pool } => {
+            crate::rwpool::set_pool_prop(state, &assignment, &pool).map(|_| Response::ok(String::new()))
+        }
         Cmd::Get { scripted, parsable, fields, props, pools } => {
             get(state, &props, &pools, scripted, parsable, &fields)
         }
