@@ -127,14 +127,9 @@ mod tests {
     }
 }
 
-/// A UTC timestamp as zfs prints `creation` ("Sat Nov 21 14:27 2026").
-pub fn ctime(secs: u64) -> String {
-    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
-    const MONTHS: [&str; 12] =
-        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
-    let days = secs / 86400;
-    let rem = secs % 86400;
-    // Civil-from-days (proleptic Gregorian), after Howard Hinnant's public-domain algorithm.
+/// (year, month 1-12, day) of a day count since 1970-01-01 (proleptic Gregorian).
+fn civil(days: u64) -> (i64, i64, i64) {
+    // Civil-from-days, after Howard Hinnant's public-domain algorithm.
     let z = days as i64 + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -143,7 +138,24 @@ pub fn ctime(secs: u64) -> String {
     let mp = (5 * doy + 2) / 153;
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// A UTC timestamp as `zpool history` prints it ("2026-11-21.14:27:00").
+pub fn history_time(secs: u64) -> String {
+    let (y, m, d) = civil(secs / 86400);
+    let rem = secs % 86400;
+    format!("{y:04}-{m:02}-{d:02}.{:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// A UTC timestamp as zfs prints `creation` ("Sat Nov 21 14:27 2026").
+pub fn ctime(secs: u64) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    const MONTHS: [&str; 12] =
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let days = secs / 86400;
+    let rem = secs % 86400;
+    let (y, m, d) = civil(days);
     format!(
         "{} {} {:>2} {:02}:{:02} {}",
         DAYS[(days % 7) as usize],
@@ -161,5 +173,6 @@ mod time_tests {
     fn ctime_formats_like_zfs() {
         assert_eq!(super::ctime(0), "Thu Jan  1 00:00 1970");
         assert_eq!(super::ctime(1_795_271_220), "Sat Nov 21 14:27 2026");
+        assert_eq!(super::history_time(1_795_271_220), "2026-11-21.14:27:00");
     }
 }

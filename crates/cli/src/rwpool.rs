@@ -443,6 +443,16 @@ pub fn set(state: &State, assignment: &str, names: &[String]) -> Result<(), Stri
     Ok(())
 }
 
+/// Records a successful command in the pool history (synced with the next txg).
+pub fn log_history(state: &State, pool: &str, command: &str) {
+    let rw = state.writers.lock().unwrap_or_else(|p| p.into_inner()).get(pool).cloned();
+    if let Some(rw) = rw {
+        if let Err(e) = rw.lock().log_history(command, 0) {
+            eprintln!("rzfsd: history of '{pool}': {e}");
+        }
+    }
+}
+
 /// `rzpool set PROP=VALUE POOL` for the pool properties rzfs stores (`comment`,
 /// `compatibility`); the value goes into the MOS `pool_props` ZAP, as OpenZFS keeps it.
 pub fn set_pool_prop(state: &State, assignment: &str, pool: &str) -> Result<(), String> {

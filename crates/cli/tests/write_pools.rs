@@ -172,6 +172,12 @@ fn openzfs_writes_then_rzfs_writes() {
     std::fs::write(mnt.join("after.bin"), &big).unwrap();
     d.ok("rzpool", &["export", "interop"]);
     zdb_check(&dir, "interop");
+    // OpenZFS reads the history rzfs wrote (its own records from zhack are internal events).
+    let hist = run_zdb(&["-e", "-p", dir_s, "-h", "interop"]);
+    assert!(
+        hist.contains("rzpool create -o ashift=9") && hist.contains("rzpool set comment="),
+        "zdb -h:\n{hist}"
+    );
     let out = dir.join("after.out");
     let log = run_zdb(&["-e", "-p", dir_s, "-r", "interop", "after.bin", out.to_str().unwrap()]);
     assert!(std::fs::read(&out).unwrap_or_default() == big, "zdb -r after.bin: {log}");

@@ -13,6 +13,7 @@ pub mod create;
 pub mod discover;
 pub mod feature_table;
 pub mod features;
+pub mod history;
 pub mod import;
 pub mod open_rw;
 pub mod status;

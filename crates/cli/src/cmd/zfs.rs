@@ -99,6 +99,12 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Ok(c) => c,
         Err(e) => return clap_error(e),
     };
+    let logged = match &cli.cmd {
+        Cmd::Create { name, .. } => Some(name.clone()),
+        Cmd::Snapshot { names } => names.first().cloned(),
+        Cmd::Set { names, .. } | Cmd::Inherit { names, .. } => names.first().cloned(),
+        _ => None,
+    };
     let r = match cli.cmd {
         Cmd::List { scripted, parsable, recursive, depth, types, props, names } => {
             list(state, &names, recursive, depth, &types, &props).map(|t| render(t, scripted, parsable))
@@ -122,6 +128,11 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Mount { dataset: Some(ds), dir } => mount(state, &ds, dir.map(|d| abs(cwd, &d))),
         Cmd::Unmount { target, .. } => unmount(state, &target, cwd),
     };
+    if let (Ok(resp), Some(name)) = (&r, &logged) {
+        if resp.exit == 0 {
+            crate::rwpool::log_history(state, pool_of(name), &format!("rzfs {}", argv.join(" ")));
+        }
+    }
     r.unwrap_or_else(Response::err)
 }
 

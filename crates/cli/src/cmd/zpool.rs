@@ -86,6 +86,8 @@ enum Cmd {
         parsable: bool,
         pools: Vec<String>,
     },
+    /// Show the commands recorded in a pool's history.
+    History { pools: Vec<String> },
     /// Set a pool property (comment, compatibility).
     Set { assignment: String, pool: String },
     /// Show pool properties.
@@ -117,6 +119,14 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
     let cli = match Cli::try_parse_from(std::iter::once("rzpool".to_string()).chain(argv.iter().cloned())) {
         Ok(c) => c,
         Err(e) => return clap_error(e),
+    };
+    let logged = match &cli.cmd {
+        Cmd::Create { pool, .. } => Some(pool.clone()),
+        Cmd::Set { pool, .. } => Some(pool.clone()),
+        Cmd::Import { pool: Some(p), newname, props, .. } if !props.iter().any(|x| x == "readonly=on") => {
+            Some(newname.clone().unwrap_or_else(|| p.clone()))
+        }
+        _ => None,
     };
     let r = match cli.cmd {
         Cmd::Create { force, props, fs_props, mountpoint, pool, vdevs } => {
@@ -154,6 +164,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             status(state, &pools, verbose, unhealthy_only, parsable)
         }
         Cmd::List { scripted, parsable, props, pools } => list(state, &pools, scripted, parsable, &props),
+        Cmd::History { pools } => history(state, &pools),
         Cmd::Set { assignment, pool } => {
             crate::rwpool::set_pool_prop(state, &assignment, &pool).map(|_| Response::ok(String::new()))
         }
@@ -161,7 +172,24 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             get(state, &props, &pools, scripted, parsable, &fields)
         }
     };
+    if let (Ok(resp), Some(pool)) = (&r, &logged) {
+        if resp.exit == 0 {
+            crate::rwpool::log_history(state, pool, &format!("rzpool {}", argv.join(" ")));
+        }
+    }
     r.unwrap_or_else(Response::err)
+}
+
+fn history(state: &State, names: &[String]) -> Result<Response, String> {
+    let mut out = String::new();
+    for p in selected(state, names)? {
+        out.push_str(&format!("History for '{}':\n", p.name()));
+        for (t, cmd) in pool::history::read_history(&p).map_err(|e| e.to_string())? {
+            out.push_str(&format!("{} {cmd}\n", crate::format::history_time(t)));
+        }
+        out.push('\n');
+    }
+    Ok(Response::ok(out))
 }
 
 fn parse_import_opts(props: &[String]) -> Result<ImportOpts, String> {
