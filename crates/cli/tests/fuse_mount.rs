@@ -148,7 +148,7 @@ fn mount_and_compare(layout: &str) {
     let dirs = dir.to_string_lossy().into_owned();
     let listing = d.ok("rzpool", &["import", "-d", &dirs]);
     assert!(listing.contains(&format!("pool: {pool}")) && listing.contains("ONLINE"), "{listing}");
-    // Read-write import is refused with a clear message until the write path lands.
+    // zfs-fuse pools are version 23: a read-write import is refused, pointing at readonly=on.
     let (code, _, err) = d.run("rzpool", &["import", "-d", &dirs, pool]);
     assert_ne!(code, 0);
     assert!(err.contains("readonly=on"), "{err}");

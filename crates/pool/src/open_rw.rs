@@ -86,13 +86,15 @@ fn top_infos(pool: &Pool) -> Result<Vec<TopInfo>> {
 pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
     if pool.version() != crate::writer::SPA_VERSION {
         return Err(PoolError::Unsupported(format!(
-            "pool '{}' has version {}; rzfs writes only version 5000 pools (zpool upgrade first)",
+            "pool '{}' has version {}; rzfs writes only version 5000 pools: import it with -o readonly=on (or zpool upgrade it first)",
             pool.name(),
             pool.version()
         )));
     }
     if pool.uberblock.byte_order != ByteOrder::Little {
-        return Err(PoolError::Unsupported("writing big-endian pools is not supported".into()));
+        return Err(PoolError::Unsupported(
+            "writing big-endian pools is not supported yet: import it with -o readonly=on".into(),
+        ));
     }
     check_write_features(pool)?;
     let infos = top_infos(pool)?;
