@@ -6,57 +6,13 @@
 
 mod common;
 
+use common::tools::Daemon;
 use common::*;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-struct Daemon {
-    sock: PathBuf,
-}
-
-impl Daemon {
-    fn new(tag: &str) -> Daemon {
-        let sock = std::env::temp_dir().join(format!("rzfs-fuse-{}-{tag}/rzfsd.sock", std::process::id()));
-        Daemon { sock }
-    }
-
-    /// Runs rzpool/rzfs with this daemon's socket; returns (exit, stdout, stderr).
-    fn run(&self, prog: &str, args: &[&str]) -> (i32, String, String) {
-        let exe = match prog {
-            "rzpool" => env!("CARGO_BIN_EXE_rzpool"),
-            _ => env!("CARGO_BIN_EXE_rzfs"),
-        };
-        let out = Command::new(exe).args(args).env("RZFS_SOCKET", &self.sock).output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn ok(&self, prog: &str, args: &[&str]) -> String {
-        let (code, out, err) = self.run(prog, args);
-        assert_eq!(code, 0, "{prog} {args:?} failed: {err}");
-        out
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        // The daemon logs next to its socket; find its pid through /proc and stop it.
-        let needle = self.sock.to_string_lossy().into_owned();
-        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-                if String::from_utf8_lossy(&cmd).contains(&needle) {
-                    let _ = Command::new("kill").arg(e.file_name()).status();
-                }
-            }
-        }
-    }
-}
 
 fn hash(p: &Path) -> String {
     let mut h = Sha256::new();
