@@ -245,6 +245,13 @@ pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> 
     let (set, _warnings) = pool::feature_table::resolve_create(&po.compat, &po.enable, &po.disable)?;
     let features: Vec<&'static pool::feature_table::Feature> =
         set.iter().filter_map(|n| pool::feature_table::by_name(n)).collect();
+    let needed = pool::dsfeatures::props_features(&root_props);
+    if let Some(f) = needed.iter().find(|f| !set.contains(*f)) {
+        return Err(format!(
+            "cannot create '{}': a property given with -O needs feature '{f}', which this pool would not have enabled",
+            a.name
+        ));
+    }
     let is_disk = |p: &Path| infos.iter().any(|d| d.path == p && d.is_block);
     let mut new_tops = Vec::new();
     for t in &tops {
@@ -281,7 +288,12 @@ pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> 
         root_policy: settings.policy(),
         cache_bytes: cache_bytes()?,
     };
-    let w = pool::create::create(&spec).map_err(|e| format!("cannot create '{}': {e}", a.name))?;
+    let mut w = pool::create::create(&spec).map_err(|e| format!("cannot create '{}': {e}", a.name))?;
+    if !needed.is_empty() {
+        let root_ds = w.datasets.keys().next().copied().ok_or("cannot create: no root dataset")?;
+        w.activate_for_props(root_ds, &spec.root_props).map_err(|e| e.to_string())?;
+        w.sync().map_err(|e| format!("cannot create '{}': {e}", a.name))?;
+    }
     // A read view needs a candidate: discover the new pool's devices.
     let dirs: Vec<PathBuf> = infos.iter().map(|d| d.path.clone()).collect();
     let cands = pool::discover(&dirs, false).map_err(|e| e.to_string())?;
@@ -293,16 +305,11 @@ pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> 
 
 fn settings_from(props: &[(String, ZapVal)]) -> DatasetSettings {
     let get = |k: &str| props.iter().find(|(n, _)| n == k).and_then(|(_, v)| v.values.first().copied());
+    let (policy_compress, zstd_level) = pool::open_rw::decode_compression(get("compression").unwrap_or(2));
     DatasetSettings {
-        policy_checksum: match get("checksum").unwrap_or(1) {
-            0 | 1 => 7,
-            c => c as u8,
-        },
-        policy_compress: match get("compression").unwrap_or(2) {
-            0 | 2 => 2,
-            1 => 15,
-            c => c as u8,
-        },
+        policy_checksum: pool::open_rw::decode_checksum(get("checksum").unwrap_or(1)),
+        policy_compress,
+        zstd_level,
         copies: get("copies").unwrap_or(1) as u8,
         recordsize: get("recordsize").unwrap_or(128 << 10),
         readonly: get("readonly") == Some(1),
@@ -379,6 +386,7 @@ pub fn create_fs(state: &State, name: &str, props: &[String]) -> Result<(), Stri
         let mut w = rw.lock();
         let txg = w.txg;
         let w = &mut *w;
+        w.check_props_features(&fs_props).map_err(|e| format!("cannot create '{name}': {e}"))?;
         let dir = dsl::write::create_dir(&mut w.mos, &mut w.mos_zaps, Some(parent_ds.dir_obj), leaf, now.0)
             .map_err(|e| format!("cannot create '{name}': {e}"))?;
         let origin_snap = match origin {
@@ -387,9 +395,11 @@ pub fn create_fs(state: &State, name: &str, props: &[String]) -> Result<(), Stri
         };
         let ds = dsl::write::create_dataset(&mut w.mos, &mut w.mos_zaps, dir, origin_snap, txg, now.0)
             .map_err(|e| format!("cannot create '{name}': {e}"))?;
-        for (k, v) in fs_props {
-            dsl::write::set_prop(&mut w.mos, &mut w.mos_zaps, dir, &k, Some(v)).map_err(|e| e.to_string())?;
+        for (k, v) in &fs_props {
+            dsl::write::set_prop(&mut w.mos, &mut w.mos_zaps, dir, k, Some(v.clone()))
+                .map_err(|e| e.to_string())?;
         }
+        w.activate_for_props(ds, &fs_props).map_err(|e| e.to_string())?;
         let settings = w.dataset_settings(dir).map_err(|e| e.to_string())?;
         let mut os = dmu::tx::DirtyObjset::create(&w.reader, ondisk::objset::DMU_OST_ZFS);
         let mut zaps = zap::write::ZapCache::new();
@@ -428,10 +438,12 @@ pub fn set(state: &State, assignment: &str, names: &[String]) -> Result<(), Stri
         {
             let mut w = rw.lock();
             let w = &mut *w;
+            w.check_props_features(&parsed).map_err(|e| format!("cannot set property for '{name}': {e}"))?;
             for (pk, pv) in &parsed {
                 dsl::write::set_prop(&mut w.mos, &mut w.mos_zaps, ds.dir_obj, pk, Some(pv.clone()))
                     .map_err(|e| e.to_string())?;
             }
+            w.activate_for_props(ds.ds_obj, &parsed).map_err(|e| e.to_string())?;
             let settings = w.dataset_settings(ds.dir_obj).map_err(|e| e.to_string())?;
             if let Some(d) = w.datasets.get_mut(&ds.ds_obj) {
                 d.policy = settings.policy();

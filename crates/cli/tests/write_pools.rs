@@ -237,3 +237,109 @@ fn files_over_4_gib() {
     d.ok("rzpool", &["export", "bigf"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Per-dataset features written by rzfs: zstd (default, numbered and fast levels), records
+/// above 128 KiB (large_blocks), sha512/skein/edonr/blake3 checksums. Each is active on exactly
+/// the datasets (and snapshots) that use it: zdb verifies every feature refcount against the
+/// datasets' own feature entries, checksums every block, and extracts the files.
+#[test]
+fn dataset_features_pass_zdb() {
+    if zdb().is_none() || !Path::new("/dev/fuse").exists() {
+        return;
+    }
+    let dir = scratch("feat");
+    let devs = files(&dir, 3, 160 << 20);
+    let d = Daemon::new("feat");
+    let mnt = dir.join("mnt");
+    let mnt_s = mnt.to_string_lossy().into_owned();
+    d.ok(
+        "rzpool",
+        &[
+            "create",
+            "-o",
+            "ashift=12",
+            "-O",
+            "compression=zstd",
+            "-m",
+            &mnt_s,
+            "feat",
+            "raidz1",
+            &devs[0],
+            &devs[1],
+            &devs[2],
+        ],
+    );
+    let sets: [(&str, &[&str]); 5] = [
+        ("big", &["recordsize=1M", "checksum=sha512", "compression=zstd-19"]),
+        ("fast", &["compression=zstd-fast-10", "checksum=blake3"]),
+        ("sk", &["checksum=skein", "compression=lz4"]),
+        ("ed", &["checksum=edonr", "compression=off"]),
+        ("plain", &["compression=off"]),
+    ];
+    let text: Vec<u8> = (0..3_000_000u32)
+        .flat_map(|i| format!("line {} of a compressible file\n", i % 5000).into_bytes())
+        .take(3 << 20)
+        .collect();
+    let noise: Vec<u8> = (0..2_500_000u32).map(|i| (i.wrapping_mul(2654435761) >> 13) as u8).collect();
+    for (fs, props) in sets {
+        let name = format!("feat/{fs}");
+        let mut args = vec!["create"];
+        for p in props {
+            args.push("-o");
+            args.push(p);
+        }
+        args.push(&name);
+        d.ok("rzfs", &args);
+    }
+    for (fs, _) in sets {
+        std::fs::write(mnt.join(fs).join("text"), &text).unwrap();
+        std::fs::write(mnt.join(fs).join("noise"), &noise).unwrap();
+    }
+    std::fs::write(mnt.join("root.txt"), &text[..100_000]).unwrap();
+    d.ok("rzfs", &["snapshot", "feat/big@s1", "feat/fast@s1"]);
+    // Changing a dataset's compression to zstd activates the feature at once.
+    d.ok("rzfs", &["set", "compression=zstd-3", "feat/plain"]);
+    std::fs::write(mnt.join("big").join("after"), &noise[..1_500_000]).unwrap();
+    let get = |f: &str| d.ok("rzpool", &["get", "-H", "-o", "value", f, "feat"]).trim().to_string();
+    for f in ["zstd_compress", "large_blocks", "sha512", "skein", "edonr", "blake3"] {
+        assert_eq!(get(&format!("feature@{f}")), "active", "feature@{f}");
+    }
+    assert_eq!(
+        d.ok("rzfs", &["get", "-H", "-o", "value", "compression", "feat/fast"]).trim(),
+        "zstd-fast-10"
+    );
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "recordsize", "feat/big"]).trim(), "1M");
+    // A property whose feature the pool lacks is refused, naming the feature.
+    std::fs::create_dir_all(dir.join("x")).unwrap();
+    let other = files(&dir.join("x"), 1, 64 << 20);
+    d.ok("rzpool", &["create", "-o", "feature@blake3=disabled", "-m", "none", "featx", &other[0]]);
+    let (rc, _, err) = d.run("rzfs", &["set", "checksum=blake3", "featx"]);
+    assert!(rc != 0 && err.contains("blake3"), "{err}");
+    d.ok("rzpool", &["destroy", "featx"]);
+    d.ok("rzpool", &["export", "feat"]);
+    let out = zdb_check(&dir, "feat");
+    // zdb: zstd_compress on root, big, big@s1, fast, fast@s1, plain = 6 datasets.
+    assert!(out.contains("Verified zstd_compress feature refcount of 6 is correct"), "{out}");
+    assert!(out.contains("Verified large_blocks feature refcount of 2 is correct"), "{out}");
+    assert!(out.contains("Verified blake3 feature refcount of 2 is correct"), "{out}");
+    assert!(out.contains("Verified skein feature refcount of 1 is correct"), "{out}");
+    let dir_s = dir.to_str().unwrap();
+    for (fs, _) in sets {
+        for (file, want) in [("text", &text), ("noise", &noise)] {
+            let out_path = dir.join(format!("{fs}-{file}.out"));
+            let log =
+                run_zdb(&["-e", "-p", dir_s, "-r", &format!("feat/{fs}"), file, out_path.to_str().unwrap()]);
+            assert!(std::fs::read(&out_path).unwrap_or_default() == *want, "zdb -r feat/{fs} {file}: {log}");
+        }
+    }
+    // The pool reads back through rzfs too, and a zstd-compressed 1 MiB-record file is intact.
+    d.ok("rzpool", &["import", "-d", dir_s, "feat"]);
+    d.ok("rzfs", &["mount", "feat", &mnt_s]);
+    for fs in ["big", "fast", "sk", "ed", "plain"] {
+        d.ok("rzfs", &["mount", &format!("feat/{fs}"), mnt.join(fs).to_str().unwrap()]);
+    }
+    assert!(std::fs::read(mnt.join("big").join("after")).unwrap() == noise[..1_500_000]);
+    assert!(std::fs::read(mnt.join("fast").join("text")).unwrap() == text);
+    d.ok("rzpool", &["export", "feat"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -130,14 +130,9 @@ pub fn display_value(prop: &str, v: &RawProp) -> String {
         RawProp::Str(s) => s.clone(),
         RawProp::Num(n) => {
             if prop == "compression" && *n & 0x7f == 16 && *n >> 7 != 0 {
-                // zstd-N stores the level above the 7 compression bits (OpenZFS
-                // ZIO_COMPRESS_RAW); fast levels are 1000 + N.
-                let level = *n >> 7;
-                return match level {
-                    1..=19 => format!("zstd-{level}"),
-                    1001..=1100 => format!("zstd-fast-{}", level - 1000),
-                    _ => format!("zstd-{level}"),
-                };
+                // zstd-N stores the level (an OpenZFS `zio_zstd_levels` value: 1..19, fast
+                // levels from 103) above the 7 compression bits (ZIO_COMPRESS_RAW).
+                return zstd_level_name(*n >> 7);
             }
             INDEX_VALUES
                 .iter()
@@ -167,34 +162,68 @@ pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, Stri
         }
         "recordsize" => {
             let n = parse_size(value).ok_or_else(|| format!("bad numeric value '{value}'"))?;
-            if !(512..=(128 << 10)).contains(&n) || !n.is_power_of_two() {
-                return Err("'recordsize' must be a power of 2 from 512B to 128K \
-                            (larger records need the large_blocks feature, not supported yet)"
-                    .into());
+            if !(512..=MAX_RECORDSIZE).contains(&n) || !n.is_power_of_two() {
+                return Err("'recordsize' must be a power of 2 from 512B to 16M".into());
             }
             Ok(RawProp::Num(n))
         }
         "compression" => {
-            if value.starts_with("zstd") {
-                return Err(
-                    "compression 'zstd' needs the zstd_compress feature, which rzfs cannot write yet".into(),
-                );
+            if let Some(level) = parse_zstd(value) {
+                return level.map(|l| RawProp::Num(16 | (l << 7))).ok_or_else(|| {
+                    "'compression' zstd levels are zstd-1 .. zstd-19, zstd-fast-1 .. zstd-fast-10, \
+                     zstd-fast-20 .. zstd-fast-100 by 10, zstd-fast-500, zstd-fast-1000"
+                        .to_string()
+                });
             }
             let v = if value == "gzip" { "gzip-6" } else { value };
             index_of(prop, v).map(RawProp::Num).ok_or_else(bad)
         }
         "checksum" => match value {
-            "on" | "off" | "fletcher2" | "fletcher4" | "sha256" => {
+            "on" | "off" | "fletcher2" | "fletcher4" | "sha256" | "sha512" | "skein" | "edonr" | "blake3" => {
                 index_of(prop, value).map(RawProp::Num).ok_or_else(bad)
-            }
-            "sha512" | "skein" | "edonr" | "blake3" => {
-                Err(format!("checksum '{value}' needs the {value} feature, which rzfs cannot write yet"))
             }
             _ => Err(bad()),
         },
         "atime" | "relatime" | "readonly" | "canmount" | "xattr" | "copies" | "exec" | "setuid"
         | "devices" | "snapdir" | "sync" => index_of(prop, value).map(RawProp::Num).ok_or_else(bad),
         _ => Err(format!("property '{prop}' cannot be set by rzfs yet")),
+    }
+}
+
+/// Largest `recordsize` (`SPA_MAXBLOCKSIZE`; OpenZFS 2.2+ allows it by default).
+pub const MAX_RECORDSIZE: u64 = 16 << 20;
+
+/// OpenZFS `zio_zstd_levels` values of the fast levels, in order: 1..=10, 20..=100 by 10,
+/// 500, 1000 map to 103..=123.
+const ZSTD_FAST: [u64; 21] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 500, 1000];
+const ZSTD_LEVEL_FAST_1: u64 = 103;
+
+/// `zstd`, `zstd-N`, `zstd-fast`, `zstd-fast-N`: Some(level value stored above the
+/// compression bits; 0 = the default level) or Some(None) for a bad level; None if `value`
+/// is not a zstd name.
+fn parse_zstd(value: &str) -> Option<Option<u64>> {
+    let rest = value.strip_prefix("zstd")?;
+    if rest.is_empty() {
+        return Some(Some(0));
+    }
+    if let Some(fast) = rest.strip_prefix("-fast") {
+        if fast.is_empty() {
+            return Some(Some(ZSTD_LEVEL_FAST_1));
+        }
+        let n: u64 = fast.strip_prefix('-')?.parse().ok()?;
+        return Some(ZSTD_FAST.iter().position(|&x| x == n).map(|i| ZSTD_LEVEL_FAST_1 + i as u64));
+    }
+    let n: u64 = rest.strip_prefix('-')?.parse().ok()?;
+    Some((1..=19).contains(&n).then_some(n))
+}
+
+/// Display name of a zstd level value ([`parse_zstd`]'s inverse).
+fn zstd_level_name(level: u64) -> String {
+    match level {
+        0 => "zstd".into(),
+        1..=19 => format!("zstd-{level}"),
+        ZSTD_LEVEL_FAST_1..=123 => format!("zstd-fast-{}", ZSTD_FAST[(level - ZSTD_LEVEL_FAST_1) as usize]),
+        _ => format!("zstd-{level}"),
     }
 }
 
@@ -222,4 +251,42 @@ pub fn parse_size(s: &str) -> Option<u64> {
         _ => (s, 1),
     };
     num.parse::<u64>().ok()?.checked_mul(mult)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn num(prop: &str, v: &str) -> u64 {
+        match parse_value(prop, v) {
+            Ok(RawProp::Num(n)) => n,
+            other => panic!("{prop}={v}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn zstd_levels_round_trip() {
+        assert_eq!(num("compression", "zstd"), 16);
+        assert_eq!(num("compression", "zstd-3"), 16 | (3 << 7));
+        assert_eq!(num("compression", "zstd-fast"), 16 | (103 << 7));
+        assert_eq!(num("compression", "zstd-fast-1000"), 16 | (123 << 7));
+        for name in ["zstd-1", "zstd-19", "zstd-fast-1", "zstd-fast-10", "zstd-fast-90", "zstd-fast-500"] {
+            let n = num("compression", name);
+            assert_eq!(display_value("compression", &RawProp::Num(n)), name);
+        }
+        for bad in ["zstd-0", "zstd-20", "zstd-fast-11", "zstd-x", "zstd-fast-"] {
+            assert!(parse_value("compression", bad).is_err(), "{bad}");
+        }
+        assert_eq!(display_value("compression", &RawProp::Num(16)), "zstd");
+    }
+
+    #[test]
+    fn checksums_and_recordsize() {
+        assert_eq!(num("checksum", "sha512"), 11);
+        assert_eq!(num("checksum", "blake3"), 14);
+        assert_eq!(num("recordsize", "1M"), 1 << 20);
+        assert_eq!(num("recordsize", "16M"), 16 << 20);
+        assert!(parse_value("recordsize", "32M").is_err());
+        assert!(parse_value("recordsize", "3K").is_err());
+    }
 }

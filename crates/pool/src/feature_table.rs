@@ -147,8 +147,19 @@ static FEATURES: [Feature; 44] = [
 
 /// Features the rzfs pool writer can create and keep consistent on disk (short names).
 /// The writer's owner adjusts this list as support grows.
-pub const IMPLEMENTED_FOR_WRITE: &[&str] =
-    &["async_destroy", "empty_bpobj", "lz4_compress", "extensible_dataset", "enabled_txg"];
+pub const IMPLEMENTED_FOR_WRITE: &[&str] = &[
+    "async_destroy",
+    "empty_bpobj",
+    "lz4_compress",
+    "extensible_dataset",
+    "large_blocks",
+    "sha512",
+    "skein",
+    "edonr",
+    "enabled_txg",
+    "zstd_compress",
+    "blake3",
+];
 
 /// Every feature, in `spa_feature_t` order.
 pub fn all() -> &'static [Feature] {
@@ -393,8 +404,12 @@ mod tests {
         assert!(w[0].contains("\"lz4_compress\" enabled but is not in specified"));
         let (s, w) = resolve_create::<&str>(&CompatSet::Off, &[], &["extensible_dataset"]).unwrap();
         assert!(!s.contains("extensible_dataset") && s.contains("enabled_txg"));
+        // Features that depend on it go too.
+        assert!(!s.contains("zstd_compress") && !s.contains("large_blocks"));
         assert!(w.is_empty());
-        assert!(resolve_create(&CompatSet::Off, &["skein"], &[]).is_err());
+        let (s, _) = resolve_create::<&str>(&CompatSet::Off, &[], &[]).unwrap();
+        assert!(s.contains("zstd_compress") && s.contains("blake3") && s.contains("large_blocks"));
+        assert!(resolve_create(&CompatSet::Off, &["draid"], &[]).is_err());
         assert!(resolve_create(&CompatSet::Off, &[], &["bogus"]).is_err());
     }
 }

@@ -11,6 +11,7 @@
 pub mod compat;
 pub mod create;
 pub mod discover;
+pub mod dsfeatures;
 pub mod feature_table;
 pub mod features;
 pub mod history;

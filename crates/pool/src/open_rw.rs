@@ -288,6 +288,8 @@ impl PoolWriter {
 pub struct DatasetSettings {
     pub policy_checksum: u8,
     pub policy_compress: u8,
+    /// zstd level (`zio_zstd_levels`; 0 = default) when `policy_compress` is zstd.
+    pub zstd_level: u8,
     pub copies: u8,
     pub recordsize: u64,
     pub readonly: bool,
@@ -299,7 +301,7 @@ impl DatasetSettings {
             mos: false,
             data_checksum: self.policy_checksum,
             data_compress: self.policy_compress,
-            zstd_level: 0,
+            zstd_level: self.zstd_level,
             copies: self.copies,
         }
     }
@@ -333,24 +335,39 @@ impl PoolWriter {
     /// The settings a dataset in directory `dir` is written with: `compression=on` is lz4
     /// (the pool has lz4_compress), `checksum=on` is fletcher4.
     pub fn dataset_settings(&mut self, dir: u64) -> Result<DatasetSettings> {
-        let compress = match self.inherited_prop(dir, "compression")?.unwrap_or(2) {
-            0 | 2 => 2,
-            1 => 15,
-            c => c as u8,
-        };
-        let checksum = match self.inherited_prop(dir, "checksum")?.unwrap_or(1) {
-            0 | 1 => 7,
-            c => c as u8,
-        };
+        let (compress, zstd_level) =
+            decode_compression(self.inherited_prop(dir, "compression")?.unwrap_or(2));
+        let checksum = decode_checksum(self.inherited_prop(dir, "checksum")?.unwrap_or(1));
         let copies = self.inherited_prop(dir, "copies")?.unwrap_or(1).clamp(1, 3) as u8;
         let recordsize = self.inherited_prop(dir, "recordsize")?.unwrap_or(128 << 10);
         let readonly = self.inherited_prop(dir, "readonly")?.unwrap_or(0) == 1;
         Ok(DatasetSettings {
             policy_checksum: checksum,
             policy_compress: compress,
+            zstd_level,
             copies,
             recordsize,
             readonly,
         })
+    }
+}
+
+/// A stored `compression` value as the block compression and zstd level to write with:
+/// `on` is lz4 (every pool rzfs writes has lz4_compress), and the level of zstd-N sits
+/// above the 7 algorithm bits (`ZIO_COMPRESS_RAW`).
+pub fn decode_compression(raw: u64) -> (u8, u8) {
+    match (raw & 0x7f, raw >> 7) {
+        (0 | 2, _) => (2, 0),
+        (1, _) => (15, 0),
+        (16, l) => (16, u8::try_from(l).unwrap_or(0)),
+        (c, _) => (c as u8, 0),
+    }
+}
+
+/// A stored `checksum` value as the block checksum to write with: `on` is fletcher4.
+pub fn decode_checksum(raw: u64) -> u8 {
+    match raw {
+        0 | 1 => 7,
+        c => c as u8,
     }
 }

@@ -106,6 +106,11 @@ impl AllocShared {
     pub fn space(&self) -> metaslab::SpaceStats {
         self.lock().ms.space()
     }
+
+    /// Makes a newly added top-level vdev's metaslabs allocatable (`zpool add`).
+    pub fn add_top(&self, vdev: u64, asize: u64, ashift: u8, ms_shift: u32) -> Result<()> {
+        self.lock().ms.add_top(vdev, asize, ashift, ms_shift).map_err(err)
+    }
 }
 
 impl Allocate for AllocShared {
@@ -199,11 +204,14 @@ pub struct DatasetSink<'a> {
     pub freed: SpaceDelta,
     pub dead: Vec<(BlkPtr, u64)>,
     pub dsize: &'a dyn Fn(&BlkPtr) -> u64,
+    /// Per-dataset features the born blocks need (see `dsfeatures`).
+    pub features: Vec<&'static str>,
 }
 
 impl BlockSink for DatasetSink<'_> {
     fn born(&mut self, bp: &BlkPtr) {
         self.born.add(SpaceDelta::of(bp, (self.dsize)(bp)));
+        crate::dsfeatures::features_of_bp(bp, &mut self.features);
     }
     fn kill(&mut self, bp: &BlkPtr) -> dmu::Result<()> {
         if bp.is_hole() || bp.is_embedded() {
@@ -350,7 +358,10 @@ impl PoolWriter {
         self.sync_datasets(txg)?;
         for (ds, name) in std::mem::take(&mut self.pending_snapshots) {
             let now = (self.now)();
-            dslw::snapshot(&mut self.mos, &mut self.mos_zaps, ds, &name, txg, now)?;
+            let snap = dslw::snapshot(&mut self.mos, &mut self.mos_zaps, ds, &name, txg, now)?;
+            for f in self.ds_features(ds)? {
+                self.ds_activate(snap, f)?;
+            }
         }
         self.sync_mos(txg)?;
         self.write_uberblock(txg)?;
@@ -400,7 +411,7 @@ impl PoolWriter {
         let ratios = self.ratios();
         let dsize = |bp: &BlkPtr| bp_dsize(&ratios, bp);
         let zio = self.reader.zio.clone();
-        let (bp, born, freed, dead) = {
+        let (bp, born, freed, dead, features) = {
             let mut sink = DatasetSink {
                 alloc: &self.alloc,
                 txg,
@@ -409,11 +420,12 @@ impl PoolWriter {
                 freed: SpaceDelta::default(),
                 dead: Vec::new(),
                 dsize: &dsize,
+                features: Vec::new(),
             };
             let dsz = |d: &Dva| dva_dsize(&ratios, d);
             let ctx = SyncCtx { zio: &zio, alloc: &self.alloc, txg, sector, policy: &w.policy, dsize: &dsz };
             let bp = w.os.sync(&ctx, &mut sink)?;
-            (bp, sink.born, sink.freed, sink.dead)
+            (bp, sink.born, sink.freed, sink.dead, sink.features)
         };
         phys.bp = bp.encode(ByteOrder::Little);
         dslw::set_ds_phys(&mut self.mos, ds, &phys)?;
@@ -425,6 +437,7 @@ impl PoolWriter {
         if !dead.is_empty() {
             dslw::deadlist_insert(&mut self.mos, &mut self.mos_zaps, ds, &dead)?;
         }
+        self.ds_activate_for_blocks(ds, &features)?;
         Ok(())
     }
 

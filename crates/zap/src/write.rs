@@ -97,6 +97,13 @@ impl ZapCache {
         Ok(())
     }
 
+    /// Treats existing object `obj` (whose dnode type the caller has just made a ZAP type) as
+    /// a new, empty ZAP: written at the next flush into its first block, bonus untouched
+    /// (`dmu_object_zapify`).
+    pub fn adopt_empty(&mut self, obj: u64) {
+        self.register_new(obj, 0);
+    }
+
     fn register_new(&mut self, obj: u64, normflags: u64) {
         let salt = new_salt(&mut self.seed);
         self.zaps.insert(obj, ZapState { entries: BTreeMap::new(), salt, normflags, dirty: true });

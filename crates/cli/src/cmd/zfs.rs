@@ -55,7 +55,7 @@ enum Cmd {
     Create {
         #[arg(short = 'o', action = clap::ArgAction::Append)]
         props: Vec<String>,
-        /// Create missing parents (not supported yet).
+        /// Create missing parent file systems.
         #[arg(short = 'p')]
         parents: bool,
         name: String,
@@ -112,9 +112,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Get { scripted, parsable, recursive, fields, types, props, names } => {
             get(state, &props, &names, recursive, &fields, &types, scripted, parsable)
         }
-        Cmd::Create { props, name, .. } => {
-            crate::rwpool::create_fs(state, &name, &props).map(|_| Response::ok(String::new()))
-        }
+        Cmd::Create { props, name, parents } => create(state, &name, &props, parents),
         Cmd::Snapshot { names } => {
             crate::rwpool::snapshot(state, &names).map(|_| Response::ok(String::new()))
         }
@@ -324,7 +322,14 @@ fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<Pro
     for hop in 0..256 {
         let props = dsl.local_props(&dir).map_err(|e| e.to_string())?;
         if let Some((_, v)) = props.iter().find(|(k, _)| k == prop) {
-            let shown = dsl::props::display_value(prop, v);
+            let mut shown = dsl::props::display_value(prop, v);
+            // An inherited mountpoint path gets the dataset's path below the ancestor that
+            // set it (`pool/a` mounted at /m puts `pool/a/b/c` at /m/b/c).
+            let base = ds.name.split('@').next().unwrap_or(&ds.name);
+            if prop == "mountpoint" && hop > 0 && shown.starts_with('/') {
+                let rel = base.get(name.len()..).unwrap_or("");
+                shown = format!("{}{rel}", shown.trim_end_matches('/'));
+            }
             let exact = match v {
                 dsl::props::RawProp::Num(n)
                     if prop == "recordsize" || prop == "quota" || prop == "reservation" =>
@@ -503,6 +508,43 @@ fn list_mounts(state: &State) -> Response {
         out.push_str(&format!("{}\t{}\n", x.dataset, x.dir.display()));
     }
     Response::ok(out)
+}
+
+/// `zfs create [-p]`: creates the file system (and with -p its missing parents), then mounts
+/// each new one whose mountpoint is a path and canmount=on, as zfs does.
+fn create(state: &Arc<State>, name: &str, props: &[String], parents: bool) -> Result<Response, String> {
+    let mut todo = Vec::new();
+    if parents {
+        let mut prefix = String::new();
+        for part in name.split('/') {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(part);
+            let exists = state.pool(pool_of(&prefix)).ok().is_some_and(|p| p.dsl().find(&prefix).is_ok());
+            if prefix != name && !exists && prefix.contains('/') {
+                todo.push((prefix.clone(), Vec::new()));
+            }
+        }
+    }
+    todo.push((name.to_string(), props.to_vec()));
+    for (fs, p) in todo {
+        crate::rwpool::create_fs(state, &fs, &p)?;
+        automount(state, &fs)?;
+    }
+    Ok(Response::ok(String::new()))
+}
+
+fn automount(state: &Arc<State>, name: &str) -> Result<(), String> {
+    let pool = state.pool(pool_of(name))?;
+    let dsl = pool.dsl();
+    let ds = dsl.find(name).map_err(|e| e.to_string())?;
+    let mp = prop_value(&pool, &dsl, &ds, "mountpoint")?.exact;
+    let canmount = prop_value(&pool, &dsl, &ds, "canmount")?.exact;
+    if mp.starts_with('/') && canmount == "on" {
+        mount(state, name, None)?;
+    }
+    Ok(())
 }
 
 pub(crate) fn mount(state: &Arc<State>, name: &str, dir: Option<PathBuf>) -> Result<Response, String> {
