@@ -13,6 +13,7 @@
 //! directory tree.
 #![forbid(unsafe_code)]
 
+pub mod destroy;
 pub mod props;
 pub mod write;
 
@@ -31,6 +32,9 @@ pub enum DslError {
     Corrupt { what: &'static str, detail: String },
     #[error("dataset does not exist: {0}")]
     NoSuchDataset(String),
+    /// An operation rzfs does not carry out (yet) on this dataset; the text says why.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 impl From<ondisk::Error> for DslError {

@@ -10,6 +10,7 @@
 
 pub mod compat;
 pub mod create;
+pub mod destroy;
 pub mod discover;
 pub mod dsfeatures;
 pub mod feature_table;

@@ -84,6 +84,25 @@ enum Cmd {
         /// Mount point (default: the dataset's mountpoint property).
         dir: Option<PathBuf>,
     },
+    /// Destroy a file system (with -r its children and snapshots) or a snapshot.
+    Destroy {
+        /// Destroy children and snapshots too.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// Force unmount (file systems are always unmounted first).
+        #[arg(short = 'f')]
+        force: bool,
+        /// Dry run: change nothing.
+        #[arg(short = 'n')]
+        dry_run: bool,
+        /// Print each dataset destroyed.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Parsable output of -v (accepted for compatibility).
+        #[arg(short = 'p')]
+        parsable: bool,
+        name: String,
+    },
     /// Unmount a dataset (by name or mount point).
     #[command(alias = "umount")]
     Unmount {
@@ -103,6 +122,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Create { name, .. } => Some(name.clone()),
         Cmd::Snapshot { names } => names.first().cloned(),
         Cmd::Set { names, .. } | Cmd::Inherit { names, .. } => names.first().cloned(),
+        Cmd::Destroy { name, dry_run: false, .. } => Some(name.clone()),
         _ => None,
     };
     let r = match cli.cmd {
@@ -113,6 +133,9 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             get(state, &props, &names, recursive, &fields, &types, scripted, parsable)
         }
         Cmd::Create { props, name, parents } => create(state, &name, &props, parents),
+        Cmd::Destroy { recursive, dry_run, verbose, name, .. } => {
+            destroy(state, &name, recursive, dry_run, verbose)
+        }
         Cmd::Snapshot { names } => {
             crate::rwpool::snapshot(state, &names).map(|_| Response::ok(String::new()))
         }
@@ -533,6 +556,84 @@ fn create(state: &Arc<State>, name: &str, props: &[String], parents: bool) -> Re
         automount(state, &fs)?;
     }
     Ok(Response::ok(String::new()))
+}
+
+/// `zfs destroy [-rnv] NAME`: the datasets go deepest first, each file system after its
+/// snapshots; mounted ones are unmounted first. Everything is destroyed in one txg.
+fn destroy(
+    state: &Arc<State>,
+    name: &str,
+    recursive: bool,
+    dry_run: bool,
+    verbose: bool,
+) -> Result<Response, String> {
+    let pool =
+        state.pool(pool_of(name)).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
+    let dsl = pool.dsl();
+    let target = dsl.find(name).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
+    let is_root = !name.contains('/') && !name.contains('@');
+    let mut order: Vec<(String, u64, bool)> = Vec::new();
+    if target.kind == DatasetKind::Snapshot {
+        order.push((name.to_string(), target.ds_obj, true));
+    } else {
+        let all = dsl.list().map_err(|e| e.to_string())?;
+        let prefix = format!("{name}/");
+        let mut below: Vec<&Dataset> = all
+            .iter()
+            .filter(|d| {
+                let base = d.name.split('@').next().unwrap_or(&d.name);
+                base == name || base.starts_with(&prefix)
+            })
+            .filter(|d| !(is_root && d.name == name))
+            .collect();
+        // Deepest first; inside one file system, its snapshots before itself.
+        below.sort_by_key(|d| {
+            let base = d.name.split('@').next().unwrap_or(&d.name);
+            (std::cmp::Reverse(base.matches('/').count()), base.to_string(), d.kind != DatasetKind::Snapshot)
+        });
+        let others: Vec<&str> = below.iter().map(|d| d.name.as_str()).filter(|n| *n != name).collect();
+        if is_root && !recursive {
+            return Err(format!(
+                "cannot destroy '{name}': operation does not apply to pools\n\
+                 use 'rzfs destroy -r {name}' to destroy all datasets in the pool\n\
+                 use 'rzpool destroy {name}' to destroy the pool itself"
+            ));
+        }
+        if !recursive && !others.is_empty() {
+            return Err(format!(
+                "cannot destroy '{name}': filesystem has children\nuse '-r' to destroy the following datasets:\n{}",
+                others.join("\n")
+            ));
+        }
+        order = below.iter().map(|d| (d.name.clone(), d.ds_obj, d.kind == DatasetKind::Snapshot)).collect();
+    }
+    let mut out = String::new();
+    if verbose || dry_run {
+        for (n, _, _) in &order {
+            out.push_str(&format!("{}destroy {n}\n", if dry_run { "would " } else { "will " }));
+        }
+    }
+    if dry_run {
+        return Ok(Response::ok(out));
+    }
+    let rw = crate::rwpool::writer_of(state, name)
+        .ok_or_else(|| format!("cannot destroy '{name}': pool is read-only"))?;
+    for (n, _, _) in &order {
+        let mounted = state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|m| m.dataset == *n);
+        if mounted {
+            unmount(state, n, Path::new("/"))?;
+        }
+    }
+    rw.sync(state)?;
+    {
+        let mut w = rw.lock();
+        for (n, obj, snap) in &order {
+            let r = if *snap { w.destroy_snapshot(*obj) } else { w.destroy_head(*obj) };
+            r.map_err(|e| format!("cannot destroy '{n}': {e}"))?;
+        }
+    }
+    rw.sync(state)?;
+    Ok(Response::ok(out))
 }
 
 fn automount(state: &Arc<State>, name: &str) -> Result<(), String> {

@@ -1,0 +1,105 @@
+//! # Destroying datasets and snapshots in the open txg (`zfs destroy`)
+//!
+//! The DSL edits (deadlists, chains, accounting, names) live in `dsl::destroy`; this layer
+//! supplies what needs the SPA: freeing DVAs through the allocator, walking a head
+//! dataset's objset to free every block it alone references (OpenZFS
+//! `old_synchronous_dataset_destroy`: blocks born after the dataset's previous snapshot),
+//! and giving back the dataset's per-dataset feature references.
+//!
+//! Everything that could refuse is checked before the MOS is touched, so a refused destroy
+//! leaves the open txg as it was.
+
+use crate::writer::{bp_dsize, PoolWriter};
+use crate::{PoolError, Result};
+use dmu::traverse::{traverse_objset, TraverseOpts};
+use dmu::Objset;
+use dsl::write::SpaceDelta;
+use ondisk::blkptr::BlkPtr;
+use ondisk::ByteOrder;
+
+fn refuse(e: impl std::fmt::Display) -> PoolError {
+    PoolError::Unsupported(e.to_string())
+}
+
+impl PoolWriter {
+    /// Destroys snapshot object `snap` in the open txg.
+    pub fn destroy_snapshot(&mut self, snap: u64) -> Result<()> {
+        dsl::destroy::check_destroy_snapshot(&self.mos, &mut self.mos_zaps, snap)?;
+        self.ds_release_features(snap)?;
+        let txg = self.txg;
+        let alloc = &self.alloc;
+        let mut free = |bp: &BlkPtr| -> dsl::Result<()> {
+            if bp.is_hole() || bp.is_embedded() {
+                return Ok(());
+            }
+            for d in bp.dvas() {
+                alloc
+                    .free_dva(&d, bp.logical_birth(), txg)
+                    .map_err(|e| dsl::DslError::Corrupt { what: "free", detail: e.to_string() })?;
+            }
+            Ok(())
+        };
+        dsl::destroy::destroy_snapshot(&mut self.mos, &mut self.mos_zaps, snap, &mut free)?;
+        Ok(())
+    }
+
+    /// Destroys head dataset `ds` (no snapshots, no children) and its directory.
+    pub fn destroy_head(&mut self, ds: u64) -> Result<()> {
+        dsl::destroy::check_destroy_head(&self.mos, &mut self.mos_zaps, ds)?;
+        let phys = dsl::write::ds_phys(&self.mos, ds)?;
+        let root = BlkPtr::parse(&phys.bp, ByteOrder::Little)?;
+        let mut doomed = Vec::new();
+        if !root.is_hole() {
+            let os = Objset::open(&self.reader, &root)?;
+            if !os.phys.zil.log.is_hole() {
+                return Err(refuse(
+                    "the dataset's intent log is not empty; import it with OpenZFS to replay it first",
+                ));
+            }
+            let mut errors = Vec::new();
+            let opts = TraverseOpts { min_birth: phys.prev_snap_txg, read_data: false };
+            traverse_objset(
+                &os,
+                opts,
+                &mut |v| {
+                    doomed.push(*v.bp);
+                    Ok(())
+                },
+                &mut |bp, obj, e| errors.push(format!("object {obj} {bp}: {e}")),
+            )?;
+            if let Some(e) = errors.first() {
+                return Err(refuse(format!(
+                    "cannot read every block of the dataset ({e}); nothing was destroyed"
+                )));
+            }
+            if root.logical_birth() > phys.prev_snap_txg {
+                doomed.push(root);
+            }
+        }
+        // The dataset's open writer, if any, goes: nothing of it was allocated yet.
+        self.datasets.remove(&ds);
+        self.ds_release_features(ds)?;
+        let ratios: Vec<u64> = self.top_info.iter().map(|t| t.deflate_ratio).collect();
+        let mut freed = SpaceDelta::default();
+        for bp in &doomed {
+            if bp.is_hole() || bp.is_embedded() {
+                continue;
+            }
+            freed.add(SpaceDelta::of(bp, bp_dsize(&ratios, bp)));
+            for d in bp.dvas() {
+                self.alloc.free_dva(&d, bp.logical_birth(), self.txg)?;
+            }
+        }
+        // A zapified directory (OpenZFS adds fields to some) holds an extensible_dataset
+        // reference, given back when its object is freed (`dmu_object_free_zapified`).
+        let dir_zapified = self
+            .mos
+            .dnode(phys.dir_obj)?
+            .is_some_and(|d| d.object_type == crate::dsfeatures::OTN_ZAP_METADATA);
+        dsl::destroy::destroy_head(&mut self.mos, &mut self.mos_zaps, ds, freed)?;
+        if dir_zapified {
+            self.feature_adjust("extensible_dataset", -1)?;
+        }
+        Ok(())
+    }
+}
