@@ -366,12 +366,7 @@ pub fn snapshot(state: &State, names: &[String]) -> Result<(), String> {
 pub fn create_fs(state: &State, name: &str, props: &[String]) -> Result<(), String> {
     let (parent, leaf) =
         name.rsplit_once('/').ok_or_else(|| format!("cannot create '{name}': missing pool name"))?;
-    if leaf.is_empty()
-        || leaf.contains('@')
-        || !leaf.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c))
-    {
-        return Err(format!("cannot create '{name}': invalid character in name"));
-    }
+    check_leaf(name, leaf)?;
     let rw = writer_of(state, name).ok_or_else(|| format!("cannot create '{name}': pool is read-only"))?;
     if find_ds(state, name).is_ok() {
         return Err(format!("cannot create '{name}': dataset already exists"));
@@ -407,6 +402,65 @@ pub fn create_fs(state: &State, name: &str, props: &[String]) -> Result<(), Stri
         w.datasets.insert(ds, pool::writer::DatasetWriter { os, zaps, policy: settings.policy() });
     }
     rw.sync(state)
+}
+
+/// `rzfs clone [-o prop=value]... POOL/FS@SNAP POOL/NEW`: a file system whose first state is
+/// the snapshot's (`dsl_dataset_create_sync` with an origin): it shares the snapshot's
+/// blocks, starts with the origin head's deadlist keys, and inherits the snapshot's
+/// per-dataset features.
+pub fn clone_fs(state: &State, snapshot: &str, name: &str, props: &[String]) -> Result<(), String> {
+    let (fs, _) = snapshot
+        .split_once('@')
+        .ok_or_else(|| format!("cannot clone '{snapshot}': not a snapshot (expected POOL/FS@SNAP)"))?;
+    if pool_of(fs) != pool_of(name) {
+        return Err(format!("cannot create '{name}': source and target pools differ"));
+    }
+    let (parent, leaf) =
+        name.rsplit_once('/').ok_or_else(|| format!("cannot create '{name}': missing pool name"))?;
+    check_leaf(name, leaf)?;
+    let rw = writer_of(state, name).ok_or_else(|| format!("cannot create '{name}': pool is read-only"))?;
+    let snap =
+        find_ds(state, snapshot).map_err(|_| format!("cannot open '{snapshot}': dataset does not exist"))?;
+    if find_ds(state, name).is_ok() {
+        return Err(format!("cannot create '{name}': dataset already exists"));
+    }
+    let parent_ds =
+        find_ds(state, parent).map_err(|_| format!("cannot create '{name}': parent does not exist"))?;
+    let fs_props = parse_fs_props(props, &None)?;
+    let now = now_pair();
+    {
+        let mut w = rw.lock();
+        let txg = w.txg;
+        let w = &mut *w;
+        w.check_props_features(&fs_props).map_err(|e| format!("cannot create '{name}': {e}"))?;
+        let dir = dsl::write::create_dir(&mut w.mos, &mut w.mos_zaps, Some(parent_ds.dir_obj), leaf, now.0)
+            .map_err(|e| format!("cannot create '{name}': {e}"))?;
+        let ds = dsl::write::create_dataset(&mut w.mos, &mut w.mos_zaps, dir, Some(snap.ds_obj), txg, now.0)
+            .map_err(|e| format!("cannot create '{name}': {e}"))?;
+        for f in w.ds_features(snap.ds_obj).map_err(|e| e.to_string())? {
+            w.ds_activate(ds, f).map_err(|e| e.to_string())?;
+        }
+        for (k, v) in &fs_props {
+            dsl::write::set_prop(&mut w.mos, &mut w.mos_zaps, dir, k, Some(v.clone()))
+                .map_err(|e| e.to_string())?;
+        }
+        w.activate_for_props(ds, &fs_props).map_err(|e| e.to_string())?;
+    }
+    rw.sync(state)
+}
+
+fn pool_of(name: &str) -> &str {
+    name.split(['/', '@']).next().unwrap_or(name)
+}
+
+fn check_leaf(name: &str, leaf: &str) -> Result<(), String> {
+    if leaf.is_empty()
+        || leaf.contains('@')
+        || !leaf.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c))
+    {
+        return Err(format!("cannot create '{name}': invalid character in name"));
+    }
+    Ok(())
 }
 
 /// The `$ORIGIN@$ORIGIN` snapshot object, read from the MOS of the open txg.

@@ -438,3 +438,57 @@ fn destroy_passes_zdb() {
     assert!(std::fs::read(&k).unwrap_or_default() == pseudo(400_000, 6), "{log}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `rzfs clone`: a clone reads as its snapshot, diverges on its own, keeps the snapshot
+/// from being destroyed while it exists, and is destroyed without touching the origin's
+/// blocks; zdb finds both states clean.
+#[test]
+fn clone_passes_zdb() {
+    if zdb().is_none() || !Path::new("/dev/fuse").exists() {
+        return;
+    }
+    let dir = scratch("clone");
+    let devs = files(&dir, 2, 128 << 20);
+    let dir_s = dir.to_str().unwrap();
+    let d = Daemon::new("clone");
+    let mnt = dir.join("mnt");
+    let mnt_s = mnt.to_string_lossy().into_owned();
+    d.ok("rzpool", &["create", "-m", &mnt_s, "cp", "mirror", &devs[0], &devs[1]]);
+    d.ok("rzfs", &["create", "-o", "compression=zstd", "cp/src"]);
+    for i in 0..4u32 {
+        std::fs::write(mnt.join(format!("src/f{i}")), pseudo(200_000, i)).unwrap();
+    }
+    d.ok("rzfs", &["snapshot", "cp/src@s"]);
+    d.ok("rzfs", &["clone", "-p", "cp/src@s", "cp/x/cl"]);
+    let cl = mnt.join("x/cl");
+    assert!(std::fs::read(cl.join("f1")).unwrap() == pseudo(200_000, 1));
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "origin", "cp/x/cl"]).trim(), "cp/src@s");
+    std::fs::write(cl.join("f1"), pseudo(100_000, 50)).unwrap();
+    std::fs::remove_file(cl.join("f2")).unwrap();
+    std::fs::write(cl.join("new"), pseudo(300_000, 51)).unwrap();
+    std::fs::write(mnt.join("src/f3"), pseudo(50_000, 52)).unwrap();
+    let (rc, _, err) = d.run("rzfs", &["destroy", "cp/src@s"]);
+    assert!(rc != 0 && err.contains("clones"), "{err}");
+    d.ok("rzpool", &["export", "cp"]);
+    let out = zdb_check(&dir, "cp");
+    assert!(out.contains("Verified zstd_compress feature refcount of 3 is correct"), "{out}");
+    for (fs, file, want) in [
+        ("cp/x/cl", "f1", pseudo(100_000, 50)),
+        ("cp/x/cl", "f0", pseudo(200_000, 0)),
+        ("cp/x/cl", "new", pseudo(300_000, 51)),
+        ("cp/src", "f2", pseudo(200_000, 2)),
+        ("cp/src", "f3", pseudo(50_000, 52)),
+    ] {
+        let o = dir.join("o");
+        let log = run_zdb(&["-e", "-p", dir_s, "-r", fs, file, o.to_str().unwrap()]);
+        assert!(std::fs::read(&o).unwrap_or_default() == want, "zdb -r {fs} {file}: {log}");
+    }
+    d.ok("rzpool", &["import", "-d", dir_s, "cp"]);
+    d.ok("rzfs", &["destroy", "-r", "cp/x"]);
+    d.ok("rzfs", &["destroy", "cp/src@s"]);
+    d.ok("rzfs", &["mount", "cp/src", mnt.join("src").to_str().unwrap()]);
+    assert!(std::fs::read(mnt.join("src/f1")).unwrap() == pseudo(200_000, 1));
+    d.ok("rzpool", &["export", "cp"]);
+    zdb_check(&dir, "cp");
+    let _ = std::fs::remove_dir_all(&dir);
+}

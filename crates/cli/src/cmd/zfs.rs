@@ -84,6 +84,16 @@ enum Cmd {
         /// Mount point (default: the dataset's mountpoint property).
         dir: Option<PathBuf>,
     },
+    /// Create a file system from a snapshot (a writable clone sharing its blocks).
+    Clone {
+        #[arg(short = 'o', action = clap::ArgAction::Append)]
+        props: Vec<String>,
+        /// Create missing parent file systems.
+        #[arg(short = 'p')]
+        parents: bool,
+        snapshot: String,
+        name: String,
+    },
     /// Destroy a file system (with -r its children and snapshots) or a snapshot.
     Destroy {
         /// Destroy children and snapshots too.
@@ -123,6 +133,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Snapshot { names } => names.first().cloned(),
         Cmd::Set { names, .. } | Cmd::Inherit { names, .. } => names.first().cloned(),
         Cmd::Destroy { name, dry_run: false, .. } => Some(name.clone()),
+        Cmd::Clone { name, .. } => Some(name.clone()),
         _ => None,
     };
     let r = match cli.cmd {
@@ -133,6 +144,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             get(state, &props, &names, recursive, &fields, &types, scripted, parsable)
         }
         Cmd::Create { props, name, parents } => create(state, &name, &props, parents),
+        Cmd::Clone { props, parents, snapshot, name } => clone(state, &snapshot, &name, &props, parents),
         Cmd::Destroy { recursive, dry_run, verbose, name, .. } => {
             destroy(state, &name, recursive, dry_run, verbose)
         }
@@ -446,7 +458,17 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
         "mountpoint" if snap || ds.kind == DatasetKind::Volume => text("-", "-"),
         "mounted" if snap => text("-", "-"),
         "mounted" => text(if crate::daemon::is_mounted(&ds.name) { "yes" } else { "no" }, "-"),
-        "origin" => text("-", "-"),
+        "origin" => {
+            // Every file system is a clone of the hidden $ORIGIN@$ORIGIN; only user
+            // snapshots are shown.
+            let o = d.origin_obj;
+            let name = if o == 0 || snap {
+                None
+            } else {
+                dsl.list().map_err(|e| e.to_string())?.into_iter().find(|x| x.ds_obj == o).map(|x| x.name)
+            };
+            text(name.unwrap_or_else(|| "-".into()), "-")
+        }
         _ => inherited(pool, dsl, ds, prop)?,
     })
 }
@@ -630,10 +652,31 @@ fn destroy(
         for (n, obj, snap) in &order {
             let r = if *snap { w.destroy_snapshot(*obj) } else { w.destroy_head(*obj) };
             r.map_err(|e| format!("cannot destroy '{n}': {e}"))?;
+            // Its object number may be reused by the next dataset created.
+            rw.zpl.lock().unwrap_or_else(|p| p.into_inner()).remove(obj);
         }
     }
     rw.sync(state)?;
     Ok(Response::ok(out))
+}
+
+/// `zfs clone [-p] [-o prop=value]... SNAPSHOT FILESYSTEM`, mounted like a new file system.
+fn clone(
+    state: &Arc<State>,
+    snapshot: &str,
+    name: &str,
+    props: &[String],
+    parents: bool,
+) -> Result<Response, String> {
+    if let Some((parent, _)) = name.rsplit_once('/').filter(|_| parents) {
+        let missing = state.pool(pool_of(parent)).ok().is_none_or(|p| p.dsl().find(parent).is_err());
+        if parent.contains('/') && missing {
+            create(state, parent, &[], true)?;
+        }
+    }
+    crate::rwpool::clone_fs(state, snapshot, name, props)?;
+    automount(state, name)?;
+    Ok(Response::ok(String::new()))
 }
 
 fn automount(state: &Arc<State>, name: &str) -> Result<(), String> {
