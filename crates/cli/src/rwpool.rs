@@ -525,16 +525,53 @@ pub fn set_pool_prop(state: &State, assignment: &str, pool: &str) -> Result<(), 
     let (k, v) = assignment
         .split_once('=')
         .ok_or_else(|| format!("invalid property '{assignment}': expected name=value"))?;
-    match k {
+    if let Some(f) = k.strip_prefix("feature@") {
+        return enable_feature(state, pool, f, v);
+    }
+    let onoff = |v: &str| match v {
+        "on" => Ok(1u64),
+        "off" => Ok(0),
+        _ => Err(format!("property '{k}' must be 'on' or 'off'")),
+    };
+    // Values are stored as OpenZFS stores them in the MOS pool_props ZAP: strings as
+    // strings, index properties as uint64, bootfs as the dataset's object number.
+    let val = match k {
         "comment" if v.len() > 32 || v.chars().any(|c| c.is_control()) => {
             return Err("comment must be at most 32 printable characters".into())
         }
-        "comment" => {}
+        "comment" => Some(ZapVal::string(v)),
         "compatibility" => {
             pool::compat::load(v)?;
+            Some(ZapVal::string(v))
+        }
+        "autoexpand" | "autoreplace" | "autotrim" | "listsnapshots" | "delegation" => {
+            Some(ZapVal::u64(onoff(v)?))
+        }
+        "multihost" if v == "on" => {
+            return Err(format!(
+                "cannot set property for '{pool}': multihost protection (MMP) is not supported by rzfs"
+            ))
+        }
+        "multihost" => Some(ZapVal::u64(onoff(v)?)),
+        "failmode" => Some(ZapVal::u64(match v {
+            "wait" => 0,
+            "continue" => 1,
+            "panic" => 2,
+            _ => return Err("property 'failmode' must be one of 'wait', 'continue', 'panic'".into()),
+        })),
+        "bootfs" if v.is_empty() => None,
+        "bootfs" => {
+            if pool_of(v) != pool {
+                return Err(format!("cannot set property for '{pool}': '{v}' is not in this pool"));
+            }
+            let ds = find_ds(state, v)?;
+            if v.contains('@') {
+                return Err(format!("cannot set property for '{pool}': '{v}' is not a file system"));
+            }
+            Some(ZapVal::u64(ds.ds_obj))
         }
         _ => return Err(format!("cannot set property for '{pool}': '{k}' cannot be set by rzfs yet")),
-    }
+    };
     let rw = state
         .writers
         .lock()
@@ -554,8 +591,26 @@ pub fn set_pool_prop(state: &State, assignment: &str, pool: &str) -> Result<(), 
                 o
             }
         };
-        w.mos_zaps.update(&w.mos, obj, k.as_bytes(), ZapVal::string(v)).map_err(|e| e.to_string())?;
+        match val {
+            Some(val) => w.mos_zaps.update(&w.mos, obj, k.as_bytes(), val).map_err(|e| e.to_string())?,
+            None => {
+                w.mos_zaps.remove(&w.mos, obj, k.as_bytes()).map_err(|e| e.to_string())?;
+            }
+        }
     }
+    rw.sync(state)
+}
+
+/// `rzpool set feature@NAME=enabled POOL` (`spa_feature_enable`): the feature and any
+/// features it depends on must be ones rzfs writes correctly.
+fn enable_feature(state: &State, pool: &str, f: &str, v: &str) -> Result<(), String> {
+    if v != "enabled" {
+        return Err(format!("property 'feature@{f}' can only be set to 'enabled'"));
+    }
+    pool::feature_table::check_requested(&[f])?;
+    let rw = writer_of(state, pool)
+        .ok_or_else(|| format!("cannot set property for '{pool}': pool is not imported read-write"))?;
+    rw.lock().enable_feature(f).map_err(|e| format!("cannot set property for '{pool}': {e}"))?;
     rw.sync(state)
 }
 

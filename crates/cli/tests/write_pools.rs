@@ -492,3 +492,53 @@ fn clone_passes_zdb() {
     zdb_check(&dir, "cp");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Pool properties persist in the MOS as OpenZFS keeps them, and a feature left disabled at
+/// create can be enabled later (`zpool set feature@X=enabled`): zdb verifies the refcounts
+/// (enabled_txg counts the newly recorded feature) and the pool stays clean.
+#[test]
+fn pool_props_and_late_feature_enable() {
+    if zdb().is_none() {
+        return;
+    }
+    let dir = scratch("pprops");
+    let devs = files(&dir, 1, 96 << 20);
+    let dir_s = dir.to_str().unwrap();
+    let d = Daemon::new("pprops");
+    d.ok("rzpool", &["create", "-o", "feature@blake3=disabled", "-m", "none", "pp", &devs[0]]);
+    d.ok("rzfs", &["create", "pp/boot"]);
+    let get = |p: &str| d.ok("rzpool", &["get", "-H", "-o", "value", p, "pp"]).trim().to_string();
+    assert_eq!(get("feature@blake3"), "disabled");
+    let (rc, _, err) = d.run("rzfs", &["set", "checksum=blake3", "pp/boot"]);
+    assert!(rc != 0 && err.contains("blake3"), "{err}");
+    d.ok("rzpool", &["set", "feature@blake3=enabled", "pp"]);
+    assert_eq!(get("feature@blake3"), "enabled");
+    d.ok("rzfs", &["set", "checksum=blake3", "pp/boot"]);
+    for (k, v) in [
+        ("autoexpand", "on"),
+        ("autoreplace", "on"),
+        ("failmode", "continue"),
+        ("delegation", "off"),
+        ("listsnapshots", "on"),
+        ("bootfs", "pp/boot"),
+    ] {
+        d.ok("rzpool", &["set", &format!("{k}={v}"), "pp"]);
+        assert_eq!(get(k), v, "{k}");
+    }
+    let (rc, _, err) = d.run("rzpool", &["set", "failmode=sometimes", "pp"]);
+    assert!(rc != 0 && err.contains("failmode"), "{err}");
+    let (rc, _, _) = d.run("rzpool", &["set", "multihost=on", "pp"]);
+    assert!(rc != 0);
+    d.ok("rzpool", &["export", "pp"]);
+    let out = zdb_check(&dir, "pp");
+    assert!(out.contains("Verified blake3 feature refcount of 0 is correct"), "{out}");
+    d.ok("rzpool", &["import", "-d", dir_s, "pp"]);
+    assert_eq!(get("failmode"), "continue");
+    assert_eq!(get("bootfs"), "pp/boot");
+    assert_eq!(get("feature@blake3"), "enabled");
+    d.ok("rzpool", &["set", "bootfs=", "pp"]);
+    assert_eq!(get("bootfs"), "-");
+    d.ok("rzpool", &["export", "pp"]);
+    zdb_check(&dir, "pp");
+    let _ = std::fs::remove_dir_all(&dir);
+}

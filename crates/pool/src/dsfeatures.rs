@@ -191,6 +191,42 @@ pub fn props_features(props: &[(String, ZapVal)]) -> Vec<&'static str> {
 }
 
 impl PoolWriter {
+    /// Enables feature `short` (and first, recursively, what it depends on) in the open txg
+    /// (`feature_enable_sync`): an entry in its refcount ZAP (1 if it activates on enable),
+    /// its description, and its enabling txg when `enabled_txg` is enabled (which then
+    /// counts one more reference).
+    pub fn enable_feature(&mut self, short: &str) -> Result<()> {
+        let f = feature(short)?;
+        if self.feature_refcount(short)?.is_some() {
+            return Ok(());
+        }
+        if !feature_table::implemented_for_write(short) {
+            return Err(PoolError::Unsupported(format!(
+                "feature '{short}' is not supported by rzfs for writing yet"
+            )));
+        }
+        for dep in f.deps {
+            self.enable_feature(dep)?;
+        }
+        let table = self.feature_table_obj(f)?;
+        let refcount = u64::from(f.activate_on_enable());
+        self.mos_zaps.update_u64(&self.mos, table, f.guid, refcount).map_err(bad)?;
+        let dir = K::DIRECTORY_OBJECT;
+        if let Some(descr) = self.mos_zaps.lookup_u64(&self.mos, dir, K::FEATURE_DESCRIPTIONS).map_err(bad)? {
+            self.mos_zaps
+                .update(&self.mos, descr, f.guid.as_bytes(), ZapVal::string(f.description))
+                .map_err(bad)?;
+        }
+        if let Some(etxg) = self.mos_zaps.lookup_u64(&self.mos, dir, K::FEATURE_ENABLED_TXG).map_err(bad)? {
+            let txg = self.txg;
+            self.mos_zaps.update_u64(&self.mos, etxg, f.guid, txg).map_err(bad)?;
+            if self.feature_refcount("enabled_txg")?.is_some() {
+                self.feature_adjust("enabled_txg", 1)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Refuses properties whose features the pool does not have enabled.
     pub fn check_props_features(&mut self, props: &[(String, ZapVal)]) -> Result<()> {
         for f in props_features(props) {

@@ -401,6 +401,11 @@ fn pool_prop(p: &Pool, prop: &str, parsable: bool) -> Result<(String, String), S
         let obj = zap::lookup_u64(&p.mos, dir, "pool_props").ok()??;
         zap::lookup(&p.mos, obj, name).ok()?.map(|e| e.string_value())
     };
+    let zap_u64 = |name: &str| -> Option<u64> {
+        let dir = pool::import::DMU_POOL_DIRECTORY_OBJECT;
+        let obj = zap::lookup_u64(&p.mos, dir, "pool_props").ok()??;
+        zap::lookup_u64(&p.mos, obj, name).ok()?
+    };
     match prop {
         "size" => none(size(sp.size, parsable)),
         "allocated" => none(size(sp.alloc, parsable)),
@@ -429,11 +434,28 @@ fn pool_prop(p: &Pool, prop: &str, parsable: bool) -> Result<(String, String), S
             Some(c) if c != "off" => Ok((c, "local".into())),
             _ => dflt("off"),
         },
-        "altroot" | "bootfs" => dflt("-"),
-        "cachefile" => dflt("-"),
-        "delegation" => dflt("on"),
-        "failmode" => dflt("wait"),
-        "autoreplace" | "listsnapshots" | "autoexpand" | "multihost" | "autotrim" => dflt("off"),
+        "altroot" | "cachefile" => dflt("-"),
+        "bootfs" => match zap_u64("bootfs") {
+            Some(obj) => {
+                let name =
+                    p.dsl().list().ok().and_then(|l| l.into_iter().find(|d| d.ds_obj == obj)).map(|d| d.name);
+                Ok((name.unwrap_or_else(|| "-".into()), "local".into()))
+            }
+            None => dflt("-"),
+        },
+        "failmode" => match zap_u64("failmode") {
+            Some(v) => Ok((
+                ["wait", "continue", "panic"].get(v as usize).unwrap_or(&"wait").to_string(),
+                "local".into(),
+            )),
+            None => dflt("wait"),
+        },
+        "delegation" | "autoreplace" | "listsnapshots" | "autoexpand" | "multihost" | "autotrim" => {
+            match zap_u64(prop) {
+                Some(v) => Ok((if v != 0 { "on" } else { "off" }.to_string(), "local".into())),
+                None => dflt(if prop == "delegation" { "on" } else { "off" }),
+            }
+        }
         other if other.starts_with("feature@") => {
             let f = pool::feature_table::by_name(&other["feature@".len()..])
                 .ok_or_else(|| format!("bad property list: invalid property '{other}'"))?;
