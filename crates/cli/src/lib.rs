@@ -12,5 +12,6 @@ pub mod daemon;
 pub mod format;
 pub mod inspect;
 pub mod proto;
+pub mod rwadd;
 pub mod rwpool;
 pub mod zplopen;

@@ -61,6 +61,7 @@ pub struct CreateSpec<'a> {
     pub cache_bytes: usize,
 }
 
+/// A fresh nonzero guid not in `taken` (which records it).
 fn random_guid(taken: &mut Vec<u64>) -> u64 {
     use std::hash::{BuildHasher, Hasher};
     loop {
@@ -98,53 +99,60 @@ fn leaf_spec(l: &NewLeaf, id: u64, guids: &mut Vec<u64>) -> VdevSpec {
 /// Top-level vdevs, their allocatable sizes, and (guid, path) of every leaf.
 type BuiltTops = (Vec<Arc<Vdev>>, Vec<u64>, Vec<(u64, String)>);
 
+/// One top-level vdev built from its spec: the vdev, its allocatable size, and (guid, path)
+/// of each of its leaves. New guids are drawn unique against (and recorded in) `guids`.
+pub(crate) type BuiltTop = (Arc<Vdev>, u64, Vec<(u64, String)>);
+
+/// Builds top-level vdev `id` of sector shift `ashift` (shared by `create` and `add`).
+pub(crate) fn build_top(t: &NewTop, id: u64, ashift: u8, guids: &mut Vec<u64>) -> Result<BuiltTop> {
+    let mut paths = Vec::new();
+    let (vspec, asize) = match t {
+        NewTop::Single(l) => {
+            let mut s = leaf_spec(l, id, guids);
+            s.ashift = ashift;
+            paths.push((s.guid, l.path.clone()));
+            (s, leaf_asize(l.device.as_ref()))
+        }
+        NewTop::Mirror(ls) | NewTop::Raidz { leaves: ls, .. } => {
+            let mut children = Vec::new();
+            for (j, l) in ls.iter().enumerate() {
+                let c = leaf_spec(l, j as u64, guids);
+                paths.push((c.guid, l.path.clone()));
+                children.push(c);
+            }
+            let min = ls.iter().map(|l| leaf_asize(l.device.as_ref())).min().unwrap_or(0);
+            let (kind, asize) = match t {
+                NewTop::Raidz { parity, .. } => (VdevKind::Raidz { nparity: *parity }, min * ls.len() as u64),
+                _ => (VdevKind::Mirror, min),
+            };
+            let s = VdevSpec { kind, id, guid: random_guid(guids), ashift, children, device: None };
+            (s, asize)
+        }
+    };
+    let asize = asize - asize % (1u64 << ashift);
+    if asize < (16 << 20) {
+        return Err(PoolError::Invalid(format!("top-level vdev {id} is too small ({asize} usable bytes)")));
+    }
+    let vdev = Arc::new(Vdev::new(vspec).map_err(|e| PoolError::Invalid(e.to_string()))?);
+    Ok((vdev, asize, paths))
+}
+
+/// `vdev_deflate_ratio` of a top-level vdev: 512-byte units of space per 512-byte unit of
+/// psize, measured on a 128 KiB block (see OpenZFS vdev.c `vdev_set_deflate_ratio`).
+pub(crate) fn deflate_ratio(t: &Vdev) -> u64 {
+    (1u64 << 17) / (t.asize(1 << 17) >> 9)
+}
+
 /// Builds the top-level vdevs and their allocatable sizes.
 fn build_tops(spec: &CreateSpec, guids: &mut Vec<u64>) -> Result<BuiltTops> {
     let mut tops = Vec::new();
     let mut sizes = Vec::new();
     let mut paths = Vec::new();
     for (id, t) in spec.tops.iter().enumerate() {
-        let id = id as u64;
-        let (vspec, asize) = match t {
-            NewTop::Single(l) => {
-                let mut s = leaf_spec(l, id, guids);
-                s.ashift = spec.ashift;
-                paths.push((s.guid, l.path.clone()));
-                (s, leaf_asize(l.device.as_ref()))
-            }
-            NewTop::Mirror(ls) | NewTop::Raidz { leaves: ls, .. } => {
-                let mut children = Vec::new();
-                for (j, l) in ls.iter().enumerate() {
-                    let c = leaf_spec(l, j as u64, guids);
-                    paths.push((c.guid, l.path.clone()));
-                    children.push(c);
-                }
-                let min = ls.iter().map(|l| leaf_asize(l.device.as_ref())).min().unwrap_or(0);
-                let (kind, asize) = match t {
-                    NewTop::Raidz { parity, .. } => {
-                        (VdevKind::Raidz { nparity: *parity }, min * ls.len() as u64)
-                    }
-                    _ => (VdevKind::Mirror, min),
-                };
-                let s = VdevSpec {
-                    kind,
-                    id,
-                    guid: random_guid(guids),
-                    ashift: spec.ashift,
-                    children,
-                    device: None,
-                };
-                (s, asize)
-            }
-        };
-        let asize = asize - asize % (1u64 << spec.ashift);
-        if asize < (16 << 20) {
-            return Err(PoolError::Invalid(format!(
-                "top-level vdev {id} is too small ({asize} usable bytes)"
-            )));
-        }
-        tops.push(Arc::new(Vdev::new(vspec).map_err(|e| PoolError::Invalid(e.to_string()))?));
+        let (vdev, asize, p) = build_top(t, id as u64, spec.ashift, guids)?;
+        tops.push(vdev);
         sizes.push(asize);
+        paths.extend(p);
     }
     // Every top-level vdev must map psize to asize the same way (see writer::AllocShared).
     if let Some(first) = tops.first() {
@@ -171,7 +179,7 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
     for (i, (t, &asize)) in tops.iter().zip(&sizes).enumerate() {
         let shift = metaslab::metaslab_shift(asize);
         ms.add_top(i as u64, asize, t.ashift(), shift).map_err(|e| PoolError::Invalid(e.to_string()))?;
-        let deflate = (1u64 << 17) / (t.asize(1 << 17) >> 9);
+        let deflate = deflate_ratio(t);
         info.push(TopInfo {
             ms_array: 0,
             ms_shift: shift,
@@ -314,18 +322,24 @@ fn create_feature_objects(
 /// Zeroes the four label areas of every leaf (a new pool must not inherit an old pool's
 /// uberblocks).
 fn clear_labels(w: &PoolWriter) -> Result<()> {
-    let zeros = vec![0u8; VDEV_LABEL_SIZE as usize];
     for t in &w.tops {
-        let mut stack = vec![t.as_ref()];
-        while let Some(v) = stack.pop() {
-            if let Some(d) = v.device() {
-                for l in 0..ondisk::label::VDEV_LABELS {
-                    let off = ondisk::label::label_offset(d.size(), l)?;
-                    d.write_at(&zeros, off).map_err(|e| PoolError::Invalid(format!("{}: {e}", d.name())))?;
-                }
+        clear_top_labels(t)?;
+    }
+    Ok(())
+}
+
+/// Zeroes the four label areas of every leaf under `top`.
+pub(crate) fn clear_top_labels(top: &Vdev) -> Result<()> {
+    let zeros = vec![0u8; VDEV_LABEL_SIZE as usize];
+    let mut stack = vec![top];
+    while let Some(v) = stack.pop() {
+        if let Some(d) = v.device() {
+            for l in 0..ondisk::label::VDEV_LABELS {
+                let off = ondisk::label::label_offset(d.size(), l)?;
+                d.write_at(&zeros, off).map_err(|e| PoolError::Invalid(format!("{}: {e}", d.name())))?;
             }
-            stack.extend(v.children().iter());
         }
+        stack.extend(v.children().iter());
     }
     Ok(())
 }

@@ -8,6 +8,7 @@
 //! opened read-only. The write path (txg sync, space maps, config updates) comes next.
 #![forbid(unsafe_code)]
 
+pub mod add;
 pub mod compat;
 pub mod create;
 pub mod destroy;

@@ -1,4 +1,4 @@
-//! `rzpool` subcommands (zpool(8)): create, destroy, import, export, status, list.
+//! `rzpool` subcommands (zpool(8)): create, add, destroy, import, export, status, list.
 
 use crate::cmd::{abs, clap_error};
 use crate::daemon::State;
@@ -33,6 +33,19 @@ enum Cmd {
         /// Mount point of the root file system.
         #[arg(short = 'm')]
         mountpoint: Option<String>,
+        pool: String,
+        /// Vdev specification: [mirror|raidz|raidz2|raidz3] device...
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        vdevs: Vec<String>,
+    },
+    /// Add top-level vdevs to a pool.
+    Add {
+        /// Use devices of exported pools.
+        #[arg(short = 'f')]
+        force: bool,
+        /// Show the resulting configuration without changing anything.
+        #[arg(short = 'n')]
+        dryrun: bool,
         pool: String,
         /// Vdev specification: [mirror|raidz|raidz2|raidz3] device...
         #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
@@ -123,6 +136,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
     let logged = match &cli.cmd {
         Cmd::Create { pool, .. } => Some(pool.clone()),
         Cmd::Set { pool, .. } => Some(pool.clone()),
+        Cmd::Add { pool, dryrun: false, .. } => Some(pool.clone()),
         Cmd::Import { pool: Some(p), newname, props, .. } if !props.iter().any(|x| x == "readonly=on") => {
             Some(newname.clone().unwrap_or_else(|| p.clone()))
         }
@@ -149,6 +163,11 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
                 let dir = PathBuf::from(mp.unwrap_or_else(|| format!("/{name}")));
                 crate::cmd::zfs::mount(state, &name, Some(dir))
             })
+        }
+        Cmd::Add { force, dryrun, pool, vdevs } => {
+            let args =
+                crate::rwadd::AddArgs { pool, force, dryrun, vdev_words: vdevs, cwd: cwd.to_path_buf() };
+            crate::rwadd::add(state, &args).map(Response::ok)
         }
         Cmd::Destroy { pool, .. } => destroy(state, &pool),
         Cmd::Import { dirs, props, destroyed, all, pool, newname, .. } => {

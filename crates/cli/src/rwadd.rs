@@ -1,0 +1,116 @@
+//! `rzpool add [-f] [-n] POOL VDEVSPEC...`: new top-level vdevs for a pool imported
+//! read-write (zpool-add(8)).
+//!
+//! The spec is parsed and every device checked as `rzpool create` checks them (missing,
+//! too small, named twice, member of another pool; `-f` allows an exported pool's device);
+//! then the new vdevs must match the pool's layout (see `pool::add`). `-n` prints the
+//! configuration the pool would have and writes nothing — its devices are opened read-only.
+//! Otherwise the vdevs are added and synced at once, and the daemon's read view refreshed so
+//! `status` and `list` show them.
+
+use crate::daemon::State;
+use pool::create::{NewLeaf, NewTop};
+use pool::vdevspec::{DevInfo, TopSpec};
+use pool::writer::PoolWriter;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use vdev::Vdev;
+
+/// `rzpool add` arguments after parsing.
+pub struct AddArgs {
+    pub pool: String,
+    pub force: bool,
+    pub dryrun: bool,
+    pub vdev_words: Vec<String>,
+    pub cwd: PathBuf,
+}
+
+fn open_leaf(path: &Path, is_disk: bool, writable: bool) -> Result<NewLeaf, String> {
+    let dev = vdev::FileDevice::open(path, writable)
+        .map_err(|e| format!("cannot open '{}': {e}", path.display()))?;
+    Ok(NewLeaf { path: path.to_string_lossy().into_owned(), device: Arc::new(dev), is_disk })
+}
+
+fn new_tops(tops: &[TopSpec], infos: &[DevInfo], writable: bool) -> Result<Vec<NewTop>, String> {
+    let is_disk = |p: &Path| infos.iter().any(|d| d.path == p && d.is_block);
+    let leaves = |ds: &[PathBuf]| -> Result<Vec<NewLeaf>, String> {
+        ds.iter().map(|p| open_leaf(p, is_disk(p), writable)).collect()
+    };
+    tops.iter()
+        .map(|t| {
+            Ok(match t {
+                TopSpec::Disk(p) => NewTop::Single(open_leaf(p, is_disk(p), writable)?),
+                TopSpec::Mirror(ds) => NewTop::Mirror(leaves(ds)?),
+                TopSpec::Raidz { parity, devs } => NewTop::Raidz { parity: *parity, leaves: leaves(devs)? },
+            })
+        })
+        .collect()
+}
+
+/// Runs `rzpool add`; returns what it prints.
+pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
+    let name = &a.pool;
+    state.pool(name)?;
+    let rw = state
+        .writers
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(name)
+        .cloned()
+        .ok_or_else(|| format!("cannot add to '{name}': pool is read-only"))?;
+    let specs = pool::vdevspec::parse(&a.vdev_words, &a.cwd)?;
+    let infos = pool::vdevspec::validate(&specs, a.force)?;
+    let tops = new_tops(&specs, &infos, !a.dryrun)?;
+    {
+        let mut w = rw.lock();
+        let refuse = |e: pool::PoolError| match e {
+            pool::PoolError::Unsupported(m) => m,
+            e => format!("cannot add to '{name}': {e}"),
+        };
+        if a.dryrun {
+            w.check_add(&tops).map_err(refuse)?;
+            return Ok(render_dry_run(&w, &specs));
+        }
+        w.add_tops(&tops).map_err(refuse)?;
+    }
+    // Nothing is dirty any more: this refreshes the read view with the new vdevs.
+    rw.sync(state)?;
+    Ok(String::new())
+}
+
+/// A leaf's name as zpool prints it (`zpool_vdev_name`: the path, less `/dev/`).
+fn leaf_name(path: &str) -> &str {
+    path.strip_prefix("/dev/").unwrap_or(path)
+}
+
+/// `zpool add -n`'s output: the pool's tree (vdevs named with their ids), then the new
+/// vdevs (named by type only).
+fn render_dry_run(w: &PoolWriter, specs: &[TopSpec]) -> String {
+    let mut out = format!("would update '{}' to the following configuration:\n\n\t{}\n", w.name, w.name);
+    let path_of = |v: &Vdev| w.paths.get(&v.guid()).cloned().unwrap_or_else(|| v.name());
+    for t in &w.tops {
+        if t.children().is_empty() {
+            out.push_str(&format!("\t  {}\n", leaf_name(&path_of(t))));
+            continue;
+        }
+        out.push_str(&format!("\t  {}\n", t.name()));
+        for c in t.children() {
+            out.push_str(&format!("\t    {}\n", leaf_name(&path_of(c))));
+        }
+    }
+    for s in specs {
+        let group = match s {
+            TopSpec::Disk(p) => {
+                out.push_str(&format!("\t  {}\n", leaf_name(&p.to_string_lossy())));
+                continue;
+            }
+            TopSpec::Mirror(_) => "mirror".to_string(),
+            TopSpec::Raidz { parity, .. } => format!("raidz{parity}"),
+        };
+        out.push_str(&format!("\t  {group}\n"));
+        for p in s.devs() {
+            out.push_str(&format!("\t    {}\n", leaf_name(&p.to_string_lossy())));
+        }
+    }
+    out
+}

@@ -1,0 +1,197 @@
+//! `rzpool add`, checked by OpenZFS's own checker: a pool (one file, a mirror, a raidz1) is
+//! created and written through FUSE, a top-level vdev of the same layout is added, more is
+//! written (and must land on the new vdev too), the pool is exported and must pass
+//! `zdb -e -bcc` ("No leaks", verified refcounts); rzfs then imports it from the directory
+//! (assembling both vdevs from their labels) and reads every file back. Refusals: a
+//! mismatched layout (even with -f), log vdevs, and `-n`, which must write nothing.
+//! Needs OpenZFS's zdb (scripts/install-test-deps.sh) and /dev/fuse; `RZFS_ORACLE=0` skips.
+
+mod common;
+
+use common::tools::*;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rzfs-add-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn files(dir: &Path, prefix: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let p = dir.join(format!("{prefix}{i}"));
+            std::fs::File::create(&p).unwrap().set_len(128 << 20).unwrap();
+            p.to_string_lossy().into_owned()
+        })
+        .collect()
+}
+
+/// Incompressible bytes, different per seed.
+fn noise(len: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2654435761) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+fn usable() -> bool {
+    zdb().is_some() && Path::new("/dev/fuse").exists()
+}
+
+/// Allocated bytes of each top-level vdev of an exported pool, from its space maps.
+fn per_top_alloc(dir: &Path, pool: &str) -> Vec<u64> {
+    let p = common::open(dir, pool).unwrap();
+    let tops = pool::mos_config(&p).unwrap();
+    tops.iter().map(|t| pool::metaslab_alloc(&p, t.metaslab_array.unwrap()).unwrap()).collect()
+}
+
+/// Creates `layout` (words, "-" standing for the next device), writes, adds `added`, writes
+/// more, and checks the result with zdb and by reading it back.
+fn add_case(tag: &str, layout: &[&str], added: &[&str]) {
+    let dir = scratch(tag);
+    let n_old = layout.iter().filter(|w| **w == "-").count();
+    let n_new = added.iter().filter(|w| **w == "-").count();
+    let old = files(&dir, "a", n_old);
+    let new = files(&dir, "b", n_new);
+    let fill = |words: &[&str], devs: &[String]| -> Vec<String> {
+        let mut it = devs.iter();
+        words.iter().map(|w| if *w == "-" { it.next().unwrap().clone() } else { w.to_string() }).collect()
+    };
+    let d = Daemon::new(tag);
+    let pool = format!("add{tag}");
+    let mnt = dir.join("mnt");
+    let mnt_s = mnt.to_string_lossy().into_owned();
+    let mut args: Vec<String> =
+        ["create", "-o", "ashift=9", "-m", &mnt_s, &pool].iter().map(|s| s.to_string()).collect();
+    args.extend(fill(layout, &old));
+    d.ok("rzpool", &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let before: Vec<Vec<u8>> = (0..3).map(|i| noise(700_000, i)).collect();
+    for (i, b) in before.iter().enumerate() {
+        std::fs::write(mnt.join(format!("before{i}")), b).unwrap();
+    }
+    let size0: u64 = d.ok("rzpool", &["list", "-Hp", "-o", "size", &pool]).trim().parse().unwrap();
+
+    let mut args: Vec<String> = vec!["add".into(), pool.clone()];
+    args.extend(fill(added, &new));
+    d.ok("rzpool", &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let st = d.ok("rzpool", &["status", &pool]);
+    assert!(new.iter().all(|p| st.contains(p.as_str())), "status after add:\n{st}");
+    let size1: u64 = d.ok("rzpool", &["list", "-Hp", "-o", "size", &pool]).trim().parse().unwrap();
+    assert!(size1 > size0 + size0 / 2, "size {size0} -> {size1}");
+
+    let after: Vec<Vec<u8>> = (0..6).map(|i| noise(2_000_000, 100 + i)).collect();
+    for (i, b) in after.iter().enumerate() {
+        std::fs::write(mnt.join(format!("after{i}")), b).unwrap();
+    }
+    d.ok("rzpool", &["export", &pool]);
+    let out = zdb_check(&dir, &pool);
+    for l in out.lines().filter(|l| l.contains("No leaks") || l.contains("bp count")) {
+        eprintln!("{tag}: zdb: {}", l.trim());
+    }
+    let alloc = per_top_alloc(&dir, &pool);
+    eprintln!("{tag}: allocated bytes per top-level vdev: {alloc:?}");
+    assert_eq!(alloc.len(), 2, "{tag}: tops {alloc:?}");
+    assert!(alloc[1] >= 2 << 20, "{tag}: the new top-level vdev got too little: {alloc:?}");
+
+    let dir_s = dir.to_str().unwrap();
+    d.ok("rzpool", &["import", "-d", dir_s, &pool]);
+    d.ok("rzfs", &["mount", &pool, &mnt_s]);
+    for (i, b) in before.iter().enumerate() {
+        assert!(std::fs::read(mnt.join(format!("before{i}"))).unwrap() == *b, "{tag}: before{i}");
+    }
+    for (i, b) in after.iter().enumerate() {
+        assert!(std::fs::read(mnt.join(format!("after{i}"))).unwrap() == *b, "{tag}: after{i}");
+    }
+    let hist = d.ok("rzpool", &["history", &pool]);
+    assert!(hist.contains(&format!("rzpool add {pool}")), "{tag}: history:\n{hist}");
+    d.ok("rzpool", &["export", &pool]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn add_stripe_mirror_raidz() {
+    if !usable() {
+        return;
+    }
+    add_case("stripe", &["-"], &["-"]);
+    add_case("mirror", &["mirror", "-", "-"], &["mirror", "-", "-"]);
+    add_case("raidz", &["raidz1", "-", "-", "-"], &["raidz1", "-", "-", "-"]);
+}
+
+#[test]
+fn add_refusals_and_dry_run() {
+    if !usable() {
+        return;
+    }
+    let dir = scratch("neg");
+    let devs = files(&dir, "d", 6);
+    let d = Daemon::new("neg");
+    let dir_s = dir.to_str().unwrap();
+    d.ok("rzpool", &["create", "-o", "ashift=9", "-m", "none", "addneg", "mirror", &devs[0], &devs[1]]);
+
+    for force in [false, true] {
+        let mut args = vec!["add"];
+        if force {
+            args.push("-f");
+        }
+        args.extend(["addneg", "raidz2", &devs[2], &devs[3], &devs[4]]);
+        let (code, _, err) = d.run("rzpool", &args);
+        assert_eq!(code, 1, "{err}");
+        assert!(
+            err.contains("mismatched replication level: pool and new vdev with different redundancy")
+                && err.contains("rzfs does not support mixed top-level layouts yet"),
+            "{err}"
+        );
+    }
+    // zpool accepts a raidz1 next to 2-way mirrors (same redundancy); rzfs cannot write it.
+    let (code, _, err) = d.run("rzpool", &["add", "-f", "addneg", "raidz1", &devs[2], &devs[3], &devs[4]]);
+    assert_eq!(code, 1);
+    assert!(
+        !err.contains("mismatched") && err.contains("rzfs does not support mixed top-level layouts yet"),
+        "{err}"
+    );
+    let (code, _, err) = d.run("rzpool", &["add", "addneg", &devs[2]]);
+    assert_eq!(code, 1);
+    assert!(err.contains("pool uses mirror and new vdev is file"), "{err}");
+    let (code, _, err) = d.run("rzpool", &["add", "addneg", "mirror", &devs[2], &devs[3], &devs[4]]);
+    assert_eq!(code, 1);
+    assert!(err.contains("pool uses 2-way mirror and new vdev uses 3-way mirror"), "{err}");
+    let (code, _, err) = d.run("rzpool", &["add", "addneg", "log", &devs[2]]);
+    assert_eq!(code, 1);
+    assert!(err.contains("'log' vdevs are not supported"), "{err}");
+    let (code, _, err) = d.run("rzpool", &["add", "addneg", "mirror", &devs[0], &devs[2]]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is part of active pool 'addneg'"), "{err}");
+    let (code, _, err) = d.run("rzpool", &["add", "addneg", "mirror", &devs[2], &devs[2]]);
+    assert_eq!(code, 1);
+    assert!(err.contains("a device may be used only once"), "{err}");
+
+    let out = d.ok("rzpool", &["add", "-n", "addneg", "mirror", &devs[2], &devs[3]]);
+    let want = format!(
+        "would update 'addneg' to the following configuration:\n\n\taddneg\n\t  mirror-0\n\t    {}\n\t    {}\n\t  mirror\n\t    {}\n\t    {}\n",
+        devs[0], devs[1], devs[2], devs[3]
+    );
+    assert_eq!(out, want);
+    let st = d.ok("rzpool", &["status", "addneg"]);
+    assert!(!st.contains(devs[2].as_str()), "{st}");
+    d.ok("rzpool", &["export", "addneg"]);
+    // -n wrote nothing: the devices are still all zeros where labels would go, and the
+    // pool imports with one top-level vdev.
+    let mut head = Vec::new();
+    std::fs::File::open(&devs[2]).unwrap().take(4 << 20).read_to_end(&mut head).unwrap();
+    assert!(head.len() == 4 << 20 && head.iter().all(|&b| b == 0), "-n wrote to {}", devs[2]);
+    d.ok("rzpool", &["import", "-d", dir_s, "addneg"]);
+    let st = d.ok("rzpool", &["status", "addneg"]);
+    assert!(st.contains("mirror-0") && !st.contains("mirror-1"), "{st}");
+    d.ok("rzpool", &["export", "addneg"]);
+    zdb_check(&dir, "addneg");
+    let _ = std::fs::remove_dir_all(&dir);
+}
