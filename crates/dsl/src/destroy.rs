@@ -31,7 +31,7 @@
 //! with clones, bookmarks, bpobjs with sub-bpobjs.
 
 use crate::write::{
-    dir_diduse, dir_phys, ds_phys, set_dir_phys, set_ds_phys, SpaceDelta, DEADLIST_PHYS_SIZE,
+    dir_diduse, dir_phys, dmu, ds_phys, set_dir_phys, set_ds_phys, zerr, SpaceDelta, DEADLIST_PHYS_SIZE,
 };
 use crate::{DslError, Result};
 use dmu::tx::DirtyObjset;
@@ -42,14 +42,6 @@ use ondisk::ByteOrder;
 use zap::write::ZapCache;
 
 const LE: ByteOrder = ByteOrder::Little;
-
-fn dmu(e: impl Into<dmu::DmuError>) -> DslError {
-    DslError::from(e.into())
-}
-
-fn zerr(e: zap::ZapError) -> DslError {
-    DslError::Zap(e)
-}
 
 fn bad(detail: impl Into<String>) -> DslError {
     DslError::Corrupt { what: "DSL destroy", detail: detail.into() }
@@ -125,8 +117,8 @@ fn dl_space_range(
     Ok(total)
 }
 
-/// Adds `d` to a deadlist header's used/comp/uncomp.
-fn dl_adjust(os: &mut DirtyObjset, dl: u64, d: SpaceDelta) -> Result<()> {
+/// Adds `d` to a deadlist header's used/comp/uncomp (`dl_used`, `dl_comp`, `dl_uncomp`).
+pub(crate) fn dl_adjust(os: &mut DirtyObjset, dl: u64, d: SpaceDelta) -> Result<()> {
     let dn = os.dnode(dl).map_err(dmu)?.ok_or_else(|| bad(format!("no deadlist {dl}")))?;
     let mut b = dn.bonus.clone();
     b.resize(DEADLIST_PHYS_SIZE, 0);

@@ -39,11 +39,11 @@ pub const BPOBJ_BLOCK_SIZE: u64 = 128 << 10;
 
 const LE: ByteOrder = ByteOrder::Little;
 
-fn dmu(e: impl Into<dmu::DmuError>) -> DslError {
+pub(crate) fn dmu(e: impl Into<dmu::DmuError>) -> DslError {
     DslError::from(e.into())
 }
 
-fn zerr(e: zap::ZapError) -> DslError {
+pub(crate) fn zerr(e: zap::ZapError) -> DslError {
     DslError::Zap(e)
 }
 
@@ -438,15 +438,7 @@ pub fn deadlist_insert(
         os.write(bpo, at, &raw).map_err(dmu)?;
         os.set_bonus(bpo, hdr.encode(LE)?).map_err(dmu)?;
     }
-    // Deadlist header: dl_used, dl_comp, dl_uncomp.
-    let dn = os.dnode(head.deadlist_obj).map_err(dmu)?.ok_or_else(|| bad("deadlist vanished"))?;
-    let mut b = dn.bonus.clone();
-    b.resize(DEADLIST_PHYS_SIZE, 0);
-    for (i, d) in [total.used, total.comp, total.uncomp].into_iter().enumerate() {
-        let cur = u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
-        b[i * 8..i * 8 + 8].copy_from_slice(&((cur as i64 + d).max(0) as u64).to_le_bytes());
-    }
-    os.set_bonus(head.deadlist_obj, b).map_err(dmu)?;
+    crate::destroy::dl_adjust(os, head.deadlist_obj, total)?;
     // The latest snapshot's unique space grows by what only it still references.
     if head.prev_snap_obj != 0 {
         let mut snap = ds_phys(os, head.prev_snap_obj)?;
