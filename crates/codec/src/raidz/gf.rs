@@ -76,16 +76,6 @@ pub(crate) fn mul_table(c: u8) -> [u8; 256] {
     t
 }
 
-/// Multiply each of the 8 byte lanes of `x` by 2 at once: shift every lane left, then fold
-/// the carried-out top bits back in as the polynomial's low byte.
-#[inline]
-pub(crate) fn mul2_lanes(x: u64) -> u64 {
-    let high = x & 0x8080_8080_8080_8080;
-    // Every lane whose top bit was set becomes 0xff, others 0x00.
-    let mask = (high << 1).wrapping_sub(high >> 7);
-    ((x << 1) & 0xfefe_fefe_fefe_fefe) ^ (mask & 0x1d1d_1d1d_1d1d_1d1d)
-}
-
 /// Invert a k×k matrix (k ≤ 3) in place by Gauss–Jordan elimination. Returns `None` when the
 /// matrix is singular.
 pub(crate) fn invert(m: &mut [[u8; 3]; 3], k: usize) -> Option<[[u8; 3]; 3]> {
@@ -157,15 +147,6 @@ mod tests {
         assert_eq!(inv(0), None);
         for a in 1..=255u8 {
             assert_eq!(mul(a, inv(a).unwrap()), 1);
-        }
-    }
-
-    #[test]
-    fn lanes_match_bytes() {
-        let x = 0x80ff_0102_7f40_c3a5u64;
-        let y = mul2_lanes(x);
-        for (a, b) in x.to_le_bytes().iter().zip(y.to_le_bytes()) {
-            assert_eq!(mul2(*a), b);
         }
     }
 
