@@ -24,8 +24,8 @@
 //! Vandermonde matrix in the distinct elements 2^(n-1-x_m), invertible for n ≤ 255 columns.
 //!
 //! Speed: P and the ×2 / ×4 steps of Horner's rule are branch-free byte loops specialised per
-//! step (const generics), which the compiler vectorizes; the final solve uses one 256-byte
-//! multiplication table per matrix coefficient.
+//! step (const generics), which the compiler vectorizes; the final solve uses one vectorizable
+//! branch-free multiply-accumulate per matrix coefficient.
 
 mod gf;
 
@@ -218,6 +218,22 @@ fn xor_into(acc: &mut [u8], src: &[u8]) {
     }
 }
 
+/// `out ^= c * src` bytewise. `c * x` is the XOR of `2^i * x` over the set bits i of c; with
+/// the bit masks hoisted out of the loop the body is branch-free and the compiler vectorizes
+/// it (a 256-byte table lookup per byte cannot be), which roughly doubled reconstruction of
+/// two and three data columns in the kernel bench.
+fn mul_acc(out: &mut [u8], src: &[u8], c: u8) {
+    let masks: [u8; 8] = std::array::from_fn(|i| 0u8.wrapping_sub((c >> i) & 1));
+    for (o, s) in out.iter_mut().zip(src) {
+        let (mut x, mut acc) = (*s, 0u8);
+        for m in masks {
+            acc ^= x & m;
+            x = mul2_bf(x);
+        }
+        *o ^= acc;
+    }
+}
+
 /// Solve for the missing data columns from the syndromes: build the coefficient matrix
 /// `M[r][m] = g_{use_par[r]}^(n-1-bad_data[m])`, invert it, and apply the inverse bytewise.
 fn solve(
@@ -245,12 +261,7 @@ fn solve(
             match c {
                 0 => {}
                 1 => xor_into(&mut out[..n], &s[..n]),
-                _ => {
-                    let t = gf::mul_table(c);
-                    for (o, v) in out[..n].iter_mut().zip(&s[..n]) {
-                        *o ^= t[*v as usize];
-                    }
-                }
+                _ => mul_acc(&mut out[..n], &s[..n], c),
             }
         }
     }
@@ -260,6 +271,18 @@ fn solve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multiply_accumulate_matches_the_field() {
+        let src: Vec<u8> = (0..=255).collect();
+        for c in [2u8, 3, 0x1d, 0x80, 0xff] {
+            let mut out = vec![0x5au8; 256];
+            mul_acc(&mut out, &src, c);
+            for (x, o) in src.iter().zip(&out) {
+                assert_eq!(*o, 0x5a ^ gf::mul(c, *x));
+            }
+        }
+    }
 
     #[test]
     fn branch_free_doubling_matches_the_field() {

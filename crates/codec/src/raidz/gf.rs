@@ -67,15 +67,6 @@ pub(crate) fn pow2(e: u64) -> u8 {
     EXP[(e % 255) as usize]
 }
 
-/// The 256-entry table of `c * x` for all x: one lookup per byte in the hot loops.
-pub(crate) fn mul_table(c: u8) -> [u8; 256] {
-    let mut t = [0u8; 256];
-    for (x, slot) in t.iter_mut().enumerate() {
-        *slot = mul(c, x as u8);
-    }
-    t
-}
-
 /// Invert a k×k matrix (k ≤ 3) in place by Gauss–Jordan elimination. Returns `None` when the
 /// matrix is singular.
 pub(crate) fn invert(m: &mut [[u8; 3]; 3], k: usize) -> Option<[[u8; 3]; 3]> {
