@@ -10,9 +10,9 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 /// Attached loop devices and the mount point; unmounted and detached when dropped.
-struct Loops {
-    devs: Vec<String>,
-    mnt: PathBuf,
+pub struct Loops {
+    pub devs: Vec<String>,
+    pub mnt: PathBuf,
 }
 
 impl Drop for Loops {

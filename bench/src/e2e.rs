@@ -23,9 +23,9 @@ const POOL: &str = "rzbench";
 const FS: &str = "rzbench/fs";
 const FILE: &str = "/big.bin";
 const MIB: u64 = 1 << 20;
-const ZFS_FUSE: &str = "/usr/sbin/zfs-fuse";
-const ZPOOL: &str = "/usr/sbin/zpool";
-const ZFS: &str = "/usr/sbin/zfs";
+pub const ZFS_FUSE: &str = "/usr/sbin/zfs-fuse";
+pub const ZPOOL: &str = "/usr/sbin/zpool";
+pub const ZFS: &str = "/usr/sbin/zfs";
 const ZFS_FUSE_SOCKET: &str = "/var/run/zfs/zfs_socket";
 /// The bounded cache size of the memory runs (the brief's 64 MiB).
 pub const ARC_SMALL: usize = 64 << 20;
@@ -57,16 +57,16 @@ impl Cfg {
 
 /// A child process stopped (SIGTERM, then SIGKILL) when dropped, so an error path never
 /// leaves a daemon behind.
-struct Daemon(Option<Child>);
+pub struct Daemon(pub Option<Child>);
 
 impl Daemon {
-    fn pid(&self) -> u32 {
+    pub fn pid(&self) -> u32 {
         self.0.as_ref().map_or(0, Child::id)
     }
-    fn alive(&mut self) -> bool {
+    pub fn alive(&mut self) -> bool {
         matches!(self.0.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }
-    fn stop(&mut self) {
+    pub fn stop(&mut self) {
         if let Some(mut c) = self.0.take() {
             sys::terminate(&mut c, 30);
         }
@@ -84,7 +84,7 @@ fn zfs_fuse_answers() -> bool {
 }
 
 /// Starts our own zfs-fuse (only one may run per machine: waits up to `wait_s` for another).
-fn start_zfs_fuse(log: &Path, wait_s: u64) -> Result<Daemon, String> {
+pub fn start_zfs_fuse(log: &Path, wait_s: u64) -> Result<Daemon, String> {
     if !Path::new(ZFS_FUSE).exists() {
         return Err(format!("{ZFS_FUSE} not installed"));
     }
@@ -281,6 +281,27 @@ fn arc_label(arc: Option<usize>) -> String {
     }
 }
 
+/// Starts a fresh `rzfsd` from `bin_dir` on its own socket `sock` (never the system one, so
+/// a benchmark cannot disturb another daemon), with extra environment `env`, logging to `log`.
+pub fn start_rzfsd(bin_dir: &Path, sock: &Path, env: &[(&str, &str)], log: &Path) -> Result<Daemon, String> {
+    let _ = std::fs::remove_file(sock);
+    let logf = std::fs::File::create(log).map_err(|e| e.to_string())?;
+    let child = Command::new(bin_dir.join("rzfsd"))
+        .arg("--socket")
+        .arg(sock)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(logf.try_clone().map_err(|e| e.to_string())?)
+        .stderr(logf)
+        .spawn()
+        .map_err(|e| format!("cannot start rzfsd: {e}"))?;
+    let d = Daemon(Some(child));
+    if !sys::wait_for(10, || std::os::unix::net::UnixStream::connect(sock).is_ok()) {
+        return Err("rzfsd did not open its socket".into());
+    }
+    Ok(d)
+}
+
 /// Reads the big file through an rzfs FUSE mount served by a fresh `rzfsd`.
 fn rzfs_fuse(cfg: &Cfg, arc: Option<usize>) -> Result<Value, String> {
     let sock = cfg.work.join("rzfsd.sock");
@@ -292,20 +313,7 @@ fn rzfs_fuse(cfg: &Cfg, arc: Option<usize>) -> Result<Value, String> {
     if let Some(a) = &arcs {
         env.push(("RZFS_ARC_MAX", a));
     }
-    let log = std::fs::File::create(cfg.work.join("rzfsd.log")).map_err(|e| e.to_string())?;
-    let child = Command::new(cfg.bin("rzfsd"))
-        .arg("--socket")
-        .arg(&sock)
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().map_err(|e| e.to_string())?)
-        .stderr(log)
-        .spawn()
-        .map_err(|e| format!("cannot start rzfsd: {e}"))?;
-    let mut d = Daemon(Some(child));
-    if !sys::wait_for(10, || std::os::unix::net::UnixStream::connect(&sock).is_ok()) {
-        return Err("rzfsd did not open its socket".into());
-    }
+    let mut d = start_rzfsd(&cfg.bin_dir, &sock, &env, &cfg.work.join("rzfsd.log"))?;
     let disks = cfg.disks().to_string_lossy().into_owned();
     let m = mnt.to_string_lossy().into_owned();
     let (rzpool, rzfs) = (cfg.bin("rzpool"), cfg.bin("rzfs"));
