@@ -24,6 +24,7 @@
 use crate::e2e::{self, ZFS, ZPOOL};
 use crate::kernels::Prng;
 use crate::libpool::{self, Layout};
+use crate::report::mib;
 use crate::sys::{self, mbps};
 use crate::Ctx;
 use serde_json::{json, Value};
@@ -619,10 +620,6 @@ fn cell(v: &Value, k: &str, unit: &str) -> String {
         (Some(a), _) => format!("{a:.0}"),
         _ => "n/a".into(),
     }
-}
-
-fn mib(kib: &Value) -> String {
-    kib.as_f64().map_or_else(|| "n/a".into(), |k| format!("{:.0} MiB", k / 1024.0))
 }
 
 /// The section in RESULTS.md.

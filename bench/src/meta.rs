@@ -35,6 +35,7 @@
 use crate::btrfs::Loops;
 use crate::e2e::{self, Daemon, ZFS, ZPOOL};
 use crate::libpool::{self, Layout};
+use crate::report::{f0, mib};
 use crate::sys;
 use crate::Ctx;
 use serde_json::{json, Map, Value};
@@ -833,14 +834,6 @@ pub fn cli(cmd: &str, args: &[String]) -> Option<Result<String, String>> {
 }
 
 // ----- the report --------------------------------------------------------------------------
-
-fn f0(v: &Value) -> String {
-    v.as_f64().map_or_else(|| "n/a".into(), |x| format!("{x:.0}"))
-}
-
-fn mib(kib: &Value) -> String {
-    kib.as_f64().map_or_else(|| "n/a".into(), |k| format!("{:.1} MiB", k / 1024.0))
-}
 
 /// "12345 files/s (8.1 s)" or "not available" for a phase.
 fn rate_cell(p: &Value, unit: &str) -> String {

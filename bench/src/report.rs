@@ -3,7 +3,7 @@
 use serde_json::Value;
 use std::fmt::Write as _;
 
-fn f0(v: &Value) -> String {
+pub(crate) fn f0(v: &Value) -> String {
     v.as_f64().map_or_else(|| "n/a".into(), |x| format!("{x:.0}"))
 }
 
@@ -24,7 +24,8 @@ fn runs(v: &Value) -> String {
     r.join(", ")
 }
 
-fn mib(kib: &Value) -> String {
+/// A KiB count (VmHWM) as MiB with one decimal.
+pub(crate) fn mib(kib: &Value) -> String {
     kib.as_f64().map_or_else(|| "n/a".into(), |k| format!("{:.1} MiB", k / 1024.0))
 }
 
