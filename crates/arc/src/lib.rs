@@ -141,6 +141,20 @@ impl<K: Hash + Eq + Clone> BlockCache<K> {
         }
     }
 
+    /// Drops every entry whose key fails `keep` (a txg sync that is rolled back forgets the
+    /// blocks it wrote: their (DVA, birth) keys will name other contents when it is retried).
+    pub fn retain(&self, keep: impl Fn(&K) -> bool) {
+        let mut st = self.lock();
+        let gone: Vec<(K, u64)> =
+            st.map.iter().filter(|(k, _)| !keep(k)).map(|(k, (_, t))| (k.clone(), *t)).collect();
+        for (k, t) in gone {
+            st.order.remove(&t);
+            if let Some((v, _)) = st.map.remove(&k) {
+                st.size_bytes -= v.len();
+            }
+        }
+    }
+
     /// Current counters.
     pub fn stats(&self) -> CacheStats {
         let st = self.lock();
@@ -171,6 +185,18 @@ mod tests {
         let c = BlockCache::new(10);
         c.insert(1, Arc::new(vec![0u8; 11]));
         assert_eq!(c.stats().entries, 0);
+    }
+
+    #[test]
+    fn retain_drops_and_uncharges() {
+        let c = BlockCache::new(1000);
+        for k in 0..5u64 {
+            c.insert(k, Arc::new(vec![0u8; 100]));
+        }
+        c.retain(|k| k % 2 == 0);
+        assert_eq!(c.stats().entries, 3);
+        assert_eq!(c.stats().size_bytes, 300);
+        assert!(c.get(&1).is_none() && c.get(&2).is_some());
     }
 
     proptest! {

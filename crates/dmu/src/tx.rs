@@ -78,13 +78,84 @@ impl SyncCtx<'_> {
     }
 }
 
+/// A dirty level-0 block. Shared so that saving the open txg before a sync
+/// ([`DirtyObjset::checkpoint`]) copies pointers, not data; a write to a shared block copies
+/// it first (`Arc::make_mut`).
+pub type DirtyBlock = Arc<Vec<u8>>;
+
+/// What syncing the open txg of one objset may write, in logical (uncompressed) units. The
+/// pool turns it into a worst-case allocation (sector padding, parity, copies) and reserves
+/// that much free space before it accepts a change (OpenZFS counts the same things in
+/// `dmu_tx_count_write`/`dmu_tx_count_dnode` to reserve space for a transaction).
+///
+/// Data counts are exact (they follow every insert and removal of a dirty block); metadata
+/// counts only grow within a txg, so they over-estimate after frees, never under-estimate.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TxgCost {
+    /// Dirty level-0 blocks and their bytes: written with the dataset's copies.
+    pub data_blocks: u64,
+    pub data_bytes: u64,
+    /// Metadata the sync may write: the indirect blocks above dirty level-0 blocks and
+    /// freed ranges, the dnode blocks holding dirty dnodes, the meta-dnode's indirect blocks
+    /// and the objset block. Metadata gets one more copy than data.
+    pub meta_blocks: u64,
+    pub meta_bytes: u64,
+}
+
+impl TxgCost {
+    /// Adds another objset's cost.
+    pub fn add(&mut self, o: &TxgCost) {
+        self.data_blocks += o.data_blocks;
+        self.data_bytes += o.data_bytes;
+        self.meta_blocks += o.meta_blocks;
+        self.meta_bytes += o.meta_bytes;
+    }
+
+    fn meta(&mut self, blocks: u64, block_bytes: u64) {
+        self.meta_blocks += blocks;
+        self.meta_bytes += blocks * block_bytes;
+    }
+}
+
+/// How many of the indirect blocks above level-0 block `blkid` would be newly dirtied by
+/// dirtying it, given `present(lo, hi)`: whether a dirty level-0 block already lies in
+/// `[lo, hi)`. The parents at level `l` cover `2^(epbs*l)` level-0 blocks; a tree of
+/// `levels` levels has indirect blocks at levels 1 to `levels - 1` (the top pointers live in
+/// the dnode). Once a parent is already dirty, so are all above it.
+fn new_parents(present: impl Fn(u64, u64) -> bool, blkid: u64, epbs: u32, levels: u32) -> u64 {
+    let mut n = 0;
+    for l in 1..levels {
+        let Some(span) = 1u64.checked_shl(epbs * l).filter(|_| epbs * l < 64) else { break };
+        let lo = blkid & !(span - 1);
+        if present(lo, lo.saturating_add(span)) {
+            break;
+        }
+        n += 1;
+    }
+    n
+}
+
+/// Levels a tree needs so that `nblkptr` top pointers cover block `maxblkid`.
+fn levels_for(maxblkid: u64, nblkptr: u8, epbs: u32) -> u32 {
+    let mut levels = 1u32;
+    while levels < 16 {
+        match u64::from(nblkptr.max(1)).checked_shl(epbs * (levels - 1)).filter(|_| epbs * (levels - 1) < 64)
+        {
+            Some(c) if c > maxblkid => break,
+            None => break,
+            _ => levels += 1,
+        }
+    }
+    levels
+}
+
 /// One modified object of the open txg.
 #[derive(Clone, Debug, Default)]
 pub struct DirtyDnode {
     /// The dnode as it will be synced; its block pointers are still the committed ones.
     pub phys: DnodePhys,
     /// Whole dirty level-0 blocks.
-    pub blocks: BTreeMap<u64, Vec<u8>>,
+    pub blocks: BTreeMap<u64, DirtyBlock>,
     /// Level-0 block ranges `[start, end)` that become holes.
     pub frees: Vec<(u64, u64)>,
     /// The object was freed in this txg (its whole committed tree dies at sync).
@@ -106,15 +177,29 @@ pub struct DirtyObjset {
     base: Option<Objset>,
     /// The objset header as it will be written (meta-dnode pointers committed).
     pub phys: ObjsetPhys,
-    dnodes: BTreeMap<u64, DirtyDnode>,
+    dnodes: BTreeMap<u64, Arc<DirtyDnode>>,
     /// Objects freed in this txg: not reused before the next one.
     freed_now: BTreeSet<u64>,
     next_object: u64,
     order: ByteOrder,
-    /// Bytes of the dirty level-0 blocks in `dnodes`, kept up to date by every insert and
-    /// removal: the write throttle asks after every operation, and summing the map each time
-    /// made the work of one txg quadratic in the number of files it creates.
-    dirty_bytes: u64,
+    /// What syncing this objset may write; `cost.data_bytes` is the bytes of the dirty
+    /// level-0 blocks in `dnodes`, kept up to date by every insert and removal: the write
+    /// throttle asks after every operation, and summing the map each time made the work of
+    /// one txg quadratic in the number of files it creates.
+    cost: TxgCost,
+}
+
+/// The open txg of one objset as it was before a sync began ([`DirtyObjset::checkpoint`]):
+/// restoring it undoes everything the sync did to the objset in memory. Blocks and dnodes
+/// are shared, not copied.
+#[derive(Clone)]
+pub struct OsCheckpoint {
+    base: Option<Objset>,
+    phys: ObjsetPhys,
+    dnodes: BTreeMap<u64, Arc<DirtyDnode>>,
+    freed_now: BTreeSet<u64>,
+    next_object: u64,
+    cost: TxgCost,
 }
 
 /// What one dirty object costs in memory besides its blocks, as the throttle counts it: a
@@ -124,7 +209,7 @@ pub struct DirtyObjset {
 pub const DIRTY_DNODE_COST: u64 = 1024;
 
 /// Total length of a set of dirty blocks.
-fn blocks_len<'a>(blocks: impl IntoIterator<Item = &'a Vec<u8>>) -> u64 {
+fn blocks_len<'a>(blocks: impl IntoIterator<Item = &'a DirtyBlock>) -> u64 {
     blocks.into_iter().map(|b| b.len() as u64).sum()
 }
 
@@ -158,7 +243,7 @@ impl DirtyObjset {
             freed_now: BTreeSet::new(),
             next_object: 1,
             order: ByteOrder::Little,
-            dirty_bytes: 0,
+            cost: TxgCost::default(),
         }
     }
 
@@ -178,7 +263,7 @@ impl DirtyObjset {
             freed_now: BTreeSet::new(),
             next_object: 1,
             order,
-            dirty_bytes: 0,
+            cost: TxgCost::default(),
         })
     }
 
@@ -192,15 +277,77 @@ impl DirtyObjset {
     /// directory entries is bounded too, not only one of big writes.
     pub fn dirty_bytes(&self) -> u64 {
         debug_assert_eq!(
-            self.dirty_bytes,
+            self.cost.data_bytes,
             self.dnodes.values().map(|d| blocks_len(d.blocks.values())).sum::<u64>()
         );
-        self.dirty_bytes + self.dnodes.len() as u64 * DIRTY_DNODE_COST
+        debug_assert_eq!(
+            self.cost.data_blocks,
+            self.dnodes.values().map(|d| d.blocks.len() as u64).sum::<u64>()
+        );
+        self.cost.data_bytes + self.dnodes.len() as u64 * DIRTY_DNODE_COST
+    }
+
+    /// What syncing this objset's open txg may write (see [`TxgCost`]).
+    pub fn cost(&self) -> TxgCost {
+        self.cost
+    }
+
+    /// Saves the open txg's state before a sync (cheap: dnodes and blocks are shared).
+    pub fn checkpoint(&self) -> OsCheckpoint {
+        OsCheckpoint {
+            base: self.base.clone(),
+            phys: self.phys.clone(),
+            dnodes: self.dnodes.clone(),
+            freed_now: self.freed_now.clone(),
+            next_object: self.next_object,
+            cost: self.cost,
+        }
+    }
+
+    /// Puts back the state saved by [`DirtyObjset::checkpoint`]: the sync that followed it
+    /// failed, and everything it changed in memory is undone (what it wrote to disk lies in
+    /// space the allocator gives back, referenced by no uberblock).
+    pub fn restore(&mut self, c: OsCheckpoint) {
+        self.base = c.base;
+        self.phys = c.phys;
+        self.dnodes = c.dnodes;
+        self.freed_now = c.freed_now;
+        self.next_object = c.next_object;
+        self.cost = c.cost;
+    }
+
+    /// Charges the metadata that dirtying `object` (not dirty yet) makes the sync write: its
+    /// dnode block, the meta-dnode's indirect blocks above it, and the objset block for the
+    /// first dirty object.
+    fn charge_new_dnode(&mut self, object: u64) {
+        let meta = &self.phys.meta_dnode;
+        let bs = meta.data_block_size().max(DNODE_SLOT_SIZE as u64);
+        let per_block = bs / DNODE_SLOT_SIZE as u64;
+        if self.dnodes.is_empty() {
+            self.cost.meta(1, OBJSET_PHYS_SIZE_V2 as u64);
+        }
+        let blk = object / per_block;
+        let dirty = &self.dnodes;
+        let present = |lo: u64, hi: u64| {
+            dirty.range(lo.saturating_mul(per_block)..hi.saturating_mul(per_block)).next().is_some()
+        };
+        if !present(blk, blk + 1) {
+            self.cost.meta(1, bs);
+            let epbs = u32::from(meta.indblkshift.max(8)) - 7;
+            let levels = levels_for(meta.maxblkid.max(blk), meta.nblkptr, epbs);
+            let n = new_parents(present, blk, epbs, levels);
+            self.cost.meta(n, 1u64 << meta.indblkshift.max(8));
+        }
     }
 
     /// Objects with pending changes (for diagnostics).
     pub fn dirty_objects(&self) -> Vec<u64> {
         self.dnodes.keys().copied().collect()
+    }
+
+    /// Does the open txg free blocks or objects of the committed tree?
+    pub fn has_frees(&self) -> bool {
+        self.dnodes.values().any(|d| (d.freed && d.committed.is_some()) || !d.frees.is_empty())
     }
 
     /// Is anything waiting to be synced?
@@ -230,9 +377,10 @@ impl DirtyObjset {
         if !self.dnodes.contains_key(&object) {
             let phys = self.committed_dnode(object)?.ok_or(DmuError::NoSuchObject(object))?;
             let d = DirtyDnode { phys: phys.clone(), committed: Some(phys), ..Default::default() };
-            self.dnodes.insert(object, d);
+            self.charge_new_dnode(object);
+            self.dnodes.insert(object, Arc::new(d));
         }
-        let d = self.dnodes.get_mut(&object).ok_or(DmuError::NoSuchObject(object))?;
+        let d = self.dnodes.get_mut(&object).map(Arc::make_mut).ok_or(DmuError::NoSuchObject(object))?;
         if d.freed || d.phys.is_free() {
             return Err(DmuError::NoSuchObject(object));
         }
@@ -300,9 +448,15 @@ impl DirtyObjset {
             ..Default::default()
         };
         let old = self.dnodes.remove(&obj);
-        self.dirty_bytes -= old.as_ref().map_or(0, |d| blocks_len(d.blocks.values()));
-        let committed = old.and_then(|d| d.committed);
-        self.dnodes.insert(obj, DirtyDnode { phys, committed, ..Default::default() });
+        match &old {
+            Some(d) => {
+                self.cost.data_bytes -= blocks_len(d.blocks.values());
+                self.cost.data_blocks -= d.blocks.len() as u64;
+            }
+            None => self.charge_new_dnode(obj),
+        }
+        let committed = old.and_then(|d| d.committed.clone());
+        self.dnodes.insert(obj, Arc::new(DirtyDnode { phys, committed, ..Default::default() }));
         Ok(())
     }
 
@@ -311,9 +465,11 @@ impl DirtyObjset {
         let d = self.dirty(obj)?;
         d.freed = true;
         let gone = blocks_len(d.blocks.values());
+        let count = d.blocks.len() as u64;
         d.blocks.clear();
         d.frees.clear();
-        self.dirty_bytes -= gone;
+        self.cost.data_bytes -= gone;
+        self.cost.data_blocks -= count;
         self.freed_now.insert(obj);
         Ok(())
     }
@@ -348,11 +504,13 @@ impl DirtyObjset {
         let d = self.dirty(obj)?;
         d.frees.push((0, 1));
         let gone = blocks_len(d.blocks.values());
+        let count = d.blocks.len() as u64;
         d.blocks.clear();
         d.phys.datablkszsec = (block_size >> 9) as u16;
         let added = newb.len() as u64;
-        d.blocks.insert(0, newb);
-        self.dirty_bytes = self.dirty_bytes - gone + added;
+        d.blocks.insert(0, Arc::new(newb));
+        self.cost.data_bytes = self.cost.data_bytes - gone + added;
+        self.cost.data_blocks = self.cost.data_blocks - count + 1;
         Ok(())
     }
 
@@ -361,7 +519,7 @@ impl DirtyObjset {
         let bs = dn.data_block_size() as usize;
         if let Some(d) = self.dnodes.get(&obj) {
             if let Some(b) = d.blocks.get(&blkid) {
-                return Ok(b.clone());
+                return Ok(b.to_vec());
             }
             if d.is_freed_block(blkid) || d.committed.is_none() {
                 return Ok(vec![0u8; bs]);
@@ -427,19 +585,31 @@ impl DirtyObjset {
             };
             let d = self.dirty(obj)?;
             let mut added = 0;
+            let mut parents = 0;
+            if !d.blocks.contains_key(&blkid) {
+                let epbs = u32::from(d.phys.indblkshift.max(8)) - 7;
+                let levels = levels_for(d.phys.maxblkid.max(blkid), d.phys.nblkptr, epbs);
+                let dirty = &d.blocks;
+                parents = new_parents(|lo, hi| dirty.range(lo..hi).next().is_some(), blkid, epbs, levels);
+            }
+            let ibs = 1u64 << d.phys.indblkshift.max(8);
             let b = match d.blocks.entry(blkid) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Occupied(e) => Arc::make_mut(e.into_mut()),
                 std::collections::btree_map::Entry::Vacant(e) => {
-                    let b = e.insert(block.take().unwrap_or_else(|| vec![0u8; bs as usize]));
+                    let b = e.insert(Arc::new(block.take().unwrap_or_else(|| vec![0u8; bs as usize])));
                     added = b.len() as u64;
-                    b
+                    Arc::make_mut(b)
                 }
             };
             b[within..within + n].copy_from_slice(&data[done..done + n]);
             if blkid > d.phys.maxblkid {
                 d.phys.maxblkid = blkid;
             }
-            self.dirty_bytes += added;
+            if added > 0 {
+                self.cost.data_bytes += added;
+                self.cost.data_blocks += 1;
+                self.cost.meta(parents, ibs);
+            }
             done += n;
             pos += n as u64;
         }
@@ -473,6 +643,11 @@ impl DirtyObjset {
         if first_whole < last_whole {
             let d = self.dirty(obj)?;
             let gone = blocks_len(d.blocks.range(first_whole..last_whole).map(|(_, b)| b));
+            let count = d.blocks.range(first_whole..last_whole).count() as u64;
+            // Freeing committed blocks rewrites the indirect blocks at the range's two edges
+            // on every level (the ones in between become holes).
+            let edges = 2 * u64::from(d.phys.nlevels.saturating_sub(1));
+            let ibs = 1u64 << d.phys.indblkshift.max(8);
             d.blocks.retain(|&b, _| b < first_whole || b >= last_whole);
             d.frees.push((first_whole, last_whole));
             if len == u64::MAX || last_whole > d.phys.maxblkid {
@@ -481,7 +656,9 @@ impl DirtyObjset {
                     d.phys.maxblkid = d.phys.maxblkid.max(m);
                 }
             }
-            self.dirty_bytes -= gone;
+            self.cost.data_bytes -= gone;
+            self.cost.data_blocks -= count;
+            self.cost.meta(edges, ibs);
         }
         Ok(())
     }
@@ -508,7 +685,7 @@ impl DirtyObjset {
     /// Writes everything dirty and returns the new objset block pointer.
     pub fn sync(&mut self, ctx: &SyncCtx, sink: &mut dyn BlockSink) -> Result<BlkPtr> {
         let dirty = std::mem::take(&mut self.dnodes);
-        self.dirty_bytes = 0;
+        self.cost = TxgCost::default();
         let mut new_dnodes: BTreeMap<u64, DnodePhys> = BTreeMap::new();
         let mut writes = Vec::new();
         for (obj, d) in &dirty {

@@ -384,6 +384,24 @@ impl Allocator {
         Ok(out)
     }
 
+    /// Undoes every allocation and free recorded for `txg` and not yet taken: the sync of
+    /// `txg` failed before its uberblock was written, so nothing durable references what it
+    /// allocated (free again at once), and what it freed is still referenced (allocated
+    /// again). The pool then retries the txg from its state before the sync.
+    pub fn rollback_txg(&mut self, txg: u64) -> Result<()> {
+        for (vdev, ms) in std::mem::take(&mut self.pending) {
+            let m = self.metaslab_mut(vdev, ms)?;
+            if let Some(t) = m.allocating.remove(&txg) {
+                m.free.add_tree(&t)?;
+            }
+            m.freeing.remove(&txg);
+            if !m.allocating.is_empty() || !m.freeing.is_empty() {
+                self.pending.insert((vdev, ms));
+            }
+        }
+        Ok(())
+    }
+
     /// `txg` has synced: space freed in txg `txg - TXG_DEFER_SIZE` (or earlier) becomes
     /// allocatable, and the rotor's per-vdev aliquots are recomputed. Fails, changing nothing,
     /// if changes of a txg `<= txg` were never taken.

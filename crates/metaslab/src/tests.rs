@@ -421,3 +421,27 @@ fn allocator_is_send() {
     fn send<T: Send + Sync>() {}
     send::<Allocator>();
 }
+
+#[test]
+fn rollback_undoes_a_txgs_allocations_and_frees() {
+    let mut a = one_vdev(4 << 24, 24);
+    let (v, old) = a.alloc(64 * K, 5, 1).unwrap()[0];
+    a.take_changes(5).unwrap();
+    a.sync_done(5).unwrap();
+    let before = a.space();
+    // Txg 6 allocates two blocks, frees one of them at once and frees the old block.
+    let (_, new1) = a.alloc(64 * K, 6, 1).unwrap()[0];
+    let (_, new2) = a.alloc(128 * K, 6, 1).unwrap()[0];
+    a.free(v, new2, 128 * K, 6, 6).unwrap();
+    a.free(v, old, 64 * K, 5, 6).unwrap();
+    assert!(!a.is_allocated(v, old, 64 * K).unwrap());
+    a.rollback_txg(6).unwrap();
+    assert_eq!(a.space(), before, "space as before txg 6");
+    assert!(a.is_allocated(v, old, 64 * K).unwrap(), "the freed block is live again");
+    assert!(a.is_free(v, new1, 64 * K).unwrap(), "the new block is free again");
+    assert!(a.take_changes(6).unwrap().is_empty(), "nothing left for the space map");
+    // The retried txg allocates and syncs normally.
+    a.alloc(64 * K, 6, 1).unwrap();
+    assert_eq!(a.take_changes(6).unwrap().len(), 1);
+    a.sync_done(6).unwrap();
+}

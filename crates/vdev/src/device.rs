@@ -62,6 +62,52 @@ impl FileDevice {
     }
 }
 
+impl FileDevice {
+    /// Opens `path` read-write for a pool imported read-write, as its only owner: an
+    /// exclusive advisory lock (`flock`) on the file, plus `O_EXCL` for a block device (the
+    /// kernel then refuses other exclusive openers and mounts). Another process holding it
+    /// makes this fail with `ErrorKind::ResourceBusy`. The lock lasts as long as the device
+    /// is open.
+    pub fn open_exclusive(path: impl AsRef<Path>) -> io::Result<Self> {
+        use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+        let path = path.as_ref();
+        let is_block = std::fs::metadata(path)?.file_type().is_block_device();
+        let mut o = OpenOptions::new();
+        o.read(true).write(true);
+        if is_block {
+            o.custom_flags(libc::O_EXCL);
+        }
+        let busy = || {
+            io::Error::new(
+                io::ErrorKind::ResourceBusy,
+                format!("{} is in use by another process", path.display()),
+            )
+        };
+        let mut file =
+            o.open(path).map_err(|e| if e.raw_os_error() == Some(libc::EBUSY) { busy() } else { e })?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => return Err(busy()),
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+        }
+        let size = file.seek(SeekFrom::End(0))?;
+        Ok(Self { file, size, name: path.display().to_string(), writable: true })
+    }
+
+    /// Is `path` held by an exclusive owner ([`FileDevice::open_exclusive`]) right now?
+    pub fn is_locked(path: impl AsRef<Path>) -> bool {
+        let Ok(f) = File::open(path) else { return false };
+        match f.try_lock_shared() {
+            Ok(()) => {
+                let _ = f.unlock();
+                false
+            }
+            Err(std::fs::TryLockError::WouldBlock) => true,
+            Err(_) => false,
+        }
+    }
+}
+
 impl BlockDevice for FileDevice {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
         if !in_range(off, buf.len(), self.size) {

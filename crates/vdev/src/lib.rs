@@ -18,6 +18,7 @@
 
 pub mod device;
 mod error;
+pub mod inject;
 pub mod label_io;
 mod mirror;
 pub mod raidz;

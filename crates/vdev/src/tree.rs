@@ -429,10 +429,19 @@ impl Vdev {
     fn leaf_write(&self, offset: u64, data: &[u8]) -> Result<()> {
         let dev = self.leaf_device()?;
         let off = leaf_offset(offset)?;
-        dev.write_at(data, off).map_err(|e| {
-            Counters::bump(&self.counters.write);
-            VdevError::Io { device: dev.name().to_string(), source: e }
-        })
+        dev.write_at(data, off).map_err(|e| self.write_failed(dev, e))
+    }
+
+    /// A write or flush of this leaf failed: count it and fault the leaf. Its copy of what
+    /// is being written is incomplete from now on, so no more I/O goes to it until `zpool
+    /// clear`; the parent serves reads and writes from its other children while its
+    /// redundancy allows (OpenZFS leaves the decision to fault to zed after repeated write
+    /// errors; a userspace daemon has no zed, and a leaf that failed a write of the txg
+    /// being synced cannot hold that txg anyway).
+    fn write_failed(&self, dev: &Arc<dyn BlockDevice>, e: std::io::Error) -> VdevError {
+        Counters::bump(&self.counters.write);
+        self.set_faulted(true);
+        VdevError::Io { device: dev.name().to_string(), source: e }
     }
 
     fn leaf_device(&self) -> Result<&Arc<dyn BlockDevice>> {
@@ -528,7 +537,68 @@ impl Vdev {
         }
         self.children.iter().try_for_each(Vdev::flush)
     }
+
+    /// Every leaf of the subtree, depth first.
+    pub fn leaves(&self) -> Vec<&Vdev> {
+        let mut out = Vec::new();
+        let mut stack = vec![self];
+        while let Some(v) = stack.pop() {
+            if v.kind.is_leaf() {
+                out.push(v);
+            }
+            stack.extend(v.children.iter().rev());
+        }
+        out
+    }
+
+    /// Flushes every healthy leaf of this top-level vdev. A leaf whose flush fails is
+    /// faulted (what it acknowledged may not be durable); the flush fails only when the
+    /// vdev has lost more children than its redundancy covers, i.e. when data written to
+    /// it since the last good flush may be lost.
+    pub fn flush_top(&self) -> Result<()> {
+        for leaf in self.leaves() {
+            let Ok(dev) = leaf.leaf_device() else { continue };
+            if let Err(e) = dev.flush() {
+                let _ = leaf.write_failed(dev, e);
+            }
+        }
+        self.check_writable()
+    }
+
+    /// Fails when this vdev can no longer hold new data (more children lost than its
+    /// redundancy covers).
+    pub fn check_writable(&self) -> Result<()> {
+        match self.state() {
+            VdevState::Unavail | VdevState::Faulted => {
+                Err(self.unavailable("too many devices failed to take writes"))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Writes raw bytes to every healthy leaf of this top-level vdev (labels and
+    /// uberblocks, which each leaf holds whole): `data(leaf, device)` lists the (bytes,
+    /// device offset) pairs for a leaf. A leaf that fails any of them is faulted. Returns how
+    /// many leaves took all their writes: the caller decides whether that is enough (OpenZFS
+    /// wants at least one good copy per top-level vdev, `vdev_label_sync_top_done`).
+    pub fn write_leaves_raw(&self, data: &LeafWrites<'_>) -> usize {
+        let mut good = 0;
+        for leaf in self.leaves() {
+            let Ok(dev) = leaf.leaf_device() else { continue };
+            let writes = data(leaf, dev.as_ref());
+            match writes.iter().try_for_each(|(buf, off)| dev.write_at(buf, *off)) {
+                Ok(()) => good += 1,
+                Err(e) => {
+                    let _ = leaf.write_failed(dev, e);
+                }
+            }
+        }
+        good
+    }
 }
+
+/// The raw writes one leaf gets from [`Vdev::write_leaves_raw`]: (bytes, device offset) pairs.
+pub type LeafWrites<'a> = dyn Fn(&Vdev, &dyn BlockDevice) -> Vec<(Vec<u8>, u64)> + 'a;
 
 /// Device byte offset of an allocatable-space offset.
 fn leaf_offset(offset: u64) -> Result<u64> {

@@ -13,7 +13,7 @@
 //! when the ZAP is first touched.
 
 use crate::{list, Result, ZapError};
-use dmu::tx::DirtyObjset;
+use dmu::tx::{DirtyObjset, TxgCost};
 use ondisk::zap::build::{build_zap, BuildEntry, ZapBuildOpts};
 use ondisk::ByteOrder;
 use std::collections::{BTreeMap, HashMap};
@@ -50,10 +50,43 @@ pub struct ZapState {
 }
 
 /// The ZAPs of one objset that are being read or modified.
-#[derive(Default)]
+///
+/// A flush writes the dirty ZAPs into the open txg of their objset and marks them clean;
+/// until that txg is durable ([`ZapCache::flush_committed`]) the cache keeps them (their
+/// committed blocks are older than what the cache holds), and if the sync fails
+/// ([`ZapCache::flush_failed`]) they become dirty again, so the retried sync writes them.
+#[derive(Clone, Default)]
 pub struct ZapCache {
     zaps: HashMap<u64, ZapState>,
     seed: u64,
+    /// ZAPs written by the last flush whose txg is not yet durable.
+    flushed: std::collections::HashSet<u64>,
+    /// Upper bound of what writing the dirty ZAPs costs (see [`ZapCache::cost`]).
+    dirty_cost: TxgCost,
+}
+
+/// Chunks (24 bytes each) one entry takes in a fat-ZAP leaf: the entry chunk, then the
+/// name and the value in array chunks of 21 bytes (`ZAP_LEAF_ARRAY_BYTES`).
+fn entry_chunks(name: &[u8], v: &ZapVal) -> u64 {
+    let value_bytes = v.values.len() as u64 * u64::from(v.int_size.max(1));
+    1 + (name.len() as u64 + 1).div_ceil(21) + value_bytes.div_ceil(21)
+}
+
+/// Leaf and header blocks of a fat ZAP are 16 KiB (`fzap_default_block_shift`).
+const FAT_BLOCK: u64 = 16 << 10;
+/// Chunks a 16 KiB leaf holds (after its header and hash table), halved: leaves split when
+/// full, so they are at least about half full.
+const CHUNKS_PER_LEAF_MIN: u64 = 300;
+
+impl ZapState {
+    /// An upper bound of the bytes and blocks this ZAP takes when encoded (fat layout: a
+    /// header block, leaves at least half full, one more leaf of slack; a micro ZAP is
+    /// always smaller).
+    pub fn encoded_cost(&self) -> TxgCost {
+        let chunks: u64 = self.entries.iter().map(|(k, v)| entry_chunks(k, v)).sum();
+        let blocks = 2 + chunks.div_ceil(CHUNKS_PER_LEAF_MIN);
+        TxgCost { meta_blocks: blocks, meta_bytes: blocks * FAT_BLOCK, ..TxgCost::default() }
+    }
 }
 
 /// `U8_TEXTPREP_TOUPPER`: snapshot-name ZAPs are created with it (names hash upper-cased).
@@ -106,7 +139,27 @@ impl ZapCache {
 
     fn register_new(&mut self, obj: u64, normflags: u64) {
         let salt = new_salt(&mut self.seed);
-        self.zaps.insert(obj, ZapState { entries: BTreeMap::new(), salt, normflags, dirty: true });
+        let st = ZapState { entries: BTreeMap::new(), salt, normflags, dirty: true };
+        self.dirty_cost.add(&st.encoded_cost());
+        self.zaps.insert(obj, st);
+    }
+
+    /// What writing the dirty ZAPs at the next flush may cost (an upper bound kept up to
+    /// date by every change: the space a txg reserves must cover ZAPs before they are
+    /// encoded).
+    pub fn cost(&self) -> TxgCost {
+        self.dirty_cost
+    }
+
+    /// Marks `obj` dirty, charging its encoded size the first time in a txg.
+    fn mark_dirty(&mut self, obj: u64) {
+        if let Some(st) = self.zaps.get_mut(&obj) {
+            if !st.dirty {
+                st.dirty = true;
+                let c = st.encoded_cost();
+                self.dirty_cost.add(&c);
+            }
+        }
     }
 
     /// The in-memory state of `obj`, loaded from the committed objset on first use.
@@ -128,8 +181,16 @@ impl ZapCache {
     /// Adds or replaces an entry.
     pub fn update(&mut self, os: &DirtyObjset, obj: u64, name: &[u8], val: ZapVal) -> Result<()> {
         let st = self.state(os, obj)?;
+        let was_dirty = st.dirty;
+        let chunks = entry_chunks(name, &val);
         st.entries.insert(name.to_vec(), val);
-        st.dirty = true;
+        if was_dirty {
+            // A new entry may need a new leaf: charge its chunks as a share of one.
+            let extra = (chunks * FAT_BLOCK).div_ceil(CHUNKS_PER_LEAF_MIN);
+            self.dirty_cost.meta_bytes += extra;
+        } else {
+            self.mark_dirty(obj);
+        }
         Ok(())
     }
 
@@ -141,7 +202,9 @@ impl ZapCache {
     pub fn remove(&mut self, os: &DirtyObjset, obj: u64, name: &[u8]) -> Result<bool> {
         let st = self.state(os, obj)?;
         let had = st.entries.remove(name).is_some();
-        st.dirty |= had;
+        if had {
+            self.mark_dirty(obj);
+        }
         Ok(had)
     }
 
@@ -167,19 +230,37 @@ impl ZapCache {
     }
 
     /// Writes every dirty ZAP into its object. Clean ZAPs beyond `keep` cached ones are
-    /// dropped (they reload from disk when needed).
+    /// dropped first (they reload from their committed blocks when needed); the ZAPs
+    /// written stay cached until [`ZapCache::flush_committed`].
     pub fn flush(&mut self, os: &mut DirtyObjset, keep: usize) -> Result<()> {
+        if self.zaps.len() > keep {
+            let pinned = &self.flushed;
+            self.zaps.retain(|o, z| z.dirty || pinned.contains(o));
+        }
         let mut dirty: Vec<u64> = self.zaps.iter().filter(|(_, z)| z.dirty).map(|(&o, _)| o).collect();
         dirty.sort_unstable();
         for obj in dirty {
             let st = self.zaps.get_mut(&obj).ok_or(ZapError::Corrupt { obj, detail: "vanished".into() })?;
             write_zap(os, obj, st)?;
             st.dirty = false;
+            self.flushed.insert(obj);
         }
-        if self.zaps.len() > keep {
-            self.zaps.retain(|_, z| z.dirty);
-        }
+        self.dirty_cost = TxgCost::default();
         Ok(())
+    }
+
+    /// The txg the last flushes wrote into is durable: their ZAPs' committed blocks are
+    /// current again.
+    pub fn flush_committed(&mut self) {
+        self.flushed.clear();
+    }
+
+    /// The txg the last flushes wrote into was abandoned (its sync failed and the objset was
+    /// restored to its state before the flush): the ZAPs they wrote are dirty again.
+    pub fn flush_failed(&mut self) {
+        for obj in std::mem::take(&mut self.flushed) {
+            self.mark_dirty(obj);
+        }
     }
 }
 

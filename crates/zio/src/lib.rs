@@ -64,6 +64,9 @@ pub enum ZioError {
     /// A feature this build cannot read yet (encryption, an unknown checksum, ...).
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// No free space for a block being written (ENOSPC in syncing context).
+    #[error("out of space: {0}")]
+    NoSpace(String),
 }
 
 impl From<ondisk::Error> for ZioError {
