@@ -23,8 +23,11 @@ pub fn run(a: &Args) -> Result<String, String> {
     let pool_name = a.fs.split('/').next().unwrap_or(&a.fs);
     let cands = pool::discover(std::slice::from_ref(&a.dir), false).map_err(|e| e.to_string())?;
     let cand = pool::discover::select(&cands, pool_name).map_err(|e| e.to_string())?;
-    let opts =
-        pool::ImportOpts { readonly: true, cache_bytes: a.arc_max.unwrap_or(arc::DEFAULT_LIMIT_BYTES) };
+    let opts = pool::ImportOpts {
+        readonly: true,
+        cache_bytes: a.arc_max.unwrap_or(arc::DEFAULT_LIMIT_BYTES),
+        altroot: None,
+    };
     let p = pool::import(cand, &opts).map_err(|e| format!("import: {e}"))?;
     let dsl = p.dsl();
     let ds = dsl.find(&a.fs).map_err(|e| e.to_string())?;

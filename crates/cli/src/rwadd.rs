@@ -26,9 +26,11 @@ pub struct AddArgs {
 }
 
 fn open_leaf(path: &Path, is_disk: bool, writable: bool) -> Result<NewLeaf, String> {
-    let dev = vdev::FileDevice::open(path, writable)
-        .map_err(|e| format!("cannot open '{}': {e}", path.display()))?;
-    Ok(NewLeaf { path: path.to_string_lossy().into_owned(), device: Arc::new(dev), is_disk })
+    let dev =
+        if writable { vdev::FileDevice::open_exclusive(path) } else { vdev::FileDevice::open(path, false) }
+            .map_err(|e| format!("cannot open '{}': {e}", path.display()))?;
+    let p = path.to_string_lossy().into_owned();
+    Ok(NewLeaf { device: vdev::inject::InjectDevice::wrap(Arc::new(dev), &p), path: p, is_disk })
 }
 
 fn new_tops(tops: &[TopSpec], infos: &[DevInfo], writable: bool) -> Result<Vec<NewTop>, String> {
@@ -51,30 +53,19 @@ fn new_tops(tops: &[TopSpec], infos: &[DevInfo], writable: bool) -> Result<Vec<N
 pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
     let name = &a.pool;
     state.pool(name)?;
-    let rw = state
-        .writers
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(name)
-        .cloned()
+    let rw = crate::rwpool::writer_of(state, name)
         .ok_or_else(|| format!("cannot add to '{name}': pool is read-only"))?;
     let specs = pool::vdevspec::parse(&a.vdev_words, &a.cwd)?;
     let infos = pool::vdevspec::validate(&specs, a.force)?;
     let tops = new_tops(&specs, &infos, !a.dryrun)?;
-    {
-        let mut w = rw.lock();
-        let refuse = |e: pool::PoolError| match e {
-            pool::PoolError::Unsupported(m) => m,
-            e => format!("cannot add to '{name}': {e}"),
-        };
-        if a.dryrun {
-            w.check_add(&tops).map_err(refuse)?;
-            return Ok(render_dry_run(&w, &specs));
-        }
-        w.add_tops(&tops).map_err(refuse)?;
+    let refuse = |e: pool::PoolError| match e {
+        pool::PoolError::Unsupported(m) => m,
+        e => format!("cannot add to '{name}': {e}"),
+    };
+    if a.dryrun {
+        return rw.spa.read(|w| w.check_add(&tops).map(|_| render_dry_run(w, &specs))).map_err(refuse);
     }
-    // Nothing is dirty any more: this refreshes the read view with the new vdevs.
-    rw.sync(state)?;
+    rw.spa.run_syncing(|w| w.add_tops(&tops)).map_err(refuse)?;
     Ok(String::new())
 }
 

@@ -1,124 +1,99 @@
-//! Pools the daemon holds open for writing: creation, read-write import, the txg sync
-//! thread, export and destroy.
+//! Pools the daemon holds open for writing: creation, read-write import, export and destroy,
+//! and the command-line side of administrative changes.
 //!
-//! Each read-write pool is one [`pool::writer::PoolWriter`] behind a mutex (every change
-//! and every sync takes it; FUSE requests are serialized through it). A thread per pool
-//! syncs the open txg when it has been dirty for `RZFS_TXG_TIMEOUT` seconds (default 5, like
-//! `zfs_txg_timeout`); `fsync` syncs at once. After each sync the read-only view used by
-//! `status`, `list` and `get` is refreshed from the new uberblock.
+//! Each read-write pool is a [`pool::txg::Spa`]: the pool layer owns its open txg, its sync
+//! thread and its failure model. This module parses arguments, resolves what the daemon
+//! needs (names, the read-only view that `status`, `list` and `get` use, refreshed after
+//! every sync), and calls the Spa; it never edits the MOS itself.
 
 use crate::daemon::State;
+use pool::admin::PoolPropValue;
 use pool::create::{CreateSpec, NewLeaf, NewTop};
 use pool::open_rw::DatasetSettings;
+use pool::space::{Reserve, SpaceCheck};
+use pool::txg::{FailMode, Spa, Tunables};
 use pool::vdevspec::TopSpec;
 use pool::writer::PoolWriter;
 use pool::Pool;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use zap::write::ZapVal;
 
 /// A pool open for writing.
 pub struct RwPool {
     pub name: String,
-    w: Mutex<PoolWriter>,
-    /// The read-only view the pool was imported as (device list, candidate).
-    base: Mutex<Arc<Pool>>,
-    stop: AtomicBool,
-    /// ZPL state of the mounted datasets, by dataset object.
+    pub spa: Arc<Spa>,
+    /// ZPL state of the mounted datasets, by dataset object (taken inside the Spa's
+    /// dataset calls: Spa first, then this).
     pub zpl: Mutex<BTreeMap<u64, zpl::write::ZplWriter>>,
 }
 
 impl RwPool {
-    pub fn lock(&self) -> MutexGuard<'_, PoolWriter> {
-        self.w.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Syncs the open txg and refreshes the daemon's read view.
-    pub fn sync(&self, state: &State) -> Result<(), String> {
-        let mut w = self.lock();
-        w.sync().map_err(|e| format!("txg sync of '{}' failed: {e}", self.name))?;
-        self.refresh(state, &w)
-    }
-
-    fn refresh(&self, state: &State, w: &PoolWriter) -> Result<(), String> {
-        let mut base = self.base.lock().unwrap_or_else(|p| p.into_inner());
-        let view = Arc::new(w.read_view(&base).map_err(|e| e.to_string())?);
-        *base = view.clone();
-        state.pools.lock().unwrap_or_else(|p| p.into_inner()).insert(self.name.clone(), view);
-        Ok(())
+    /// Makes everything changed so far durable (the read view follows through the Spa's
+    /// callback).
+    pub fn sync(&self) -> Result<(), String> {
+        self.spa.sync_now().map_err(|e| format!("cannot sync '{}': {e}", self.name))
     }
 }
 
-/// Dirty data a pool may hold before a write forces a txg sync (`zfs_dirty_data_max`):
-/// `RZFS_DIRTY_MAX` bytes, default 64 MiB, so memory stays bounded on small machines.
-pub fn dirty_max() -> u64 {
-    std::env::var("RZFS_DIRTY_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(64 << 20)
+/// The txg tunables from the environment: `RZFS_DIRTY_MAX` bytes (`zfs_dirty_data_max`,
+/// default 64 MiB so memory stays bounded on small machines) and `RZFS_TXG_TIMEOUT`
+/// seconds (`zfs_txg_timeout`, default 5).
+pub fn tunables() -> Tunables {
+    let d = Tunables::default();
+    let dirty_max = std::env::var("RZFS_DIRTY_MAX").ok().and_then(|v| v.parse().ok()).unwrap_or(d.dirty_max);
+    let secs = std::env::var("RZFS_TXG_TIMEOUT").ok().and_then(|v| v.parse::<f64>().ok());
+    let txg_timeout = secs.map(|s| Duration::from_secs_f64(s.max(0.05))).unwrap_or(d.txg_timeout);
+    Tunables { dirty_max, txg_timeout }
 }
 
-fn txg_timeout() -> Duration {
-    let secs = std::env::var("RZFS_TXG_TIMEOUT").ok().and_then(|v| v.parse::<f64>().ok()).unwrap_or(5.0);
-    Duration::from_secs_f64(secs.max(0.05))
-}
-
-/// Registers a writer with the daemon and starts its sync thread.
-fn register(state: &Arc<State>, w: PoolWriter, base: Pool) -> Result<Arc<RwPool>, String> {
+/// Hands a writer to a new Spa and registers it with the daemon.
+fn register(state: &Arc<State>, mut w: PoolWriter, base: Pool) -> Result<Arc<RwPool>, String> {
     let name = w.name.clone();
     let view = Arc::new(w.read_view(&base).map_err(|e| e.to_string())?);
-    let rw = Arc::new(RwPool {
-        name: name.clone(),
-        w: Mutex::new(w),
-        base: Mutex::new(view.clone()),
-        stop: AtomicBool::new(false),
-        zpl: Mutex::new(BTreeMap::new()),
-    });
+    let failmode = FailMode::from_prop(w.pool_prop_u64("failmode").ok().flatten().unwrap_or(0));
+    let base = Arc::new(Mutex::new(view.clone()));
+    let spa = Spa::start(w, tunables(), failmode);
+    let (st, b, n) = (Arc::downgrade(state), base.clone(), name.clone());
+    spa.set_on_synced(Box::new(move |w: &PoolWriter| {
+        let Some(state) = st.upgrade() else { return };
+        let mut base = b.lock().unwrap_or_else(|p| p.into_inner());
+        match w.read_view(&base) {
+            Ok(v) => {
+                let v = Arc::new(v);
+                *base = v.clone();
+                state.pools.lock().unwrap_or_else(|p| p.into_inner()).insert(n.clone(), v);
+            }
+            Err(e) => eprintln!("rzfsd: refreshing the view of '{n}': {e}"),
+        }
+    }));
+    let rw = Arc::new(RwPool { name: name.clone(), spa, zpl: Mutex::new(BTreeMap::new()) });
     state.pools.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), view);
     state.writers.lock().unwrap_or_else(|p| p.into_inner()).insert(name, rw.clone());
-    let (st, r) = (Arc::downgrade(state), rw.clone());
-    std::thread::spawn(move || sync_loop(st, r));
     Ok(rw)
 }
 
-fn sync_loop(state: std::sync::Weak<State>, rw: Arc<RwPool>) {
-    let period = txg_timeout();
-    let mut dirty_since: Option<Instant> = None;
-    while !rw.stop.load(Ordering::Acquire) {
-        std::thread::sleep(period.min(Duration::from_millis(200)));
-        let Some(state) = state.upgrade() else { return };
-        let dirty = rw.lock().is_dirty();
-        match (dirty, dirty_since) {
-            (false, _) => dirty_since = None,
-            (true, None) => dirty_since = Some(Instant::now()),
-            (true, Some(t)) if t.elapsed() >= period => {
-                if let Err(e) = rw.sync(&state) {
-                    eprintln!("rzfsd: {e}");
-                }
-                dirty_since = None;
-            }
-            _ => {}
-        }
-    }
-}
-
-/// Stops the sync thread, marks the pool exported/destroyed and syncs it a last time.
-pub fn close(state: &State, name: &str, destroy: bool) -> Result<(), String> {
-    let rw = state.writers.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+/// Exports (or destroys) a pool: a last sync, then the pool is released. On failure the pool
+/// stays imported with its changes (retrying syncs them) unless `force` fences it.
+pub fn close(state: &State, name: &str, destroy: bool, force: bool) -> Result<(), String> {
+    let rw = state.writers.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned();
     let Some(rw) = rw else { return Ok(()) };
-    rw.stop.store(true, Ordering::Release);
-    let st = if destroy { ondisk::label::PoolState::Destroyed } else { ondisk::label::PoolState::Exported };
-    let r = rw.lock().close(st).map_err(|e| format!("cannot export '{name}': {e}"));
-    r
+    let what = if destroy { "destroy" } else { "export" };
+    rw.spa.export(force, destroy).map_err(|e| format!("cannot {what} '{name}': {e}"))?;
+    state.writers.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+    Ok(())
 }
 
 /// Opens an imported pool for writing (the devices were opened read-write by the import).
 pub fn open(state: &Arc<State>, p: Pool) -> Result<Arc<RwPool>, String> {
     let name = p.name().to_string();
-    let mut w = pool::open_rw::open_rw(&p).map_err(|e| format!("cannot import '{name}': {e}"))?;
+    let w = pool::open_rw::open_rw(&p).map_err(|e| format!("cannot import '{name}': {e}"))?;
+    let rw = register(state, w, p)?;
     // The first txg of a read-write import records the new state in the labels.
-    w.sync().map_err(|e| format!("cannot import '{name}': {e}"))?;
-    register(state, w, p)
+    rw.spa.sync_now().map_err(|e| format!("cannot import '{name}': {e}"))?;
+    Ok(rw)
 }
 
 /// `rzpool create` arguments after parsing.
@@ -157,6 +132,7 @@ struct PoolOpts {
     enable: Vec<String>,
     disable: Vec<String>,
     comment: Option<String>,
+    altroot: Option<PathBuf>,
 }
 
 fn parse_pool_props(props: &[String]) -> Result<PoolOpts, String> {
@@ -167,6 +143,7 @@ fn parse_pool_props(props: &[String]) -> Result<PoolOpts, String> {
         enable: Vec::new(),
         disable: Vec::new(),
         comment: None,
+        altroot: None,
     };
     for p in props {
         let (k, v) =
@@ -184,7 +161,16 @@ fn parse_pool_props(props: &[String]) -> Result<PoolOpts, String> {
                 o.compat_value = v.to_string();
             }
             "comment" => o.comment = Some(v.to_string()),
-            "cachefile" | "altroot" | "autoexpand" | "autoreplace" | "failmode" => {}
+            "altroot" => {
+                if !v.starts_with('/') {
+                    return Err(format!(
+                        "invalid value '{v}' for property 'altroot': must be an absolute path"
+                    ));
+                }
+                o.altroot = Some(PathBuf::from(v));
+            }
+            "cachefile" => crate::cmd::zpool::check_cachefile(v)?,
+            "autoexpand" | "autoreplace" | "failmode" => {}
             _ if k.starts_with("feature@") => {
                 let f = &k["feature@".len()..];
                 match v {
@@ -224,9 +210,10 @@ fn parse_fs_props(props: &[String], mountpoint: &Option<String>) -> Result<Vec<(
 }
 
 fn open_leaf(path: &Path, is_disk: bool) -> Result<NewLeaf, String> {
-    let dev =
-        vdev::FileDevice::open(path, true).map_err(|e| format!("cannot open '{}': {e}", path.display()))?;
-    Ok(NewLeaf { path: path.to_string_lossy().into_owned(), device: Arc::new(dev), is_disk })
+    let dev = vdev::FileDevice::open_exclusive(path)
+        .map_err(|e| format!("cannot open '{}': {e}", path.display()))?;
+    let p = path.to_string_lossy().into_owned();
+    Ok(NewLeaf { device: vdev::inject::InjectDevice::wrap(Arc::new(dev), &p), path: p, is_disk })
 }
 
 /// `rzpool create`: validates everything, then creates, syncs and registers the pool.
@@ -294,11 +281,12 @@ pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> 
         w.activate_for_props(root_ds, &spec.root_props).map_err(|e| e.to_string())?;
         w.sync().map_err(|e| format!("cannot create '{}': {e}", a.name))?;
     }
+    // The pool is new: no other owner can hold its devices yet.
     // A read view needs a candidate: discover the new pool's devices.
     let dirs: Vec<PathBuf> = infos.iter().map(|d| d.path.clone()).collect();
     let cands = pool::discover(&dirs, false).map_err(|e| e.to_string())?;
     let cand = pool::discover::select(&cands, &a.name).map_err(|e| e.to_string())?;
-    let opts = pool::ImportOpts { readonly: true, ..Default::default() };
+    let opts = pool::ImportOpts { readonly: true, altroot: po.altroot.clone(), ..Default::default() };
     let base = pool::import(cand, &opts).map_err(|e| format!("cannot open new pool '{}': {e}", a.name))?;
     register(state, w, base)
 }
@@ -330,288 +318,95 @@ pub fn now_pair() -> (u64, u64) {
     (d.as_secs(), u64::from(d.subsec_nanos()))
 }
 
+/// `zpool status` of an imported pool: the vdev tree's view plus the owner's (suspended).
+pub fn pool_status(state: &State, p: &Pool) -> pool::status::PoolStatus {
+    let mut st = pool::status::pool_status(p);
+    if let Some(rw) = writer_of(state, p.name()) {
+        if let pool::txg::SpaHealth::Suspended { reason, .. } = rw.spa.health() {
+            st.suspended = Some(reason);
+        }
+    }
+    st
+}
+
+/// The HEALTH column of `zpool list` / the `health` property.
+pub fn health_str(state: &State, p: &Pool) -> String {
+    let st = pool_status(state, p);
+    if st.suspended.is_some() {
+        "SUSPENDED".into()
+    } else {
+        st.health.as_str().into()
+    }
+}
+
 /// The writable pool holding dataset `name` (`pool/fs`), if any.
 pub fn writer_of(state: &State, name: &str) -> Option<Arc<RwPool>> {
-    let pool = name.split(['/', '@']).next().unwrap_or(name);
-    state.writers.lock().unwrap_or_else(|p| p.into_inner()).get(pool).cloned()
+    state.writers.lock().unwrap_or_else(|p| p.into_inner()).get(pool_of(name)).cloned()
 }
 
 fn find_ds(state: &State, name: &str) -> Result<dsl::Dataset, String> {
-    let pool = name.split(['/', '@']).next().unwrap_or(name);
-    let view = state.pool(pool)?;
+    let view = state.pool(pool_of(name))?;
     view.dsl().find(name).map_err(|_| format!("cannot open '{name}': dataset does not exist"))
-}
-
-/// `rzfs snapshot POOL/FS@NAME...`: taken at the next sync, which runs at once.
-pub fn snapshot(state: &State, names: &[String]) -> Result<(), String> {
-    for full in names {
-        let (fs, snap) =
-            full.split_once('@').ok_or_else(|| format!("cannot create snapshot '{full}': missing '@'"))?;
-        if snap.is_empty() || snap.contains(['@', '/']) || snap.len() > 255 {
-            return Err(format!("cannot create snapshot '{full}': invalid name"));
-        }
-        let rw = writer_of(state, fs)
-            .ok_or_else(|| format!("cannot create snapshot '{full}': pool is read-only"))?;
-        let ds = find_ds(state, fs)?;
-        if find_ds(state, full).is_ok() {
-            return Err(format!("cannot create snapshot '{full}': dataset already exists"));
-        }
-        rw.lock().pending_snapshots.push((ds.ds_obj, snap.to_string()));
-        rw.sync(state)?;
-    }
-    Ok(())
-}
-
-/// `rzfs create [-o prop=value]... POOL/FS`: a new ZPL file system (a clone of `$ORIGIN`).
-pub fn create_fs(state: &State, name: &str, props: &[String]) -> Result<(), String> {
-    let (parent, leaf) =
-        name.rsplit_once('/').ok_or_else(|| format!("cannot create '{name}': missing pool name"))?;
-    check_leaf(name, leaf)?;
-    let rw = writer_of(state, name).ok_or_else(|| format!("cannot create '{name}': pool is read-only"))?;
-    if find_ds(state, name).is_ok() {
-        return Err(format!("cannot create '{name}': dataset already exists"));
-    }
-    let parent_ds =
-        find_ds(state, parent).map_err(|_| format!("cannot create '{name}': parent does not exist"))?;
-    let fs_props = parse_fs_props(props, &None)?;
-    let view = state.pool(name.split('/').next().unwrap_or(name))?;
-    let origin = view.dsl().find(&format!("{}/$ORIGIN", view.name())).ok();
-    let now = now_pair();
-    {
-        let mut w = rw.lock();
-        let txg = w.txg;
-        let w = &mut *w;
-        w.check_props_features(&fs_props).map_err(|e| format!("cannot create '{name}': {e}"))?;
-        let dir = dsl::write::create_dir(&mut w.mos, &mut w.mos_zaps, Some(parent_ds.dir_obj), leaf, now.0)
-            .map_err(|e| format!("cannot create '{name}': {e}"))?;
-        let origin_snap = match origin {
-            Some(o) => Some(o.ds.prev_snap_obj),
-            None => origin_snapshot(w)?,
-        };
-        let ds = dsl::write::create_dataset(&mut w.mos, &mut w.mos_zaps, dir, origin_snap, txg, now.0)
-            .map_err(|e| format!("cannot create '{name}': {e}"))?;
-        for (k, v) in &fs_props {
-            dsl::write::set_prop(&mut w.mos, &mut w.mos_zaps, dir, k, Some(v.clone()))
-                .map_err(|e| e.to_string())?;
-        }
-        w.activate_for_props(ds, &fs_props).map_err(|e| e.to_string())?;
-        let settings = w.dataset_settings(dir).map_err(|e| e.to_string())?;
-        let mut os = dmu::tx::DirtyObjset::create(&w.reader, ondisk::objset::DMU_OST_ZFS);
-        let mut zaps = zap::write::ZapCache::new();
-        zpl::write::ZplWriter::create_fs(&mut os, &mut zaps, now, 0, 0).map_err(|e| e.to_string())?;
-        w.datasets.insert(ds, pool::writer::DatasetWriter { os, zaps, policy: settings.policy() });
-    }
-    rw.sync(state)
-}
-
-/// `rzfs clone [-o prop=value]... POOL/FS@SNAP POOL/NEW`: a file system whose first state is
-/// the snapshot's (`dsl_dataset_create_sync` with an origin): it shares the snapshot's
-/// blocks, starts with the origin head's deadlist keys, and inherits the snapshot's
-/// per-dataset features.
-pub fn clone_fs(state: &State, snapshot: &str, name: &str, props: &[String]) -> Result<(), String> {
-    let (fs, _) = snapshot
-        .split_once('@')
-        .ok_or_else(|| format!("cannot clone '{snapshot}': not a snapshot (expected POOL/FS@SNAP)"))?;
-    if pool_of(fs) != pool_of(name) {
-        return Err(format!("cannot create '{name}': source and target pools differ"));
-    }
-    let (parent, leaf) =
-        name.rsplit_once('/').ok_or_else(|| format!("cannot create '{name}': missing pool name"))?;
-    check_leaf(name, leaf)?;
-    let rw = writer_of(state, name).ok_or_else(|| format!("cannot create '{name}': pool is read-only"))?;
-    let snap =
-        find_ds(state, snapshot).map_err(|_| format!("cannot open '{snapshot}': dataset does not exist"))?;
-    if find_ds(state, name).is_ok() {
-        return Err(format!("cannot create '{name}': dataset already exists"));
-    }
-    let parent_ds =
-        find_ds(state, parent).map_err(|_| format!("cannot create '{name}': parent does not exist"))?;
-    let fs_props = parse_fs_props(props, &None)?;
-    let now = now_pair();
-    {
-        let mut w = rw.lock();
-        let txg = w.txg;
-        let w = &mut *w;
-        w.check_props_features(&fs_props).map_err(|e| format!("cannot create '{name}': {e}"))?;
-        let dir = dsl::write::create_dir(&mut w.mos, &mut w.mos_zaps, Some(parent_ds.dir_obj), leaf, now.0)
-            .map_err(|e| format!("cannot create '{name}': {e}"))?;
-        let ds = dsl::write::create_dataset(&mut w.mos, &mut w.mos_zaps, dir, Some(snap.ds_obj), txg, now.0)
-            .map_err(|e| format!("cannot create '{name}': {e}"))?;
-        for f in w.ds_features(snap.ds_obj).map_err(|e| e.to_string())? {
-            w.ds_activate(ds, f).map_err(|e| e.to_string())?;
-        }
-        for (k, v) in &fs_props {
-            dsl::write::set_prop(&mut w.mos, &mut w.mos_zaps, dir, k, Some(v.clone()))
-                .map_err(|e| e.to_string())?;
-        }
-        w.activate_for_props(ds, &fs_props).map_err(|e| e.to_string())?;
-    }
-    rw.sync(state)
 }
 
 fn pool_of(name: &str) -> &str {
     name.split(['/', '@']).next().unwrap_or(name)
 }
 
-fn check_leaf(name: &str, leaf: &str) -> Result<(), String> {
-    if leaf.is_empty()
-        || leaf.contains('@')
-        || !leaf.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c))
-    {
-        return Err(format!("cannot create '{name}': invalid character in name"));
-    }
-    Ok(())
+/// The writable pool of `name`, or zfs's message for a read-only one.
+fn writable(state: &State, name: &str, what: &str) -> Result<Arc<RwPool>, String> {
+    writer_of(state, name).ok_or_else(|| format!("{what}: pool is read-only"))
 }
 
-/// The `$ORIGIN@$ORIGIN` snapshot object, read from the MOS of the open txg.
-fn origin_snapshot(w: &mut PoolWriter) -> Result<Option<u64>, String> {
-    let root_dir = w.mos_zaps.lookup_u64(&w.mos, 1, "root_dataset").map_err(|e| e.to_string())?.unwrap_or(0);
-    let child = dsl::write::dir_phys(&w.mos, root_dir).map_err(|e| e.to_string())?.child_dir_zapobj;
-    let Some(odir) = w.mos_zaps.lookup_u64(&w.mos, child, "$ORIGIN").map_err(|e| e.to_string())? else {
-        return Ok(None);
-    };
-    let head = dsl::write::dir_phys(&w.mos, odir).map_err(|e| e.to_string())?.head_dataset_obj;
-    Ok(Some(dsl::write::ds_phys(&w.mos, head).map_err(|e| e.to_string())?.prev_snap_obj))
+/// `rzfs snapshot POOL/FS@NAME...`: all in one txg, synced at once.
+pub fn snapshot(state: &State, names: &[String]) -> Result<(), String> {
+    let Some(first) = names.first() else { return Ok(()) };
+    let rw = writable(state, first, &format!("cannot create snapshot '{first}'"))?;
+    if let Some(other) = names.iter().find(|n| pool_of(n) != rw.name) {
+        return Err(format!("cannot create snapshot '{other}': snapshots must be in the same pool"));
+    }
+    rw.spa.snapshot(names, now_pair().0).map_err(|e| e.to_string())
+}
+
+/// The ZPL's initial content of a new file system.
+fn zpl_init() -> pool::admin::ObjsetInit {
+    Arc::new(|os: &mut dmu::tx::DirtyObjset, z: &mut zap::write::ZapCache| {
+        zpl::write::ZplWriter::create_fs(os, z, now_pair(), 0, 0)
+            .map(|_| ())
+            .map_err(|e| pool::PoolError::Invalid(format!("creating the file system: {e}")))
+    })
+}
+
+/// `rzfs create [-o prop=value]... POOL/FS`: a new ZPL file system (a clone of `$ORIGIN`).
+pub fn create_fs(state: &State, name: &str, props: &[String]) -> Result<(), String> {
+    let rw = writable(state, name, &format!("cannot create '{name}'"))?;
+    let fs_props = parse_fs_props(props, &None)?;
+    rw.spa.create_filesystem(name, fs_props, zpl_init(), now_pair().0).map(|_| ()).map_err(|e| e.to_string())
+}
+
+/// `rzfs clone [-o prop=value]... POOL/FS@SNAP POOL/NEW`: a file system whose first state is
+/// the snapshot's.
+pub fn clone_fs(state: &State, snapshot: &str, name: &str, props: &[String]) -> Result<(), String> {
+    if !snapshot.contains('@') {
+        return Err(format!("cannot clone '{snapshot}': not a snapshot (expected POOL/FS@SNAP)"));
+    }
+    if pool_of(snapshot) != pool_of(name) {
+        return Err(format!("cannot create '{name}': source and target pools differ"));
+    }
+    let rw = writable(state, name, &format!("cannot create '{name}'"))?;
+    let fs_props = parse_fs_props(props, &None)?;
+    rw.spa.clone_filesystem(snapshot, name, fs_props, now_pair().0).map_err(|e| e.to_string())
 }
 
 /// `rzfs set PROP=VALUE NAME...`.
 pub fn set(state: &State, assignment: &str, names: &[String]) -> Result<(), String> {
-    let (k, v) = assignment
-        .split_once('=')
-        .ok_or_else(|| format!("invalid property '{assignment}': expected name=value"))?;
     let parsed = parse_fs_props(&[assignment.to_string()], &None)?;
     for name in names {
-        let rw = writer_of(state, name)
-            .ok_or_else(|| format!("cannot set property for '{name}': pool is read-only"))?;
-        let ds = find_ds(state, name)?;
-        if name.contains('@') {
-            return Err(format!(
-                "cannot set property for '{name}': this property can not be modified for snapshots"
-            ));
-        }
-        {
-            let mut w = rw.lock();
-            let w = &mut *w;
-            w.check_props_features(&parsed).map_err(|e| format!("cannot set property for '{name}': {e}"))?;
-            for (pk, pv) in &parsed {
-                dsl::write::set_prop(&mut w.mos, &mut w.mos_zaps, ds.dir_obj, pk, Some(pv.clone()))
-                    .map_err(|e| e.to_string())?;
-            }
-            w.activate_for_props(ds.ds_obj, &parsed).map_err(|e| e.to_string())?;
-            let settings = w.dataset_settings(ds.dir_obj).map_err(|e| e.to_string())?;
-            if let Some(d) = w.datasets.get_mut(&ds.ds_obj) {
-                d.policy = settings.policy();
-            }
-        }
-        let _ = (k, v);
-        rw.sync(state)?;
+        let rw = writable(state, name, &format!("cannot set property for '{name}'"))?;
+        let props = parsed.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect();
+        rw.spa.set_props(name, props).map_err(|e| e.to_string())?;
     }
     Ok(())
-}
-
-/// Records a successful command in the pool history (synced with the next txg).
-pub fn log_history(state: &State, pool: &str, command: &str) {
-    let rw = state.writers.lock().unwrap_or_else(|p| p.into_inner()).get(pool).cloned();
-    if let Some(rw) = rw {
-        if let Err(e) = rw.lock().log_history(command, 0) {
-            eprintln!("rzfsd: history of '{pool}': {e}");
-        }
-    }
-}
-
-/// `rzpool set PROP=VALUE POOL` for the pool properties rzfs stores (`comment`,
-/// `compatibility`); the value goes into the MOS `pool_props` ZAP, as OpenZFS keeps it.
-pub fn set_pool_prop(state: &State, assignment: &str, pool: &str) -> Result<(), String> {
-    let (k, v) = assignment
-        .split_once('=')
-        .ok_or_else(|| format!("invalid property '{assignment}': expected name=value"))?;
-    if let Some(f) = k.strip_prefix("feature@") {
-        return enable_feature(state, pool, f, v);
-    }
-    let onoff = |v: &str| match v {
-        "on" => Ok(1u64),
-        "off" => Ok(0),
-        _ => Err(format!("property '{k}' must be 'on' or 'off'")),
-    };
-    // Values are stored as OpenZFS stores them in the MOS pool_props ZAP: strings as
-    // strings, index properties as uint64, bootfs as the dataset's object number.
-    let val = match k {
-        "comment" if v.len() > 32 || v.chars().any(|c| c.is_control()) => {
-            return Err("comment must be at most 32 printable characters".into())
-        }
-        "comment" => Some(ZapVal::string(v)),
-        "compatibility" => {
-            pool::compat::load(v)?;
-            Some(ZapVal::string(v))
-        }
-        "autoexpand" | "autoreplace" | "autotrim" | "listsnapshots" | "delegation" => {
-            Some(ZapVal::u64(onoff(v)?))
-        }
-        "multihost" if v == "on" => {
-            return Err(format!(
-                "cannot set property for '{pool}': multihost protection (MMP) is not supported by rzfs"
-            ))
-        }
-        "multihost" => Some(ZapVal::u64(onoff(v)?)),
-        "failmode" => Some(ZapVal::u64(match v {
-            "wait" => 0,
-            "continue" => 1,
-            "panic" => 2,
-            _ => return Err("property 'failmode' must be one of 'wait', 'continue', 'panic'".into()),
-        })),
-        "bootfs" if v.is_empty() => None,
-        "bootfs" => {
-            if pool_of(v) != pool {
-                return Err(format!("cannot set property for '{pool}': '{v}' is not in this pool"));
-            }
-            let ds = find_ds(state, v)?;
-            if v.contains('@') {
-                return Err(format!("cannot set property for '{pool}': '{v}' is not a file system"));
-            }
-            Some(ZapVal::u64(ds.ds_obj))
-        }
-        _ => return Err(format!("cannot set property for '{pool}': '{k}' cannot be set by rzfs yet")),
-    };
-    let rw = state
-        .writers
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(pool)
-        .cloned()
-        .ok_or_else(|| format!("cannot set property for '{pool}': pool is not imported read-write"))?;
-    {
-        let mut w = rw.lock();
-        let w = &mut *w;
-        let dir = ondisk::dsl::mos_keys::DIRECTORY_OBJECT;
-        let obj = match w.mos_zaps.lookup_u64(&w.mos, dir, "pool_props").map_err(|e| e.to_string())? {
-            Some(o) => o,
-            None => {
-                let o = w.mos_zaps.create(&mut w.mos, 31, 0, Vec::new()).map_err(|e| e.to_string())?;
-                w.mos_zaps.update_u64(&w.mos, dir, "pool_props", o).map_err(|e| e.to_string())?;
-                o
-            }
-        };
-        match val {
-            Some(val) => w.mos_zaps.update(&w.mos, obj, k.as_bytes(), val).map_err(|e| e.to_string())?,
-            None => {
-                w.mos_zaps.remove(&w.mos, obj, k.as_bytes()).map_err(|e| e.to_string())?;
-            }
-        }
-    }
-    rw.sync(state)
-}
-
-/// `rzpool set feature@NAME=enabled POOL` (`spa_feature_enable`): the feature and any
-/// features it depends on must be ones rzfs writes correctly.
-fn enable_feature(state: &State, pool: &str, f: &str, v: &str) -> Result<(), String> {
-    if v != "enabled" {
-        return Err(format!("property 'feature@{f}' can only be set to 'enabled'"));
-    }
-    pool::feature_table::check_requested(&[f])?;
-    let rw = writer_of(state, pool)
-        .ok_or_else(|| format!("cannot set property for '{pool}': pool is not imported read-write"))?;
-    rw.lock().enable_feature(f).map_err(|e| format!("cannot set property for '{pool}': {e}"))?;
-    rw.sync(state)
 }
 
 /// `rzfs inherit PROP NAME...`: removes the local value.
@@ -624,30 +419,100 @@ pub fn inherit(state: &State, prop: &str, names: &[String]) -> Result<(), String
         return Err(format!("invalid property '{prop}'"));
     }
     for name in names {
-        let rw = writer_of(state, name)
-            .ok_or_else(|| format!("cannot inherit '{prop}' for '{name}': pool is read-only"))?;
-        let ds = find_ds(state, name)?;
-        {
-            let mut w = rw.lock();
-            let w = &mut *w;
-            dsl::write::set_prop(&mut w.mos, &mut w.mos_zaps, ds.dir_obj, prop, None)
-                .map_err(|e| e.to_string())?;
-            let settings = w.dataset_settings(ds.dir_obj).map_err(|e| e.to_string())?;
-            if let Some(d) = w.datasets.get_mut(&ds.ds_obj) {
-                d.policy = settings.policy();
-            }
-        }
-        rw.sync(state)?;
+        let rw = writable(state, name, &format!("cannot inherit '{prop}' for '{name}'"))?;
+        rw.spa.set_props(name, vec![(prop.to_string(), None)]).map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// `rzfs destroy` of `names`, in order (snapshots and deeper datasets first), in one txg.
+pub fn destroy(state: &State, names: &[String], objs: &[u64]) -> Result<(), String> {
+    let Some(first) = names.first() else { return Ok(()) };
+    let rw = writable(state, first, &format!("cannot destroy '{first}'"))?;
+    rw.spa.destroy_datasets(names).map_err(|e| e.to_string())?;
+    // Their object numbers may be reused by the next dataset created.
+    let mut z = rw.zpl.lock().unwrap_or_else(|p| p.into_inner());
+    for o in objs {
+        z.remove(o);
+    }
+    Ok(())
+}
+
+/// Records a successful command in the pool history (synced with the next txg).
+pub fn log_history(state: &State, pool: &str, command: &str) {
+    if let Some(rw) = writer_of(state, pool) {
+        if let Err(e) = rw.spa.log_history(command) {
+            eprintln!("rzfsd: history of '{pool}': {e}");
+        }
+    }
+}
+
+/// `rzpool set PROP=VALUE POOL` for the pool properties rzfs stores; the value goes into the
+/// MOS `pool_props` ZAP, as OpenZFS keeps it.
+pub fn set_pool_prop(state: &State, assignment: &str, pool: &str) -> Result<(), String> {
+    let (k, v) = assignment
+        .split_once('=')
+        .ok_or_else(|| format!("invalid property '{assignment}': expected name=value"))?;
+    let rw = writer_of(state, pool)
+        .ok_or_else(|| format!("cannot set property for '{pool}': pool is not imported read-write"))?;
+    if let Some(f) = k.strip_prefix("feature@") {
+        if v != "enabled" {
+            return Err(format!("property 'feature@{f}' can only be set to 'enabled'"));
+        }
+        pool::feature_table::check_requested(&[f])?;
+        return rw.spa.enable_feature(f).map_err(|e| format!("cannot set property for '{pool}': {e}"));
+    }
+    let onoff = |v: &str| match v {
+        "on" => Ok(1u64),
+        "off" => Ok(0),
+        _ => Err(format!("property '{k}' must be 'on' or 'off'")),
+    };
+    // Values are stored as OpenZFS stores them in the MOS pool_props ZAP: strings as
+    // strings, index properties as uint64, bootfs as the dataset's object number.
+    let val = match k {
+        "comment" if v.len() > 32 || v.chars().any(|c| c.is_control()) => {
+            return Err("comment must be at most 32 printable characters".into())
+        }
+        "comment" => PoolPropValue::Str(v.into()),
+        "compatibility" => {
+            pool::compat::load(v)?;
+            PoolPropValue::Str(v.into())
+        }
+        "autoexpand" | "autoreplace" | "autotrim" | "listsnapshots" | "delegation" => {
+            PoolPropValue::Num(onoff(v)?)
+        }
+        "multihost" if v == "on" => {
+            return Err(format!(
+                "cannot set property for '{pool}': multihost protection (MMP) is not supported by rzfs"
+            ))
+        }
+        "multihost" => PoolPropValue::Num(onoff(v)?),
+        "failmode" => PoolPropValue::Num(match v {
+            "wait" => 0,
+            "continue" => 1,
+            "panic" => {
+                return Err(format!(
+                    "cannot set property for '{pool}': failmode=panic is not supported by rzfs (a userspace daemon does not panic the machine); use wait or continue"
+                ))
+            }
+            _ => return Err("property 'failmode' must be one of 'wait', 'continue', 'panic'".into()),
+        }),
+        "bootfs" if v.is_empty() => PoolPropValue::Remove,
+        "bootfs" => {
+            if pool_of(v) != pool || v.contains('@') {
+                return Err(format!("cannot set property for '{pool}': '{v}' is not a file system of this pool"));
+            }
+            PoolPropValue::Dataset(v.into())
+        }
+        _ => return Err(format!("cannot set property for '{pool}': '{k}' cannot be set by rzfs yet")),
+    };
+    rw.spa.set_pool_prop(k, val).map_err(|e| format!("cannot set property for '{pool}': {e}"))
 }
 
 /// The FUSE backend of a dataset of a writable pool.
 pub struct DsBackend {
     pub rw: Arc<RwPool>,
     pub ds: u64,
-    pub dir: u64,
-    pub state: std::sync::Weak<State>,
     pub readonly: bool,
 }
 
@@ -658,64 +523,65 @@ impl DsBackend {
         if name.contains('@') {
             return Err(format!("cannot mount '{name}': snapshots are mounted read-only under .zfs"));
         }
-        let readonly;
-        {
-            let mut w = rw.lock();
-            let settings = w.dataset_settings(ds.dir_obj).map_err(|e| e.to_string())?;
-            readonly = settings.readonly;
-            w.open_dataset(ds.ds_obj, settings.policy())
-                .map_err(|e| format!("cannot mount '{name}': {e}"))?;
-            let w = &mut *w;
-            let d = w.datasets.get_mut(&ds.ds_obj).ok_or("dataset vanished")?;
-            let mut zpl = rw.zpl.lock().unwrap_or_else(|p| p.into_inner());
-            if let std::collections::btree_map::Entry::Vacant(e) = zpl.entry(ds.ds_obj) {
-                let z = zpl::write::ZplWriter::open(&d.os, &mut d.zaps)
-                    .map_err(|e| format!("cannot mount '{name}': {e}"))?;
-                e.insert(z);
-            }
-        }
-        Ok(DsBackend { rw, ds: ds.ds_obj, dir: ds.dir_obj, state: Arc::downgrade(state), readonly })
+        let readonly = rw
+            .spa
+            .with_writer(|w| {
+                let settings = w.dataset_settings(ds.dir_obj)?;
+                w.open_dataset(ds.ds_obj, settings.policy())?;
+                let d = w
+                    .datasets
+                    .get_mut(&ds.ds_obj)
+                    .ok_or_else(|| pool::PoolError::Io("dataset vanished".into()))?;
+                let mut zpl = rw.zpl.lock().unwrap_or_else(|p| p.into_inner());
+                if let std::collections::btree_map::Entry::Vacant(e) = zpl.entry(ds.ds_obj) {
+                    let z = zpl::write::ZplWriter::open(&d.os, &mut d.zaps)
+                        .map_err(|e| pool::PoolError::Invalid(e.to_string()))?;
+                    e.insert(z);
+                }
+                Ok(settings.readonly)
+            })
+            .map_err(|e| format!("cannot mount '{name}': {e}"))?;
+        Ok(DsBackend { rw, ds: ds.ds_obj, readonly })
     }
+}
+
+/// A write-layer error for a pool-layer one (its errno and message).
+fn zpl_err(e: pool::PoolError) -> zpl::write::ZplWriteError {
+    zpl::write::ZplWriteError::Errno(e.errno(), e.to_string())
 }
 
 impl rzfs_fuse::rw::RwBackend for DsBackend {
     fn with(
         &self,
+        op: rzfs_fuse::rw::Op,
         f: &mut dyn FnMut(rzfs_fuse::rw::RwCtx<'_>) -> Result<(), zpl::write::ZplWriteError>,
     ) -> Result<(), zpl::write::ZplWriteError> {
-        let mut w = self.rw.lock();
-        let recordsize = w.dataset_settings(self.dir).map(|s| s.recordsize).unwrap_or(128 << 10);
-        let txg = w.txg;
-        let d = w.datasets.get_mut(&self.ds).ok_or_else(|| {
-            zpl::write::ZplWriteError::Errno(5, "dataset is no longer open for writing".into())
-        })?;
-        let mut zpl = self.rw.zpl.lock().unwrap_or_else(|p| p.into_inner());
-        let z = zpl
-            .get_mut(&self.ds)
-            .ok_or_else(|| zpl::write::ZplWriteError::Errno(5, "dataset is not mounted".into()))?;
-        z.txg = txg;
-        let r = f(rzfs_fuse::rw::RwCtx { zpl: z, os: &mut d.os, zaps: &mut d.zaps, recordsize });
-        drop(zpl);
-        // Write throttle: past the dirty limit the writer itself syncs the txg.
-        if w.dirty_bytes() > dirty_max() {
-            let synced = w.sync();
-            drop(w);
-            match synced {
-                Ok(()) => {
-                    if let Some(state) = self.state.upgrade() {
-                        let w = self.rw.lock();
-                        let _ = self.rw.refresh(&state, &w);
-                    }
-                }
-                Err(e) => return Err(zpl::write::ZplWriteError::Errno(5, format!("txg sync failed: {e}"))),
-            }
-        }
-        r
+        use rzfs_fuse::rw::Op;
+        let (check, reserve) = match op {
+            Op::Read => (SpaceCheck::Normal, Reserve::None),
+            Op::Write(len) => (SpaceCheck::Normal, Reserve::Write { len, block: 0 }),
+            Op::Meta => (SpaceCheck::Normal, Reserve::Meta),
+            Op::Free => (SpaceCheck::Reserved, Reserve::Meta),
+        };
+        let mut inner = Ok(());
+        let r = self.rw.spa.with_dataset(self.ds, check, reserve, |tx| {
+            let mut zpl = self.rw.zpl.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(z) = zpl.get_mut(&self.ds) else {
+                inner = Err(zpl::write::ZplWriteError::Errno(5, "dataset is not mounted".into()));
+                return Ok(());
+            };
+            z.txg = tx.txg;
+            let recordsize = tx.ds.recordsize;
+            let d = tx.ds;
+            inner = f(rzfs_fuse::rw::RwCtx { zpl: z, os: &mut d.os, zaps: &mut d.zaps, recordsize });
+            Ok(())
+        });
+        r.map_err(zpl_err)?;
+        inner
     }
 
     fn sync(&self) -> Result<(), String> {
-        let state = self.state.upgrade().ok_or("daemon is shutting down")?;
-        self.rw.sync(&state)
+        self.rw.sync()
     }
 
     fn readonly(&self) -> bool {
@@ -723,8 +589,7 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
     }
 
     fn space(&self) -> (u64, u64, u64, u64) {
-        let s = self.rw.lock().alloc.space();
-        let objs = 1u64 << 32;
-        (s.size, s.free, 0, objs)
+        let (size, avail) = self.rw.spa.space();
+        (size, avail, 0, 1u64 << 32)
     }
 }

@@ -71,6 +71,54 @@ pub fn set_ds_phys(os: &mut DirtyObjset, ds: u64, p: &DslDatasetPhys) -> Result<
     os.set_bonus(ds, p.encode(LE)).map_err(dmu)
 }
 
+/// `DMU_POOL_DIRECTORY_OBJECT`: the MOS object directory.
+const POOL_DIRECTORY: u64 = 1;
+/// Deepest dataset name accepted (`zfs_max_dataset_nesting` is 50; names are at most 255
+/// bytes anyway).
+const MAX_NESTING: usize = 256;
+
+/// A dataset found by name in the open txg.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// Its `dsl_dir` (for a snapshot: its file system's).
+    pub dir: u64,
+    /// Its `dsl_dataset` (head, or the snapshot).
+    pub ds: u64,
+}
+
+/// Resolves `pool[/fs...][@snap]` in the open txg of the MOS (`dsl_dataset_hold`'s walk:
+/// the root directory, child directory maps, then the head's snapshot-name map). `None`
+/// when a component does not exist. The pool name itself is not checked.
+pub fn lookup(os: &DirtyObjset, zaps: &mut ZapCache, name: &str) -> Result<Option<Found>> {
+    let (path, snap) = match name.split_once('@') {
+        Some((p, s)) => (p, Some(s)),
+        None => (name, None),
+    };
+    let Some(mut dir) = zaps.lookup_u64(os, POOL_DIRECTORY, "root_dataset").map_err(zerr)? else {
+        return Err(bad("the MOS has no root dataset"));
+    };
+    for (depth, part) in path.split('/').skip(1).enumerate() {
+        if part.is_empty() || depth >= MAX_NESTING {
+            return Ok(None);
+        }
+        let children = dir_phys(os, dir)?.child_dir_zapobj;
+        match zaps.lookup_u64(os, children, part).map_err(zerr)? {
+            Some(c) => dir = c,
+            None => return Ok(None),
+        }
+    }
+    let head = dir_phys(os, dir)?.head_dataset_obj;
+    if head == 0 {
+        return Ok(None);
+    }
+    let Some(s) = snap else { return Ok(Some(Found { dir, ds: head })) };
+    let names = ds_phys(os, head)?.snapnames_zapobj;
+    if names == 0 || s.is_empty() {
+        return Ok(None);
+    }
+    Ok(zaps.lookup_u64(os, names, s).map_err(zerr)?.map(|ds| Found { dir, ds }))
+}
+
 /// Creates a directory named `name` under `parent` (None: the pool's root directory).
 pub fn create_dir(
     os: &mut DirtyObjset,

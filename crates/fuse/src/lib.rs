@@ -19,7 +19,7 @@ use fuser::{
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, UNIX_EPOCH};
 use zpl::{Attrs, FileType, Zpl};
@@ -54,18 +54,98 @@ pub struct MountSource {
 /// Receiver of unrecoverable read errors.
 pub type ErrorSink = std::sync::Arc<dyn Fn(Option<&str>, u64, &zpl::ZplError) + Send + Sync>;
 
-/// A live mount; `unmount` (or drop) detaches it.
+/// A live mount. Unmounting is explicit ([`MountHandle::detach`], then
+/// [`MountHandle::wait`]) so that a busy mount can be refused and a forced one aborted;
+/// dropping a handle that is still mounted tries a plain unmount.
 pub struct MountHandle {
     session: Option<fuser::BackgroundSession>,
+    dir: PathBuf,
 }
 
+/// How long [`MountHandle::wait`] waits for the serving thread after the kernel let go.
+const UNMOUNT_WAIT: Duration = Duration::from_secs(10);
+
 impl MountHandle {
-    /// Unmounts and waits for the serving thread.
-    pub fn unmount(mut self) {
-        if let Some(s) = self.session.take() {
-            drop(s);
+    fn new(session: fuser::BackgroundSession, dir: &Path) -> MountHandle {
+        MountHandle { session: Some(session), dir: dir.to_path_buf() }
+    }
+
+    /// The mount point.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Has the mount ended (unmounted, by us or from outside: `umount`, `fusermount -u`)?
+    pub fn is_finished(&self) -> bool {
+        self.session.as_ref().is_none_or(|s| s.guard.is_finished())
+    }
+
+    /// Unmounts in the kernel. Without `force`, a busy mount (open files, a current
+    /// directory, mounts below it) is refused with EBUSY and left as it was. With `force`
+    /// the FUSE connection is aborted (requests in flight and later ones fail with EIO, no
+    /// more reach the daemon) and the mount detached from the tree (`MNT_FORCE |
+    /// MNT_DETACH`). A mount that has already ended is not an error.
+    pub fn detach(&self, force: bool) -> std::io::Result<()> {
+        use nix::errno::Errno;
+        use nix::mount::{umount2, MntFlags};
+        if self.is_finished() {
+            return Ok(());
+        }
+        let flags = if force { MntFlags::MNT_FORCE | MntFlags::MNT_DETACH } else { MntFlags::empty() };
+        match umount2(&self.dir, flags) {
+            Ok(()) => Ok(()),
+            // Only root may umount; others go through the setuid fusermount.
+            Err(Errno::EPERM) => fusermount_unmount(&self.dir, force),
+            Err(Errno::EINVAL) if self.is_finished() => Ok(()),
+            Err(e) => Err(std::io::Error::from(e)),
         }
     }
+
+    /// Waits (a bounded time) for the serving thread to end after [`MountHandle::detach`];
+    /// true when it did.
+    pub fn wait(&mut self) -> bool {
+        let t0 = std::time::Instant::now();
+        while !self.is_finished() && t0.elapsed() < UNMOUNT_WAIT {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let done = self.is_finished();
+        if done {
+            // The kernel side is gone: dropping the session neither unmounts again nor
+            // blocks.
+            self.session.take();
+        }
+        done
+    }
+
+    /// Plain unmount then wait (refused with EBUSY when busy).
+    pub fn unmount(&mut self) -> std::io::Result<()> {
+        self.detach(false)?;
+        self.wait();
+        Ok(())
+    }
+}
+
+impl Drop for MountHandle {
+    fn drop(&mut self) {
+        if self.session.is_some() && self.detach(false).is_ok() {
+            self.wait();
+        }
+    }
+}
+
+/// `fusermount3 -u [-z] DIR` for a daemon that is not root.
+fn fusermount_unmount(dir: &Path, lazy: bool) -> std::io::Result<()> {
+    let mut c = std::process::Command::new("fusermount3");
+    c.arg(if lazy { "-uz" } else { "-u" }).arg(dir);
+    let out = c.output()?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let msg = String::from_utf8_lossy(&out.stderr);
+    if msg.contains("busy") {
+        return Err(std::io::Error::from_raw_os_error(libc::EBUSY));
+    }
+    Err(std::io::Error::other(format!("fusermount3: {}", msg.trim())))
 }
 
 /// Mounts `src` read-only on `dir`, served by a background thread.
@@ -89,7 +169,7 @@ pub fn mount(src: MountSource, dir: &Path, fsname: &str) -> std::io::Result<Moun
     // for it without `user_allow_other` in /etc/fuse.conf.
     let n = if is_root() { opts.len() } else { opts.len() - 1 };
     let session = fuser::spawn_mount2(fs, dir, &opts[..n])?;
-    Ok(MountHandle { session: Some(session) })
+    Ok(MountHandle::new(session, dir))
 }
 
 type SnapSlot = (String, Option<Zpl>);

@@ -72,10 +72,29 @@ pub struct RwCtx<'a> {
     pub recordsize: u64,
 }
 
+/// What an operation does to the dataset, so that the backend can check for space (and
+/// suspension) before a change, and let reads through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Reads only.
+    Read,
+    /// Writes this many bytes of file data.
+    Write(u64),
+    /// Creates names or changes attributes.
+    Meta,
+    /// Removes names or data: must work on a full pool (space comes back).
+    Free,
+}
+
 /// What the daemon provides for one writable mount.
 pub trait RwBackend: Send + Sync + 'static {
-    /// Runs `f` with the dataset's open-txg state locked (one op at a time is fine).
-    fn with(&self, f: &mut dyn FnMut(RwCtx<'_>) -> Result<(), ZplWriteError>) -> Result<(), ZplWriteError>;
+    /// Runs `f` with the dataset's open-txg state locked (one op at a time is fine); `op`
+    /// says what `f` will do.
+    fn with(
+        &self,
+        op: Op,
+        f: &mut dyn FnMut(RwCtx<'_>) -> Result<(), ZplWriteError>,
+    ) -> Result<(), ZplWriteError>;
     /// Makes everything written so far durable (the daemon syncs the txg); fsync/fdatasync/syncfs call it.
     fn sync(&self) -> Result<(), String>;
     fn readonly(&self) -> bool;
@@ -100,7 +119,7 @@ pub fn mount_rw<B: RwBackend>(backend: Arc<B>, dir: &Path, fsname: &str) -> std:
     }
     opts.push(if readonly { MountOption::RO } else { MountOption::RW });
     let session = fuser::spawn_mount2(fs, dir, &opts)?;
-    Ok(MountHandle { session: Some(session) })
+    Ok(MountHandle::new(session, dir))
 }
 
 type Res<T> = Result<T, i32>;
@@ -297,7 +316,7 @@ impl<B: RwBackend> RwFs<B> {
     fn new(backend: Arc<B>) -> std::io::Result<Self> {
         let mut root = 0;
         backend
-            .with(&mut |c| {
+            .with(Op::Read, &mut |c| {
                 root = c.zpl.root();
                 Ok(())
             })
@@ -305,7 +324,7 @@ impl<B: RwBackend> RwFs<B> {
         if !backend.readonly() {
             // Best effort, as `zfs_unlinked_drain`: an object that cannot be freed now stays
             // listed and is retried at the next mount.
-            let _ = backend.with(&mut |c| c.zpl.drain_unlinked(c.os, c.zaps).map(|_| ()));
+            let _ = backend.with(Op::Free, &mut |c| c.zpl.drain_unlinked(c.os, c.zaps).map(|_| ()));
         }
         Ok(RwFs {
             backend,
@@ -326,12 +345,17 @@ impl<B: RwBackend> RwFs<B> {
         }
     }
 
-    /// Runs `f` on the locked open txg.
+    /// Runs `f`, which only reads, on the locked open txg.
     fn run<T>(&self, f: impl FnOnce(RwCtx<'_>) -> ZRes<T>) -> Res<T> {
+        self.run_op(Op::Read, f)
+    }
+
+    /// Runs `f`, which does `op`, on the locked open txg.
+    fn run_op<T>(&self, op: Op, f: impl FnOnce(RwCtx<'_>) -> ZRes<T>) -> Res<T> {
         let mut f = Some(f);
         let mut out = None;
         self.backend
-            .with(&mut |c| {
+            .with(op, &mut |c| {
                 let f = f.take().ok_or_else(|| sys_err(libc::EIO, "backend ran an operation twice"))?;
                 out = Some(f(c)?);
                 Ok(())
@@ -341,11 +365,11 @@ impl<B: RwBackend> RwFs<B> {
     }
 
     /// [`RwFs::run`] for an operation that changes the dataset: EROFS when read-only.
-    fn run_mut<T>(&self, f: impl FnOnce(RwCtx<'_>) -> ZRes<T>) -> Res<T> {
+    fn run_mut<T>(&self, op: Op, f: impl FnOnce(RwCtx<'_>) -> ZRes<T>) -> Res<T> {
         if self.backend.readonly() {
             return Err(libc::EROFS);
         }
-        self.run(f)
+        self.run_op(op, f)
     }
 
     fn fresh_fh(&mut self) -> u64 {
@@ -372,7 +396,9 @@ impl<B: RwBackend> RwFs<B> {
             return self.do_getattr(ino);
         }
         let obj = self.obj(ino);
-        self.run_mut(|c| {
+        // A size change frees (or only extends, sparsely): it must work on a full pool.
+        let op = if sa.size.is_some() { Op::Free } else { Op::Meta };
+        self.run_mut(op, |c| {
             c.zpl.recordsize = c.recordsize;
             let a = c.zpl.setattr(c.os, c.zaps, obj, sa, now())?;
             Ok(to_attr(ino, &a))
@@ -382,7 +408,7 @@ impl<B: RwBackend> RwFs<B> {
     /// Creates a file of any type but directory and symlink (`mode` carries `S_IF*`).
     fn do_mknod(&self, ids: (u32, u32), parent: u64, name: &[u8], mode: u32, rdev: u32) -> Res<Entry> {
         let (dir, root) = (self.obj(parent), self.root);
-        self.run_mut(|c| {
+        self.run_mut(Op::Meta, |c| {
             let obj = c.zpl.create(c.os, c.zaps, dir, name, mode, ids.0, ids.1, rdev_to_zfs(rdev), now())?;
             entry_of(&c, root, obj)
         })
@@ -390,7 +416,7 @@ impl<B: RwBackend> RwFs<B> {
 
     fn do_mkdir(&self, ids: (u32, u32), parent: u64, name: &[u8], mode: u32) -> Res<Entry> {
         let (dir, root) = (self.obj(parent), self.root);
-        self.run_mut(|c| {
+        self.run_mut(Op::Meta, |c| {
             let obj = c.zpl.mkdir(c.os, c.zaps, dir, name, mode & 0o7777, ids.0, ids.1, now())?;
             entry_of(&c, root, obj)
         })
@@ -398,7 +424,7 @@ impl<B: RwBackend> RwFs<B> {
 
     fn do_symlink(&self, ids: (u32, u32), parent: u64, name: &[u8], target: &[u8]) -> Res<Entry> {
         let (dir, root) = (self.obj(parent), self.root);
-        self.run_mut(|c| {
+        self.run_mut(Op::Meta, |c| {
             let obj = c.zpl.symlink(c.os, c.zaps, dir, name, target, ids.0, ids.1, now())?;
             entry_of(&c, root, obj)
         })
@@ -406,7 +432,7 @@ impl<B: RwBackend> RwFs<B> {
 
     fn do_link(&self, ino: u64, parent: u64, name: &[u8]) -> Res<Entry> {
         let (obj, dir, root) = (self.obj(ino), self.obj(parent), self.root);
-        self.run_mut(|c| {
+        self.run_mut(Op::Meta, |c| {
             c.zpl.link(c.os, c.zaps, obj, dir, name, now())?;
             entry_of(&c, root, obj)
         })
@@ -421,7 +447,7 @@ impl<B: RwBackend> RwFs<B> {
     fn do_unlink(&mut self, parent: u64, name: &[u8]) -> Res<()> {
         let dir = self.obj(parent);
         let opens = &self.opens;
-        let kept = self.run_mut(|c| {
+        let kept = self.run_mut(Op::Free, |c| {
             let target = c.zpl.lookup(c.os, c.zaps, dir, name)?;
             let keep = target.is_some_and(|o| is_open(opens, o));
             Ok(c.zpl.unlink(c.os, c.zaps, dir, name, keep, now())?.filter(|_| keep))
@@ -432,7 +458,7 @@ impl<B: RwBackend> RwFs<B> {
 
     fn do_rmdir(&self, parent: u64, name: &[u8]) -> Res<()> {
         let dir = self.obj(parent);
-        self.run_mut(|c| c.zpl.rmdir(c.os, c.zaps, dir, name, now()))
+        self.run_mut(Op::Free, |c| c.zpl.rmdir(c.os, c.zaps, dir, name, now()))
     }
 
     /// POSIX rename; RENAME_NOREPLACE is honoured, RENAME_EXCHANGE and RENAME_WHITEOUT are
@@ -444,7 +470,7 @@ impl<B: RwBackend> RwFs<B> {
         let noreplace = flags & libc::RENAME_NOREPLACE != 0;
         let (sdir, ddir) = (self.obj(from.0), self.obj(to.0));
         let opens = &self.opens;
-        let kept = self.run_mut(|c| {
+        let kept = self.run_mut(Op::Meta, |c| {
             let target = c.zpl.lookup(c.os, c.zaps, ddir, to.1)?;
             let keep = target.is_some_and(|o| is_open(opens, o));
             let gone = c.zpl.rename(c.os, c.zaps, sdir, from.1, ddir, to.1, noreplace, keep, now())?;
@@ -487,7 +513,7 @@ impl<B: RwBackend> RwFs<B> {
         }
         self.opens.remove(&obj);
         if self.orphans.remove(&obj) {
-            self.run(|c| c.zpl.release_unlinked(c.os, c.zaps, obj))?;
+            self.run_op(Op::Free, |c| c.zpl.release_unlinked(c.os, c.zaps, obj))?;
         }
         Ok(())
     }
@@ -502,7 +528,9 @@ impl<B: RwBackend> RwFs<B> {
         let obj = self.obj(ino);
         let off = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
         let n = u32::try_from(data.len()).map_err(|_| libc::EINVAL)?;
-        self.run_mut(|c| c.zpl.write(c.os, c.zaps, obj, off, data, c.recordsize, now()))?;
+        self.run_mut(Op::Write(u64::from(n)), |c| {
+            c.zpl.write(c.os, c.zaps, obj, off, data, c.recordsize, now())
+        })?;
         Ok(n)
     }
 
@@ -518,12 +546,12 @@ impl<B: RwBackend> RwFs<B> {
         let obj = self.obj(ino);
         let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
         if mode == punch {
-            return self.run_mut(|c| c.zpl.punch_hole(c.os, c.zaps, obj, off, len, now()));
+            return self.run_mut(Op::Free, |c| c.zpl.punch_hole(c.os, c.zaps, obj, off, len, now()));
         }
         if mode != 0 && mode != libc::FALLOC_FL_KEEP_SIZE {
             return Err(libc::EOPNOTSUPP);
         }
-        self.run_mut(|c| {
+        self.run_mut(Op::Meta, |c| {
             let a = c.zpl.getattr(c.os, obj)?;
             if a.kind() != zpl::FileType::Regular {
                 return Err(sys_err(libc::ENODEV, "fallocate of a non-regular file"));
@@ -591,7 +619,7 @@ impl<B: RwBackend> RwFs<B> {
     fn do_setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Res<()> {
         let obj = self.obj(ino);
         let flags = u32::try_from(flags).map_err(|_| libc::EINVAL)?;
-        self.run_mut(|c| c.zpl.setxattr(c.os, c.zaps, obj, name, value, flags, now()))
+        self.run_mut(Op::Meta, |c| c.zpl.setxattr(c.os, c.zaps, obj, name, value, flags, now()))
     }
 
     fn do_getxattr(&self, ino: u64, name: &[u8], size: u32) -> Res<XattrAnswer> {
@@ -612,7 +640,7 @@ impl<B: RwBackend> RwFs<B> {
 
     fn do_removexattr(&self, ino: u64, name: &[u8]) -> Res<()> {
         let obj = self.obj(ino);
-        self.run_mut(|c| c.zpl.removexattr(c.os, c.zaps, obj, name, now()))
+        self.run_mut(Op::Free, |c| c.zpl.removexattr(c.os, c.zaps, obj, name, now()))
     }
 
     /// access(2): the kernel checks permissions itself (default_permissions); this only

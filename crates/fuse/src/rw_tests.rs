@@ -22,6 +22,10 @@ struct MemBackend {
     syncs: AtomicU64,
     /// Operations run (to see how large the kernel's WRITE requests are).
     calls: AtomicU64,
+    /// Refuse changes that need space (Write, Meta) with ENOSPC, as a full pool does.
+    full: AtomicBool,
+    /// The kinds of the operations run.
+    ops: Mutex<Vec<Op>>,
 }
 
 impl MemBackend {
@@ -36,13 +40,23 @@ impl MemBackend {
             ro: AtomicBool::new(false),
             syncs: AtomicU64::new(0),
             calls: AtomicU64::new(0),
+            full: AtomicBool::new(false),
+            ops: Mutex::new(Vec::new()),
         })
     }
 }
 
 impl RwBackend for MemBackend {
-    fn with(&self, f: &mut dyn FnMut(RwCtx<'_>) -> Result<(), ZplWriteError>) -> Result<(), ZplWriteError> {
+    fn with(
+        &self,
+        op: Op,
+        f: &mut dyn FnMut(RwCtx<'_>) -> Result<(), ZplWriteError>,
+    ) -> Result<(), ZplWriteError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
+        self.ops.lock().unwrap_or_else(|p| p.into_inner()).push(op);
+        if self.full.load(Ordering::Relaxed) && matches!(op, Op::Write(_) | Op::Meta) {
+            return Err(ZplWriteError::Errno(libc::ENOSPC, "pool is full".into()));
+        }
         let mut g = self.st.lock().unwrap_or_else(|p| p.into_inner());
         let st = &mut *g;
         f(RwCtx { zpl: &mut st.zpl, os: &mut st.os, zaps: &mut st.zaps, recordsize: 128 << 10 })
@@ -65,6 +79,28 @@ fn fs() -> (RwFs<MemBackend>, Arc<MemBackend>) {
 }
 
 const ME: (u32, u32) = (1000, 100);
+
+/// On a full pool, changes that need space fail with ENOSPC and change nothing, while
+/// changes that free space (unlink, truncate, rmdir) still work.
+#[test]
+fn full_pool_refuses_growth_and_allows_frees() {
+    let (mut f, b) = fs();
+    let a = mkfile(&mut f, 1, "a", &[7u8; 5000]);
+    let ((d, _), _) = f.do_create(ME, 1, b"big", 0o644).unwrap();
+    f.do_write(d.ino, 0, &[1u8; 100]).unwrap();
+    b.full.store(true, Ordering::Relaxed);
+    assert_eq!(f.do_write(d.ino, 100, &[2u8; 100]), Err(libc::ENOSPC));
+    assert_eq!(f.do_mkdir(ME, 1, b"dir", 0o755).err(), Some(libc::ENOSPC));
+    assert_eq!(f.do_read(d.ino, 0, 300).unwrap(), vec![1u8; 100], "the refused write changed nothing");
+    let shrink = SetAttr { size: Some(10), ..SetAttr::default() };
+    assert_eq!(f.do_setattr(d.ino, shrink).unwrap().size, 10);
+    f.do_release(d.ino).unwrap();
+    f.do_unlink(1, b"a").unwrap();
+    assert!(f.do_lookup(1, b"a").is_err());
+    let _ = a;
+    let ops = b.ops.lock().unwrap().clone();
+    assert!(ops.contains(&Op::Free) && ops.contains(&Op::Write(100)) && ops.contains(&Op::Meta));
+}
 
 fn mkfile(f: &mut RwFs<MemBackend>, dir: u64, name: &str, data: &[u8]) -> u64 {
     let ((a, _), _) = f.do_create(ME, dir, name.as_bytes(), 0o644).unwrap();
@@ -390,8 +426,9 @@ impl TestMount {
 
 impl Drop for TestMount {
     fn drop(&mut self) {
-        if let Some(h) = self.handle.take() {
-            h.unmount();
+        if let Some(mut h) = self.handle.take() {
+            let _ = h.detach(true);
+            h.wait();
         }
         let _ = std::fs::remove_dir(&self.dir);
     }
@@ -548,7 +585,7 @@ fn xattrs_through_setfattr(m: &TestMount) {
 fn serve_in_memory() {
     let Ok(dir) = std::env::var("RZFS_RW_MOUNT") else { return };
     let secs = std::env::var("RZFS_RW_SERVE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
-    let h = mount_rw(MemBackend::new(), Path::new(&dir), "mem/rw").unwrap();
+    let mut h = mount_rw(MemBackend::new(), Path::new(&dir), "mem/rw").unwrap();
     std::thread::sleep(Duration::from_secs(secs));
-    h.unmount();
+    h.unmount().unwrap();
 }

@@ -252,8 +252,17 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
                 zstd_level: spec.root_policy.zstd_level,
                 copies: spec.root_policy.copies,
             },
+            recordsize: 128 << 10,
         },
     );
+    if let Some(d) = w.datasets.get_mut(&dsl.root_ds) {
+        d.recordsize = spec
+            .root_props
+            .iter()
+            .find(|(k, _)| k == "recordsize")
+            .and_then(|(_, v)| v.values.first().copied())
+            .unwrap_or(128 << 10);
+    }
     clear_labels(&w)?;
     w.sync()?;
     Ok(w)

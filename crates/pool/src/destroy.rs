@@ -76,8 +76,8 @@ impl PoolWriter {
                 doomed.push(root);
             }
         }
-        // The dataset's open writer, if any, goes: nothing of it was allocated yet.
-        self.datasets.remove(&ds);
+        // The dataset's open writer, if any, goes (back again if this txg is undone).
+        self.remove_dataset_writer(ds);
         self.ds_release_features(ds)?;
         let ratios: Vec<u64> = self.top_info.iter().map(|t| t.deflate_ratio).collect();
         let mut freed = SpaceDelta::default();

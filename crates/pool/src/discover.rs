@@ -48,6 +48,11 @@ impl PoolCandidate {
         best
     }
 
+    /// When the newest uberblock was written (seconds since the epoch).
+    pub fn best_uberblock_time(&self) -> Option<u64> {
+        crate::import::select_uberblock(self).ok().map(|u| u.timestamp)
+    }
+
     /// Pool state as recorded in the best label.
     pub fn state(&self) -> PoolState {
         self.best().config.state

@@ -35,11 +35,13 @@ pub struct ImportOpts {
     pub readonly: bool,
     /// Byte bound of the block cache.
     pub cache_bytes: usize,
+    /// `altroot`: prefixed to every mountpoint of the pool's datasets while imported.
+    pub altroot: Option<std::path::PathBuf>,
 }
 
 impl Default for ImportOpts {
     fn default() -> Self {
-        ImportOpts { readonly: true, cache_bytes: arc::DEFAULT_LIMIT_BYTES }
+        ImportOpts { readonly: true, cache_bytes: arc::DEFAULT_LIMIT_BYTES, altroot: None }
     }
 }
 
@@ -90,10 +92,19 @@ pub fn import(cand: &PoolCandidate, opts: &ImportOpts) -> Result<Pool> {
 fn reopen_writable(cand: &PoolCandidate) -> Result<PoolCandidate> {
     let mut c = cand.clone();
     for d in &mut c.devices {
-        let dev = vdev::FileDevice::open(&d.path, true).map_err(|e| {
-            PoolError::Invalid(format!("cannot open '{}' for writing: {e}", d.path.display()))
+        let dev = vdev::FileDevice::open_exclusive(&d.path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::ResourceBusy {
+                PoolError::Busy(format!(
+                    "cannot import '{}': device '{}' is in use by another process (is the pool imported by another rzfsd?)",
+                    cand.name,
+                    d.path.display()
+                ))
+            } else {
+                PoolError::Invalid(format!("cannot open '{}' for writing: {e}", d.path.display()))
+            }
         })?;
-        d.device = Arc::new(dev);
+        let path = d.path.to_string_lossy().into_owned();
+        d.device = vdev::inject::InjectDevice::wrap(Arc::new(dev), &path);
     }
     Ok(c)
 }

@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 pub mod add;
+pub mod admin;
 pub mod compat;
 pub mod create;
 pub mod destroy;
@@ -19,7 +20,9 @@ pub mod features;
 pub mod history;
 pub mod import;
 pub mod open_rw;
+pub mod space;
 pub mod status;
+pub mod txg;
 pub mod vdevspec;
 pub mod writer;
 
@@ -46,6 +49,59 @@ pub enum PoolError {
     Dmu(#[from] dmu::DmuError),
     #[error(transparent)]
     Dsl(#[from] dsl::DslError),
+    /// A change does not fit in the space left (ENOSPC).
+    #[error("{0}")]
+    NoSpace(String),
+    /// Devices failed and what was being written could not be stored with the redundancy
+    /// left (EIO).
+    #[error("{0}")]
+    Io(String),
+    /// The pool is suspended after I/O failures (EIO); `zpool clear` resumes it.
+    #[error("pool I/O is currently suspended: {0}")]
+    Suspended(String),
+    /// The pool or dataset is in use (EBUSY).
+    #[error("{0}")]
+    Busy(String),
+    /// Something of that name exists already (EEXIST).
+    #[error("{0}")]
+    Exists(String),
+}
+
+/// Linux errno values the pool layer's errors map to (the FUSE edge replies with them).
+pub mod errno {
+    pub const ENOENT: i32 = 2;
+    pub const EIO: i32 = 5;
+    pub const EBUSY: i32 = 16;
+    pub const EEXIST: i32 = 17;
+    pub const EINVAL: i32 = 22;
+    pub const ENOSPC: i32 = 28;
+    pub const EROFS: i32 = 30;
+    pub const ENOTSUP: i32 = 95;
+    pub const EDQUOT: i32 = 122;
+}
+
+impl PoolError {
+    /// The errno a POSIX caller should see for this error.
+    pub fn errno(&self) -> i32 {
+        match self {
+            PoolError::NotFound(_) => errno::ENOENT,
+            PoolError::Invalid(_) => errno::EINVAL,
+            PoolError::Unsupported(_) => errno::ENOTSUP,
+            PoolError::NoSpace(_) => errno::ENOSPC,
+            PoolError::Busy(_) => errno::EBUSY,
+            PoolError::Exists(_) => errno::EEXIST,
+            PoolError::Dmu(dmu::DmuError::Zio(zio::ZioError::NoSpace(_))) => errno::ENOSPC,
+            PoolError::Dmu(dmu::DmuError::NoSuchObject(_)) => errno::ENOENT,
+            PoolError::Dsl(dsl::DslError::NoSuchDataset(_)) => errno::ENOENT,
+            PoolError::Dsl(dsl::DslError::Unsupported(_)) => errno::ENOTSUP,
+            _ => errno::EIO,
+        }
+    }
+
+    /// Is this an out-of-space error, wherever it was raised?
+    pub fn is_no_space(&self) -> bool {
+        self.errno() == errno::ENOSPC
+    }
 }
 
 impl From<ondisk::Error> for PoolError {

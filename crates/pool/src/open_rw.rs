@@ -249,8 +249,16 @@ impl PoolWriter {
         } else {
             DirtyObjset::open(&self.reader, &bp)?
         };
-        self.datasets.insert(ds, DatasetWriter { os, zaps: ZapCache::new(), policy });
+        let recordsize = self.dataset_settings(phys.dir_obj)?.recordsize;
+        self.datasets.insert(ds, DatasetWriter { os, zaps: ZapCache::new(), policy, recordsize });
         Ok(())
+    }
+
+    /// Opens head dataset `ds` for writing with the settings its properties give.
+    pub fn open_dataset_inherited(&mut self, ds: u64) -> Result<()> {
+        let dir = dsl::write::ds_phys(&self.mos, ds)?.dir_obj;
+        let policy = self.dataset_settings(dir)?.policy();
+        self.open_dataset(ds, policy)
     }
 
     /// The dataset writer of `ds` (opened with [`PoolWriter::open_dataset`]).

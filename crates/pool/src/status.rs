@@ -52,6 +52,8 @@ pub struct PoolStatus {
     pub health: PoolHealth,
     pub root: VdevStatus,
     pub errors: Vec<DataError>,
+    /// Set when the pool is suspended after I/O failures (the reason, for the log).
+    pub suspended: Option<String>,
 }
 
 fn kind_name(kind: &VdevKind, id: u64) -> String {
@@ -96,8 +98,12 @@ fn vdev_status(v: &Vdev, paths: &dyn Fn(u64) -> Option<String>) -> VdevStatus {
     let (read, write, cksum) = v.errors();
     let health = health_of(v.state());
     let is_leaf = matches!(v.kind(), VdevKind::Disk | VdevKind::File | VdevKind::Missing);
-    let note =
-        if is_leaf && health == PoolHealth::Unavail { "cannot open".to_string() } else { String::new() };
+    let note = match health {
+        PoolHealth::Unavail if is_leaf => "cannot open".to_string(),
+        // A leaf faulted by failed writes or flushes (`VDEV_AUX_ERR_EXCEEDED`).
+        PoolHealth::Faulted if is_leaf => "too many errors".to_string(),
+        _ => String::new(),
+    };
     // A device that was not found has no name of its own: show the path the config records.
     let name =
         if is_leaf && v.device().is_none() { paths(v.guid()).unwrap_or_else(|| v.name()) } else { v.name() };
@@ -136,7 +142,7 @@ pub fn pool_status(pool: &Pool) -> PoolStatus {
         note: String::new(),
         children: tops,
     };
-    PoolStatus { name: pool.name().to_string(), health, root, errors: pool.errors() }
+    PoolStatus { name: pool.name().to_string(), health, root, errors: pool.errors(), suspended: None }
 }
 
 fn render_tree(out: &mut String, v: &VdevStatus, depth: usize, width: usize, parsable: bool) {
@@ -183,6 +189,10 @@ fn tree_width(v: &VdevStatus, depth: usize) -> usize {
     v.children.iter().map(|c| tree_width(c, depth + 1)).fold(own, usize::max)
 }
 
+fn has_faulted_leaf(v: &VdevStatus) -> bool {
+    (v.children.is_empty() && v.health == PoolHealth::Faulted) || v.children.iter().any(has_faulted_leaf)
+}
+
 fn has_errors(v: &VdevStatus) -> bool {
     v.read + v.write + v.cksum > 0 || v.children.iter().any(has_errors)
 }
@@ -191,8 +201,25 @@ fn has_errors(v: &VdevStatus) -> bool {
 pub fn render_status(st: &PoolStatus, verbose: bool, parsable: bool) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "  pool: {}", st.name);
-    let _ = writeln!(out, " state: {}", st.health.as_str());
-    if st.health != PoolHealth::Online {
+    if st.suspended.is_some() {
+        // libzfs's ZPOOL_STATUS_IO_FAILURE_WAIT/CONTINUE.
+        out.push_str(" state: SUSPENDED\n");
+        out.push_str("status: One or more devices are faulted in response to IO failures.\n");
+        out.push_str("action: Make sure the affected devices are connected, then run 'zpool clear'.\n");
+        out.push_str("   see: https://openzfs.github.io/openzfs-docs/msg/ZFS-8000-HC\n");
+    } else {
+        let _ = writeln!(out, " state: {}", st.health.as_str());
+    }
+    if st.suspended.is_some() {
+    } else if has_faulted_leaf(&st.root) {
+        if st.health == PoolHealth::Degraded {
+            out.push_str("status: One or more devices are faulted in response to persistent errors.\n\tSufficient replicas exist for the pool to continue functioning in a\n\tdegraded state.\n");
+        } else {
+            out.push_str("status: One or more devices are faulted in response to persistent errors.  There are insufficient replicas for the pool to\n\tcontinue functioning.\n");
+        }
+        out.push_str("action: Replace the faulted device, or use 'zpool clear' to mark the device\n\trepaired.\n");
+        out.push_str("   see: https://openzfs.github.io/openzfs-docs/msg/ZFS-8000-K4\n");
+    } else if st.health != PoolHealth::Online {
         out.push_str("status: One or more devices could not be used because the label is missing or\n\tinvalid.  Sufficient replicas exist for the pool to continue\n\tfunctioning in a degraded state.\n");
         out.push_str("action: Replace the device using 'zpool replace'.\n");
     } else if has_errors(&st.root) {
@@ -224,6 +251,32 @@ pub fn render_status(st: &PoolStatus, verbose: bool, parsable: bool) -> String {
     out
 }
 
+/// Who holds a pool that is not exported.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InUse {
+    /// A process of this system has its devices open for writing (an exclusive lock).
+    ThisSystem,
+    /// Its labels say ACTIVE, last written by another host (`hostid` differs).
+    OtherSystem { hostname: String, hostid: u64 },
+}
+
+/// Is pool `c` in use: its devices locked by an owner on this system, or left ACTIVE by
+/// another host (OpenZFS's check in `zpool import`: a non-zero label hostid that is not
+/// ours)? A pool left ACTIVE by this host (a crash) is not in use.
+pub fn in_use(c: &PoolCandidate) -> Option<InUse> {
+    if c.devices.iter().any(|d| vdev::FileDevice::is_locked(&d.path)) {
+        return Some(InUse::ThisSystem);
+    }
+    let best = &c.best().config;
+    if c.state() == ondisk::label::PoolState::Active {
+        let hostid = best.hostid.unwrap_or(0);
+        if hostid != 0 && hostid != crate::writer::host_id() {
+            return Some(InUse::OtherSystem { hostname: best.hostname.clone().unwrap_or_default(), hostid });
+        }
+    }
+    None
+}
+
 /// The `zpool import` listing of one importable pool, from its labels alone.
 pub fn import_listing(c: &PoolCandidate) -> String {
     let mut out = String::new();
@@ -243,6 +296,22 @@ pub fn import_listing(c: &PoolCandidate) -> String {
             best.config.version
         );
         out.push_str(" action: The pool cannot be imported.\n");
+    } else if let Some(owner) = in_use(c) {
+        match owner {
+            InUse::ThisSystem => {
+                out.push_str(" status: The pool is currently imported by another process on this system.\n");
+                out.push_str(" action: Export the pool there before importing it here.\n");
+            }
+            InUse::OtherSystem { hostname, hostid } => {
+                let _ = writeln!(
+                    out,
+                    " status: The pool was last accessed by another system ({hostname}, hostid={hostid:x})."
+                );
+                out.push_str(
+                    " action: The pool can be imported using its name or numeric identifier and\n\tthe '-f' flag.\n",
+                );
+            }
+        }
     } else if health == PoolHealth::Online {
         out.push_str(" action: The pool can be imported using its name or numeric identifier.\n");
     } else if health == PoolHealth::Degraded {

@@ -20,6 +20,33 @@
 //!
 //! Space freed in txg T is reusable only after T + 2 has synced (`TXG_DEFER_SIZE`), so
 //! blocks an older uberblock still references survive the next two txgs.
+//!
+//! ## Failure: a txg is all or nothing
+//!
+//! A sync has two halves with different failure rules.
+//!
+//! * **Data half** (steps 1–2 and the flush that ends them): everything is written to free
+//!   space, referenced by no uberblock. Before it starts, [`PoolWriter::sync`] saves the
+//!   open txg ([`TxgCheckpoint`]: the MOS and every dataset's dirty state, shared not
+//!   copied, the space-map bookkeeping, the configuration). If any step fails — a top-level
+//!   vdev that can no longer take a write or a flush with the redundancy it has left, no
+//!   space, a block that cannot be read — the checkpoint is put back, the allocator forgets
+//!   the attempt's allocations and frees (`Allocator::rollback_txg`), and the cache forgets
+//!   the attempt's blocks: memory is exactly as before the sync and the same txg can be
+//!   retried. Nothing on disk changed that an uberblock references.
+//! * **Uberblock half** (step 3): once the data is durable, the txg is committed in memory
+//!   (the next txg builds on it) and its uberblock and labels are written. A leaf that
+//!   fails is faulted; the half succeeds when every top-level vdev kept at least one good
+//!   copy of each label and uberblock written (OpenZFS's rule, `vdev_label_sync_top_done`).
+//!   If it fails, the txg is *committed but not durable*: it is never undone (some leaves may
+//!   already hold its uberblock), and the next [`PoolWriter::sync`] writes the uberblock
+//!   again before anything else (OpenZFS retries `vdev_config_sync` the same way, suspended
+//!   until `zpool clear`). Nothing a later txg writes can overwrite what it references: its
+//!   frees are deferred like any other.
+//!
+//! Sync tasks ([`SyncTask`], OpenZFS `dsl_sync_task`) run in syncing context between the
+//! datasets and the MOS. A task that fails undoes the whole attempt, is dropped with its
+//! error, and the txg is retried without it, so each task is applied entirely or not at all.
 
 use crate::{PoolError, Result};
 use codec::checksum::{self, ChecksumCtx, ChecksumKind};
@@ -120,9 +147,10 @@ impl Allocate for AllocShared {
         let asize =
             zio.top_asize(0, psize).ok_or_else(|| zio::ZioError::Corrupt("no top-level vdev".into()))?;
         let mut g = self.lock();
-        let got =
-            g.ms.alloc(asize, txg, copies)
-                .map_err(|e| zio::ZioError::Io { bp: "allocation".into(), detail: e.to_string() })?;
+        let got = g.ms.alloc(asize, txg, copies).map_err(|e| match e {
+            metaslab::Error::NoSpace { .. } => zio::ZioError::NoSpace(e.to_string()),
+            e => zio::ZioError::Io { bp: "allocation".into(), detail: e.to_string() },
+        })?;
         let mut out = Vec::with_capacity(got.len());
         for (vdev, off) in got {
             g.allocs.insert((vdev, off), asize);
@@ -134,6 +162,7 @@ impl Allocate for AllocShared {
 
 /// Block properties: metadata is fletcher4 + lz4 with extra copies; data follows the
 /// dataset's properties.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Policy {
     pub mos: bool,
     pub data_checksum: u8,
@@ -245,13 +274,67 @@ pub struct DatasetWriter {
     pub os: DirtyObjset,
     pub zaps: ZapCache,
     pub policy: Policy,
+    /// The dataset's `recordsize` (block size of files that grow past one block).
+    pub recordsize: u64,
 }
+
+/// A change made in syncing context (OpenZFS `dsl_sync_task`): it runs after the dirty
+/// datasets are written and before the MOS, inside the txg's all-or-nothing scope.
+pub struct SyncTask {
+    /// Identifies the task's result in [`PoolWriter::take_task_results`].
+    pub id: u64,
+    /// The change; on error the txg is retried without it. It may run more than once (a
+    /// failed attempt is undone before the retry), each time from the same state.
+    pub run: Box<TaskFn>,
+}
+
+/// The change a [`SyncTask`] makes.
+pub type TaskFn = dyn FnMut(&mut PoolWriter) -> Result<()> + Send;
+
+/// Everything a sync changes in memory, saved before it starts (see "Failure" above).
+struct TxgCheckpoint {
+    mos: dmu::tx::OsCheckpoint,
+    mos_zaps: ZapCache,
+    datasets: BTreeMap<u64, (dmu::tx::OsCheckpoint, Policy)>,
+    sm: BTreeMap<(u64, u64), (u64, u64, i64)>,
+    config_dirty: bool,
+    config_obj_dirty: bool,
+    state: PoolState,
+    tops: Vec<Arc<Vdev>>,
+    top_info: Vec<TopInfo>,
+    paths: BTreeMap<u64, String>,
+    kept_config: BTreeMap<u64, Vec<(String, ondisk::nvlist::NvValue)>>,
+    features_for_read: Vec<String>,
+    mos_dir: u64,
+    config_obj: u64,
+    pending_snapshots: Vec<(u64, String)>,
+}
+
+/// Why a sync attempt failed.
+enum Failure {
+    /// Task number `0` failed: the attempt is undone and retried without it.
+    Task(usize, PoolError),
+    /// The txg could not be written: the attempt is undone and the error returned.
+    Sync(PoolError),
+}
+
+impl From<PoolError> for Failure {
+    fn from(e: PoolError) -> Self {
+        Failure::Sync(e)
+    }
+}
+
+/// Clean ZAPs a dataset keeps cached across syncs.
+const DATASET_ZAP_CACHE_KEEP: usize = 4096;
 
 /// A pool open for writing.
 pub struct PoolWriter {
     pub name: String,
     pub guid: u64,
     pub hostname: String,
+    /// This host's id, recorded in the labels so that another host sees the pool in use
+    /// ([`host_id`]; 0 records none, as OpenZFS does without a hostid).
+    pub hostid: u64,
     pub tops: Vec<Arc<Vdev>>,
     pub top_info: Vec<TopInfo>,
     pub reader: Reader,
@@ -285,6 +368,19 @@ pub struct PoolWriter {
     /// OpenZFS: the snapshot holds the dataset exactly as of its txg).
     pub pending_snapshots: Vec<(u64, String)>,
     pub now: fn() -> u64,
+    /// Sync tasks queued for the next sync.
+    tasks: Vec<SyncTask>,
+    /// Results of tasks that ran (or failed) since the last [`PoolWriter::take_task_results`].
+    task_results: Vec<(u64, Result<()>)>,
+    /// Dataset writers removed by a destroy in the txg being synced (back on rollback).
+    txg_removed: Vec<(u64, DatasetWriter)>,
+    /// The MOS config object must be rewritten in the next sync even though the labels
+    /// need not change (a txg with nothing else to write, see [`PoolWriter::sync_forced`]).
+    config_obj_dirty: bool,
+    /// MOS root of the last txg committed in memory (its uberblock may not be durable).
+    committed_root: Option<BlkPtr>,
+    /// Last txg whose uberblock is durable.
+    durable_txg: u64,
 }
 
 pub fn now_secs() -> u64 {
@@ -309,6 +405,7 @@ impl PoolWriter {
             name: name.to_string(),
             guid,
             hostname: hostname(),
+            hostid: host_id(),
             tops,
             top_info,
             reader,
@@ -332,6 +429,12 @@ impl PoolWriter {
             pending_root: None,
             pending_snapshots: Vec::new(),
             now: now_secs,
+            tasks: Vec::new(),
+            task_results: Vec::new(),
+            txg_removed: Vec::new(),
+            config_obj_dirty: false,
+            committed_root: None,
+            durable_txg: txg.saturating_sub(1),
         }
     }
 
@@ -349,22 +452,185 @@ impl PoolWriter {
         dva_dsize(&self.ratios(), d)
     }
 
-    /// Syncs the open txg and opens the next one.
+    /// Syncs the open txg and opens the next one. On success everything changed before the
+    /// call is durable. On failure nothing is lost: either the attempt was undone and the
+    /// open txg holds the same changes as before (retry by calling again), or the txg was
+    /// committed in memory and only its uberblock is missing (the next call writes it
+    /// first); see the module comment.
     pub fn sync(&mut self) -> Result<()> {
-        if !self.is_dirty() {
-            return Ok(());
+        if !self.is_durable() {
+            self.uberblock_phase(self.txg - 1)?;
+        }
+        loop {
+            if !self.is_dirty() {
+                return Ok(());
+            }
+            let txg = self.txg;
+            for d in self.datasets.values_mut() {
+                d.zaps.flush(&mut d.os, DATASET_ZAP_CACHE_KEEP).map_err(err)?;
+            }
+            let ckpt = self.checkpoint();
+            match self.sync_attempt(txg) {
+                Ok(()) => break,
+                Err(Failure::Task(i, e)) => {
+                    self.rollback(ckpt, txg)?;
+                    let t = self.tasks.remove(i);
+                    self.task_results.push((t.id, Err(e)));
+                }
+                Err(Failure::Sync(e)) => {
+                    self.rollback(ckpt, txg)?;
+                    return Err(e);
+                }
+            }
         }
         let txg = self.txg;
+        self.commit_txg(txg)?;
+        self.uberblock_phase(txg)
+    }
+
+    /// Syncs a txg even when nothing is dirty (its MOS rewrites the config object): frees
+    /// wait [`metaslab::TXG_DEFER_SIZE`] txgs before they can be allocated again, so a
+    /// writer short of space moves txgs on to get them.
+    pub fn sync_forced(&mut self) -> Result<()> {
+        if !self.is_dirty() {
+            self.config_obj_dirty = true;
+        }
+        self.sync()
+    }
+
+    /// Queues a sync task for the next sync.
+    pub fn queue_task(&mut self, task: SyncTask) {
+        self.tasks.push(task);
+    }
+
+    /// Results of the sync tasks that ran or failed since the last call.
+    pub fn take_task_results(&mut self) -> Vec<(u64, Result<()>)> {
+        std::mem::take(&mut self.task_results)
+    }
+
+    /// Drops queued task `id` if it has not run yet.
+    pub fn cancel_task(&mut self, id: u64) {
+        self.tasks.retain(|t| t.id != id);
+    }
+
+    /// Does the open txg free anything (space that a sync, then two more, would release)?
+    pub fn has_pending_frees(&self) -> bool {
+        self.datasets.values().any(|d| d.os.has_frees())
+    }
+
+    /// Drops queued tasks that have not run yet (an export that gives up on them).
+    pub fn cancel_tasks(&mut self, why: &str) {
+        for t in std::mem::take(&mut self.tasks) {
+            self.task_results.push((t.id, Err(PoolError::Io(why.to_string()))));
+        }
+    }
+
+    /// Is the last committed txg's uberblock on disk?
+    pub fn is_durable(&self) -> bool {
+        self.durable_txg + 1 >= self.txg
+    }
+
+    /// The last txg whose uberblock is durable.
+    pub fn durable_txg(&self) -> u64 {
+        self.durable_txg
+    }
+
+    /// One attempt at the data half of txg `txg` (see the module comment).
+    fn sync_attempt(&mut self, txg: u64) -> std::result::Result<(), Failure> {
         self.sync_datasets(txg)?;
-        for (ds, name) in std::mem::take(&mut self.pending_snapshots) {
+        for (ds, name) in self.pending_snapshots.clone() {
             let now = (self.now)();
-            let snap = dslw::snapshot(&mut self.mos, &mut self.mos_zaps, ds, &name, txg, now)?;
+            let snap = dslw::snapshot(&mut self.mos, &mut self.mos_zaps, ds, &name, txg, now)
+                .map_err(PoolError::from)?;
             for f in self.ds_features(ds)? {
                 self.ds_activate(snap, f)?;
             }
         }
+        self.pending_snapshots.clear();
+        let mut tasks = std::mem::take(&mut self.tasks);
+        for (i, t) in tasks.iter_mut().enumerate() {
+            if let Err(e) = (t.run)(self) {
+                self.tasks = tasks;
+                return Err(Failure::Task(i, e));
+            }
+        }
+        self.tasks = tasks;
+        // Datasets a task created (or dirtied) are written in the same txg.
+        self.sync_datasets(txg)?;
         self.sync_mos(txg)?;
-        self.write_uberblock(txg)?;
+        // Everything of the txg must be durable before its uberblock is written.
+        self.flush_tops()?;
+        Ok(())
+    }
+
+    /// Saves the open txg before a sync attempt.
+    fn checkpoint(&self) -> TxgCheckpoint {
+        TxgCheckpoint {
+            mos: self.mos.checkpoint(),
+            mos_zaps: self.mos_zaps.clone(),
+            datasets: self
+                .datasets
+                .iter()
+                .map(|(&k, d)| (k, (d.os.checkpoint(), d.policy.clone())))
+                .collect(),
+            sm: self.sm.clone(),
+            config_dirty: self.config_dirty,
+            config_obj_dirty: self.config_obj_dirty,
+            state: self.state,
+            tops: self.tops.clone(),
+            top_info: self.top_info.clone(),
+            paths: self.paths.clone(),
+            kept_config: self.kept_config.clone(),
+            features_for_read: self.features_for_read.clone(),
+            mos_dir: self.mos_dir,
+            config_obj: self.config_obj,
+            pending_snapshots: self.pending_snapshots.clone(),
+        }
+    }
+
+    /// Undoes a failed sync attempt of `txg`: memory as it was before, the attempt's space
+    /// free again, its cached blocks forgotten.
+    fn rollback(&mut self, c: TxgCheckpoint, txg: u64) -> Result<()> {
+        self.mos.restore(c.mos);
+        self.mos_zaps = c.mos_zaps;
+        for (ds, w) in std::mem::take(&mut self.txg_removed) {
+            self.datasets.insert(ds, w);
+        }
+        self.datasets.retain(|k, _| c.datasets.contains_key(k));
+        for (k, (os, policy)) in c.datasets {
+            if let Some(d) = self.datasets.get_mut(&k) {
+                d.os.restore(os);
+                d.policy = policy;
+            }
+        }
+        self.sm = c.sm;
+        self.sm_tail.clear();
+        self.config_dirty = c.config_dirty;
+        self.config_obj_dirty = c.config_obj_dirty;
+        self.state = c.state;
+        self.tops = c.tops;
+        self.top_info = c.top_info;
+        self.paths = c.paths;
+        self.kept_config = c.kept_config;
+        self.features_for_read = c.features_for_read;
+        self.mos_dir = c.mos_dir;
+        self.config_obj = c.config_obj;
+        self.pending_snapshots = c.pending_snapshots;
+        self.pending_root = None;
+        {
+            let mut g = self.alloc.lock();
+            g.ms.rollback_txg(txg).map_err(err)?;
+            g.allocs.clear();
+            g.frees.clear();
+        }
+        // The retry reuses the txg number and may put other contents at the same DVAs.
+        self.reader.cache.retain(|k| k.2 != txg);
+        Ok(())
+    }
+
+    /// The data half of `txg` is durable: it becomes the committed state in memory.
+    fn commit_txg(&mut self, txg: u64) -> Result<()> {
+        self.commit_space_maps();
         {
             let mut g = self.alloc.lock();
             let _ = g.ms.take_changes(txg).map_err(err)?;
@@ -372,8 +638,26 @@ impl PoolWriter {
             g.allocs.clear();
             g.frees.clear();
         }
+        for d in self.datasets.values_mut() {
+            d.zaps.flush_committed();
+        }
+        self.mos_zaps.flush_committed();
+        self.txg_removed.clear();
+        for t in std::mem::take(&mut self.tasks) {
+            self.task_results.push((t.id, Ok(())));
+        }
+        self.config_obj_dirty = false;
+        self.committed_root = self.pending_root.take();
         self.txg += 1;
         Ok(())
+    }
+
+    /// Removes dataset `ds`'s writer in the txg being synced (a destroy); a rollback puts it
+    /// back.
+    pub fn remove_dataset_writer(&mut self, ds: u64) {
+        if let Some(w) = self.datasets.remove(&ds) {
+            self.txg_removed.push((ds, w));
+        }
     }
 
     /// Dirty data held in memory for the open txg.
@@ -384,7 +668,9 @@ impl PoolWriter {
     /// Is anything waiting for a sync?
     pub fn is_dirty(&self) -> bool {
         self.config_dirty
+            || self.config_obj_dirty
             || !self.pending_snapshots.is_empty()
+            || !self.tasks.is_empty()
             || self.mos.is_dirty()
             || self.mos_zaps.is_dirty()
             || self.datasets.values().any(|d| d.os.is_dirty() || d.zaps.is_dirty())
@@ -402,7 +688,7 @@ impl PoolWriter {
     }
 
     fn sync_one_dataset(&mut self, ds: u64, w: &mut DatasetWriter, txg: u64) -> Result<()> {
-        w.zaps.flush(&mut w.os, 4096).map_err(err)?;
+        w.zaps.flush(&mut w.os, DATASET_ZAP_CACHE_KEEP).map_err(err)?;
         if !w.os.is_dirty() && w.os.committed().is_some() {
             return Ok(());
         }
@@ -442,7 +728,7 @@ impl PoolWriter {
     }
 
     fn sync_mos(&mut self, txg: u64) -> Result<()> {
-        if self.config_dirty {
+        if self.config_dirty || self.config_obj_dirty {
             self.write_config_object(txg)?;
         }
         let sector = self.sector();
@@ -600,6 +886,9 @@ impl PoolWriter {
         nv.add_u64("pool_guid", self.guid);
         nv.add_u64("errata", 0);
         nv.add_str("hostname", &self.hostname);
+        if self.hostid != 0 {
+            nv.add_u64("hostid", self.hostid);
+        }
         self.add_kept(&mut nv, 0);
         nv
     }
@@ -680,21 +969,6 @@ impl PoolWriter {
         Ok(())
     }
 
-    /// Every leaf: (top index, leaf guid, device).
-    fn leaves(&self) -> Vec<(usize, u64, Arc<dyn BlockDevice>)> {
-        let mut out = Vec::new();
-        for (i, t) in self.tops.iter().enumerate() {
-            let mut stack = vec![t.as_ref()];
-            while let Some(v) = stack.pop() {
-                if let Some(d) = v.device() {
-                    out.push((i, v.guid(), d.clone()));
-                }
-                stack.extend(v.children().iter());
-            }
-        }
-        out
-    }
-
     /// Sum of every vdev guid, the root's (= pool guid) included (`ub_guid_sum`).
     pub fn guid_sum(&self) -> u64 {
         let mut sum = self.guid;
@@ -708,37 +982,58 @@ impl PoolWriter {
         sum
     }
 
+    /// Writes labels `which` (0..4) of every healthy leaf; each top-level vdev must keep at
+    /// least one good copy (a failing leaf is faulted).
     fn write_labels(&self, txg: u64, which: &[u32]) -> Result<()> {
         let ctx = ChecksumCtx::default();
-        for (top, guid, dev) in self.leaves() {
-            let nv = self.label_nvlist(top, guid, txg);
-            let mut area = label::encode_vdev_phys(&nv)?;
-            for &l in which {
-                let off = label::vdev_phys_device_offset(dev.size(), l)?;
-                let mut buf = area.clone();
-                checksum::seal_embedded(ChecksumKind::Sha256, &mut buf, checksum::label_verifier(off), &ctx)
+        for (i, top) in self.tops.iter().enumerate() {
+            let mut bufs: BTreeMap<u64, Vec<(Vec<u8>, u64)>> = BTreeMap::new();
+            for leaf in top.leaves() {
+                let Some(dev) = leaf.device() else { continue };
+                let area = label::encode_vdev_phys(&self.label_nvlist(i, leaf.guid(), txg))?;
+                let mut v = Vec::new();
+                for &l in which {
+                    let off = label::vdev_phys_device_offset(dev.size(), l)?;
+                    let mut buf = area.clone();
+                    checksum::seal_embedded(
+                        ChecksumKind::Sha256,
+                        &mut buf,
+                        checksum::label_verifier(off),
+                        &ctx,
+                    )
                     .map_err(|e| err(format!("sealing label: {e:?}")))?;
-                dev.write_at(&buf, off)
-                    .map_err(|e| err(format!("{}: writing label {l}: {e}", dev.name())))?;
+                    v.push((buf, off));
+                }
+                bufs.insert(leaf.guid(), v);
             }
-            area.clear();
+            let good = top.write_leaves_raw(&|leaf, _| bufs.get(&leaf.guid()).cloned().unwrap_or_default());
+            if good == 0 {
+                return Err(PoolError::Io(format!(
+                    "no device of top-level vdev {i} ({}) took the labels of txg {txg}",
+                    top.name()
+                )));
+            }
         }
         Ok(())
     }
 
-    fn flush_leaves(&self) -> Result<()> {
-        for (_, _, dev) in self.leaves() {
-            dev.flush().map_err(|e| err(format!("{}: flush: {e}", dev.name())))?;
+    /// Flushes every top-level vdev; fails when one of them can no longer guarantee what was
+    /// written to it (more failed leaves than its redundancy covers).
+    fn flush_tops(&self) -> Result<()> {
+        for top in &self.tops {
+            top.flush_top().map_err(|e| PoolError::Io(format!("flushing {}: {e}", top.name())))?;
         }
         Ok(())
     }
 
-    fn write_uberblock(&mut self, txg: u64) -> Result<()> {
-        let root = self.pending_root.take().ok_or_else(|| err("txg sync wrote no MOS"))?;
-        self.flush_leaves()?;
+    /// The uberblock half of a sync (see the module comment): labels when the configuration
+    /// changed, the uberblock of `txg` in every label of every healthy leaf, with flushes in
+    /// between (`vdev_config_sync`). Retried until it succeeds, never undone.
+    fn uberblock_phase(&mut self, txg: u64) -> Result<()> {
+        let root = self.committed_root.ok_or_else(|| err("txg sync wrote no MOS"))?;
         if self.config_dirty {
             self.write_labels(txg, &[0, 2])?;
-            self.flush_leaves()?;
+            self.flush_tops()?;
         }
         let ub = UberblockPhys {
             byte_order: ByteOrder::Little,
@@ -755,25 +1050,42 @@ impl PoolWriter {
             raidz_reflow_info: 0,
         };
         let ctx = ChecksumCtx::default();
-        for (top, _, dev) in self.leaves() {
-            let ashift = u32::from(self.tops[top].ashift());
-            for l in 0..label::VDEV_LABELS {
-                let off = label::uberblock_device_offset(dev.size(), l, ashift, txg)?;
-                let mut buf = ub.encode(label::uberblock_slot_size(ashift));
-                checksum::seal_embedded(ChecksumKind::Sha256, &mut buf, checksum::label_verifier(off), &ctx)
+        for (i, top) in self.tops.iter().enumerate() {
+            let ashift = u32::from(top.ashift());
+            let mut bufs: BTreeMap<u64, Vec<(Vec<u8>, u64)>> = BTreeMap::new();
+            for leaf in top.leaves() {
+                let Some(dev) = leaf.device() else { continue };
+                let mut v = Vec::new();
+                for l in 0..label::VDEV_LABELS {
+                    let off = label::uberblock_device_offset(dev.size(), l, ashift, txg)?;
+                    let mut buf = ub.encode(label::uberblock_slot_size(ashift));
+                    checksum::seal_embedded(
+                        ChecksumKind::Sha256,
+                        &mut buf,
+                        checksum::label_verifier(off),
+                        &ctx,
+                    )
                     .map_err(|e| err(format!("sealing uberblock: {e:?}")))?;
-                dev.write_at(&buf, off)
-                    .map_err(|e| err(format!("{}: writing uberblock: {e}", dev.name())))?;
+                    v.push((buf, off));
+                }
+                bufs.insert(leaf.guid(), v);
+            }
+            let good = top.write_leaves_raw(&|leaf, _| bufs.get(&leaf.guid()).cloned().unwrap_or_default());
+            if good == 0 {
+                return Err(PoolError::Io(format!(
+                    "no device of top-level vdev {i} ({}) took the uberblock of txg {txg}",
+                    top.name()
+                )));
             }
         }
-        self.flush_leaves()?;
+        self.flush_tops()?;
         if self.config_dirty {
             self.write_labels(txg, &[1, 3])?;
-            self.flush_leaves()?;
+            self.flush_tops()?;
             self.config_dirty = false;
         }
-        self.commit_space_maps();
         self.uberblock = Some(ub);
+        self.durable_txg = txg;
         Ok(())
     }
 }
@@ -831,6 +1143,20 @@ pub fn bp_dsize(ratios: &[u64], bp: &BlkPtr) -> u64 {
         return 0;
     }
     bp.dvas().iter().map(|d| dva_dsize(ratios, d)).sum()
+}
+
+/// This host's id (`gethostid`, as OpenZFS's `spl_hostid` falls back to): `RZFS_HOSTID`
+/// (hexadecimal, for tests that play a second host), else the 4 bytes of `/etc/hostid`
+/// (native byte order), else 0: no id, and no foreign-host check (OpenZFS likewise records
+/// none then).
+pub fn host_id() -> u64 {
+    if let Ok(v) = std::env::var("RZFS_HOSTID") {
+        return u64::from_str_radix(v.trim().trim_start_matches("0x"), 16).unwrap_or(0);
+    }
+    match std::fs::read("/etc/hostid") {
+        Ok(b) if b.len() >= 4 => u64::from(u32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
+        _ => 0,
+    }
 }
 
 fn hostname() -> String {

@@ -145,8 +145,8 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         }
         Cmd::Create { props, name, parents } => create(state, &name, &props, parents),
         Cmd::Clone { props, parents, snapshot, name } => clone(state, &snapshot, &name, &props, parents),
-        Cmd::Destroy { recursive, dry_run, verbose, name, .. } => {
-            destroy(state, &name, recursive, dry_run, verbose)
+        Cmd::Destroy { recursive, dry_run, verbose, name, force, .. } => {
+            destroy(state, &name, recursive, dry_run, verbose, force)
         }
         Cmd::Snapshot { names } => {
             crate::rwpool::snapshot(state, &names).map(|_| Response::ok(String::new()))
@@ -159,7 +159,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         }
         Cmd::Mount { dataset: None, .. } => Ok(list_mounts(state)),
         Cmd::Mount { dataset: Some(ds), dir } => mount(state, &ds, dir.map(|d| abs(cwd, &d))),
-        Cmd::Unmount { target, .. } => unmount(state, &target, cwd),
+        Cmd::Unmount { target, force } => unmount(state, &target, cwd, force),
     };
     if let (Ok(resp), Some(name)) = (&r, &logged) {
         if resp.exit == 0 {
@@ -469,8 +469,22 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
             };
             text(name.unwrap_or_else(|| "-".into()), "-")
         }
+        "mountpoint" => with_altroot(pool, inherited(pool, dsl, ds, prop)?),
         _ => inherited(pool, dsl, ds, prop)?,
     })
+}
+
+/// A mountpoint path under the pool's altroot, if it has one (`zpool import -R`): shown
+/// and mounted there, stored without it.
+fn with_altroot(pool: &Pool, mut v: PropVal) -> PropVal {
+    if let Some(root) = &pool.opts.altroot {
+        if v.exact.starts_with('/') {
+            let p = format!("{}{}", root.display().to_string().trim_end_matches('/'), v.exact);
+            v.exact = p.clone();
+            v.human = p;
+        }
+    }
+    v
 }
 
 const GET_ALL: &[&str] = &[
@@ -547,6 +561,7 @@ fn get(
 }
 
 fn list_mounts(state: &State) -> Response {
+    prune_mounts(state);
     let m = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
     let mut out = String::new();
     for x in m.iter() {
@@ -588,6 +603,7 @@ fn destroy(
     recursive: bool,
     dry_run: bool,
     verbose: bool,
+    force: bool,
 ) -> Result<Response, String> {
     let pool =
         state.pool(pool_of(name)).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
@@ -638,25 +654,19 @@ fn destroy(
     if dry_run {
         return Ok(Response::ok(out));
     }
-    let rw = crate::rwpool::writer_of(state, name)
-        .ok_or_else(|| format!("cannot destroy '{name}': pool is read-only"))?;
+    if crate::rwpool::writer_of(state, name).is_none() {
+        return Err(format!("cannot destroy '{name}': pool is read-only"));
+    }
+    prune_mounts(state);
     for (n, _, _) in &order {
         let mounted = state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|m| m.dataset == *n);
         if mounted {
-            unmount(state, n, Path::new("/"))?;
+            unmount(state, n, Path::new("/"), force)?;
         }
     }
-    rw.sync(state)?;
-    {
-        let mut w = rw.lock();
-        for (n, obj, snap) in &order {
-            let r = if *snap { w.destroy_snapshot(*obj) } else { w.destroy_head(*obj) };
-            r.map_err(|e| format!("cannot destroy '{n}': {e}"))?;
-            // Its object number may be reused by the next dataset created.
-            rw.zpl.lock().unwrap_or_else(|p| p.into_inner()).remove(obj);
-        }
-    }
-    rw.sync(state)?;
+    let names: Vec<String> = order.iter().map(|(n, _, _)| n.clone()).collect();
+    let objs: Vec<u64> = order.iter().map(|(_, o, _)| *o).collect();
+    crate::rwpool::destroy(state, &names, &objs)?;
     Ok(Response::ok(out))
 }
 
@@ -692,6 +702,7 @@ fn automount(state: &Arc<State>, name: &str) -> Result<(), String> {
 }
 
 pub(crate) fn mount(state: &Arc<State>, name: &str, dir: Option<PathBuf>) -> Result<Response, String> {
+    prune_mounts(state);
     let pool =
         state.pool(pool_of(name)).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
     let dsl = pool.dsl();
@@ -744,28 +755,82 @@ pub(crate) fn mount(state: &Arc<State>, name: &str, dir: Option<PathBuf>) -> Res
     Ok(Response::ok(String::new()))
 }
 
-fn unmount(state: &State, target: &str, cwd: &Path) -> Result<Response, String> {
+/// zfs's message for an unmount that failed.
+fn unmount_error(dir: &Path, e: &std::io::Error) -> String {
+    if e.raw_os_error() == Some(libc::EBUSY) {
+        format!("cannot unmount '{}': pool or dataset is busy", dir.display())
+    } else {
+        format!("cannot unmount '{}': {e}", dir.display())
+    }
+}
+
+/// Forgets the mounts that ended without us (`umount`, `fusermount -u` from outside): the
+/// daemon's list follows the kernel's.
+pub fn prune_mounts(state: &State) {
+    let gone: Vec<Mount> = {
+        let mut m = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
+        let (gone, keep) = m.drain(..).partition(|x: &Mount| x.session.is_finished());
+        *m = keep;
+        gone
+    };
+    for mut x in gone {
+        crate::daemon::track_mount(&x.dataset, false);
+        x.session.wait();
+    }
+}
+
+/// `zfs unmount [-f] DATASET|DIR`: refused while busy unless `-f`, which aborts the mount
+/// (processes using it get EIO).
+fn unmount(state: &State, target: &str, cwd: &Path, force: bool) -> Result<Response, String> {
+    prune_mounts(state);
     let tdir = abs(cwd, Path::new(target));
     let mut m = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
     let Some(i) = m.iter().position(|x| x.dataset == target || x.dir == tdir) else {
         return Err(format!("cannot unmount '{target}': not currently mounted"));
     };
-    let x = m.remove(i);
+    m[i].session.detach(force).map_err(|e| unmount_error(&m[i].dir, &e))?;
+    let mut x = m.remove(i);
     drop(m);
     crate::daemon::track_mount(&x.dataset, false);
-    x.session.unmount();
+    x.session.wait();
     Ok(Response::ok(String::new()))
 }
 
-/// Unmounts every dataset of a pool (before export).
-pub fn unmount_pool(state: &State, pool: &str) -> Result<(), String> {
+/// Unmounts every dataset of a pool, deepest mount point first (before an export). Stops
+/// at the first busy one unless `force` (then every mount is aborted); mounts already
+/// unmounted stay so. The mounts taken down are returned, detached: the caller waits for
+/// them ([`rzfs_fuse::MountHandle::wait`]) once nothing can block their last requests.
+pub fn unmount_pool(state: &State, pool: &str, force: bool) -> Result<Vec<Mount>, String> {
+    prune_mounts(state);
     let mut m = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
-    let (gone, keep): (Vec<Mount>, Vec<Mount>) = m.drain(..).partition(|x| pool_of(&x.dataset) == pool);
-    *m = keep;
-    drop(m);
-    for x in gone {
-        crate::daemon::track_mount(&x.dataset, false);
-        x.session.unmount();
+    let mut mine: Vec<usize> = (0..m.len()).filter(|&i| pool_of(&m[i].dataset) == pool).collect();
+    mine.sort_by_key(|&i| std::cmp::Reverse(m[i].dir.components().count()));
+    let mut done = Vec::new();
+    let mut err = None;
+    for i in mine {
+        match m[i].session.detach(force) {
+            Ok(()) => done.push(i),
+            Err(e) => {
+                err = Some(unmount_error(&m[i].dir, &e));
+                break;
+            }
+        }
     }
-    Ok(())
+    done.sort_unstable();
+    let mut out = Vec::new();
+    for i in done.into_iter().rev() {
+        let x = m.remove(i);
+        crate::daemon::track_mount(&x.dataset, false);
+        out.push(x);
+    }
+    drop(m);
+    match err {
+        Some(e) => {
+            for mut x in out {
+                x.session.wait();
+            }
+            Err(e)
+        }
+        None => Ok(out),
+    }
 }

@@ -33,6 +33,9 @@ enum Cmd {
         /// Mount point of the root file system.
         #[arg(short = 'm')]
         mountpoint: Option<String>,
+        /// Alternate root: prefixed to every mountpoint (sets altroot).
+        #[arg(short = 'R')]
+        altroot: Option<PathBuf>,
         pool: String,
         /// Vdev specification: [mirror|raidz|raidz2|raidz3] device...
         #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
@@ -77,6 +80,9 @@ enum Cmd {
         /// Do not mount datasets.
         #[arg(short = 'N')]
         no_mount: bool,
+        /// Alternate root: prefixed to every mountpoint (sets altroot).
+        #[arg(short = 'R')]
+        altroot: Option<PathBuf>,
         /// Pool name or numeric id.
         pool: Option<String>,
         /// New name.
@@ -98,6 +104,12 @@ enum Cmd {
         #[arg(short = 'p')]
         parsable: bool,
         pools: Vec<String>,
+    },
+    /// Clear device errors and faults; resume a suspended pool.
+    Clear {
+        pool: String,
+        /// Accepted for compatibility: every device of the pool is cleared.
+        device: Option<String>,
     },
     /// Show the commands recorded in a pool's history.
     History { pools: Vec<String> },
@@ -143,7 +155,10 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         _ => None,
     };
     let r = match cli.cmd {
-        Cmd::Create { force, props, fs_props, mountpoint, pool, vdevs } => {
+        Cmd::Create { force, mut props, fs_props, mountpoint, altroot, pool, vdevs } => {
+            if let Some(r) = altroot {
+                props.push(format!("altroot={}", abs(cwd, &r).display()));
+            }
             let args = crate::rwpool::CreateArgs {
                 name: pool,
                 force,
@@ -169,16 +184,19 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
                 crate::rwadd::AddArgs { pool, force, dryrun, vdev_words: vdevs, cwd: cwd.to_path_buf() };
             crate::rwadd::add(state, &args).map(Response::ok)
         }
-        Cmd::Destroy { pool, .. } => destroy(state, &pool),
-        Cmd::Import { dirs, props, destroyed, all, pool, newname, .. } => {
+        Cmd::Destroy { pool, force } => destroy(state, &pool, force),
+        Cmd::Import { dirs, mut props, destroyed, all, pool, newname, force, altroot, .. } => {
             let dirs: Vec<PathBuf> = if dirs.is_empty() {
                 vec![PathBuf::from("/dev")]
             } else {
                 dirs.iter().map(|d| abs(cwd, d)).collect()
             };
-            import(state, &dirs, &props, destroyed, all, pool, newname)
+            if let Some(r) = altroot {
+                props.push(format!("altroot={}", abs(cwd, &r).display()));
+            }
+            import(state, &dirs, &props, destroyed, all, force, pool, newname)
         }
-        Cmd::Export { pools, .. } => export(state, &pools),
+        Cmd::Export { pools, force } => export(state, &pools, force),
         Cmd::Status { verbose, unhealthy_only, parsable, pools } => {
             status(state, &pools, verbose, unhealthy_only, parsable)
         }
@@ -187,6 +205,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Set { assignment, pool } => {
             crate::rwpool::set_pool_prop(state, &assignment, &pool).map(|_| Response::ok(String::new()))
         }
+        Cmd::Clear { pool, .. } => clear(state, &pool),
         Cmd::Get { scripted, parsable, fields, props, pools } => {
             get(state, &props, &pools, scripted, parsable, &fields)
         }
@@ -197,6 +216,21 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         }
     }
     r.unwrap_or_else(Response::err)
+}
+
+/// `zpool clear POOL`: resets the error counts and FAULTED states of the pool's devices; a
+/// suspended pool is synced and, if that works, resumed.
+fn clear(state: &State, name: &str) -> Result<Response, String> {
+    let p = state.pool(name)?;
+    match crate::rwpool::writer_of(state, name) {
+        Some(rw) => rw.spa.clear().map_err(|e| format!("cannot clear errors for {name}: {e}"))?,
+        None => {
+            for t in &p.tops {
+                t.clear_errors();
+            }
+        }
+    }
+    Ok(Response::ok(String::new()))
 }
 
 fn history(state: &State, names: &[String]) -> Result<Response, String> {
@@ -223,7 +257,15 @@ fn parse_import_opts(props: &[String]) -> Result<ImportOpts, String> {
             ("readonly", _) => {
                 return Err(format!("invalid value '{v}' for property 'readonly': use on or off"))
             }
-            ("cachefile", _) | ("altroot", _) => {}
+            ("altroot", v) => {
+                if !v.starts_with('/') {
+                    return Err(format!(
+                        "invalid value '{v}' for property 'altroot': must be an absolute path"
+                    ));
+                }
+                o.altroot = Some(PathBuf::from(v));
+            }
+            ("cachefile", v) => check_cachefile(v)?,
             _ => return Err(format!("property '{k}' cannot be set at import time")),
         }
     }
@@ -234,16 +276,32 @@ fn parse_import_opts(props: &[String]) -> Result<ImportOpts, String> {
     Ok(o)
 }
 
+/// rzfs keeps no pool cache file: `cachefile=none` (or empty, the default) is accepted,
+/// anything else refused rather than silently ignored.
+pub fn check_cachefile(v: &str) -> Result<(), String> {
+    if v.is_empty() || v == "none" {
+        return Ok(());
+    }
+    Err(format!(
+        "cachefile={v} is not supported: rzfs keeps no pool cache file (find pools with 'rzpool import -d DIR')"
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
 fn import(
     state: &Arc<State>,
     dirs: &[PathBuf],
     props: &[String],
     destroyed: bool,
     all: bool,
+    force: bool,
     which: Option<String>,
     newname: Option<String>,
 ) -> Result<Response, String> {
-    let cands = pool::discover(dirs, destroyed).map_err(|e| e.to_string())?;
+    let ours: Vec<u64> = state.all_pools().iter().map(|p| p.guid()).collect();
+    let mut cands = pool::discover(dirs, destroyed).map_err(|e| e.to_string())?;
+    // Pools this daemon has imported are not importable (zpool import does not list them).
+    cands.retain(|c| !ours.contains(&c.guid));
     if which.is_none() && !all {
         if cands.is_empty() {
             return Ok(Response::err("no pools available to import"));
@@ -267,6 +325,24 @@ fn import(
         if newname.is_some() && !opts.readonly {
             return Err("renaming on import is not supported by rzfs yet".into());
         }
+        match pool::status::in_use(c) {
+            Some(pool::status::InUse::ThisSystem) => {
+                return Err(format!(
+                    "cannot import '{}': pool is in use by another process on this system (export it there first)",
+                    c.name
+                ))
+            }
+            Some(pool::status::InUse::OtherSystem { hostname, hostid }) if !force => {
+                let when = c.best_uberblock_time().map(crate::format::history_time).unwrap_or_default();
+                return Err(format!(
+                    "cannot import '{}': pool was previously in use from another system.\n\
+                     Last accessed by {hostname} (hostid={hostid:x}) at {when}\n\
+                     The pool can be imported, use 'rzpool import -f' to import the pool.",
+                    c.name
+                ));
+            }
+            _ => {}
+        }
         let p = pool::import(c, &opts).map_err(|e| format!("cannot import '{}': {e}", c.name))?;
         if opts.readonly {
             state.pools.lock().unwrap_or_else(|p| p.into_inner()).insert(name, Arc::new(p));
@@ -277,24 +353,37 @@ fn import(
     Ok(Response::ok(String::new()))
 }
 
-fn export(state: &State, names: &[String]) -> Result<Response, String> {
+/// `zpool export [-f]`: unmounts the pool's datasets (refused while busy unless `-f`, which
+/// aborts them), syncs, marks the pool exported and releases it. A pool that cannot be
+/// synced stays imported with all its changes, unless `-f` fences it.
+fn export(state: &State, names: &[String], force: bool) -> Result<Response, String> {
     for n in names {
         state.pool(n)?;
-        crate::cmd::zfs::unmount_pool(state, n)?;
-        crate::rwpool::close(state, n, false)?;
-        state.pools.lock().unwrap_or_else(|p| p.into_inner()).remove(n);
+        release(state, n, false, force)?;
     }
     Ok(Response::ok(String::new()))
 }
 
-fn destroy(state: &State, name: &str) -> Result<Response, String> {
+/// Unmounts, then exports or destroys pool `name`.
+fn release(state: &State, name: &str, destroy: bool, force: bool) -> Result<(), String> {
+    let mounts = crate::cmd::zfs::unmount_pool(state, name, force)?;
+    let r = crate::rwpool::close(state, name, destroy, force);
+    // With -f the mounts were aborted before the pool closed (which wakes any request
+    // waiting on it); their serving threads end now.
+    for mut m in mounts {
+        m.session.wait();
+    }
+    r?;
+    state.pools.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+    Ok(())
+}
+
+fn destroy(state: &State, name: &str, force: bool) -> Result<Response, String> {
     state.pool(name)?;
     if !state.writers.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name) {
         return Err(format!("cannot destroy '{name}': pool is imported read-only"));
     }
-    crate::cmd::zfs::unmount_pool(state, name)?;
-    crate::rwpool::close(state, name, true)?;
-    state.pools.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+    release(state, name, true, force)?;
     Ok(Response::ok(String::new()))
 }
 
@@ -318,7 +407,7 @@ fn status(
     }
     let mut out = String::new();
     for p in pools {
-        let st = pool::status::pool_status(&p);
+        let st = crate::rwpool::pool_status(state, &p);
         if unhealthy && st.health == PoolHealth::Online && st.errors.is_empty() {
             continue;
         }
@@ -352,7 +441,7 @@ fn list(
     let mut t = Table::new(&hdr, &right);
     for p in pools {
         let sp = pool::status::space(&p).map_err(|e| e.to_string())?;
-        let health = pool::status::pool_status(&p).health.as_str().to_string();
+        let health = crate::rwpool::health_str(state, &p);
         let row = cols
             .iter()
             .map(|c| match c.as_str() {
@@ -368,7 +457,7 @@ fn list(
                 }
                 "dedup" | "dedupratio" => Ok(if parsable { "1.00".into() } else { "1.00x".into() }),
                 "health" => Ok(health.clone()),
-                "altroot" => Ok("-".into()),
+                "altroot" => Ok(p.opts.altroot.as_ref().map_or("-".into(), |r| r.display().to_string())),
                 "guid" => Ok(p.guid().to_string()),
                 "version" => Ok(if p.version() >= 5000 { "-".into() } else { p.version().to_string() }),
                 "readonly" => Ok(if p.opts.readonly { "on".into() } else { "off".into() }),
@@ -411,7 +500,7 @@ const GET_ALL: &[&str] = &[
 ];
 
 /// (value, source) of one pool property.
-fn pool_prop(p: &Pool, prop: &str, parsable: bool) -> Result<(String, String), String> {
+fn pool_prop(p: &Pool, health: &str, prop: &str, parsable: bool) -> Result<(String, String), String> {
     let sp = pool::status::space(p).map_err(|e| e.to_string())?;
     let dflt = |v: &str| Ok((v.to_string(), "default".to_string()));
     let none = |v: String| Ok((v, "-".to_string()));
@@ -433,7 +522,7 @@ fn pool_prop(p: &Pool, prop: &str, parsable: bool) -> Result<(String, String), S
             let pct = (sp.alloc * 100).checked_div(sp.size).unwrap_or(0);
             none(if parsable { pct.to_string() } else { format!("{pct}%") })
         }
-        "health" => none(pool::status::pool_status(p).health.as_str().to_string()),
+        "health" => none(health.to_string()),
         "guid" => none(p.guid().to_string()),
         "version" => none(if p.version() >= 5000 { "-".into() } else { p.version().to_string() }),
         "readonly" => none(if p.opts.readonly { "on".into() } else { "off".into() }),
@@ -453,7 +542,15 @@ fn pool_prop(p: &Pool, prop: &str, parsable: bool) -> Result<(String, String), S
             Some(c) if c != "off" => Ok((c, "local".into())),
             _ => dflt("off"),
         },
-        "altroot" | "cachefile" => dflt("-"),
+        "altroot" => match &p.opts.altroot {
+            Some(r) => Ok((r.display().to_string(), "local".to_string())),
+            None => dflt("-"),
+        },
+        "cachefile" => match &p.opts.altroot {
+            // An altroot implies cachefile=none, as in OpenZFS.
+            Some(_) => Ok(("none".to_string(), "local".to_string())),
+            None => dflt("-"),
+        },
         "bootfs" => match zap_u64("bootfs") {
             Some(obj) => {
                 let name =
@@ -520,8 +617,9 @@ fn get(
     let hdr_ref: Vec<&str> = hdr.iter().map(|s| s.as_str()).collect();
     let mut t = Table::new(&hdr_ref, &vec![false; cols.len()]);
     for p in pools {
+        let health = crate::rwpool::health_str(state, &p);
         for prop in &wanted {
-            let (value, source) = pool_prop(&p, prop, parsable)?;
+            let (value, source) = pool_prop(&p, &health, prop, parsable)?;
             let row = cols
                 .iter()
                 .map(|c| match c.as_str() {

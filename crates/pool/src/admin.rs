@@ -1,0 +1,364 @@
+//! # Administrative changes as sync tasks (`zfs create/clone/snapshot/set/inherit/destroy`,
+//! `zpool set`)
+//!
+//! Each change is a pair, as OpenZFS's `dsl_sync_task`: a *check* run in open context that
+//! refuses what cannot work (names, existence, features) and changes nothing, then a *sync*
+//! function queued on the [`Spa`] and run in syncing context, which checks again (earlier
+//! tasks of the same txg may have changed things) and edits the MOS. The txg's
+//! all-or-nothing rule makes each task atomic: a task that fails is undone with its txg,
+//! which is retried without it. Callers identify datasets by name; object numbers are
+//! resolved inside the task from the open txg ([`dsl::write::lookup`]), never from a view
+//! that may lag behind.
+
+use crate::space::{Reserve, SpaceCheck};
+use crate::txg::Spa;
+use crate::writer::{DatasetWriter, PoolWriter};
+use crate::{PoolError, Result};
+use dmu::tx::DirtyObjset;
+use dsl::write::{self as dslw, Found};
+use std::sync::{Arc, Mutex};
+use zap::write::{ZapCache, ZapVal};
+
+/// Fills a new file system's objset (the ZPL's master node, root directory...): the layer
+/// above the pool provides it.
+pub type ObjsetInit = Arc<dyn Fn(&mut DirtyObjset, &mut ZapCache) -> Result<()> + Send + Sync>;
+
+/// A pool property value as stored in the MOS `pool_props` ZAP.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PoolPropValue {
+    /// A string (stored NUL-terminated).
+    Str(String),
+    /// An index or number.
+    Num(u64),
+    /// `bootfs`: a dataset, stored as its object number.
+    Dataset(String),
+    /// Remove the entry (back to the default).
+    Remove,
+}
+
+fn not_found(name: &str) -> PoolError {
+    PoolError::NotFound(format!("cannot open '{name}': dataset does not exist"))
+}
+
+fn lookup(w: &mut PoolWriter, name: &str) -> Result<Option<Found>> {
+    Ok(dslw::lookup(&w.mos, &mut w.mos_zaps, name)?)
+}
+
+fn must_find(w: &mut PoolWriter, name: &str) -> Result<Found> {
+    lookup(w, name)?.ok_or_else(|| not_found(name))
+}
+
+/// The last component of a new file system's name, checked as `zfs create` checks it
+/// (`dataset_namecheck`: letters, digits, `_-.:`).
+pub fn check_new_name(name: &str) -> Result<(&str, &str)> {
+    let (parent, leaf) = name
+        .rsplit_once('/')
+        .ok_or_else(|| PoolError::Invalid(format!("cannot create '{name}': missing pool name")))?;
+    if leaf.is_empty()
+        || leaf.contains('@')
+        || name.len() > 255
+        || !leaf.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c))
+    {
+        return Err(PoolError::Invalid(format!("cannot create '{name}': invalid character in name")));
+    }
+    Ok((parent, leaf))
+}
+
+/// The `$ORIGIN@$ORIGIN` snapshot: every new file system is a clone of it.
+fn origin_snapshot(w: &mut PoolWriter) -> Result<Option<u64>> {
+    let root_dir =
+        w.mos_zaps.lookup_u64(&w.mos, 1, "root_dataset").map_err(|e| PoolError::Invalid(e.to_string()))?;
+    let Some(root_dir) = root_dir else { return Ok(None) };
+    let child = dslw::dir_phys(&w.mos, root_dir)?.child_dir_zapobj;
+    let Some(odir) =
+        w.mos_zaps.lookup_u64(&w.mos, child, "$ORIGIN").map_err(|e| PoolError::Invalid(e.to_string()))?
+    else {
+        return Ok(None);
+    };
+    let head = dslw::dir_phys(&w.mos, odir)?.head_dataset_obj;
+    Ok(Some(dslw::ds_phys(&w.mos, head)?.prev_snap_obj))
+}
+
+/// Re-reads the effective settings of an open dataset after its properties changed.
+fn refresh_settings(w: &mut PoolWriter, f: Found) -> Result<()> {
+    if w.datasets.contains_key(&f.ds) {
+        let s = w.dataset_settings(f.dir)?;
+        if let Some(d) = w.datasets.get_mut(&f.ds) {
+            d.policy = s.policy();
+            d.recordsize = s.recordsize;
+        }
+    }
+    Ok(())
+}
+
+fn check_create(w: &mut PoolWriter, name: &str, props: &[(String, ZapVal)]) -> Result<Found> {
+    let (parent, _) = check_new_name(name)?;
+    if lookup(w, name)?.is_some() {
+        return Err(PoolError::Exists(format!("cannot create '{name}': dataset already exists")));
+    }
+    let p = lookup(w, parent)?
+        .ok_or_else(|| PoolError::NotFound(format!("cannot create '{name}': parent does not exist")))?;
+    w.check_props_features(props)
+        .map_err(|e| PoolError::Unsupported(format!("cannot create '{name}': {e}")))?;
+    Ok(p)
+}
+
+impl Spa {
+    /// `zfs create`: a new file system `name` (a clone of `$ORIGIN`) with local `props`, its
+    /// objset filled by `init`. Returns its dataset object.
+    pub fn create_filesystem(
+        &self,
+        name: &str,
+        props: Vec<(String, ZapVal)>,
+        init: ObjsetInit,
+        now: u64,
+    ) -> Result<u64> {
+        let created = Arc::new(Mutex::new(0u64));
+        let out = created.clone();
+        let (n, p) = (name.to_string(), props.clone());
+        self.sync_task(
+            SpaceCheck::Normal,
+            Reserve::Meta,
+            |w| check_create(w, name, &props).map(|_| ()),
+            move |w| {
+                let parent = check_create(w, &n, &p)?;
+                let (_, leaf) = check_new_name(&n)?;
+                let txg = w.txg;
+                let dir = dslw::create_dir(&mut w.mos, &mut w.mos_zaps, Some(parent.dir), leaf, now)?;
+                let origin = origin_snapshot(w)?;
+                let ds = dslw::create_dataset(&mut w.mos, &mut w.mos_zaps, dir, origin, txg, now)?;
+                for (k, v) in &p {
+                    dslw::set_prop(&mut w.mos, &mut w.mos_zaps, dir, k, Some(v.clone()))?;
+                }
+                w.activate_for_props(ds, &p)?;
+                let s = w.dataset_settings(dir)?;
+                let mut os = DirtyObjset::create(&w.reader, ondisk::objset::DMU_OST_ZFS);
+                let mut zaps = ZapCache::new();
+                init(&mut os, &mut zaps)?;
+                w.datasets
+                    .insert(ds, DatasetWriter { os, zaps, policy: s.policy(), recordsize: s.recordsize });
+                *out.lock().unwrap_or_else(|e| e.into_inner()) = ds;
+                Ok(())
+            },
+        )?;
+        let ds = *created.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(ds)
+    }
+
+    /// `zfs clone SNAPSHOT NAME`: a file system whose first state is the snapshot's; it
+    /// inherits the snapshot's per-dataset features.
+    pub fn clone_filesystem(
+        &self,
+        snapshot: &str,
+        name: &str,
+        props: Vec<(String, ZapVal)>,
+        now: u64,
+    ) -> Result<()> {
+        fn check(
+            w: &mut PoolWriter,
+            snap: &str,
+            name: &str,
+            props: &[(String, ZapVal)],
+        ) -> Result<(Found, Found)> {
+            if !snap.contains('@') {
+                return Err(PoolError::Invalid(format!("cannot clone '{snap}': not a snapshot")));
+            }
+            let s = must_find(w, snap)?;
+            Ok((check_create(w, name, props)?, s))
+        }
+        let (s, n, p) = (snapshot.to_string(), name.to_string(), props.clone());
+        self.sync_task(
+            SpaceCheck::Normal,
+            Reserve::Meta,
+            |w| check(w, snapshot, name, &props).map(|_| ()),
+            move |w| {
+                let (parent, snap) = check(w, &s, &n, &p)?;
+                let (_, leaf) = check_new_name(&n)?;
+                let txg = w.txg;
+                let dir = dslw::create_dir(&mut w.mos, &mut w.mos_zaps, Some(parent.dir), leaf, now)?;
+                let ds = dslw::create_dataset(&mut w.mos, &mut w.mos_zaps, dir, Some(snap.ds), txg, now)?;
+                for f in w.ds_features(snap.ds)? {
+                    w.ds_activate(ds, f)?;
+                }
+                for (k, v) in &p {
+                    dslw::set_prop(&mut w.mos, &mut w.mos_zaps, dir, k, Some(v.clone()))?;
+                }
+                w.activate_for_props(ds, &p)?;
+                Ok(())
+            },
+        )
+    }
+
+    /// `zfs snapshot FS@SNAP...`: every snapshot in one txg, after the file systems' pending
+    /// changes are written (so each holds its file system exactly as of that txg).
+    pub fn snapshot(&self, names: &[String], now: u64) -> Result<()> {
+        fn check(w: &mut PoolWriter, names: &[String]) -> Result<Vec<(Found, String)>> {
+            let mut out = Vec::new();
+            for full in names {
+                let (fs, snap) = full.split_once('@').ok_or_else(|| {
+                    PoolError::Invalid(format!("cannot create snapshot '{full}': missing '@'"))
+                })?;
+                if snap.is_empty() || snap.contains(['@', '/']) || full.len() > 255 {
+                    return Err(PoolError::Invalid(format!("cannot create snapshot '{full}': invalid name")));
+                }
+                let f = lookup(w, fs)?.ok_or_else(|| {
+                    PoolError::NotFound(format!("cannot create snapshot '{full}': dataset does not exist"))
+                })?;
+                if lookup(w, full)?.is_some() {
+                    return Err(PoolError::Exists(format!(
+                        "cannot create snapshot '{full}': dataset already exists"
+                    )));
+                }
+                out.push((f, snap.to_string()));
+            }
+            Ok(out)
+        }
+        let n = names.to_vec();
+        self.sync_task(
+            SpaceCheck::Normal,
+            Reserve::Meta,
+            |w| check(w, names).map(|_| ()),
+            move |w| {
+                let txg = w.txg;
+                for (f, snap) in check(w, &n)? {
+                    let s = dslw::snapshot(&mut w.mos, &mut w.mos_zaps, f.ds, &snap, txg, now)?;
+                    for feat in w.ds_features(f.ds)? {
+                        w.ds_activate(s, feat)?;
+                    }
+                }
+                Ok(())
+            },
+        )
+    }
+
+    /// `zfs set` (`Some`) or `zfs inherit` (`None`) of properties of dataset `name`.
+    pub fn set_props(&self, name: &str, props: Vec<(String, Option<ZapVal>)>) -> Result<()> {
+        fn check(w: &mut PoolWriter, name: &str, props: &[(String, Option<ZapVal>)]) -> Result<Found> {
+            let f = must_find(w, name)?;
+            if name.contains('@') {
+                return Err(PoolError::Invalid(format!(
+                    "cannot set property for '{name}': this property can not be modified for snapshots"
+                )));
+            }
+            let set: Vec<(String, ZapVal)> =
+                props.iter().filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v))).collect();
+            w.check_props_features(&set)
+                .map_err(|e| PoolError::Unsupported(format!("cannot set property for '{name}': {e}")))?;
+            Ok(f)
+        }
+        let (n, p) = (name.to_string(), props.clone());
+        self.sync_task(
+            SpaceCheck::Reserved,
+            Reserve::Meta,
+            |w| check(w, name, &props).map(|_| ()),
+            move |w| {
+                let f = check(w, &n, &p)?;
+                for (k, v) in &p {
+                    dslw::set_prop(&mut w.mos, &mut w.mos_zaps, f.dir, k, v.clone())?;
+                }
+                let set: Vec<(String, ZapVal)> =
+                    p.iter().filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v))).collect();
+                w.activate_for_props(f.ds, &set)?;
+                refresh_settings(w, f)
+            },
+        )
+    }
+
+    /// `zfs destroy` of `names` (snapshots and file systems, in the order given: deepest and
+    /// snapshots first), all in one txg. Mounted file systems must be unmounted first.
+    pub fn destroy_datasets(&self, names: &[String]) -> Result<()> {
+        fn check(w: &mut PoolWriter, names: &[String]) -> Result<Vec<(String, Found)>> {
+            names.iter().map(|n| Ok((n.clone(), must_find(w, n)?))).collect()
+        }
+        let n = names.to_vec();
+        self.sync_task(
+            SpaceCheck::ExtraReserved,
+            Reserve::Meta,
+            |w| check(w, names).map(|_| ()),
+            move |w| {
+                for (name, f) in check(w, &n)? {
+                    let r = if name.contains('@') { w.destroy_snapshot(f.ds) } else { w.destroy_head(f.ds) };
+                    r.map_err(|e| match e {
+                        PoolError::Unsupported(m) => {
+                            PoolError::Unsupported(format!("cannot destroy '{name}': {m}"))
+                        }
+                        e => PoolError::Invalid(format!("cannot destroy '{name}': {e}")),
+                    })?;
+                }
+                Ok(())
+            },
+        )
+    }
+
+    /// `zpool set PROP=VALUE` for properties stored in the MOS `pool_props` ZAP.
+    pub fn set_pool_prop(&self, prop: &str, value: PoolPropValue) -> Result<()> {
+        let (k, v) = (prop.to_string(), value.clone());
+        let check_v = value.clone();
+        self.sync_task(
+            SpaceCheck::Reserved,
+            Reserve::Meta,
+            |w| match &check_v {
+                PoolPropValue::Dataset(d) => must_find(w, d).map(|_| ()),
+                _ => Ok(()),
+            },
+            move |w| {
+                let zv = match &v {
+                    PoolPropValue::Str(s) => Some(ZapVal::string(s)),
+                    PoolPropValue::Num(n) => Some(ZapVal::u64(*n)),
+                    PoolPropValue::Dataset(d) => Some(ZapVal::u64(must_find(w, d)?.ds)),
+                    PoolPropValue::Remove => None,
+                };
+                w.set_pool_prop_raw(&k, zv)
+            },
+        )?;
+        if prop == "failmode" {
+            if let PoolPropValue::Num(n) = value {
+                self.set_failmode(crate::txg::FailMode::from_prop(n));
+            }
+        }
+        Ok(())
+    }
+
+    /// `zpool set feature@NAME=enabled`.
+    pub fn enable_feature(&self, short: &str) -> Result<()> {
+        let f = short.to_string();
+        self.sync_task(SpaceCheck::Reserved, Reserve::Meta, |_| Ok(()), move |w| w.enable_feature(&f))
+    }
+
+    /// Records a command in the pool history (written with the next txg). Skipped, with the
+    /// reason returned, while the pool is not active.
+    pub fn log_history(&self, command: &str) -> Result<()> {
+        self.with_writer(|w| w.log_history(command, 0))
+    }
+}
+
+impl PoolWriter {
+    /// Sets (`Some`) or removes an entry of the MOS `pool_props` ZAP, creating the ZAP when
+    /// needed (OpenZFS `spa_sync_props`).
+    pub fn set_pool_prop_raw(&mut self, k: &str, v: Option<ZapVal>) -> Result<()> {
+        let bad = |e: zap::ZapError| PoolError::Invalid(e.to_string());
+        let dir = ondisk::dsl::mos_keys::DIRECTORY_OBJECT;
+        let obj = match self.mos_zaps.lookup_u64(&self.mos, dir, "pool_props").map_err(bad)? {
+            Some(o) => o,
+            None => {
+                let o = self.mos_zaps.create(&mut self.mos, 31, 0, Vec::new()).map_err(bad)?;
+                self.mos_zaps.update_u64(&self.mos, dir, "pool_props", o).map_err(bad)?;
+                o
+            }
+        };
+        match v {
+            Some(v) => self.mos_zaps.update(&self.mos, obj, k.as_bytes(), v).map_err(bad),
+            None => self.mos_zaps.remove(&self.mos, obj, k.as_bytes()).map(|_| ()).map_err(bad),
+        }
+    }
+
+    /// A pool property from the MOS `pool_props` ZAP of the open txg.
+    pub fn pool_prop_u64(&mut self, k: &str) -> Result<Option<u64>> {
+        let bad = |e: zap::ZapError| PoolError::Invalid(e.to_string());
+        let dir = ondisk::dsl::mos_keys::DIRECTORY_OBJECT;
+        let Some(obj) = self.mos_zaps.lookup_u64(&self.mos, dir, "pool_props").map_err(bad)? else {
+            return Ok(None);
+        };
+        self.mos_zaps.lookup_u64(&self.mos, obj, k).map_err(bad)
+    }
+}

@@ -1,0 +1,639 @@
+//! # pool::txg — the one owner of a pool's open txg
+//!
+//! Theory. A pool imported read-write is one [`Spa`]: it owns the [`PoolWriter`] (the open
+//! txg, the allocator, the devices) behind a private lock, runs the sync thread, applies the
+//! tunables, and decides what happens when a sync fails. Everything that changes the pool
+//! comes through it:
+//! * file system changes through [`Spa::with_dataset`] (the open txg of one dataset, after
+//!   the space check of [`crate::space`]);
+//! * administrative changes as sync tasks through [`Spa::sync_task`] (OpenZFS
+//!   `dsl_sync_task`: checked in open context, applied in syncing context, all or nothing);
+//! * durability through [`Spa::sync_now`] (`fsync`, `syncfs`, `txg_wait_synced`).
+//!
+//! States (`Mode`):
+//! 1. **Active** — syncs run every `txg_timeout`, when dirty data passes `dirty_max`, or
+//!    when asked.
+//! 2. **Suspended** — a sync failed twice in a row (each failure undone, see
+//!    [`crate::writer`]), or its uberblock could not be written. Nothing is synced until
+//!    [`Spa::clear`] (`zpool clear`) succeeds in syncing; the open txg keeps every change
+//!    in memory. New changes and `fsync` wait (`failmode=wait`, the default) or fail with
+//!    `EIO` (`failmode=continue`); reads go on. `failmode=panic` is treated as `wait`: a
+//!    userspace daemon does not panic the machine. A panic while changing the open txg
+//!    also suspends the pool, *poisoned*: its memory can no longer be trusted, so it is
+//!    never synced again; only a forced export (then a new import) leaves that state.
+//! 3. **Closed** — exported (after a last successful sync), or fenced by a forced export:
+//!    every later call fails and no I/O reaches the devices.
+//!
+//! Lock order: the state lock is never held while taking the writer lock; the writer lock
+//! may be held while taking the state lock briefly.
+
+use crate::space::{self, Layout, Reserve, SpaceCheck};
+use crate::writer::{DatasetWriter, PoolWriter, SyncTask};
+use crate::{PoolError, Result};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// What a pool does when its devices fail writes (`failmode` pool property).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailMode {
+    /// Block changes and `fsync` until `zpool clear` resumes the pool (the default).
+    Wait,
+    /// Fail changes and `fsync` with EIO while suspended; reads go on.
+    Continue,
+}
+
+impl FailMode {
+    /// From the stored property value (0 wait, 1 continue, 2 panic → wait).
+    pub fn from_prop(v: u64) -> FailMode {
+        if v == 1 {
+            FailMode::Continue
+        } else {
+            FailMode::Wait
+        }
+    }
+}
+
+/// The knobs of a pool's txgs (OpenZFS module parameters of the same meaning).
+#[derive(Clone, Debug)]
+pub struct Tunables {
+    /// Dirty data of the open txg that makes a writer sync it (`zfs_dirty_data_max`).
+    pub dirty_max: u64,
+    /// How long changes wait before the sync thread writes them (`zfs_txg_timeout`).
+    pub txg_timeout: Duration,
+}
+
+impl Default for Tunables {
+    fn default() -> Self {
+        Tunables { dirty_max: 64 << 20, txg_timeout: Duration::from_secs(5) }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Mode {
+    Active,
+    Suspended { reason: String, poisoned: bool },
+    Closed { reason: String },
+}
+
+struct State {
+    mode: Mode,
+    failmode: FailMode,
+    /// Results of finished sync tasks not yet collected by their callers.
+    results: BTreeMap<u64, Result<()>>,
+    /// When the open txg first became dirty (for the timeout).
+    dirty_since: Option<Instant>,
+}
+
+/// The pool's health as the txg owner sees it, for `zpool status`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpaHealth {
+    Active,
+    Suspended { reason: String, poisoned: bool },
+    Closed,
+}
+
+/// A callback run after every successful sync with the committed writer (the daemon
+/// refreshes its read-only view of the pool there). It must not call back into the [`Spa`].
+pub type OnSynced = Box<dyn Fn(&PoolWriter) + Send + Sync>;
+
+/// A pool imported read-write: the owner of its open txg.
+pub struct Spa {
+    name: String,
+    w: Mutex<PoolWriter>,
+    st: Mutex<State>,
+    cv: Condvar,
+    tun: Tunables,
+    on_synced: Mutex<Option<OnSynced>>,
+    next_task: AtomicU64,
+}
+
+/// The open txg of one dataset, lent to a change.
+pub struct DatasetTx<'a> {
+    pub ds: &'a mut DatasetWriter,
+    /// The open txg (generation numbers of new znodes).
+    pub txg: u64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Syncs a txg a writer short of space may force to release deferred frees.
+const FORCED_TXGS_FOR_SPACE: usize = metaslab::TXG_DEFER_SIZE as usize + 1;
+
+impl Spa {
+    /// Takes ownership of `w` and starts its sync thread.
+    pub fn start(w: PoolWriter, tun: Tunables, failmode: FailMode) -> Arc<Spa> {
+        let spa = Arc::new(Spa {
+            name: w.name.clone(),
+            w: Mutex::new(w),
+            st: Mutex::new(State {
+                mode: Mode::Active,
+                failmode,
+                results: BTreeMap::new(),
+                dirty_since: None,
+            }),
+            cv: Condvar::new(),
+            tun,
+            on_synced: Mutex::new(None),
+            next_task: AtomicU64::new(1),
+        });
+        let weak = Arc::downgrade(&spa);
+        std::thread::Builder::new()
+            .name(format!("txg_sync {}", spa.name))
+            .spawn(move || sync_thread(weak))
+            .expect("spawning the sync thread");
+        spa
+    }
+
+    /// The pool's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Sets the callback run after every successful sync.
+    pub fn set_on_synced(&self, f: OnSynced) {
+        *lock(&self.on_synced) = Some(f);
+    }
+
+    /// Changes the failure mode (`zpool set failmode=`).
+    pub fn set_failmode(&self, f: FailMode) {
+        lock(&self.st).failmode = f;
+        self.cv.notify_all();
+    }
+
+    /// The pool's state.
+    pub fn health(&self) -> SpaHealth {
+        match &lock(&self.st).mode {
+            Mode::Active => SpaHealth::Active,
+            Mode::Suspended { reason, poisoned } => {
+                SpaHealth::Suspended { reason: reason.clone(), poisoned: *poisoned }
+            }
+            Mode::Closed { .. } => SpaHealth::Closed,
+        }
+    }
+
+    /// Runs `f` on the writer with nothing else changing the pool meanwhile, without any
+    /// admission check: for reading the open txg (properties, listings) and for the
+    /// integration of layers above (the ZPL's per-dataset state). `f` must not sync.
+    pub fn read<R>(&self, f: impl FnOnce(&mut PoolWriter) -> R) -> R {
+        f(&mut lock(&self.w))
+    }
+
+    /// Waits while the pool is suspended with failmode=wait; fails when it is closed, or
+    /// suspended with failmode=continue (or poisoned).
+    fn admit(&self) -> Result<()> {
+        let mut st = lock(&self.st);
+        loop {
+            match &st.mode {
+                Mode::Active => return Ok(()),
+                Mode::Closed { reason } => return Err(PoolError::Io(reason.clone())),
+                Mode::Suspended { reason, poisoned } => {
+                    if *poisoned || st.failmode == FailMode::Continue {
+                        return Err(PoolError::Suspended(reason.clone()));
+                    }
+                }
+            }
+            st = self.cv.wait(st).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Fails unless the pool is active (no waiting): for administrative commands, which
+    /// should answer rather than hang.
+    fn check_active(&self) -> Result<()> {
+        match &lock(&self.st).mode {
+            Mode::Active => Ok(()),
+            Mode::Closed { reason } => Err(PoolError::Io(reason.clone())),
+            Mode::Suspended { reason, .. } => Err(PoolError::Suspended(reason.clone())),
+        }
+    }
+
+    /// Runs a change on the open txg of dataset `ds` (opened with
+    /// [`PoolWriter::open_dataset`]): admission (suspension, space for `reserve` within
+    /// `check`), the change, then the write throttle. `Reserve::None` marks a read: no
+    /// admission, no throttle.
+    pub fn with_dataset<R>(
+        &self,
+        ds: u64,
+        check: SpaceCheck,
+        reserve: Reserve,
+        f: impl FnOnce(DatasetTx<'_>) -> Result<R>,
+    ) -> Result<R> {
+        let changes = reserve != Reserve::None;
+        if changes {
+            self.admit()?;
+        } else if let Mode::Closed { reason } = &lock(&self.st).mode {
+            return Err(PoolError::Io(reason.clone()));
+        }
+        let mut w = lock(&self.w);
+        if changes {
+            let (recordsize, copies) =
+                w.datasets.get(&ds).map_or((128 << 10, 1), |d| (d.recordsize, d.policy.copies));
+            let reserve = match reserve {
+                Reserve::Write { len, block: 0 } => Reserve::Write { len, block: recordsize },
+                r => r,
+            };
+            self.reserve(&mut w, check, reserve, copies)?;
+        }
+        let txg = w.txg;
+        let d = w
+            .datasets
+            .get_mut(&ds)
+            .ok_or_else(|| PoolError::Io(format!("dataset object {ds} is not open for writing")))?;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(DatasetTx { ds: d, txg })));
+        let r = match r {
+            Ok(r) => r,
+            Err(p) => {
+                let what = panic_text(&p);
+                drop(w);
+                self.poison(&format!("internal error while changing dataset object {ds}: {what}"));
+                return Err(PoolError::Io(format!("internal error: {what}")));
+            }
+        };
+        if changes {
+            self.note_dirty();
+            if w.dirty_bytes() > self.tun.dirty_max {
+                // The change is in the open txg whatever the sync does: a failed sync is
+                // undone and keeps it, and the pool suspends (which later changes see).
+                let _ = self.sync_locked(&mut w);
+            }
+        }
+        r
+    }
+
+    /// Runs `f` on the writer in open context after admission (for the few changes that
+    /// are neither dataset changes nor sync tasks: opening datasets, pool history).
+    pub fn with_writer<R>(&self, f: impl FnOnce(&mut PoolWriter) -> Result<R>) -> Result<R> {
+        self.admit()?;
+        let mut w = lock(&self.w);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut w)));
+        match r {
+            Ok(r) => {
+                if w.is_dirty() {
+                    self.note_dirty();
+                }
+                r
+            }
+            Err(p) => {
+                let what = panic_text(&p);
+                drop(w);
+                self.poison(&format!("internal error: {what}"));
+                Err(PoolError::Io(format!("internal error: {what}")))
+            }
+        }
+    }
+
+    /// Runs a change that syncs by itself, over several txgs (`zpool add`), with the writer
+    /// locked. When it fails with a txg committed but not durable, the pool suspends.
+    pub fn run_syncing<R>(&self, f: impl FnOnce(&mut PoolWriter) -> Result<R>) -> Result<R> {
+        self.check_active()?;
+        let mut w = lock(&self.w);
+        let r = f(&mut w);
+        self.collect_results(&mut w);
+        match &r {
+            Ok(_) => {
+                if let Some(cb) = lock(&self.on_synced).as_ref() {
+                    cb(&w);
+                }
+            }
+            Err(e) if !w.is_durable() => self.suspend(&format!("txg {} could not be written: {e}", w.txg)),
+            Err(_) => {}
+        }
+        r
+    }
+
+    /// Checks that `reserve` fits on top of what the open txg already reserved; syncs txgs
+    /// to release space that is waiting to become free before giving up with ENOSPC.
+    fn reserve(&self, w: &mut PoolWriter, check: SpaceCheck, reserve: Reserve, copies: u8) -> Result<()> {
+        let extra = reserve.cost();
+        for attempt in 0..=FORCED_TXGS_FOR_SPACE {
+            let a = Accounting::of(w);
+            let need = a.reserved.saturating_add(a.asize_of(&extra, copies));
+            if need <= a.allocatable_for(check) {
+                return Ok(());
+            }
+            // Freed space becomes allocatable two txgs after its free; frees of the open
+            // txg need a sync first. Only worth waiting for if it would be enough.
+            let waiting = a.deferred.saturating_add(u64::from(w.has_pending_frees()) * a.size);
+            if attempt == FORCED_TXGS_FOR_SPACE || a.allocatable_for(check).saturating_add(waiting) < need {
+                break;
+            }
+            self.sync_locked_forced(w)?;
+        }
+        Err(PoolError::NoSpace(format!("out of space in pool '{}'", self.name)))
+    }
+
+    /// Queues a sync task and waits until the txg that runs it is durable. `check` runs
+    /// first in open context (cheap validation; nothing may be changed there); `task` then
+    /// runs in syncing context (see [`SyncTask`]). `reserve` is checked against `space`.
+    pub fn sync_task(
+        &self,
+        space: SpaceCheck,
+        reserve: Reserve,
+        check: impl FnOnce(&mut PoolWriter) -> Result<()>,
+        task: impl FnMut(&mut PoolWriter) -> Result<()> + Send + 'static,
+    ) -> Result<()> {
+        self.check_active()?;
+        let id = self.next_task.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut w = lock(&self.w);
+            check(&mut w)?;
+            self.reserve(&mut w, space, reserve, 1)?;
+            w.queue_task(SyncTask { id, run: Box::new(task) });
+            let synced = self.sync_locked(&mut w);
+            if let Some(r) = lock(&self.st).results.remove(&id) {
+                return r.and(synced);
+            }
+            if let Err(e) = synced {
+                // The txg did not make it: the task does not happen.
+                w.cancel_task(id);
+                lock(&self.st).results.remove(&id);
+                return Err(e);
+            }
+        }
+        Err(PoolError::Io("sync task vanished".into()))
+    }
+
+    /// Makes everything changed so far durable (`fsync`, `syncfs`): returns only once the
+    /// txg holding it is on disk; waits or fails while suspended, per failmode.
+    pub fn sync_now(&self) -> Result<()> {
+        loop {
+            self.admit()?;
+            let mut w = lock(&self.w);
+            if !w.is_dirty() && w.is_durable() {
+                return Ok(());
+            }
+            match self.sync_locked(&mut w) {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    drop(w);
+                    if lock(&self.st).failmode == FailMode::Continue {
+                        return Err(e);
+                    }
+                    // failmode=wait: admit() blocks until `zpool clear` resumes the pool.
+                }
+            }
+        }
+    }
+
+    fn note_dirty(&self) {
+        let mut st = lock(&self.st);
+        if st.dirty_since.is_none() {
+            st.dirty_since = Some(Instant::now());
+        }
+    }
+
+    /// Syncs with the writer locked: on success the callback runs; a failure is retried
+    /// once (each attempt is undone when it fails), then the pool suspends.
+    fn sync_locked(&self, w: &mut PoolWriter) -> Result<()> {
+        self.sync_with(w, PoolWriter::sync)
+    }
+
+    fn sync_locked_forced(&self, w: &mut PoolWriter) -> Result<()> {
+        self.sync_with(w, PoolWriter::sync_forced)
+    }
+
+    fn sync_with(&self, w: &mut PoolWriter, sync: fn(&mut PoolWriter) -> Result<()>) -> Result<()> {
+        if let Mode::Suspended { reason, .. } | Mode::Closed { reason } = &lock(&self.st).mode {
+            return Err(PoolError::Suspended(reason.clone()));
+        }
+        let mut r = sync(w);
+        if r.is_err() && w.is_durable() {
+            // The data half failed and was undone: devices may have recovered, or a leaf
+            // may have been faulted and the retry goes around it.
+            r = sync(w);
+        }
+        self.collect_results(w);
+        match r {
+            Ok(()) => {
+                lock(&self.st).dirty_since = None;
+                if let Some(cb) = lock(&self.on_synced).as_ref() {
+                    cb(w);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.suspend(&format!("txg {} could not be written: {e}", w.txg));
+                Err(PoolError::Suspended(e.to_string()))
+            }
+        }
+    }
+
+    fn collect_results(&self, w: &mut PoolWriter) {
+        let done = w.take_task_results();
+        if !done.is_empty() {
+            lock(&self.st).results.extend(done);
+            self.cv.notify_all();
+        }
+    }
+
+    fn suspend(&self, reason: &str) {
+        let mut st = lock(&self.st);
+        if matches!(st.mode, Mode::Active) {
+            eprintln!("rzfsd: pool '{}' suspended: {reason}", self.name);
+            st.mode = Mode::Suspended { reason: reason.to_string(), poisoned: false };
+        }
+        self.cv.notify_all();
+    }
+
+    /// A panic left the open txg in an unknown state: suspend for good (see the module
+    /// comment).
+    fn poison(&self, reason: &str) {
+        let mut st = lock(&self.st);
+        eprintln!("rzfsd: pool '{}' suspended: {reason}", self.name);
+        if !matches!(st.mode, Mode::Closed { .. }) {
+            st.mode = Mode::Suspended { reason: reason.to_string(), poisoned: true };
+        }
+        self.cv.notify_all();
+    }
+
+    /// Suspends the pool from outside (a panic in a layer above while it held pool state).
+    pub fn poison_from(&self, reason: &str) {
+        self.poison(reason);
+    }
+
+    /// `zpool clear`: resets device error counts and faults, then, if the pool is
+    /// suspended, tries to sync; success resumes it.
+    pub fn clear(&self) -> Result<()> {
+        let mut w = lock(&self.w);
+        for t in &w.tops {
+            for leaf in t.leaves() {
+                leaf.set_faulted(false);
+            }
+            t.clear_errors();
+        }
+        let mode = lock(&self.st).mode.clone();
+        match mode {
+            Mode::Active => Ok(()),
+            Mode::Closed { reason } => Err(PoolError::Io(reason)),
+            Mode::Suspended { poisoned: true, reason } => Err(PoolError::Suspended(format!(
+                "{reason}; the pool's memory cannot be trusted: export it with -f and import it again"
+            ))),
+            Mode::Suspended { .. } => {
+                let r = w.sync();
+                self.collect_results(&mut w);
+                match r {
+                    Ok(()) => {
+                        {
+                            let mut st = lock(&self.st);
+                            st.mode = Mode::Active;
+                            st.dirty_since = None;
+                        }
+                        self.cv.notify_all();
+                        if let Some(cb) = lock(&self.on_synced).as_ref() {
+                            cb(&w);
+                        }
+                        eprintln!("rzfsd: pool '{}' resumed", self.name);
+                        Ok(())
+                    }
+                    Err(e) => Err(PoolError::Io(format!("cannot resume: {e}"))),
+                }
+            }
+        }
+    }
+
+    /// Exports: syncs everything, marks the pool exported on disk and closes it. A failure
+    /// leaves the pool imported with every change kept in memory; trying again syncs. With
+    /// `force`, a pool that cannot be synced is fenced instead: its devices get no more I/O
+    /// and changes not yet durable are dropped (as a crash would), so the last durable txg
+    /// is what the next import sees.
+    pub fn export(&self, force: bool, destroy: bool) -> Result<()> {
+        let mut w = lock(&self.w);
+        let poisoned = matches!(lock(&self.st).mode, Mode::Suspended { poisoned: true, .. });
+        let state =
+            if destroy { ondisk::label::PoolState::Destroyed } else { ondisk::label::PoolState::Exported };
+        let r = if poisoned {
+            Err(PoolError::Suspended("the pool's memory cannot be trusted after an internal error".into()))
+        } else if let Mode::Closed { reason } = &lock(&self.st).mode {
+            return Err(PoolError::Io(reason.clone()));
+        } else {
+            w.close(state)
+        };
+        self.collect_results(&mut w);
+        match r {
+            Ok(()) => {
+                self.close(&mut w, "pool is exported");
+                Ok(())
+            }
+            Err(e) if force => {
+                w.cancel_tasks("pool was exported with -f");
+                self.collect_results(&mut w);
+                self.fence(&mut w);
+                self.close(&mut w, "pool is exported");
+                eprintln!("rzfsd: pool '{}' exported with -f without a final sync: {e}", self.name);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Stops every device of the pool: later I/O fails at once.
+    fn fence(&self, w: &mut PoolWriter) {
+        for t in &w.tops {
+            for leaf in t.leaves() {
+                leaf.set_faulted(true);
+            }
+        }
+    }
+
+    fn close(&self, _w: &mut PoolWriter, reason: &str) {
+        lock(&self.st).mode = Mode::Closed { reason: reason.to_string() };
+        self.cv.notify_all();
+    }
+
+    /// Space as `statfs` and `zfs list` should show it: (usable size, available), in
+    /// deflated bytes: available is what can still be written (free and soon-free space less
+    /// the slop and what the open txg reserved).
+    pub fn space(&self) -> (u64, u64) {
+        let w = lock(&self.w);
+        let a = Accounting::of(&w);
+        let avail = (a.free + a.deferred).saturating_sub(a.slop + a.reserved);
+        (a.deflate(a.size), a.deflate(avail))
+    }
+
+    /// The sync thread's step: sync when the open txg has been dirty for `txg_timeout`.
+    fn tick(&self) {
+        let due = {
+            let st = lock(&self.st);
+            matches!(st.mode, Mode::Active)
+                && st.dirty_since.is_some_and(|t| t.elapsed() >= self.tun.txg_timeout)
+        };
+        if due {
+            let mut w = lock(&self.w);
+            let _ = self.sync_locked(&mut w);
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        matches!(lock(&self.st).mode, Mode::Closed { .. })
+    }
+}
+
+/// The sync thread: wakes up a few times per timeout until the pool is closed or dropped.
+fn sync_thread(spa: std::sync::Weak<Spa>) {
+    loop {
+        let period = match spa.upgrade() {
+            Some(s) if !s.is_closed() => {
+                s.tick();
+                s.tun.txg_timeout
+            }
+            _ => return,
+        };
+        std::thread::sleep((period / 4).clamp(Duration::from_millis(20), Duration::from_millis(200)));
+    }
+}
+
+fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}
+
+/// Space figures of a pool, in allocated (asize) bytes unless said otherwise.
+struct Accounting {
+    size: u64,
+    free: u64,
+    deferred: u64,
+    /// Worst-case allocation of the open txg.
+    reserved: u64,
+    slop: u64,
+    layout: Layout,
+    /// Deflated bytes per 512 allocated bytes (`vdev_deflate_ratio`).
+    ratio: u64,
+}
+
+impl Accounting {
+    fn of(w: &PoolWriter) -> Accounting {
+        let s = w.alloc.space();
+        let ratio = w.top_info.first().map(|t| t.deflate_ratio).unwrap_or(512).max(1);
+        let layout =
+            w.tops.first().map(|t| Layout::of(t)).unwrap_or(Layout { ashift: 9, nparity: 0, ndata: 1 });
+        let dspace = (s.size >> 9).saturating_mul(ratio);
+        // The slop is computed on deflated space (`spa_get_dspace`) and kept in allocated
+        // bytes here.
+        let slop = space::slop_space(dspace).saturating_mul(512) / ratio;
+        let mut reserved = 0u64;
+        for d in w.datasets.values() {
+            let mut c = d.os.cost();
+            c.add(&d.zaps.cost());
+            reserved = reserved.saturating_add(space::cost_asize(&layout, &c, d.policy.copies));
+        }
+        Accounting { size: s.size, free: s.free, deferred: s.deferred, reserved, slop, layout, ratio }
+    }
+
+    fn asize_of(&self, c: &dmu::tx::TxgCost, copies: u8) -> u64 {
+        space::cost_asize(&self.layout, c, copies)
+    }
+
+    /// Allocatable bytes a change checked with `check` may count on.
+    fn allocatable_for(&self, check: SpaceCheck) -> u64 {
+        self.free.saturating_sub(check.kept(self.slop))
+    }
+
+    fn deflate(&self, asize: u64) -> u64 {
+        (asize >> 9).saturating_mul(self.ratio)
+    }
+}
