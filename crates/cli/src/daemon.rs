@@ -171,11 +171,12 @@ impl Drop for Slot {
     }
 }
 
+/// Writes the answer line. The connection is closed by its owner afterwards, after the
+/// connection's place is freed (no `shutdown` here: the client would see the end early).
 fn reply(conn: &UnixStream, resp: &Response) -> std::io::Result<()> {
     let mut out = serde_json::to_vec(resp).map_err(std::io::Error::other)?;
     out.push(b'\n');
-    (&*conn).write_all(&out)?;
-    conn.shutdown(std::net::Shutdown::Write)
+    (&*conn).write_all(&out)
 }
 
 fn handle(
