@@ -1,8 +1,9 @@
 //! The client side of the control socket: find (or start) `rzfsd`, send one request, print
 //! the answer, exit with its code.
 
-use crate::proto::{Request, Response, MAX_MESSAGE_BYTES, PROTOCOL_VERSION};
-use std::io::{BufRead, BufReader, Write};
+use crate::access;
+use crate::proto::{Request, Response, MAX_RESPONSE_BYTES, PROTOCOL_VERSION};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -28,44 +29,67 @@ pub fn socket_path() -> PathBuf {
 }
 
 fn current_uid() -> u32 {
-    // Reading /proc avoids an unsafe libc call: the Uid line's first field is the real uid.
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
+    nix::unistd::getuid().as_raw()
+}
+
+/// Owners a client accepts for the socket's directory: itself and root. A directory
+/// anyone else controls could hold a socket that impersonates the daemon.
+fn trusted_owners() -> Vec<u32> {
+    let me = current_uid();
+    if me == 0 {
+        vec![0]
+    } else {
+        vec![me, 0]
+    }
+}
+
+fn socket_dir(sock: &Path) -> &Path {
+    match sock.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
 }
 
 /// Sends `req` to the daemon at `sock` and returns its answer.
 pub fn call(sock: &Path, req: &Request) -> std::io::Result<Response> {
-    let mut s = UnixStream::connect(sock)?;
-    let mut line = serde_json::to_vec(req).map_err(std::io::Error::other)?;
-    line.push(b'\n');
-    s.write_all(&line)?;
-    s.shutdown(std::net::Shutdown::Write)?;
-    let mut r = BufReader::new(s.take(MAX_MESSAGE_BYTES as u64));
-    let mut buf = Vec::new();
-    r.read_until(b'\n', &mut buf)?;
-    serde_json::from_slice(&buf).map_err(|e| std::io::Error::other(format!("bad response from rzfsd: {e}")))
+    let s = UnixStream::connect(sock)?;
+    exchange(&s, req)
 }
 
-use std::io::Read;
+/// Sends `req` over a connected socket and reads the answer.
+fn exchange(s: &UnixStream, req: &Request) -> std::io::Result<Response> {
+    let mut line = serde_json::to_vec(req).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    // A daemon that refuses a request early ("request too large", "too many connections")
+    // answers and closes without reading the rest, so the write may fail while the answer
+    // is already waiting: read it either way, and report the write error only if none came.
+    let sent = (&*s).write_all(&line).and_then(|_| s.shutdown(std::net::Shutdown::Write));
+    let mut buf = Vec::new();
+    let read = BufReader::new(s.take(MAX_RESPONSE_BYTES as u64)).read_until(b'\n', &mut buf);
+    match (serde_json::from_slice::<Response>(&buf), sent, read) {
+        (Ok(r), _, _) => Ok(r),
+        (Err(_), Err(e), _) | (Err(_), Ok(()), Err(e)) => Err(e),
+        (Err(e), Ok(()), Ok(_)) => Err(std::io::Error::other(format!("bad response from rzfsd: {e}"))),
+    }
+}
 
 /// Starts `rzfsd` (found next to this executable, else on PATH) detached, listening on `sock`.
+/// The socket directory is checked (or created 0700, 0750 for `$RZFS_READ_GROUP`) and the
+/// log beside the socket opened without following links.
 pub fn start_daemon(sock: &Path) -> std::io::Result<()> {
     let exe = std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(|d| d.join("rzfsd")))
         .filter(|p| p.exists())
         .unwrap_or_else(|| PathBuf::from("rzfsd"));
-    if let Some(dir) = sock.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
+    let group = match std::env::var("RZFS_READ_GROUP") {
+        Ok(g) if !g.is_empty() => Some(access::ReadGroup::resolve(&g).map_err(std::io::Error::other)?.gid),
+        _ => None,
+    };
+    access::ensure_dir(socket_dir(sock), &trusted_owners(), group).map_err(std::io::Error::other)?;
     let log = sock.with_extension("log");
-    let logf = std::fs::OpenOptions::new().create(true).append(true).open(&log)?;
+    let logf = access::open_log(&log)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", log.display())))?;
     std::process::Command::new(exe)
         .arg("--socket")
         .arg(sock)
@@ -90,9 +114,25 @@ pub fn main_forward(prog: &str) -> ! {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let req = Request { version: PROTOCOL_VERSION, prog: prog.to_string(), argv, cwd };
     let sock = socket_path();
-    let resp = match call(&sock, &req) {
-        Ok(r) => Ok(r),
-        Err(_) => start_daemon(&sock).and_then(|_| call(&sock, &req)),
+    if let Err(e) = access::check_dir(socket_dir(&sock), &trusted_owners()) {
+        eprintln!("{prog}: {e}");
+        std::process::exit(1);
+    }
+    let resp = match UnixStream::connect(&sock) {
+        Ok(s) => exchange(&s, &req),
+        Err(e) if e.kind() == ErrorKind::PermissionDenied => {
+            eprintln!(
+                "{prog}: permission denied: cannot connect to rzfsd at {} (it serves root, its own user and its read group only)",
+                sock.display()
+            );
+            std::process::exit(1);
+        }
+        // Only when no daemon listens is one started: after any other failure the request
+        // may have run already, and must not be sent twice.
+        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {
+            start_daemon(&sock).and_then(|_| call(&sock, &req))
+        }
+        Err(e) => Err(e),
     };
     match resp {
         Ok(r) => {

@@ -1,17 +1,23 @@
 //! `rzfsd`: owns imported pools and FUSE mounts, serves the control socket.
 //!
-//! One thread per connection; each runs one command against the shared state. Pools are
-//! `Arc`s, so a long read (a mount serving files) never blocks the control socket; the pool
-//! table lock is held only while looking up or changing the table.
+//! One thread per connection, at most `Config::max_connections` at once; each checks the
+//! client's credentials and runs one command against the shared state (access rules:
+//! `crate::access`). Pools are `Arc`s, so a long read (a mount serving files) never blocks
+//! the control socket; the pool table lock is held only while looking up or changing the table.
 
+use crate::access;
 use crate::cmd;
-use crate::proto::{parse_request, Response};
+use crate::proto::{parse_request, Response, MAX_REQUEST_BYTES};
+use nix::sys::stat::{umask, Mode};
 use pool::Pool;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::Write;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// A dataset served over FUSE.
 pub struct Mount {
@@ -46,43 +52,172 @@ impl State {
     }
 }
 
-/// Binds the socket (replacing a stale one) and serves forever.
-pub fn serve(sock: &Path) -> std::io::Result<()> {
-    if let Some(dir) = sock.parent() {
-        std::fs::create_dir_all(dir)?;
+/// How the daemon serves its socket (README "Access").
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Group whose members may run read-only commands (`--read-group`, `RZFS_READ_GROUP`).
+    pub read_group: Option<String>,
+    /// Connections served at once; more are answered "too many connections".
+    pub max_connections: usize,
+    /// Time a client has to send its request line.
+    pub request_timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            read_group: None,
+            max_connections: access::MAX_CONNECTIONS,
+            request_timeout: access::REQUEST_TIMEOUT,
+        }
     }
-    if sock.exists() {
+}
+
+/// Binds the socket (replacing a stale one) and serves forever, with the default access rules.
+pub fn serve(sock: &Path) -> std::io::Result<()> {
+    serve_with(sock, &Config::default())
+}
+
+/// Binds the socket and serves forever. The socket's directory is created 0700 (0750 with
+/// a read group) and the socket 0600 (0660) whatever the umask; an existing directory must
+/// be ours, not a symbolic link, and writable by nobody else.
+pub fn serve_with(sock: &Path, cfg: &Config) -> std::io::Result<()> {
+    let me = nix::unistd::geteuid().as_raw();
+    let group = match &cfg.read_group {
+        Some(name) => Some(access::ReadGroup::resolve(name).map_err(std::io::Error::other)?),
+        None => None,
+    };
+    let gid = group.as_ref().map(|g| g.gid);
+    let dir = match sock.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    access::ensure_dir(&dir, &[me], gid).map_err(std::io::Error::other)?;
+    if let Some(g) = &group {
+        let md = std::fs::metadata(&dir)?;
+        if md.gid() != g.gid || md.mode() & 0o010 == 0 {
+            eprintln!(
+                "rzfsd: warning: members of group '{}' cannot reach {}: its directory is mode {:04o}, group {}",
+                g.name,
+                sock.display(),
+                md.mode() & 0o7777,
+                md.gid()
+            );
+        }
+    }
+    if let Ok(md) = std::fs::symlink_metadata(sock) {
+        if !md.file_type().is_socket() {
+            return Err(std::io::Error::other(format!("{} exists and is not a socket", sock.display())));
+        }
         if UnixStream::connect(sock).is_ok() {
             return Err(std::io::Error::other(format!("another rzfsd already serves {}", sock.display())));
         }
         std::fs::remove_file(sock)?;
     }
-    let listener = UnixListener::bind(sock)?;
+    // bind() creates the socket file with 0777 less the umask; a umask of 0177 makes it
+    // 0600 from the start, so it never exists with a wider mode. The daemon has no other
+    // threads yet, so changing the process-wide umask here races with nothing.
+    let old = umask(Mode::from_bits_truncate(0o177));
+    let bound = UnixListener::bind(sock);
+    umask(old);
+    let listener = bound?;
+    if let Some(g) = gid {
+        std::os::unix::fs::lchown(sock, None, Some(g))?;
+    }
+    let mode = if gid.is_some() { 0o660 } else { 0o600 };
+    std::fs::set_permissions(sock, std::fs::Permissions::from_mode(mode))?;
+
+    let policy = Arc::new(access::Policy { daemon_uid: me, read_group: group });
     let state = Arc::new(State::default());
+    let active = Arc::new(AtomicUsize::new(0));
     for conn in listener.incoming() {
-        let Ok(conn) = conn else { continue };
-        let st = state.clone();
-        std::thread::spawn(move || {
-            let _ = handle(&st, conn);
+        let conn = match conn {
+            Ok(c) => c,
+            Err(_) => {
+                // Out of descriptors or similar: do not spin.
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        if active.load(Ordering::SeqCst) >= cfg.max_connections {
+            // Answered from the accept loop: a small reply fits the socket buffer, and the
+            // write timeout bounds the rare case where it does not.
+            let _ = conn.set_write_timeout(Some(Duration::from_secs(1)));
+            let msg = format!("rzfsd: too many connections (limit {}); try again", cfg.max_connections);
+            let _ = reply(&conn, &Response::err(msg));
+            continue;
+        }
+        active.fetch_add(1, Ordering::SeqCst);
+        let slot = Slot(active.clone());
+        let (st, pol, timeout) = (state.clone(), policy.clone(), cfg.request_timeout);
+        // If the thread cannot be spawned, the closure (connection and slot) is dropped.
+        let _ = std::thread::Builder::new().name("rzfsd-conn".into()).spawn(move || {
+            let _ = handle(&st, &pol, &conn, timeout);
+            // The slot is freed before the connection closes, so a client that saw the
+            // end of its answer finds the slot free when it connects again.
+            drop(slot);
+            drop(conn);
         });
     }
     Ok(())
 }
 
-fn handle(state: &Arc<State>, conn: UnixStream) -> std::io::Result<()> {
-    let mut line = Vec::new();
-    BufReader::new((&conn).take(crate::proto::MAX_MESSAGE_BYTES as u64 + 1)).read_until(b'\n', &mut line)?;
-    let resp = match parse_request(&line) {
-        Ok(req) => match req.prog.as_str() {
-            "rzpool" => cmd::zpool::run(state, &req.argv, &req.cwd),
-            "rzfs" => cmd::zfs::run(state, &req.argv, &req.cwd),
-            other => Response::err(format!("unknown program '{other}'")),
-        },
-        Err(e) => Response::err(e),
-    };
-    let mut out = serde_json::to_vec(&resp).map_err(std::io::Error::other)?;
+/// One counted connection; frees its place when dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Writes the answer line. The connection is closed by its owner afterwards, after the
+/// connection's place is freed (no `shutdown` here: the client would see the end early).
+fn reply(conn: &UnixStream, resp: &Response) -> std::io::Result<()> {
+    let mut out = serde_json::to_vec(resp).map_err(std::io::Error::other)?;
     out.push(b'\n');
-    (&conn).write_all(&out)
+    (&*conn).write_all(&out)
+}
+
+fn handle(
+    state: &Arc<State>,
+    policy: &access::Policy,
+    conn: &UnixStream,
+    timeout: Duration,
+) -> std::io::Result<()> {
+    // A client that stops reading its answer must not hold the thread forever either.
+    conn.set_write_timeout(Some(timeout))?;
+    let peer = match access::peer_of(conn) {
+        Ok(p) => p,
+        Err(e) => {
+            return reply(conn, &Response::err(format!("permission denied: cannot identify the client: {e}")))
+        }
+    };
+    let line = match access::read_request(conn, MAX_REQUEST_BYTES, timeout) {
+        Ok(l) => l,
+        Err(f) => return reply(conn, &f.response(MAX_REQUEST_BYTES, timeout)),
+    };
+    let req = match parse_request(&line) {
+        Ok(r) => r,
+        Err(e) => return reply(conn, &Response::err(e)),
+    };
+    let class = access::classify(&req.prog, &req.argv);
+    if let Err(e) = policy.check(&peer, class, access::groups_of_uid) {
+        eprintln!(
+            "rzfsd: refused {} {} from uid {} (pid {}): {e}",
+            req.prog,
+            req.argv.join(" "),
+            peer.uid,
+            peer.pid
+        );
+        return reply(conn, &Response::err(e));
+    }
+    let resp = match req.prog.as_str() {
+        "rzpool" => cmd::zpool::run(state, &req.argv, &req.cwd),
+        "rzfs" => cmd::zfs::run(state, &req.argv, &req.cwd),
+        other => Response::err(format!("unknown program '{other}'")),
+    };
+    reply(conn, &resp)
 }
 
 /// Names of mounted datasets, for the `mounted` property (read by property code that has no

@@ -5,6 +5,7 @@
 //! command loop. Pool logic lives in the library crates below.
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod blockstats;
 pub mod client;
 pub mod cmd;

@@ -13,8 +13,13 @@ use std::path::PathBuf;
 /// Bumped whenever a field's meaning changes.
 pub const PROTOCOL_VERSION: u32 = 1;
 
-/// Largest request or response line accepted (bounds memory on a hostile socket peer).
-pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+/// Largest request line the daemon accepts (bounds its memory per connection against a
+/// hostile peer; a longer request is answered "request too large").
+pub const MAX_REQUEST_BYTES: usize = 64 << 10;
+
+/// Largest response line a client accepts: listings of many datasets can be long, and
+/// the daemon is the trusted side, so this only guards the client against a runaway.
+pub const MAX_RESPONSE_BYTES: usize = 256 << 20;
 
 /// A command to run.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
@@ -60,8 +65,8 @@ impl Response {
 
 /// Parses one request line; errors are user-facing.
 pub fn parse_request(line: &[u8]) -> Result<Request, String> {
-    if line.len() > MAX_MESSAGE_BYTES {
-        return Err("request too large".into());
+    if line.len() > MAX_REQUEST_BYTES {
+        return Err(format!("request too large (more than {MAX_REQUEST_BYTES} bytes)"));
     }
     let r: Request = serde_json::from_slice(line).map_err(|e| format!("malformed request: {e}"))?;
     if r.version != PROTOCOL_VERSION {
