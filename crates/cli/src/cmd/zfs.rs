@@ -80,6 +80,9 @@ enum Cmd {
     /// Mount a dataset over FUSE (read-write on pools imported read-write); with no
     /// arguments, list mounts.
     Mount {
+        /// Temporary mount options: ro, rw, exec, noexec, suid, nosuid, dev, nodev.
+        #[arg(short = 'o')]
+        options: Option<String>,
         dataset: Option<String>,
         /// Mount point (default: the dataset's mountpoint property).
         dir: Option<PathBuf>,
@@ -158,7 +161,9 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             crate::rwpool::set(state, &assignment, &names).map(|_| Response::ok(String::new()))
         }
         Cmd::Mount { dataset: None, .. } => Ok(list_mounts(state)),
-        Cmd::Mount { dataset: Some(ds), dir } => mount(state, &ds, dir.map(|d| abs(cwd, &d))),
+        Cmd::Mount { dataset: Some(ds), dir, options } => {
+            mount_o(state, &ds, dir.map(|d| abs(cwd, &d)), options.as_deref().unwrap_or(""))
+        }
         Cmd::Unmount { target, .. } => unmount(state, &target, cwd),
     };
     if let (Ok(resp), Some(name)) = (&r, &logged) {
@@ -497,6 +502,10 @@ const GET_ALL: &[&str] = &[
     "refcompressratio",
     "snapdir",
     "sync",
+    "exec",
+    "setuid",
+    "devices",
+    "acltype",
 ];
 
 #[allow(clippy::too_many_arguments)]
@@ -692,6 +701,11 @@ fn automount(state: &Arc<State>, name: &str) -> Result<(), String> {
 }
 
 pub(crate) fn mount(state: &Arc<State>, name: &str, dir: Option<PathBuf>) -> Result<Response, String> {
+    mount_o(state, name, dir, "")
+}
+
+/// `zfs mount [-o OPTS]`: options from the dataset's properties and `opts` (see `mountopts`).
+fn mount_o(state: &Arc<State>, name: &str, dir: Option<PathBuf>, opts: &str) -> Result<Response, String> {
     let pool =
         state.pool(pool_of(name)).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
     let dsl = pool.dsl();
@@ -720,18 +734,19 @@ pub(crate) fn mount(state: &Arc<State>, name: &str, dir: Option<PathBuf>) -> Res
     {
         return Err(format!("cannot mount '{name}': filesystem already mounted"));
     }
+    let (mo, warnings) = crate::mountopts::for_dataset(&pool, &dsl, &ds, name, opts)?;
     std::fs::create_dir_all(&dir)
         .map_err(|e| format!("cannot mount '{name}': cannot create {}: {e}", dir.display()))?;
     let session = match crate::rwpool::writer_of(state, name).filter(|_| !name.contains('@')) {
         Some(rw) => {
             let backend = Arc::new(crate::rwpool::DsBackend::open(state, rw, name)?);
-            rzfs_fuse::rw::mount_rw(backend, &dir, name)
+            rzfs_fuse::rw::mount_rw_with(backend, &dir, name, &mo)
                 .map_err(|e| format!("cannot mount '{name}' on {}: {e}", dir.display()))?
         }
         None => {
             let fs =
                 crate::zplopen::open_zpl(&pool, &ds).map_err(|e| format!("cannot mount '{name}': {e}"))?;
-            rzfs_fuse::mount(fs, &dir, name)
+            rzfs_fuse::mount_with(fs, &dir, name, &mo)
                 .map_err(|e| format!("cannot mount '{name}' on {}: {e}", dir.display()))?
         }
     };
@@ -741,7 +756,13 @@ pub(crate) fn mount(state: &Arc<State>, name: &str, dir: Option<PathBuf>) -> Res
         session,
     });
     crate::daemon::track_mount(name, true);
-    Ok(Response::ok(String::new()))
+    let mut resp = Response::ok(String::new());
+    for w in warnings {
+        eprintln!("rzfsd: {w}");
+        resp.stderr.push_str(&w);
+        resp.stderr.push('\n');
+    }
+    Ok(resp)
 }
 
 fn unmount(state: &State, target: &str, cwd: &Path) -> Result<Response, String> {
