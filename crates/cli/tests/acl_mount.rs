@@ -4,7 +4,9 @@
 //! `exec=off`, `setuid=off`, `devices=off` become noexec, nosuid, nodev; acltype=off refuses
 //! ACLs; acltype=nfsv4 mounts read-only with a warning unless `-o rw`. The pool is exported
 //! and checked by OpenZFS's zdb (`-bcc`, and `-dddd` shows the ACL in the file's xattr
-//! directory under OpenZFS's name), then imported again: the ACL still holds.
+//! directory under OpenZFS's name, `-R` its bytes, which equal what Linux stores for the same
+//! ACL on a native file system), then imported again: the ACL still holds, and a read-only
+//! import (the read-only adapter) enforces it too, in snapshots as well.
 //!
 //! Needs root, FUSE, setfacl/getfacl (package acl), setpriv and zdb
 //! (scripts/install-test-deps.sh); skips otherwise, `RZFS_ORACLE=1` turns a missing tool
@@ -167,7 +169,8 @@ fn posix_acls_and_mount_options() {
     );
 
     // --- acltype=nfsv4: read-only with a warning, unless -o rw -----------------------------
-    d.ok("rzfs", &["create", "-o", "acltype=nfsv4", "-o", &mp("v4"), "pacl/v4"]);
+    let (code, _, err) = d.run("rzfs", &["create", "-o", "acltype=nfsv4", "-o", &mp("v4"), "pacl/v4"]);
+    assert!(code == 0 && err.contains("mounted read-only"), "create warns: {err}");
     d.ok("rzfs", &["unmount", "pacl/v4"]);
     let (code, _, err) = d.run("rzfs", &["mount", "pacl/v4"]);
     assert_eq!(code, 0, "{err}");
@@ -247,7 +250,21 @@ fn posix_acls_and_mount_options() {
     assert_eq!(facl, "user::rw-\nuser:nobody:r--\ngroup::r--\nmask::r--\nother::r--\n\n");
     sh(&format!("setfacl -m u:65534:- {}", secret.display()));
     assert!(!as_nobody(&cat));
+    d.ok("rzfs", &["snapshot", "pacl/fs@s"]);
     d.ok("rzpool", &["export", "pacl"]);
     zdb_check(&dir, "pacl");
+    // A read-only import enforces the same ACLs (the read-only adapter), in snapshots too:
+    // the deny entry beats the other bits, the grant opens the 0700 directory.
+    d.ok("rzpool", &["import", "-d", dir_s, "-o", "readonly=on", "pacl"]);
+    d.ok("rzfs", &["mount", "pacl/fs"]);
+    assert!(mount_options(&fs).contains(&"ro".to_string()));
+    assert!(sh(&format!("getfacl -c {}", secret.display())).contains("user:nobody:---"));
+    assert_eq!(std::fs::metadata(&secret).unwrap().mode() & 0o7, 0o4, "others may read");
+    assert!(!as_nobody(&cat), "user:nobody:--- denies");
+    assert!(as_nobody(&format!("cat {}/new", shared.display())), "the ACL opens the 0700 directory");
+    let snap = fs.join(".zfs/snapshot/s");
+    assert!(!as_nobody(&format!("cat {}/secret", snap.display())), "denied in the snapshot");
+    assert!(as_nobody(&format!("cat {}/shared/new", snap.display())), "granted in the snapshot");
+    d.ok("rzpool", &["export", "pacl"]);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -582,11 +582,12 @@ fn create(state: &Arc<State>, name: &str, props: &[String], parents: bool) -> Re
         }
     }
     todo.push((name.to_string(), props.to_vec()));
+    let mut resp = Response::ok(String::new());
     for (fs, p) in todo {
         crate::rwpool::create_fs(state, &fs, &p)?;
-        automount(state, &fs)?;
+        resp.stderr.push_str(&automount(state, &fs)?);
     }
-    Ok(Response::ok(String::new()))
+    Ok(resp)
 }
 
 /// `zfs destroy [-rnv] NAME`: the datasets go deepest first, each file system after its
@@ -684,20 +685,22 @@ fn clone(
         }
     }
     crate::rwpool::clone_fs(state, snapshot, name, props)?;
-    automount(state, name)?;
-    Ok(Response::ok(String::new()))
+    let mut resp = Response::ok(String::new());
+    resp.stderr = automount(state, name)?;
+    Ok(resp)
 }
 
-fn automount(state: &Arc<State>, name: &str) -> Result<(), String> {
+/// Mounts a new file system when its properties say so; returns the mount's warnings.
+fn automount(state: &Arc<State>, name: &str) -> Result<String, String> {
     let pool = state.pool(pool_of(name))?;
     let dsl = pool.dsl();
     let ds = dsl.find(name).map_err(|e| e.to_string())?;
     let mp = prop_value(&pool, &dsl, &ds, "mountpoint")?.exact;
     let canmount = prop_value(&pool, &dsl, &ds, "canmount")?.exact;
     if mp.starts_with('/') && canmount == "on" {
-        mount(state, name, None)?;
+        return Ok(mount(state, name, None)?.stderr);
     }
-    Ok(())
+    Ok(String::new())
 }
 
 pub(crate) fn mount(state: &Arc<State>, name: &str, dir: Option<PathBuf>) -> Result<Response, String> {
