@@ -168,6 +168,15 @@ fn posix_acls_and_mount_options() {
         "{out:?}"
     );
 
+    // `zfs set` takes the old spellings and shows the new one; effective at the next mount.
+    d.ok("rzfs", &["set", "acltype=posixacl", "pacl/off"]);
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "acltype", "pacl/off"]), "posix\n");
+    d.ok("rzfs", &["unmount", "pacl/off"]);
+    d.ok("rzfs", &["mount", "pacl/off"]);
+    sh(&format!("setfacl -m u:65534:r {}", mnt("off").join("f").display()));
+    d.ok("rzfs", &["set", "acltype=noacl", "pacl/off"]);
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "acltype", "pacl/off"]), "off\n");
+
     // --- acltype=nfsv4: read-only with a warning, unless -o rw -----------------------------
     let (code, _, err) = d.run("rzfs", &["create", "-o", "acltype=nfsv4", "-o", &mp("v4"), "pacl/v4"]);
     assert!(code == 0 && err.contains("mounted read-only"), "create warns: {err}");
@@ -265,6 +274,14 @@ fn posix_acls_and_mount_options() {
     let snap = fs.join(".zfs/snapshot/s");
     assert!(!as_nobody(&format!("cat {}/secret", snap.display())), "denied in the snapshot");
     assert!(as_nobody(&format!("cat {}/shared/new", snap.display())), "granted in the snapshot");
+    // Mount options on the read-only adapter: pacl/nx has setuid=off devices=off (exec=on
+    // since the set above); -o noexec adds noexec.
+    d.ok("rzfs", &["mount", "-o", "noexec", "pacl/nx"]);
+    let o = mount_options(&nx);
+    for want in ["ro", "noexec", "nosuid", "nodev"] {
+        assert!(o.contains(&want.to_string()), "read-only mount: {want} missing: {o:?}");
+    }
+    assert_eq!(Command::new(&script).status().unwrap_err().raw_os_error(), Some(13));
     d.ok("rzpool", &["export", "pacl"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
