@@ -368,6 +368,16 @@ def add_synthetic(c):
     bps = [d for (t, _), d in sorted(c.files.items()) if t == "blkptr"]
     gh = b"".join(bps[:3]).ljust(512 - 40, b"\0")
     c.add("gang_header", "three-bps", gh + struct.pack("<Q", 0x0210DA7AB10C7A11) + bytes(32))
+    # POSIX ACL xattr values as the Linux kernel wrote them (`setfacl -m u:65534:r,g:100:rw f`
+    # and `setfacl -d -m u:65534:rx d` on ext4, read back with `getfattr -e hex`), and an
+    # empty ACL (header only).
+    c.add("posix_acl", "access-named", bytes.fromhex(
+        "0200000001000600ffffffff02000400feff000004000400ffffffff"
+        "080006006400000010000600ffffffff20000400ffffffff"))
+    c.add("posix_acl", "default-named", bytes.fromhex(
+        "0200000001000700ffffffff02000500feff000004000500ffffffff"
+        "10000500ffffffff20000500ffffffff"))
+    c.add("posix_acl", "empty", bytes.fromhex("02000000"))
 
 
 def main():

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the test tiers need on a fresh Debian bookworm machine:
 #   - FUSE userspace (fusermount3) so rzfs can mount datasets;
+#   - attr and acl (getfattr/setfattr, getfacl/setfacl) for the xattr and POSIX ACL tests;
 #   - zfs-fuse (Debian main), a peer that writes real v23 pools;
 #   - OpenZFS 2.3 userland (zdb, zstream, ztest) from bookworm-backports/contrib,
 #     unpacked into a private prefix because zfsutils-linux conflicts with zfs-fuse;
@@ -30,7 +31,7 @@ if [ ! -f "$BP" ]; then
 fi
 
 # --- Debian packages ----------------------------------------------------------------------
-pkgs=(fuse3 zfs-fuse bzip2 pkg-config attr xxd btrfs-progs)
+pkgs=(fuse3 zfs-fuse bzip2 pkg-config attr acl xxd btrfs-progs)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

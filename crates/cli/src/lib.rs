@@ -12,6 +12,7 @@ pub mod cmd;
 pub mod daemon;
 pub mod format;
 pub mod inspect;
+pub mod mountopts;
 pub mod proto;
 pub mod rwadd;
 pub mod rwpool;

@@ -80,10 +80,12 @@ pub const INDEX_VALUES: &[(&str, u64, &str)] = &[
     ("canmount", 0, "off"),
     ("canmount", 1, "on"),
     ("canmount", 2, "noauto"),
+    // ZFS_XATTR_OFF 0, ZFS_XATTR_DIR 1, ZFS_XATTR_SA 2 (include/sys/fs/zfs.h); "on" is
+    // stored as 1, the directory form rzfs writes.
     ("xattr", 0, "off"),
     ("xattr", 1, "on"),
     ("xattr", 2, "sa"),
-    ("xattr", 3, "dir"),
+    ("xattr", 1, "dir"),
     ("copies", 1, "1"),
     ("copies", 2, "2"),
     ("copies", 3, "3"),
@@ -95,6 +97,11 @@ pub const INDEX_VALUES: &[(&str, u64, &str)] = &[
     ("setuid", 1, "on"),
     ("devices", 0, "off"),
     ("devices", 1, "on"),
+    // ZFS_ACLTYPE_OFF/POSIX/NFSV4 (include/sys/zfs_ioctl.h); the aliases noacl, disabled
+    // and posixacl are taken by `parse_value`.
+    ("acltype", 0, "off"),
+    ("acltype", 1, "posix"),
+    ("acltype", 2, "nfsv4"),
     ("snapdir", 0, "hidden"),
     ("snapdir", 1, "visible"),
     ("sync", 0, "standard"),
@@ -117,6 +124,8 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("exec", "on"),
     ("setuid", "on"),
     ("devices", "on"),
+    // Linux's default; FreeBSD's is nfsv4.
+    ("acltype", "off"),
     ("snapdir", "hidden"),
     ("sync", "standard"),
     ("recordsize", "131072"),
@@ -184,6 +193,14 @@ pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, Stri
             }
             _ => Err(bad()),
         },
+        "acltype" => {
+            let v = match value {
+                "noacl" | "disabled" => "off",
+                "posixacl" => "posix",
+                v => v,
+            };
+            index_of(prop, v).map(RawProp::Num).ok_or_else(bad)
+        }
         "atime" | "relatime" | "readonly" | "canmount" | "xattr" | "copies" | "exec" | "setuid"
         | "devices" | "snapdir" | "sync" => index_of(prop, value).map(RawProp::Num).ok_or_else(bad),
         _ => Err(format!("property '{prop}' cannot be set by rzfs yet")),
@@ -278,6 +295,27 @@ mod tests {
             assert!(parse_value("compression", bad).is_err(), "{bad}");
         }
         assert_eq!(display_value("compression", &RawProp::Num(16)), "zstd");
+    }
+
+    #[test]
+    fn access_control_properties() {
+        assert_eq!(num("acltype", "off"), 0);
+        assert_eq!(num("acltype", "posix"), 1);
+        assert_eq!(num("acltype", "posixacl"), 1);
+        assert_eq!(num("acltype", "nfsv4"), 2);
+        assert_eq!(num("acltype", "noacl"), 0);
+        assert_eq!(num("acltype", "disabled"), 0);
+        assert_eq!(display_value("acltype", &RawProp::Num(1)), "posix");
+        assert_eq!(
+            parse_value("acltype", "bogus").unwrap_err(),
+            "'acltype' must be one of off | posix | nfsv4"
+        );
+        for p in ["exec", "setuid", "devices"] {
+            assert_eq!((num(p, "off"), num(p, "on")), (0, 1));
+        }
+        assert_eq!(num("xattr", "dir"), 1);
+        assert_eq!(num("xattr", "sa"), 2);
+        assert!(DEFAULTS.contains(&("acltype", "off")));
     }
 
     #[test]

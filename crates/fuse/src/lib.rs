@@ -9,19 +9,24 @@
 //!   `(i << 48) | object` (object numbers are below 2^48: `DN_MAX_OBJECT_SHIFT`).
 //!
 //! Errors map to errno at this edge only: a block no copy of which verifies becomes EIO.
+//!
+//! Mount options come from dataset properties ([`MountOpts`]): `exec`, `setuid` and
+//! `devices` become noexec/nosuid/nodev, and with acltype=posix the kernel enforces POSIX
+//! ACLs (`FUSE_POSIX_ACL`), asking for `system.posix_acl_*` through getxattr.
 #![forbid(unsafe_code)]
 
 pub mod rw;
 
 use fuser::{
-    FileAttr, FileType as FType, Filesystem, MountOption, ReplyAttr, ReplyData, ReplyDirectory, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+    FileAttr, FileType as FType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyData, ReplyDirectory,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, UNIX_EPOCH};
+use zpl::acl::AclType;
 use zpl::{Attrs, FileType, Zpl};
 
 /// How long the kernel may cache attributes and entries: the mount is read-only and a
@@ -148,8 +153,70 @@ fn fusermount_unmount(dir: &Path, lazy: bool) -> std::io::Result<()> {
     Err(std::io::Error::other(format!("fusermount3: {}", msg.trim())))
 }
 
-/// Mounts `src` read-only on `dir`, served by a background thread.
+/// How a dataset is mounted: the dataset properties that become mount options or change
+/// what the adapters do. The default is what a FUSE mount gets without options (exec,
+/// nosuid, nodev, no ACLs); the daemon fills it from the properties.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MountOpts {
+    /// `acltype`: with [`AclType::Posix`] the kernel enforces POSIX ACLs.
+    pub acltype: AclType,
+    /// `exec=off` mounts noexec.
+    pub exec: bool,
+    /// `setuid=on` mounts suid (only a mount by root may), else nosuid.
+    pub setuid: bool,
+    /// `devices=on` mounts dev (only a mount by root may), else nodev.
+    pub devices: bool,
+    /// Serve read-only even when the dataset is writable.
+    pub readonly: bool,
+}
+
+impl Default for MountOpts {
+    fn default() -> Self {
+        MountOpts { acltype: AclType::Off, exec: true, setuid: false, devices: false, readonly: false }
+    }
+}
+
+impl MountOpts {
+    /// The kernel mount flags for these options. suid and dev are asked for only by root:
+    /// fusermount refuses them to others (and the kernel would ignore them).
+    pub fn kernel_options(&self, root: bool) -> Vec<MountOption> {
+        let mut v = Vec::new();
+        if !self.exec {
+            v.push(MountOption::NoExec);
+        }
+        v.push(if self.setuid && root { MountOption::Suid } else { MountOption::NoSuid });
+        v.push(if self.devices && root { MountOption::Dev } else { MountOption::NoDev });
+        v
+    }
+}
+
+/// Asks the kernel to enforce POSIX ACLs when the dataset has them (`FUSE_POSIX_ACL`) and
+/// to leave the umask to us (`FUSE_DONT_MASK`: a default ACL replaces it). A kernel without
+/// the capability gets an error: serving such a dataset with its ACLs ignored would grant
+/// access they deny.
+fn acl_init(config: &mut KernelConfig, acl: AclType) -> Result<(), libc::c_int> {
+    if acl != AclType::Posix {
+        return Ok(());
+    }
+    use fuser::consts::{FUSE_DONT_MASK, FUSE_POSIX_ACL};
+    config.add_capabilities(FUSE_POSIX_ACL | FUSE_DONT_MASK).map_err(|missing| {
+        eprintln!("rzfs: the kernel lacks FUSE capabilities {missing:#x}: cannot enforce POSIX ACLs");
+        libc::ENOSYS
+    })
+}
+
+/// Mounts `src` read-only on `dir` with [`MountOpts::default`].
 pub fn mount(src: MountSource, dir: &Path, fsname: &str) -> std::io::Result<MountHandle> {
+    mount_with(src, dir, fsname, &MountOpts::default())
+}
+
+/// Mounts `src` read-only on `dir`, served by a background thread.
+pub fn mount_with(
+    src: MountSource,
+    dir: &Path,
+    fsname: &str,
+    mo: &MountOpts,
+) -> std::io::Result<MountHandle> {
     let names = src.snapshots.list();
     let fs = ZfsFuse {
         head: src.head,
@@ -157,18 +224,21 @@ pub fn mount(src: MountSource, dir: &Path, fsname: &str) -> std::io::Result<Moun
         on_error: src.on_error,
         snap_source: src.snapshots,
         snaps: Mutex::new(names.into_iter().map(|n| (n, None)).collect()),
+        acl: mo.acltype,
     };
-    let opts = [
+    let mut opts = vec![
         MountOption::RO,
         MountOption::FSName(fsname.to_string()),
         MountOption::Subtype("rzfs".into()),
         MountOption::DefaultPermissions,
-        MountOption::AllowOther,
     ];
     // allow_other lets users other than the daemon's read the mount; only root may ask
     // for it without `user_allow_other` in /etc/fuse.conf.
-    let n = if is_root() { opts.len() } else { opts.len() - 1 };
-    let session = fuser::spawn_mount2(fs, dir, &opts[..n])?;
+    if is_root() {
+        opts.push(MountOption::AllowOther);
+    }
+    opts.extend(mo.kernel_options(is_root()));
+    let session = fuser::spawn_mount2(fs, dir, &opts)?;
     Ok(MountHandle::new(session, dir))
 }
 
@@ -180,6 +250,8 @@ struct ZfsFuse {
     on_error: ErrorSink,
     snap_source: Box<dyn Snapshots>,
     snaps: Mutex<Vec<SnapSlot>>,
+    /// The dataset's acltype (snapshots share it).
+    acl: AclType,
 }
 
 impl ZfsFuse {
@@ -312,6 +384,10 @@ fn dtype_to_ftype(d: u8) -> FType {
 }
 
 impl Filesystem for ZfsFuse {
+    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
+        acl_init(config, self.acl)
+    }
+
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         let name = name.as_bytes();
         if parent == 1 && name == b".zfs" {
@@ -456,21 +532,21 @@ impl Filesystem for ZfsFuse {
         let Some((_, z)) = self.zpl_of(ino) else {
             return reply.error(libc::ENOENT);
         };
-        match z.getxattr(Self::obj_of(&z, ino), name.as_bytes()) {
+        match z.xattr_get(Self::obj_of(&z, ino), name.as_bytes(), self.acl) {
             Ok(Some(v)) => xattr_reply(reply, &v, size),
             Ok(None) => reply.error(libc::ENODATA),
             Err(e) => reply.error(e.errno()),
         }
     }
 
-    fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+    fn listxattr(&mut self, req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
         if is_virtual(ino) {
             return xattr_reply(reply, &[], size);
         }
         let Some((_, z)) = self.zpl_of(ino) else {
             return reply.error(libc::ENOENT);
         };
-        match z.listxattr(Self::obj_of(&z, ino)) {
+        match z.xattr_list(Self::obj_of(&z, ino), self.acl, req.uid() == 0) {
             Ok(names) => {
                 let mut buf = Vec::new();
                 for n in names {

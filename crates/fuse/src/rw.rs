@@ -31,7 +31,12 @@
 //! * **Locking.** fuser serves requests on one thread; `with` additionally serializes
 //!   against the daemon's txg sync.
 //! * **Permissions** are checked by the kernel (`default_permissions`) from mode, uid and
-//!   gid; set-id bits on chown/write are dropped by the kernel's setattr as well.
+//!   gid; set-id bits on chown/write are dropped by the kernel's setattr as well. With
+//!   acltype=posix the kernel also enforces POSIX ACLs (`FUSE_POSIX_ACL`): it reads them
+//!   through getxattr, and leaves to this side what a Linux file system does itself —
+//!   keeping the mode and the ACL in step on setxattr and chmod, and giving new files the
+//!   mode and ACLs of their directory's default ACL, with the umask applied only when there
+//!   is none (`FUSE_DONT_MASK`). The rules are the ZPL's (`zpl::acl`, `ZplWriter::xattr_*`).
 //! * **Errors**: the errno of [`ZplWriteError`]; every change on a read-only backend is
 //!   EROFS (the mount is also made read-only in the kernel).
 //! * **Devices**: FUSE carries rdev in the userspace `dev_t` encoding; OpenZFS on Linux
@@ -54,7 +59,8 @@ use zap::write::ZapCache;
 use zpl::write::{SetAttr, ZplWriteError, ZplWriter};
 use zpl::Attrs;
 
-use crate::MountHandle;
+use crate::{MountHandle, MountOpts};
+use zpl::acl::AclType;
 
 /// How long the kernel may cache entries and attributes (see the module comment).
 const TTL: Duration = Duration::from_secs(1);
@@ -102,11 +108,21 @@ pub trait RwBackend: Send + Sync + 'static {
     fn space(&self) -> (u64, u64, u64, u64);
 }
 
-/// Mounts the dataset of `backend` on `dir`, served by a background thread. Frees what the
-/// unlinked set holds first (files orphaned by a crash), unless the backend is read-only.
+/// Mounts the dataset of `backend` on `dir` with [`MountOpts::default`].
 pub fn mount_rw<B: RwBackend>(backend: Arc<B>, dir: &Path, fsname: &str) -> std::io::Result<MountHandle> {
-    let readonly = backend.readonly();
-    let fs = RwFs::new(backend)?;
+    mount_rw_with(backend, dir, fsname, &MountOpts::default())
+}
+
+/// Mounts the dataset of `backend` on `dir`, served by a background thread. Frees what the
+/// unlinked set holds first (files orphaned by a crash), unless the mount is read-only.
+pub fn mount_rw_with<B: RwBackend>(
+    backend: Arc<B>,
+    dir: &Path,
+    fsname: &str,
+    mo: &MountOpts,
+) -> std::io::Result<MountHandle> {
+    let readonly = backend.readonly() || mo.readonly;
+    let fs = RwFs::with_opts(backend, mo.clone())?;
     let mut opts = vec![
         MountOption::FSName(fsname.to_string()),
         MountOption::Subtype("rzfs".into()),
@@ -117,6 +133,7 @@ pub fn mount_rw<B: RwBackend>(backend: Arc<B>, dir: &Path, fsname: &str) -> std:
     if super::is_root() {
         opts.push(MountOption::AllowOther);
     }
+    opts.extend(mo.kernel_options(super::is_root()));
     opts.push(if readonly { MountOption::RO } else { MountOption::RW });
     let session = fuser::spawn_mount2(fs, dir, &opts)?;
     Ok(MountHandle::new(session, dir))
@@ -148,6 +165,8 @@ struct RwFs<B: RwBackend> {
     /// Listing snapshots per open directory handle.
     dirs: HashMap<u64, Option<Vec<DirEntry>>>,
     next_fh: u64,
+    /// How the dataset is mounted (ACL type; read-only even on a writable backend).
+    opts: MountOpts,
 }
 
 fn io_err(e: ZplWriteError) -> std::io::Error {
@@ -313,7 +332,12 @@ fn set_attr(
 }
 
 impl<B: RwBackend> RwFs<B> {
+    #[cfg(test)]
     fn new(backend: Arc<B>) -> std::io::Result<Self> {
+        Self::with_opts(backend, MountOpts::default())
+    }
+
+    fn with_opts(backend: Arc<B>, opts: MountOpts) -> std::io::Result<Self> {
         let mut root = 0;
         backend
             .with(Op::Read, &mut |c| {
@@ -321,7 +345,7 @@ impl<B: RwBackend> RwFs<B> {
                 Ok(())
             })
             .map_err(io_err)?;
-        if !backend.readonly() {
+        if !(backend.readonly() || opts.readonly) {
             // Best effort, as `zfs_unlinked_drain`: an object that cannot be freed now stays
             // listed and is retried at the next mount.
             let _ = backend.with(Op::Free, &mut |c| c.zpl.drain_unlinked(c.os, c.zaps).map(|_| ()));
@@ -333,7 +357,17 @@ impl<B: RwBackend> RwFs<B> {
             orphans: HashSet::new(),
             dirs: HashMap::new(),
             next_fh: 1,
+            opts,
         })
+    }
+
+    /// Read-only: the backend's dataset is, or the mount was asked to be.
+    fn readonly(&self) -> bool {
+        self.opts.readonly || self.backend.readonly()
+    }
+
+    fn acl(&self) -> AclType {
+        self.opts.acltype
     }
 
     /// Object number of an inode.
@@ -366,7 +400,7 @@ impl<B: RwBackend> RwFs<B> {
 
     /// [`RwFs::run`] for an operation that changes the dataset: EROFS when read-only.
     fn run_mut<T>(&self, op: Op, f: impl FnOnce(RwCtx<'_>) -> ZRes<T>) -> Res<T> {
-        if self.backend.readonly() {
+        if self.readonly() {
             return Err(libc::EROFS);
         }
         self.run_op(op, f)
@@ -395,29 +429,47 @@ impl<B: RwBackend> RwFs<B> {
         if sa == SetAttr::default() {
             return self.do_getattr(ino);
         }
-        let obj = self.obj(ino);
+        let (obj, acl) = (self.obj(ino), self.acl());
         // A size change frees (or only extends, sparsely): it must work on a full pool.
         let op = if sa.size.is_some() { Op::Free } else { Op::Meta };
         self.run_mut(op, |c| {
             c.zpl.recordsize = c.recordsize;
-            let a = c.zpl.setattr(c.os, c.zaps, obj, sa, now())?;
+            let a = c.zpl.setattr_acl(c.os, c.zaps, obj, sa, acl, now())?;
             Ok(to_attr(ino, &a))
         })
     }
 
-    /// Creates a file of any type but directory and symlink (`mode` carries `S_IF*`).
-    fn do_mknod(&self, ids: (u32, u32), parent: u64, name: &[u8], mode: u32, rdev: u32) -> Res<Entry> {
-        let (dir, root) = (self.obj(parent), self.root);
+    /// Creates a file of any type but directory and symlink (`mode` carries `S_IF*`). The
+    /// mode and ACLs come from the directory's default ACL, else `umask` applies; the ACLs
+    /// are stored in the same operation, so no sync sees the file without them.
+    #[allow(clippy::too_many_arguments)]
+    fn do_mknod(
+        &self,
+        ids: (u32, u32),
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+    ) -> Res<Entry> {
+        let (dir, root, acl) = (self.obj(parent), self.root, self.acl());
         self.run_mut(Op::Meta, |c| {
-            let obj = c.zpl.create(c.os, c.zaps, dir, name, mode, ids.0, ids.1, rdev_to_zfs(rdev), now())?;
+            let t = now();
+            let na = c.zpl.acl_for_new(c.os, c.zaps, dir, mode, umask, acl)?;
+            let obj = c.zpl.create(c.os, c.zaps, dir, name, na.mode, ids.0, ids.1, rdev_to_zfs(rdev), t)?;
+            c.zpl.acl_apply_new(c.os, c.zaps, obj, &na, t)?;
             entry_of(&c, root, obj)
         })
     }
 
-    fn do_mkdir(&self, ids: (u32, u32), parent: u64, name: &[u8], mode: u32) -> Res<Entry> {
-        let (dir, root) = (self.obj(parent), self.root);
+    fn do_mkdir(&self, ids: (u32, u32), parent: u64, name: &[u8], mode: u32, umask: u32) -> Res<Entry> {
+        let (dir, root, acl) = (self.obj(parent), self.root, self.acl());
         self.run_mut(Op::Meta, |c| {
-            let obj = c.zpl.mkdir(c.os, c.zaps, dir, name, mode & 0o7777, ids.0, ids.1, now())?;
+            let t = now();
+            let mode = (mode & 0o7777) | libc::S_IFDIR;
+            let na = c.zpl.acl_for_new(c.os, c.zaps, dir, mode, umask, acl)?;
+            let obj = c.zpl.mkdir(c.os, c.zaps, dir, name, na.mode & 0o7777, ids.0, ids.1, t)?;
+            c.zpl.acl_apply_new(c.os, c.zaps, obj, &na, t)?;
             entry_of(&c, root, obj)
         })
     }
@@ -484,7 +536,7 @@ impl<B: RwBackend> RwFs<B> {
     /// handle. Returns the handle number.
     fn do_open(&mut self, ino: u64, flags: i32) -> Res<u64> {
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
-        if writes && self.backend.readonly() {
+        if writes && self.readonly() {
             return Err(libc::EROFS);
         }
         let obj = self.obj(ino);
@@ -494,9 +546,16 @@ impl<B: RwBackend> RwFs<B> {
     }
 
     /// Creates and opens a regular file.
-    fn do_create(&mut self, ids: (u32, u32), parent: u64, name: &[u8], mode: u32) -> Res<(Entry, u64)> {
+    fn do_create(
+        &mut self,
+        ids: (u32, u32),
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+    ) -> Res<(Entry, u64)> {
         let mode = (mode & 0o7777) | libc::S_IFREG;
-        let e = self.do_mknod(ids, parent, name, mode, 0)?;
+        let e = self.do_mknod(ids, parent, name, mode, umask, 0)?;
         *self.opens.entry(self.obj(e.0.ino)).or_insert(0) += 1;
         Ok((e, self.fresh_fh()))
     }
@@ -616,20 +675,23 @@ impl<B: RwBackend> RwFs<B> {
         Ok((total / bsize, free / bsize, used_objs.saturating_add(free_objs), free_objs, bsize as u32))
     }
 
-    fn do_setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Res<()> {
-        let obj = self.obj(ino);
+    /// setxattr by user `caller`; names and POSIX ACLs follow the ZPL's rules for the
+    /// dataset's acltype.
+    fn do_setxattr(&self, caller: u32, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Res<()> {
+        let (obj, acl) = (self.obj(ino), self.acl());
         let flags = u32::try_from(flags).map_err(|_| libc::EINVAL)?;
-        self.run_mut(Op::Meta, |c| c.zpl.setxattr(c.os, c.zaps, obj, name, value, flags, now()))
+        self.run_mut(Op::Meta, |c| c.zpl.xattr_set(c.os, c.zaps, obj, name, value, flags, acl, caller, now()))
     }
 
     fn do_getxattr(&self, ino: u64, name: &[u8], size: u32) -> Res<XattrAnswer> {
-        let obj = self.obj(ino);
-        xattr_answer(self.run(|c| c.zpl.getxattr(c.os, c.zaps, obj, name))?, size)
+        let (obj, acl) = (self.obj(ino), self.acl());
+        xattr_answer(self.run(|c| c.zpl.xattr_get(c.os, c.zaps, obj, name, acl))?, size)
     }
 
-    fn do_listxattr(&self, ino: u64, size: u32) -> Res<XattrAnswer> {
-        let obj = self.obj(ino);
-        let names = self.run(|c| c.zpl.listxattr(c.os, c.zaps, obj))?;
+    /// listxattr; `trusted.` names only for uid 0 (CAP_SYS_ADMIN in the kernel).
+    fn do_listxattr(&self, caller: u32, ino: u64, size: u32) -> Res<XattrAnswer> {
+        let (obj, acl) = (self.obj(ino), self.acl());
+        let names = self.run(|c| c.zpl.xattr_list(c.os, c.zaps, obj, acl, caller == 0))?;
         let mut buf = Vec::new();
         for n in names {
             buf.extend_from_slice(&n);
@@ -638,16 +700,16 @@ impl<B: RwBackend> RwFs<B> {
         xattr_answer(buf, size)
     }
 
-    fn do_removexattr(&self, ino: u64, name: &[u8]) -> Res<()> {
-        let obj = self.obj(ino);
-        self.run_mut(Op::Free, |c| c.zpl.removexattr(c.os, c.zaps, obj, name, now()))
+    fn do_removexattr(&self, caller: u32, ino: u64, name: &[u8]) -> Res<()> {
+        let (obj, acl) = (self.obj(ino), self.acl());
+        self.run_mut(Op::Free, |c| c.zpl.xattr_remove(c.os, c.zaps, obj, name, acl, caller, now()))
     }
 
     /// access(2): the kernel checks permissions itself (default_permissions); this only
     /// answers existence and EROFS for W_OK on a read-only dataset.
     fn do_access(&self, ino: u64, mask: i32) -> Res<()> {
         self.do_getattr(ino)?;
-        if mask & libc::W_OK != 0 && self.backend.readonly() {
+        if mask & libc::W_OK != 0 && self.readonly() {
             return Err(libc::EROFS);
         }
         Ok(())
@@ -655,7 +717,7 @@ impl<B: RwBackend> RwFs<B> {
 
     /// fsync and friends: the daemon syncs the open txg.
     fn do_sync(&self) -> Res<()> {
-        if self.backend.readonly() {
+        if self.readonly() {
             return Ok(());
         }
         self.backend.sync().map_err(|_| libc::EIO)
@@ -675,7 +737,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
         // The kernel caps max_write at what it allows; a refusal leaves fuser's default.
         let _ = config.set_max_write(MAX_WRITE);
-        Ok(())
+        crate::acl_init(config, self.acl())
     }
 
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
@@ -731,8 +793,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let mode = mode & !(umask & 0o777);
-        reply_entry(reply, self.do_mknod(ids(req), parent, name.as_bytes(), mode, rdev));
+        reply_entry(reply, self.do_mknod(ids(req), parent, name.as_bytes(), mode, umask, rdev));
     }
 
     fn mkdir(
@@ -744,8 +805,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let mode = mode & !(umask & 0o777);
-        reply_entry(reply, self.do_mkdir(ids(req), parent, name.as_bytes(), mode));
+        reply_entry(reply, self.do_mkdir(ids(req), parent, name.as_bytes(), mode, umask));
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
@@ -802,8 +862,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let mode = mode & !(umask & 0o777);
-        match self.do_create(ids(req), parent, name.as_bytes(), mode) {
+        match self.do_create(ids(req), parent, name.as_bytes(), mode, umask) {
             Ok(((a, gen), fh)) => reply.created(&TTL, &a, gen, fh, fuser::consts::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(e),
         }
@@ -907,7 +966,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
 
     fn setxattr(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
         name: &OsStr,
         value: &[u8],
@@ -918,19 +977,19 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         if position != 0 {
             return reply.error(libc::EINVAL);
         }
-        reply_empty(reply, self.do_setxattr(ino, name.as_bytes(), value, flags));
+        reply_empty(reply, self.do_setxattr(req.uid(), ino, name.as_bytes(), value, flags));
     }
 
     fn getxattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, size: u32, reply: ReplyXattr) {
         reply_xattr(reply, self.do_getxattr(ino, name.as_bytes(), size));
     }
 
-    fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
-        reply_xattr(reply, self.do_listxattr(ino, size));
+    fn listxattr(&mut self, req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        reply_xattr(reply, self.do_listxattr(req.uid(), ino, size));
     }
 
-    fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
-        reply_empty(reply, self.do_removexattr(ino, name.as_bytes()));
+    fn removexattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty(reply, self.do_removexattr(req.uid(), ino, name.as_bytes()));
     }
 
     fn access(&mut self, _req: &Request<'_>, ino: u64, mask: i32, reply: ReplyEmpty) {

@@ -86,11 +86,11 @@ const ME: (u32, u32) = (1000, 100);
 fn full_pool_refuses_growth_and_allows_frees() {
     let (mut f, b) = fs();
     let a = mkfile(&mut f, 1, "a", &[7u8; 5000]);
-    let ((d, _), _) = f.do_create(ME, 1, b"big", 0o644).unwrap();
+    let ((d, _), _) = f.do_create(ME, 1, b"big", 0o644, 0o022).unwrap();
     f.do_write(d.ino, 0, &[1u8; 100]).unwrap();
     b.full.store(true, Ordering::Relaxed);
     assert_eq!(f.do_write(d.ino, 100, &[2u8; 100]), Err(libc::ENOSPC));
-    assert_eq!(f.do_mkdir(ME, 1, b"dir", 0o755).err(), Some(libc::ENOSPC));
+    assert_eq!(f.do_mkdir(ME, 1, b"dir", 0o755, 0o022).err(), Some(libc::ENOSPC));
     assert_eq!(f.do_read(d.ino, 0, 300).unwrap(), vec![1u8; 100], "the refused write changed nothing");
     let shrink = SetAttr { size: Some(10), ..SetAttr::default() };
     assert_eq!(f.do_setattr(d.ino, shrink).unwrap().size, 10);
@@ -103,7 +103,7 @@ fn full_pool_refuses_growth_and_allows_frees() {
 }
 
 fn mkfile(f: &mut RwFs<MemBackend>, dir: u64, name: &str, data: &[u8]) -> u64 {
-    let ((a, _), _) = f.do_create(ME, dir, name.as_bytes(), 0o644).unwrap();
+    let ((a, _), _) = f.do_create(ME, dir, name.as_bytes(), 0o644, 0).unwrap();
     f.do_write(a.ino, 0, data).unwrap();
     f.do_release(a.ino).unwrap();
     a.ino
@@ -143,7 +143,7 @@ fn create_write_read_and_attributes() {
     assert_eq!(f.do_read(ino, 299_998, 3).unwrap(), b"\0\0x");
     assert_eq!(f.do_read(ino, -1, 3).unwrap_err(), libc::EINVAL);
     assert_eq!(names(&mut f, 1), [".", "..", "a"]);
-    assert_eq!(f.do_create(ME, 1, b"a", 0o644).unwrap_err(), libc::EEXIST);
+    assert_eq!(f.do_create(ME, 1, b"a", 0o644, 0).unwrap_err(), libc::EEXIST);
 }
 
 #[test]
@@ -170,7 +170,7 @@ fn setattr_mode_owner_size_and_times() {
     assert_eq!(a.unwrap().mtime, pre_epoch);
     // Nothing to change is a getattr.
     assert_eq!(f.do_setattr(ino, SetAttr::default()).unwrap().ino, ino);
-    let d = f.do_mkdir(ME, 1, b"d", 0o755).unwrap().0.ino;
+    let d = f.do_mkdir(ME, 1, b"d", 0o755, 0).unwrap().0.ino;
     assert_eq!(
         f.do_setattr(d, set_attr(None, None, None, Some(0), None, None, now())).unwrap_err(),
         libc::EISDIR
@@ -180,7 +180,7 @@ fn setattr_mode_owner_size_and_times() {
 #[test]
 fn directories_links_symlinks_and_devices() {
     let (mut f, _) = fs();
-    let d = f.do_mkdir(ME, 1, b"d", 0o750).unwrap().0;
+    let d = f.do_mkdir(ME, 1, b"d", 0o750, 0).unwrap().0;
     assert_eq!((d.kind, d.perm, d.nlink), (FType::Directory, 0o750, 2));
     assert_eq!(f.do_getattr(1).unwrap().nlink, 3);
     let ino = mkfile(&mut f, d.ino, "f", b"abc");
@@ -191,9 +191,9 @@ fn directories_links_symlinks_and_devices() {
     assert_eq!(f.do_readlink(s.ino).unwrap(), b"d/f");
     assert_eq!(f.do_readlink(ino).unwrap_err(), libc::EINVAL);
     let dev = (8 << 8) | 1; // userspace makedev(8, 1)
-    let (c, _) = f.do_mknod(ME, 1, b"sda1", libc::S_IFBLK | 0o600, dev).unwrap();
+    let (c, _) = f.do_mknod(ME, 1, b"sda1", libc::S_IFBLK | 0o600, 0, dev).unwrap();
     assert_eq!((c.kind, c.rdev), (FType::BlockDevice, dev));
-    let (p, _) = f.do_mknod(ME, 1, b"fifo", libc::S_IFIFO | 0o600, 0).unwrap();
+    let (p, _) = f.do_mknod(ME, 1, b"fifo", libc::S_IFIFO | 0o600, 0, 0).unwrap();
     assert_eq!(p.kind, FType::NamedPipe);
     assert_eq!(f.do_rmdir(1, b"d").unwrap_err(), libc::ENOTEMPTY);
     assert_eq!(f.do_unlink(1, b"d").unwrap_err(), libc::EISDIR);
@@ -203,8 +203,8 @@ fn directories_links_symlinks_and_devices() {
     assert_eq!(f.do_getattr(1).unwrap().nlink, 2);
     assert_eq!(names(&mut f, 1), [".", "..", "fifo", "hard", "sda1", "sym"]);
     // `..` of a subdirectory names its parent.
-    let d2 = f.do_mkdir(ME, 1, b"d2", 0o755).unwrap().0.ino;
-    let d3 = f.do_mkdir(ME, d2, b"d3", 0o755).unwrap().0.ino;
+    let d2 = f.do_mkdir(ME, 1, b"d2", 0o755, 0).unwrap().0.ino;
+    let d3 = f.do_mkdir(ME, d2, b"d3", 0o755, 0).unwrap().0.ino;
     let l = f.do_readdir(d3, 0, 0).unwrap();
     assert_eq!((l[1].1.ino, l[1].1.name.as_slice()), (d2, &b".."[..]));
 }
@@ -212,7 +212,7 @@ fn directories_links_symlinks_and_devices() {
 #[test]
 fn unlink_while_open_keeps_the_file_until_the_last_release() {
     let (mut f, _) = fs();
-    let ((a, _), _) = f.do_create(ME, 1, b"tmp", 0o600).unwrap();
+    let ((a, _), _) = f.do_create(ME, 1, b"tmp", 0o600, 0).unwrap();
     f.do_write(a.ino, 0, b"still here").unwrap();
     f.do_open(a.ino, libc::O_RDONLY).unwrap();
     f.do_unlink(1, b"tmp").unwrap();
@@ -243,7 +243,7 @@ fn rename_over_an_open_file_and_flags() {
     assert_eq!(f.do_read(b, 0, 10).unwrap(), b"old");
     f.do_release(b).unwrap();
     assert_eq!(f.do_getattr(b).unwrap_err(), libc::ENOENT);
-    let d = f.do_mkdir(ME, 1, b"d", 0o755).unwrap().0.ino;
+    let d = f.do_mkdir(ME, 1, b"d", 0o755, 0).unwrap().0.ino;
     f.do_rename((1, b"b"), (d, b"c"), libc::RENAME_NOREPLACE).unwrap();
     assert_eq!(names(&mut f, d), [".", "..", "c"]);
     assert_eq!(f.do_rename((1, b"d"), (d, b"x"), 0).unwrap_err(), libc::EINVAL);
@@ -276,25 +276,25 @@ fn xattrs_probe_erange_and_flags() {
     let (mut f, _) = fs();
     let ino = mkfile(&mut f, 1, "x", b"");
     assert_eq!(f.do_getxattr(ino, b"user.a", 0).unwrap_err(), libc::ENODATA);
-    assert_eq!(f.do_listxattr(ino, 0).unwrap(), XattrAnswer::Size(0));
-    f.do_setxattr(ino, b"user.a", b"value", 0).unwrap();
-    f.do_setxattr(ino, b"user.bb", b"", 0).unwrap();
-    assert_eq!(f.do_setxattr(ino, b"user.a", b"v", libc::XATTR_CREATE).unwrap_err(), libc::EEXIST);
-    assert_eq!(f.do_setxattr(ino, b"user.c", b"v", libc::XATTR_REPLACE).unwrap_err(), libc::ENODATA);
+    assert_eq!(f.do_listxattr(0, ino, 0).unwrap(), XattrAnswer::Size(0));
+    f.do_setxattr(0, ino, b"user.a", b"value", 0).unwrap();
+    f.do_setxattr(0, ino, b"user.bb", b"", 0).unwrap();
+    assert_eq!(f.do_setxattr(0, ino, b"user.a", b"v", libc::XATTR_CREATE).unwrap_err(), libc::EEXIST);
+    assert_eq!(f.do_setxattr(0, ino, b"user.c", b"v", libc::XATTR_REPLACE).unwrap_err(), libc::ENODATA);
     assert_eq!(f.do_getxattr(ino, b"user.a", 0).unwrap(), XattrAnswer::Size(5));
     assert_eq!(f.do_getxattr(ino, b"user.a", 4).unwrap_err(), libc::ERANGE);
     assert_eq!(f.do_getxattr(ino, b"user.a", 5).unwrap(), XattrAnswer::Data(b"value".to_vec()));
     assert_eq!(f.do_getxattr(ino, b"user.bb", 10).unwrap(), XattrAnswer::Data(Vec::new()));
     let list = b"user.a\0user.bb\0".to_vec();
-    assert_eq!(f.do_listxattr(ino, 0).unwrap(), XattrAnswer::Size(list.len() as u32));
-    assert_eq!(f.do_listxattr(ino, 3).unwrap_err(), libc::ERANGE);
-    let XattrAnswer::Data(got) = f.do_listxattr(ino, 100).unwrap() else { panic!("no data") };
+    assert_eq!(f.do_listxattr(0, ino, 0).unwrap(), XattrAnswer::Size(list.len() as u32));
+    assert_eq!(f.do_listxattr(0, ino, 3).unwrap_err(), libc::ERANGE);
+    let XattrAnswer::Data(got) = f.do_listxattr(0, ino, 100).unwrap() else { panic!("no data") };
     let mut got: Vec<&[u8]> = got.split(|&b| b == 0).filter(|n| !n.is_empty()).collect();
     got.sort();
     assert_eq!(got, [&b"user.a"[..], &b"user.bb"[..]]);
-    f.do_removexattr(ino, b"user.a").unwrap();
-    assert_eq!(f.do_removexattr(ino, b"user.a").unwrap_err(), libc::ENODATA);
-    assert_eq!(f.do_listxattr(ino, 100).unwrap(), XattrAnswer::Data(b"user.bb\0".to_vec()));
+    f.do_removexattr(0, ino, b"user.a").unwrap();
+    assert_eq!(f.do_removexattr(0, ino, b"user.a").unwrap_err(), libc::ENODATA);
+    assert_eq!(f.do_listxattr(0, ino, 100).unwrap(), XattrAnswer::Data(b"user.bb\0".to_vec()));
     // Files with xattrs are freed with them.
     f.do_unlink(1, b"x").unwrap();
     assert_eq!(f.do_getattr(ino).unwrap_err(), libc::ENOENT);
@@ -329,11 +329,11 @@ fn readonly_backend_refuses_changes() {
     let ino = mkfile(&mut f, 1, "f", b"data");
     b.ro.store(true, Ordering::Relaxed);
     assert_eq!(f.do_write(ino, 0, b"x").unwrap_err(), libc::EROFS);
-    assert_eq!(f.do_create(ME, 1, b"g", 0o644).unwrap_err(), libc::EROFS);
+    assert_eq!(f.do_create(ME, 1, b"g", 0o644, 0).unwrap_err(), libc::EROFS);
     assert_eq!(f.do_open(ino, libc::O_WRONLY).unwrap_err(), libc::EROFS);
     assert_eq!(f.do_open(ino, libc::O_RDONLY | libc::O_TRUNC).unwrap_err(), libc::EROFS);
     assert_eq!(f.do_unlink(1, b"f").unwrap_err(), libc::EROFS);
-    assert_eq!(f.do_setxattr(ino, b"user.a", b"", 0).unwrap_err(), libc::EROFS);
+    assert_eq!(f.do_setxattr(0, ino, b"user.a", b"", 0).unwrap_err(), libc::EROFS);
     assert_eq!(
         f.do_setattr(ino, set_attr(Some(0o600), None, None, None, None, None, now())).unwrap_err(),
         libc::EROFS
@@ -344,6 +344,93 @@ fn readonly_backend_refuses_changes() {
     assert_eq!(f.do_read(ino, 0, 10).unwrap(), b"data");
     f.do_sync().unwrap();
     assert_eq!(b.syncs.load(Ordering::Relaxed), 0);
+}
+
+/// An adapter over a fresh dataset mounted with `opts`.
+fn fs_with(opts: MountOpts) -> (RwFs<MemBackend>, Arc<MemBackend>) {
+    let b = MemBackend::new();
+    (RwFs::with_opts(b.clone(), opts).unwrap(), b)
+}
+
+fn posix() -> MountOpts {
+    MountOpts { acltype: AclType::Posix, ..MountOpts::default() }
+}
+
+/// `system.posix_acl_*` bytes: user::rwx, user:ID:PERM, group::r-x, mask::rwx, other::---.
+fn acl_granting(id: u32, perm: u16) -> Vec<u8> {
+    use zpl::acl::*;
+    let e = |tag, perm, id| AclEntry { tag, perm, id };
+    let u = ACL_UNDEFINED_ID;
+    PosixAcl {
+        entries: vec![
+            e(ACL_USER_OBJ, 7, u),
+            e(ACL_USER, perm, id),
+            e(ACL_GROUP_OBJ, 5, u),
+            e(ACL_MASK, 7, u),
+            e(ACL_OTHER, 0, u),
+        ],
+    }
+    .encode()
+}
+
+#[test]
+fn posix_acls_through_the_adapter() {
+    const ACCESS: &[u8] = b"system.posix_acl_access";
+    const DEFAULT: &[u8] = b"system.posix_acl_default";
+    // acltype=off: refused, never listed; the umask applies as before.
+    let (f, _) = fs();
+    let d = f.do_mkdir(ME, 1, b"d", 0o777, 0o022).unwrap().0;
+    assert_eq!(d.perm, 0o755);
+    assert_eq!(f.do_setxattr(0, d.ino, DEFAULT, &acl_granting(7, 6), 0).unwrap_err(), libc::EOPNOTSUPP);
+    assert_eq!(f.do_getxattr(d.ino, ACCESS, 0).unwrap_err(), libc::EOPNOTSUPP);
+    assert_eq!(f.do_setxattr(0, d.ino, b"nonamespace", b"", 0).unwrap_err(), libc::EOPNOTSUPP);
+    // acltype=posix.
+    let (mut f, _) = fs_with(posix());
+    let d = f.do_mkdir(ME, 1, b"d", 0o777, 0o022).unwrap().0;
+    assert_eq!(d.perm, 0o755, "no default ACL: the umask applies");
+    // Only the owner (uid 1000) or root sets ACLs.
+    assert_eq!(f.do_setxattr(2000, d.ino, DEFAULT, &acl_granting(7, 6), 0).unwrap_err(), libc::EPERM);
+    f.do_setxattr(ME.0, d.ino, DEFAULT, &acl_granting(7, 6), 0).unwrap();
+    // A file created in it: umask ignored, mode and ACL from the default ACL.
+    let ((a, _), _) = f.do_create(ME, d.ino, b"f", 0o666, 0o077).unwrap();
+    assert_eq!(a.perm, 0o660);
+    let XattrAnswer::Data(acl) = f.do_getxattr(a.ino, ACCESS, 1024).unwrap() else { panic!() };
+    let mut want = zpl::acl::PosixAcl::parse(&acl_granting(7, 6)).unwrap().unwrap();
+    want.entries[0].perm = 6; // owner and mask limited by the requested mode (rw-)
+    want.entries[3].perm = 6;
+    assert_eq!(acl, want.encode());
+    let XattrAnswer::Data(names) = f.do_listxattr(1000, a.ino, 1024).unwrap() else { panic!() };
+    assert_eq!(names, b"system.posix_acl_access\0");
+    // Directories inherit the default ACL too; mknod'd files as well.
+    let sub = f.do_mkdir(ME, d.ino, b"sub", 0o777, 0o077).unwrap().0;
+    assert_eq!(sub.perm, 0o770);
+    assert_eq!(f.do_getxattr(sub.ino, DEFAULT, 0).unwrap(), XattrAnswer::Size(44));
+    let (p, _) = f.do_mknod(ME, d.ino, b"fifo", libc::S_IFIFO | 0o644, 0o077, 0).unwrap();
+    assert_eq!(p.perm, 0o640);
+    // chmod keeps the mask in step: 0604 makes the mask ---.
+    let a = f.do_setattr(a.ino, set_attr(Some(0o604), None, None, None, None, None, now())).unwrap();
+    assert_eq!(a.perm, 0o604);
+    let XattrAnswer::Data(acl) = f.do_getxattr(a.ino, ACCESS, 1024).unwrap() else { panic!() };
+    let got = zpl::acl::PosixAcl::parse(&acl).unwrap().unwrap();
+    assert_eq!(got.entries.iter().map(|e| e.perm).collect::<Vec<_>>(), [6, 6, 5, 0, 4]);
+    // Removing the access ACL keeps the mode.
+    f.do_removexattr(ME.0, a.ino, ACCESS).unwrap();
+    assert_eq!(f.do_getxattr(a.ino, ACCESS, 0).unwrap_err(), libc::ENODATA);
+    assert_eq!(f.do_getattr(a.ino).unwrap().perm, 0o604);
+    // A mount forced read-only refuses changes on a writable backend.
+    let (f, _) = fs_with(MountOpts { readonly: true, ..posix() });
+    assert_eq!(f.do_mkdir(ME, 1, b"d", 0o777, 0).unwrap_err(), libc::EROFS);
+    assert_eq!(f.do_setxattr(0, 1, DEFAULT, &acl_granting(7, 6), 0).unwrap_err(), libc::EROFS);
+}
+
+#[test]
+fn mount_options_from_properties() {
+    let o = MountOpts { exec: false, setuid: false, devices: false, ..MountOpts::default() };
+    assert_eq!(o.kernel_options(true), [MountOption::NoExec, MountOption::NoSuid, MountOption::NoDev]);
+    let o = MountOpts { exec: true, setuid: true, devices: true, ..MountOpts::default() };
+    assert_eq!(o.kernel_options(true), [MountOption::Suid, MountOption::Dev]);
+    // Only root may mount suid or dev.
+    assert_eq!(o.kernel_options(false), [MountOption::NoSuid, MountOption::NoDev]);
 }
 
 #[test]
@@ -402,6 +489,10 @@ struct TestMount {
 
 impl TestMount {
     fn new(tag: &str) -> Option<TestMount> {
+        Self::with_opts(tag, &MountOpts::default())
+    }
+
+    fn with_opts(tag: &str, opts: &MountOpts) -> Option<TestMount> {
         if std::fs::OpenOptions::new().read(true).write(true).open("/dev/fuse").is_err() {
             eprintln!("skipping: /dev/fuse is not usable");
             return None;
@@ -409,7 +500,7 @@ impl TestMount {
         let dir = std::env::temp_dir().join(format!("rzfs-rw-{}-{tag}", std::process::id()));
         std::fs::create_dir_all(&dir).ok()?;
         let backend = MemBackend::new();
-        match mount_rw(backend.clone(), &dir, "test/rw") {
+        match mount_rw_with(backend.clone(), &dir, "test/rw", opts) {
             Ok(h) => Some(TestMount { dir, handle: Some(h), backend }),
             Err(e) => {
                 eprintln!("skipping: cannot mount FUSE here: {e}");
@@ -576,6 +667,127 @@ fn xattrs_through_setfattr(m: &TestMount) {
         .output()
         .unwrap();
     assert!(!String::from_utf8_lossy(&out.stdout).contains("user.k"));
+}
+
+/// Runs `prog args` as uid/gid 65534 with no supplementary groups; true when it succeeds.
+fn as_nobody(prog: &str, args: &[&std::ffi::OsStr]) -> bool {
+    std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", prog])
+        .args(args)
+        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+fn sh(script: &str) -> std::process::Output {
+    let out = std::process::Command::new("sh").args(["-c", script]).output().unwrap();
+    assert!(out.status.success(), "{script}: {}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+/// The kernel enforces POSIX ACLs on an acltype=posix mount: a user the mode shuts out is
+/// let in by an ACL entry and shut out again by another; chmod moves the mask; default ACLs
+/// reach new files and directories (the umask ignored); and exec=off is noexec, nosuid and
+/// nodev in /proc/self/mountinfo. Needs root, setfacl/getfacl and setpriv.
+#[test]
+fn mounted_posix_acls_are_enforced() {
+    let have = |p: &str| std::process::Command::new("sh").args(["-c", &format!("command -v {p}")]).output();
+    if !crate::is_root()
+        || ["setfacl", "getfacl", "setpriv"].iter().any(|p| !have(p).is_ok_and(|o| o.status.success()))
+    {
+        eprintln!("skipping: needs root, setfacl/getfacl (package acl) and setpriv");
+        return;
+    }
+    let opts = MountOpts { exec: false, ..posix() };
+    let Some(m) = TestMount::with_opts("acl", &opts) else { return };
+    let mi = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let line =
+        mi.lines().find(|l| l.split(' ').nth(4) == Some(m.dir.to_str().unwrap())).expect("in mountinfo");
+    let mount_opts: Vec<&str> = line.split(' ').nth(5).unwrap().split(',').collect();
+    for o in ["rw", "noexec", "nosuid", "nodev"] {
+        assert!(mount_opts.contains(&o), "{o} missing: {line}");
+    }
+    let p = |rel: &str| m.p(rel).into_os_string();
+    // A file only its owner (root) may read.
+    std::fs::write(m.p("secret"), b"s3cret").unwrap();
+    std::fs::set_permissions(m.p("secret"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(!as_nobody("cat", &[&p("secret")]));
+    sh(&format!("setfacl -m u:65534:r {}", m.p("secret").display()));
+    assert!(as_nobody("cat", &[&p("secret")]), "the ACL grants read");
+    assert_eq!(std::fs::metadata(m.p("secret")).unwrap().mode() & 0o777, 0o640, "mask r-- in the group bits");
+    // chmod moves the mask: g-r takes the named user's read away.
+    std::fs::set_permissions(m.p("secret"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let facl = sh(&format!("getfacl -c {}", m.p("secret").display()));
+    let facl = String::from_utf8_lossy(&facl.stdout);
+    assert!(facl.contains("mask::---") && facl.contains("user:nobody:r--\t#effective:---"), "{facl}");
+    assert!(!as_nobody("cat", &[&p("secret")]), "the mask denies");
+    std::fs::set_permissions(m.p("secret"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    assert!(as_nobody("cat", &[&p("secret")]));
+    // An explicit deny entry for the user beats the other bits.
+    std::fs::set_permissions(m.p("secret"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    // (The group entry gets r--: with a mask of --- Linux skips the ACL and uses the other
+    // bits, on any file system.)
+    sh(&format!("setfacl -m u:65534:-,g::r {}", m.p("secret").display()));
+    assert!(!as_nobody("cat", &[&p("secret")]), "user:nobody:--- denies although other has r");
+    // Writes to a directory need w on it: granted by ACL, checked by the kernel.
+    std::fs::create_dir(m.p("shared")).unwrap();
+    assert!(!as_nobody("touch", &[&p("shared/by-nobody")]));
+    sh(&format!("setfacl -m u:65534:rwx {}", m.p("shared").display()));
+    assert!(as_nobody("touch", &[&p("shared/by-nobody")]));
+    assert_eq!(std::fs::metadata(m.p("shared/by-nobody")).unwrap().uid(), 65534);
+    // Default ACLs: inherited by files and directories created below, umask ignored.
+    sh(&format!("setfacl -d -m u:65534:rw {}", m.p("shared").display()));
+    sh(&format!(
+        "umask 077; echo new > {}; mkdir {}",
+        m.p("shared/new").display(),
+        m.p("shared/sub").display()
+    ));
+    let facl = sh(&format!("getfacl -c {}", m.p("shared/new").display()));
+    let facl = String::from_utf8_lossy(&facl.stdout);
+    assert!(facl.contains("user:nobody:rw-"), "inherited entry: {facl}");
+    // 0666 cut by the default ACL (owner rwx, mask rwx, other r-x); umask 077 would say 0600.
+    assert_eq!(std::fs::metadata(m.p("shared/new")).unwrap().mode() & 0o777, 0o664, "{facl}");
+    assert!(as_nobody(
+        "sh",
+        &[
+            std::ffi::OsStr::new("-c"),
+            std::ffi::OsStr::new(&format!("echo more >> {}", m.p("shared/new").display()))
+        ]
+    ));
+    let facl = sh(&format!("getfacl -c {}", m.p("shared/sub").display()));
+    let facl = String::from_utf8_lossy(&facl.stdout);
+    assert!(facl.contains("default:user:nobody:rw-") && facl.contains("user:nobody:rw-"), "{facl}");
+    // Without a default ACL the umask applies.
+    sh(&format!("umask 077; echo x > {}", m.p("plain").display()));
+    assert_eq!(std::fs::metadata(m.p("plain")).unwrap().mode() & 0o777, 0o600);
+    // The ACL is stored under its full name.
+    let mut g = m.backend.st.lock().unwrap();
+    let MemState { zpl, os, zaps } = &mut *g;
+    let obj = zpl.lookup(os, zaps, zpl.root(), b"secret").unwrap().unwrap();
+    assert_eq!(zpl.listxattr(os, zaps, obj).unwrap(), vec![b"system.posix_acl_access".to_vec()]);
+    drop(g);
+    // Only the owner changes an ACL.
+    assert!(!as_nobody(
+        "setfacl",
+        &[std::ffi::OsStr::new("-m"), std::ffi::OsStr::new("u:65534:rwx"), &p("secret")]
+    ));
+    // exec=off: executing fails with EACCES even for root.
+    std::fs::write(m.p("run.sh"), b"#!/bin/sh\necho hi\n").unwrap();
+    std::fs::set_permissions(m.p("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(err_of(std::process::Command::new(m.p("run.sh")).status()), libc::EACCES);
+    drop(m);
+    // acltype=off: setfacl is refused (EOPNOTSUPP), getfacl shows the mode.
+    let Some(m) = TestMount::new("noacl") else { return };
+    std::fs::write(m.p("f"), b"").unwrap();
+    let out =
+        std::process::Command::new("setfacl").arg("-m").arg("u:65534:r").arg(m.p("f")).output().unwrap();
+    assert!(
+        !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("Operation not supported")
+    );
+    let facl = sh(&format!("getfacl -c {}", m.p("f").display()));
+    assert_eq!(String::from_utf8_lossy(&facl.stdout), "user::rw-\ngroup::r--\nother::r--\n\n");
 }
 
 /// Serves an in-memory dataset for outside test suites (pjdfstest):

@@ -3,7 +3,7 @@
 //! This crate owns the *shape* of every structure rzfs reads or writes: vdev labels and their XDR
 //! nvlists, uberblocks, block pointers (DVAs, embedded data, gang headers), dnodes, objsets, micro
 //! and fat ZAP blocks, system attributes, the older `znode_phys` bonus, DSL directory and dataset
-//! records, space-map entries and bpobj headers.
+//! records, space-map entries and bpobj headers, and the POSIX ACL xattr format.
 //!
 //! Invariants:
 //! 1. No I/O. Every function takes bytes and returns values (or bytes).
@@ -33,6 +33,7 @@ pub mod objset;
 pub mod bpobj;
 pub mod dmu_types;
 pub mod dsl;
+pub mod posix_acl;
 pub mod sa;
 pub mod spacemap;
 pub mod zap;

@@ -217,7 +217,9 @@ pub fn render_status(st: &PoolStatus, verbose: bool, parsable: bool) -> String {
         } else {
             out.push_str("status: One or more devices are faulted in response to persistent errors.  There are insufficient replicas for the pool to\n\tcontinue functioning.\n");
         }
-        out.push_str("action: Replace the faulted device, or use 'zpool clear' to mark the device\n\trepaired.\n");
+        out.push_str(
+            "action: Replace the faulted device, or use 'zpool clear' to mark the device\n\trepaired.\n",
+        );
         out.push_str("   see: https://openzfs.github.io/openzfs-docs/msg/ZFS-8000-K4\n");
     } else if st.health != PoolHealth::Online {
         out.push_str("status: One or more devices could not be used because the label is missing or\n\tinvalid.  Sufficient replicas exist for the pool to continue\n\tfunctioning in a degraded state.\n");

@@ -13,6 +13,7 @@
 //! object number, and is what the FUSE adapter and `rzdb -r` both use.
 #![forbid(unsafe_code)]
 
+pub mod acl;
 pub mod attrs;
 mod sa_write;
 pub mod write;
@@ -37,6 +38,8 @@ pub enum ZplError {
     NotDir(String),
     #[error("unsupported: {0}")]
     Unsupported(String),
+    #[error("invalid argument: {0}")]
+    Invalid(String),
 }
 
 impl From<ondisk::Error> for ZplError {
@@ -52,6 +55,7 @@ impl ZplError {
             ZplError::NotFound(_) => 2,     // ENOENT
             ZplError::NotDir(_) => 20,      // ENOTDIR
             ZplError::Unsupported(_) => 95, // EOPNOTSUPP
+            ZplError::Invalid(_) => 22,     // EINVAL
             _ => 5,                         // EIO: checksum or structure damage
         }
     }
@@ -224,6 +228,46 @@ impl Zpl {
         Ok(None)
     }
 
+    /// Extended attribute `name` as Linux shows it on a dataset with ACL type `acl`
+    /// (namespace rules and POSIX ACLs as in [`acl`]); `Ok(None)` when absent.
+    pub fn xattr_get(&self, obj: u64, name: &[u8], acl: acl::AclType) -> Result<Option<Vec<u8>>> {
+        match acl::classify(name) {
+            Ok(acl::XattrNs::AclAccess | acl::XattrNs::AclDefault) => {
+                if acl != acl::AclType::Posix {
+                    return Err(ZplError::Unsupported(
+                        "POSIX ACLs on a dataset without acltype=posix".into(),
+                    ));
+                }
+                match self.getxattr(obj, name)? {
+                    Some(v) => checked_acl(obj, &v),
+                    None => Ok(None),
+                }
+            }
+            Ok(_) => {
+                for n in acl::stored_names(name) {
+                    if let Some(v) = self.getxattr(obj, n)? {
+                        return Ok(Some(v));
+                    }
+                }
+                Ok(None)
+            }
+            Err(e) => Err(ns_error(e, name)),
+        }
+    }
+
+    /// Names of the extended attributes of `obj` as Linux lists them (see [`acl::listed_name`]).
+    pub fn xattr_list(&self, obj: u64, acl: acl::AclType, privileged: bool) -> Result<Vec<Vec<u8>>> {
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        for n in self.listxattr(obj)? {
+            if let Some(shown) = acl::listed_name(&n, acl, privileged) {
+                if !out.contains(&shown) {
+                    out.push(shown);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Best-effort path of an object, through parent pointers (for error reports).
     pub fn path_of(&self, obj: u64) -> Option<String> {
         let mut parts = Vec::new();
@@ -268,5 +312,29 @@ impl Zpl {
             }
         }
         Ok(())
+    }
+}
+
+/// The error for a name [`acl::classify`] refuses.
+pub(crate) fn ns_error(errno: i32, name: &[u8]) -> ZplError {
+    let shown = String::from_utf8_lossy(name);
+    if errno == 22 {
+        ZplError::Invalid(format!("xattr name '{shown}'"))
+    } else {
+        ZplError::Unsupported(format!("xattr name '{shown}' is in no namespace this file system handles"))
+    }
+}
+
+/// A stored POSIX ACL value, checked and re-encoded (`Ok(None)`: an empty ACL). Damaged
+/// bytes are EIO: an ACL that cannot be read must not be guessed at.
+pub(crate) fn checked_acl(obj: u64, v: &[u8]) -> Result<Option<Vec<u8>>> {
+    let damaged =
+        |e: ondisk::Error| ZplError::Corrupt { what: "POSIX ACL", detail: format!("object {obj}: {e}") };
+    match ondisk::posix_acl::PosixAcl::parse(v).map_err(damaged)? {
+        Some(a) => {
+            a.validate().map_err(damaged)?;
+            Ok(Some(a.encode()))
+        }
+        None => Ok(None),
     }
 }

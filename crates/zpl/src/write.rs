@@ -20,12 +20,16 @@
 //! * an object whose last link goes while it is open is listed in the unlinked set (name
 //!   = object in hex, value = object: `zap_add_int`) until [`ZplWriter::release_unlinked`];
 //! * extended attributes live in a hidden directory named by the `ZPL_XATTR` attribute,
-//!   one plain file per name (xattr=on / `zpl_xattr_set_dir`), so no spill block is needed.
+//!   one plain file per name (xattr=on / `zpl_xattr_set_dir`), so no spill block is needed;
+//!   xattrs OpenZFS stored as SAs (xattr=sa, `ZPL_DXATTR`) are read, and a name changed or
+//!   removed leaves the SA nvlist (a changed value moves to the directory, as OpenZFS moves
+//!   an xattr that outgrows the SA). Linux namespaces and POSIX ACLs are in `acl_write.rs`.
 //!
 //! Generation numbers are the txg that creates the znode (`zfs_mknode` uses
 //! `dmu_tx_get_txg`): set [`ZplWriter::txg`] when the txg changes. Uids and gids are stored
-//! as given (FUIDs of ordinary POSIX ids are the ids). New znodes get the trivial ACL of
-//! their mode (see `sa_write`); ACL inheritance and POSIX default ACLs are not applied.
+//! as given (FUIDs of ordinary POSIX ids are the ids). New znodes get the trivial NFSv4 ACL
+//! of their mode (see `sa_write`); NFSv4 ACL inheritance is not applied. POSIX ACLs
+//! (acltype=posix) are xattrs, inherited through [`ZplWriter::acl_for_new`].
 //! Block sizes follow `zfs_write`/`zfs_extend`: while a file fits in one block, the block
 //! grows to the file size rounded up to 512 bytes, capped by the recordsize; once the file
 //! spans several blocks, its block size is fixed.
@@ -42,6 +46,7 @@ pub const EPERM: i32 = 1;
 pub const ENOENT: i32 = 2;
 pub const EIO: i32 = 5;
 pub const E2BIG: i32 = 7;
+pub const EACCES: i32 = 13;
 pub const EEXIST: i32 = 17;
 pub const EXDEV: i32 = 18;
 pub const ENOTDIR: i32 = 20;
@@ -1098,10 +1103,35 @@ impl ZplWriter {
         Ok(())
     }
 
-    /// SA xattrs (`ZPL_DXATTR`, xattr=sa) of a znode: read here, never written.
+    /// SA xattrs (`ZPL_DXATTR`, xattr=sa) of a znode. New values are never written there
+    /// (they go to the xattr directory); a name is only ever removed ([`Self::drop_sa_xattr`]).
     fn sa_xattrs(&self, os: &DirtyObjset, obj: u64) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let a = self.getattr(os, obj)?;
         Ok(crate::attrs::sa_xattrs(&a)?)
+    }
+
+    /// Removes `name` from the SA xattr nvlist of `obj` (`zpl_xattr_set_sa` with no value:
+    /// the nvlist is re-packed, XDR, without the pair; an empty list stays). The record only
+    /// shrinks, so it fits the bonus it came from; attributes in a spill block are refused.
+    fn drop_sa_xattr(
+        &mut self,
+        os: &mut DirtyObjset,
+        zaps: &mut ZapCache,
+        obj: u64,
+        name: &[u8],
+    ) -> Result<()> {
+        let num = self
+            .sa
+            .registry
+            .zpl(ondisk::sa::ZplAttr::Dxattr)
+            .ok_or_else(|| ZplWriteError::new(EIO, "ZPL_DXATTR has no attribute number"))?;
+        let mut z = self.load(os, obj)?;
+        let raw =
+            z.rec.get(num).ok_or_else(|| ZplWriteError::new(EIO, format!("object {obj}: no SA xattrs")))?;
+        let mut nv = ondisk::nvlist::NvList::decode(raw)?;
+        nv.pairs.retain(|(n, _)| n.as_bytes() != name);
+        z.rec.set(num, nv.encode());
+        self.store(os, zaps, &z)
     }
 
     /// The hidden xattr directory of `z`, created when `create` (`zfs_make_xattrdir`:
@@ -1144,24 +1174,25 @@ impl ZplWriter {
         if value.len() > XATTR_SIZE_MAX {
             return err(E2BIG, format!("xattr value of {} bytes", value.len()));
         }
-        if self.sa_xattrs(os, obj)?.iter().any(|(k, _)| k == name) {
-            return err(
-                EOPNOTSUPP,
-                format!("xattr {} is a system-attribute xattr (read-only here)", show(name)),
-            );
-        }
+        let in_sa = self.sa_xattrs(os, obj)?.iter().any(|(k, _)| k == name);
         let mut z = self.load(os, obj)?;
+        let old_dir = z.rec.u64(self.sa.nums.xattr);
+        let in_dir = old_dir != 0 && self.entry(os, zaps, old_dir, name)?.is_some();
+        match (in_sa || in_dir, flags) {
+            (true, f) if f & XATTR_CREATE != 0 => return err(EEXIST, format!("xattr {} exists", show(name))),
+            (false, f) if f & XATTR_REPLACE != 0 => return err(ENODATA, format!("no xattr {}", show(name))),
+            _ => {}
+        }
+        if in_sa {
+            // The value moves to the directory; a name lives in one place only, as OpenZFS
+            // keeps it when an SA xattr outgrows the SA (`zpl_xattr_set`).
+            self.drop_sa_xattr(os, zaps, obj, name)?;
+            z = self.load(os, obj)?;
+        }
         let xdir = self
             .xattr_dir(os, zaps, &mut z, true, now)?
             .ok_or_else(|| ZplWriteError::new(EIO, "no xattr dir"))?;
         let existing = self.entry(os, zaps, xdir, name)?;
-        match (existing, flags) {
-            (Some(_), f) if f & XATTR_CREATE != 0 => {
-                return err(EEXIST, format!("xattr {} exists", show(name)))
-            }
-            (None, f) if f & XATTR_REPLACE != 0 => return err(ENODATA, format!("no xattr {}", show(name))),
-            _ => {}
-        }
         let xobj = match existing {
             Some(x) => x,
             None => {
@@ -1226,25 +1257,31 @@ impl ZplWriter {
         now: (u64, u64),
     ) -> Result<()> {
         Self::check_xattr_name(name)?;
-        if self.sa_xattrs(os, obj)?.iter().any(|(k, _)| k == name) {
-            return err(
-                EOPNOTSUPP,
-                format!("xattr {} is a system-attribute xattr (read-only here)", show(name)),
-            );
+        let in_sa = self.sa_xattrs(os, obj)?.iter().any(|(k, _)| k == name);
+        if in_sa {
+            self.drop_sa_xattr(os, zaps, obj, name)?;
         }
         let mut z = self.load(os, obj)?;
-        let Some(xdir) = self.xattr_dir(os, zaps, &mut z, false, now)? else {
-            return err(ENODATA, format!("no xattr {}", show(name)));
+        let xdir = self.xattr_dir(os, zaps, &mut z, false, now)?;
+        let in_dir = match xdir {
+            Some(x) => self.entry(os, zaps, x, name)?.is_some(),
+            None => false,
         };
-        if self.entry(os, zaps, xdir, name)?.is_none() {
+        if !in_sa && !in_dir {
             return err(ENODATA, format!("no xattr {}", show(name)));
         }
-        self.unlink(os, zaps, xdir, name, false, now)?;
+        if let (Some(x), true) = (xdir, in_dir) {
+            self.unlink(os, zaps, x, name, false, now)?;
+        }
         let mut z = self.load(os, obj)?;
         self.touch(&mut z, now, false);
         self.store(os, zaps, &z)
     }
 }
+
+#[path = "acl_write.rs"]
+mod acl_write;
+pub use acl_write::NewAcl;
 
 #[cfg(test)]
 #[path = "write_tests.rs"]

@@ -429,6 +429,184 @@ fn xattrs_in_hidden_directory() {
     assert_eq!(os.objects().unwrap().len(), before - 4);
 }
 
+// ----- POSIX ACLs and namespaces ------------------------------------------------------------
+
+use crate::acl::{AclEntry, AclType, PosixAcl, ACL_GROUP_OBJ, ACL_MASK, ACL_OTHER, ACL_USER, ACL_USER_OBJ};
+
+const POSIX: AclType = AclType::Posix;
+
+fn posix_acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    PosixAcl { entries: entries.iter().map(|&(tag, perm, id)| AclEntry { tag, perm, id }).collect() }.encode()
+}
+
+const UND: u32 = crate::acl::ACL_UNDEFINED_ID;
+const ACCESS: &[u8] = b"system.posix_acl_access";
+const DEFAULT: &[u8] = b"system.posix_acl_default";
+
+#[test]
+fn access_acls_follow_and_set_the_mode() {
+    let (mut os, mut zaps, mut w) = fresh();
+    let f = w.create(&mut os, &mut zaps, 4, b"f", 0o640, 11, 12, 0, T0).unwrap();
+    // acltype=off: the names are refused and never listed.
+    let named = posix_acl(&[
+        (ACL_USER_OBJ, 6, UND),
+        (ACL_USER, 4, 65534),
+        (ACL_GROUP_OBJ, 4, UND),
+        (ACL_MASK, 6, UND),
+        (ACL_OTHER, 0, UND),
+    ]);
+    for t in [AclType::Off, AclType::Nfsv4] {
+        assert_eq!(errno(w.xattr_set(&mut os, &mut zaps, f, ACCESS, &named, 0, t, 0, T1)), EOPNOTSUPP);
+        assert_eq!(errno(w.xattr_get(&os, &mut zaps, f, ACCESS, t)), EOPNOTSUPP);
+    }
+    // Only the owner (or uid 0) sets an ACL.
+    assert_eq!(errno(w.xattr_set(&mut os, &mut zaps, f, ACCESS, &named, 0, POSIX, 12, T1)), EPERM);
+    w.xattr_set(&mut os, &mut zaps, f, ACCESS, &named, 0, POSIX, 11, T1).unwrap();
+    // Stored under its full name, bytes as Linux encodes them; the group bits are the mask's.
+    assert_eq!(w.getxattr(&os, &mut zaps, f, ACCESS).unwrap(), named);
+    assert_eq!(w.getattr(&os, f).unwrap().mode, 0o100660);
+    assert_eq!(w.xattr_get(&os, &mut zaps, f, ACCESS, POSIX).unwrap(), named);
+    assert_eq!(w.xattr_list(&os, &mut zaps, f, POSIX, false).unwrap(), vec![ACCESS.to_vec()]);
+    assert!(w.xattr_list(&os, &mut zaps, f, AclType::Off, true).unwrap().is_empty());
+    // chmod rewrites owner, mask and other entries; the named user keeps r--.
+    let sa = SetAttr { mode: Some(0o705), ..Default::default() };
+    let a = w.setattr_acl(&mut os, &mut zaps, f, sa, POSIX, T1).unwrap();
+    assert_eq!(a.mode, 0o100705);
+    let got = PosixAcl::parse(&w.getxattr(&os, &mut zaps, f, ACCESS).unwrap()).unwrap().unwrap();
+    assert_eq!(got.entries.iter().map(|e| e.perm).collect::<Vec<_>>(), [7, 4, 4, 0, 5]);
+    // An ACL the mode expresses is not stored: it only sets the mode.
+    let plain = posix_acl(&[(ACL_USER_OBJ, 7, UND), (ACL_GROUP_OBJ, 5, UND), (ACL_OTHER, 1, UND)]);
+    w.xattr_set(&mut os, &mut zaps, f, ACCESS, &plain, 0, POSIX, 0, T1).unwrap();
+    assert_eq!(w.getattr(&os, f).unwrap().mode, 0o100751);
+    assert_eq!(errno(w.getxattr(&os, &mut zaps, f, ACCESS)), ENODATA);
+    assert_eq!(errno(w.xattr_get(&os, &mut zaps, f, ACCESS, POSIX)), ENODATA);
+    // Invalid ACLs are EINVAL; removing an absent ACL succeeds.
+    let no_mask =
+        posix_acl(&[(ACL_USER_OBJ, 7, UND), (ACL_USER, 4, 5), (ACL_GROUP_OBJ, 5, UND), (ACL_OTHER, 1, UND)]);
+    assert_eq!(errno(w.xattr_set(&mut os, &mut zaps, f, ACCESS, &no_mask, 0, POSIX, 0, T1)), EINVAL);
+    assert_eq!(errno(w.xattr_set(&mut os, &mut zaps, f, ACCESS, b"\x02\0\0", 0, POSIX, 0, T1)), EINVAL);
+    w.xattr_remove(&mut os, &mut zaps, f, ACCESS, POSIX, 0, T1).unwrap();
+    // Default ACLs only on directories.
+    assert_eq!(errno(w.xattr_set(&mut os, &mut zaps, f, DEFAULT, &named, 0, POSIX, 0, T1)), EACCES);
+    // A damaged stored ACL is EIO, and a chmod then fails before changing anything.
+    w.setxattr(&mut os, &mut zaps, f, ACCESS, b"\x07\0\0\0garbage!", 0, T1).unwrap();
+    assert_eq!(errno(w.xattr_get(&os, &mut zaps, f, ACCESS, POSIX)), EIO);
+    let sa = SetAttr { mode: Some(0o600), ..Default::default() };
+    assert_eq!(errno(w.setattr_acl(&mut os, &mut zaps, f, sa, POSIX, T1)), EIO);
+    assert_eq!(w.getattr(&os, f).unwrap().mode, 0o100751);
+}
+
+#[test]
+fn default_acls_are_inherited() {
+    let (mut os, mut zaps, mut w) = fresh();
+    let d = w.mkdir(&mut os, &mut zaps, 4, b"d", 0o755, 0, 0, T0).unwrap();
+    let def = posix_acl(&[
+        (ACL_USER_OBJ, 7, UND),
+        (ACL_USER, 5, 65534),
+        (ACL_GROUP_OBJ, 5, UND),
+        (ACL_MASK, 7, UND),
+        (ACL_OTHER, 0, UND),
+    ]);
+    w.xattr_set(&mut os, &mut zaps, d, DEFAULT, &def, 0, POSIX, 0, T1).unwrap();
+    assert_eq!(w.xattr_get(&os, &mut zaps, d, DEFAULT, POSIX).unwrap(), def);
+    // Without acltype=posix, or without a default ACL, the umask applies.
+    let na = w.acl_for_new(&os, &mut zaps, d, 0o100666, 0o022, AclType::Off).unwrap();
+    assert_eq!(na, NewAcl { mode: 0o100644, access: None, default: None });
+    let na = w.acl_for_new(&os, &mut zaps, 4, 0o100666, 0o022, POSIX).unwrap();
+    assert_eq!(na.mode, 0o100644);
+    // A file: the umask is ignored, mode and access ACL come from the default ACL.
+    let na = w.acl_for_new(&os, &mut zaps, d, 0o100666, 0o077, POSIX).unwrap();
+    assert_eq!(na.mode, 0o100660);
+    assert_eq!(na.default, None);
+    let f = w.create(&mut os, &mut zaps, d, b"f", na.mode, 0, 0, 0, T1).unwrap();
+    w.acl_apply_new(&mut os, &mut zaps, f, &na, T1).unwrap();
+    let acc = PosixAcl::parse(&w.getxattr(&os, &mut zaps, f, ACCESS).unwrap()).unwrap().unwrap();
+    assert_eq!(acc.entries.iter().map(|e| e.perm).collect::<Vec<_>>(), [6, 5, 5, 6, 0]);
+    assert_eq!(w.getattr(&os, f).unwrap().mode, 0o100660);
+    // A directory also takes the default ACL itself.
+    let na = w.acl_for_new(&os, &mut zaps, d, 0o40777, 0o022, POSIX).unwrap();
+    assert_eq!((na.mode, na.default.as_deref()), (0o40770, Some(def.as_slice())));
+    let sub = w.mkdir(&mut os, &mut zaps, d, b"sub", na.mode, 0, 0, T1).unwrap();
+    w.acl_apply_new(&mut os, &mut zaps, sub, &na, T1).unwrap();
+    assert_eq!(w.getxattr(&os, &mut zaps, sub, DEFAULT).unwrap(), def);
+    let mut names = w.xattr_list(&os, &mut zaps, sub, POSIX, false).unwrap();
+    names.sort();
+    assert_eq!(names, vec![ACCESS.to_vec(), DEFAULT.to_vec()]);
+    // Removing the default ACL.
+    w.xattr_remove(&mut os, &mut zaps, d, DEFAULT, POSIX, 0, T1).unwrap();
+    assert_eq!(w.acl_for_new(&os, &mut zaps, d, 0o100666, 0o022, POSIX).unwrap().mode, 0o100644);
+}
+
+#[test]
+fn xattr_namespaces_and_unprefixed_names() {
+    let (mut os, mut zaps, mut w) = fresh();
+    let f = w.create(&mut os, &mut zaps, 4, b"f", 0o644, 0, 0, 0, T0).unwrap();
+    let off = AclType::Off;
+    // Names outside the Linux namespaces OpenZFS handles.
+    for bad in [&b"plain"[..], b"system.nfs4_acl", b"os2.x"] {
+        assert_eq!(errno(w.xattr_set(&mut os, &mut zaps, f, bad, b"v", 0, off, 0, T1)), EOPNOTSUPP);
+    }
+    assert_eq!(errno(w.xattr_set(&mut os, &mut zaps, f, b"user.", b"v", 0, off, 0, T1)), EINVAL);
+    assert_eq!(errno(w.xattr_set(&mut os, &mut zaps, f, b"user.trusted.x", b"v", 0, off, 0, T1)), EINVAL);
+    // A name stored without a namespace (Solaris, FreeBSD, zfs_xattr_compat=1) is user.NAME.
+    w.setxattr(&mut os, &mut zaps, f, b"k", b"old", 0, T1).unwrap();
+    w.setxattr(&mut os, &mut zaps, f, b"freebsd:system:x", b"hidden", 0, T1).unwrap();
+    w.setxattr(&mut os, &mut zaps, f, b"trusted.t", b"t", 0, T1).unwrap();
+    assert_eq!(w.xattr_get(&os, &mut zaps, f, b"user.k", off).unwrap(), b"old");
+    let mut l = w.xattr_list(&os, &mut zaps, f, off, false).unwrap();
+    l.sort();
+    assert_eq!(l, vec![b"user.k".to_vec()]);
+    assert_eq!(w.xattr_list(&os, &mut zaps, f, off, true).unwrap().len(), 2);
+    // XATTR_CREATE sees the old copy; setting user.k replaces it with a prefixed one.
+    assert_eq!(errno(w.xattr_set(&mut os, &mut zaps, f, b"user.k", b"n", XATTR_CREATE, off, 0, T1)), EEXIST);
+    w.xattr_set(&mut os, &mut zaps, f, b"user.k", b"new", XATTR_REPLACE, off, 0, T1).unwrap();
+    assert_eq!(errno(w.getxattr(&os, &mut zaps, f, b"k")), ENODATA);
+    assert_eq!(w.getxattr(&os, &mut zaps, f, b"user.k").unwrap(), b"new");
+    // Removing user.k removes either form.
+    w.setxattr(&mut os, &mut zaps, f, b"k", b"again", 0, T1).unwrap();
+    w.xattr_remove(&mut os, &mut zaps, f, b"user.k", off, 0, T1).unwrap();
+    assert_eq!(errno(w.xattr_get(&os, &mut zaps, f, b"user.k", off)), ENODATA);
+    assert_eq!(errno(w.xattr_remove(&mut os, &mut zaps, f, b"user.k", off, 0, T1)), ENODATA);
+}
+
+/// Xattrs OpenZFS stored as system attributes (xattr=sa) are read there, and a change
+/// moves the name to the xattr directory, leaving the SA nvlist without it.
+#[test]
+fn sa_xattrs_move_to_the_directory_when_changed() {
+    let (mut os, mut zaps, mut w) = fresh();
+    let f = w.create(&mut os, &mut zaps, 4, b"f", 0o644, 0, 0, 0, T0).unwrap();
+    let acl = posix_acl(&[
+        (ACL_USER_OBJ, 6, UND),
+        (ACL_USER, 4, 65534),
+        (ACL_GROUP_OBJ, 4, UND),
+        (ACL_MASK, 4, UND),
+        (ACL_OTHER, 4, UND),
+    ]);
+    let mut nv = ondisk::nvlist::NvList::new();
+    nv.add_bytes("system.posix_acl_access", acl.clone());
+    nv.add_bytes("user.keep", b"kept".to_vec());
+    let num = w.sa.registry.zpl(ondisk::sa::ZplAttr::Dxattr).unwrap();
+    let mut z = w.load(&os, f).unwrap();
+    z.rec.set(num, nv.encode());
+    w.store(&mut os, &mut zaps, &z).unwrap();
+    assert_eq!(w.xattr_get(&os, &mut zaps, f, ACCESS, POSIX).unwrap(), acl);
+    assert_eq!(
+        errno(w.xattr_set(&mut os, &mut zaps, f, b"user.keep", b"x", XATTR_CREATE, POSIX, 0, T1)),
+        EEXIST
+    );
+    // chmod rewrites the ACL: it lands in the directory and leaves the SA.
+    let sa = SetAttr { mode: Some(0o600), ..Default::default() };
+    w.setattr_acl(&mut os, &mut zaps, f, sa, POSIX, T1).unwrap();
+    let left = crate::attrs::sa_xattrs(&w.getattr(&os, f).unwrap()).unwrap();
+    assert_eq!(left, vec![(b"user.keep".to_vec(), b"kept".to_vec())]);
+    let got = PosixAcl::parse(&w.xattr_get(&os, &mut zaps, f, ACCESS, POSIX).unwrap()).unwrap().unwrap();
+    assert_eq!(got.entries.iter().map(|e| e.perm).collect::<Vec<_>>(), [6, 4, 4, 0, 0]);
+    // Removal of an SA-only name.
+    w.xattr_remove(&mut os, &mut zaps, f, b"user.keep", POSIX, 0, T1).unwrap();
+    assert!(crate::attrs::sa_xattrs(&w.getattr(&os, f).unwrap()).unwrap().is_empty());
+    assert_eq!(errno(w.xattr_get(&os, &mut zaps, f, b"user.keep", POSIX)), ENODATA);
+}
+
 // ----- randomized model test --------------------------------------------------------------
 
 /// xorshift64*: deterministic test randomness.

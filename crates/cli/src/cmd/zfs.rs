@@ -80,6 +80,9 @@ enum Cmd {
     /// Mount a dataset over FUSE (read-write on pools imported read-write); with no
     /// arguments, list mounts.
     Mount {
+        /// Temporary mount options: ro, rw, exec, noexec, suid, nosuid, dev, nodev.
+        #[arg(short = 'o')]
+        options: Option<String>,
         dataset: Option<String>,
         /// Mount point (default: the dataset's mountpoint property).
         dir: Option<PathBuf>,
@@ -158,7 +161,9 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             crate::rwpool::set(state, &assignment, &names).map(|_| Response::ok(String::new()))
         }
         Cmd::Mount { dataset: None, .. } => Ok(list_mounts(state)),
-        Cmd::Mount { dataset: Some(ds), dir } => mount(state, &ds, dir.map(|d| abs(cwd, &d))),
+        Cmd::Mount { dataset: Some(ds), dir, options } => {
+            mount_o(state, &ds, dir.map(|d| abs(cwd, &d)), options.as_deref().unwrap_or(""))
+        }
         Cmd::Unmount { target, force } => unmount(state, &target, cwd, force),
     };
     if let (Ok(resp), Some(name)) = (&r, &logged) {
@@ -511,6 +516,10 @@ const GET_ALL: &[&str] = &[
     "refcompressratio",
     "snapdir",
     "sync",
+    "exec",
+    "setuid",
+    "devices",
+    "acltype",
 ];
 
 #[allow(clippy::too_many_arguments)]
@@ -588,11 +597,12 @@ fn create(state: &Arc<State>, name: &str, props: &[String], parents: bool) -> Re
         }
     }
     todo.push((name.to_string(), props.to_vec()));
+    let mut resp = Response::ok(String::new());
     for (fs, p) in todo {
         crate::rwpool::create_fs(state, &fs, &p)?;
-        automount(state, &fs)?;
+        resp.stderr.push_str(&automount(state, &fs)?);
     }
-    Ok(Response::ok(String::new()))
+    Ok(resp)
 }
 
 /// `zfs destroy [-rnv] NAME`: the datasets go deepest first, each file system after its
@@ -685,23 +695,30 @@ fn clone(
         }
     }
     crate::rwpool::clone_fs(state, snapshot, name, props)?;
-    automount(state, name)?;
-    Ok(Response::ok(String::new()))
+    let mut resp = Response::ok(String::new());
+    resp.stderr = automount(state, name)?;
+    Ok(resp)
 }
 
-fn automount(state: &Arc<State>, name: &str) -> Result<(), String> {
+/// Mounts a new file system when its properties say so; returns the mount's warnings.
+fn automount(state: &Arc<State>, name: &str) -> Result<String, String> {
     let pool = state.pool(pool_of(name))?;
     let dsl = pool.dsl();
     let ds = dsl.find(name).map_err(|e| e.to_string())?;
     let mp = prop_value(&pool, &dsl, &ds, "mountpoint")?.exact;
     let canmount = prop_value(&pool, &dsl, &ds, "canmount")?.exact;
     if mp.starts_with('/') && canmount == "on" {
-        mount(state, name, None)?;
+        return Ok(mount(state, name, None)?.stderr);
     }
-    Ok(())
+    Ok(String::new())
 }
 
 pub(crate) fn mount(state: &Arc<State>, name: &str, dir: Option<PathBuf>) -> Result<Response, String> {
+    mount_o(state, name, dir, "")
+}
+
+/// `zfs mount [-o OPTS]`: options from the dataset's properties and `opts` (see `mountopts`).
+fn mount_o(state: &Arc<State>, name: &str, dir: Option<PathBuf>, opts: &str) -> Result<Response, String> {
     prune_mounts(state);
     let pool =
         state.pool(pool_of(name)).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
@@ -731,18 +748,19 @@ pub(crate) fn mount(state: &Arc<State>, name: &str, dir: Option<PathBuf>) -> Res
     {
         return Err(format!("cannot mount '{name}': filesystem already mounted"));
     }
+    let (mo, warnings) = crate::mountopts::for_dataset(&pool, &dsl, &ds, name, opts)?;
     std::fs::create_dir_all(&dir)
         .map_err(|e| format!("cannot mount '{name}': cannot create {}: {e}", dir.display()))?;
     let session = match crate::rwpool::writer_of(state, name).filter(|_| !name.contains('@')) {
         Some(rw) => {
             let backend = Arc::new(crate::rwpool::DsBackend::open(state, rw, name)?);
-            rzfs_fuse::rw::mount_rw(backend, &dir, name)
+            rzfs_fuse::rw::mount_rw_with(backend, &dir, name, &mo)
                 .map_err(|e| format!("cannot mount '{name}' on {}: {e}", dir.display()))?
         }
         None => {
             let fs =
                 crate::zplopen::open_zpl(&pool, &ds).map_err(|e| format!("cannot mount '{name}': {e}"))?;
-            rzfs_fuse::mount(fs, &dir, name)
+            rzfs_fuse::mount_with(fs, &dir, name, &mo)
                 .map_err(|e| format!("cannot mount '{name}' on {}: {e}", dir.display()))?
         }
     };
@@ -752,7 +770,13 @@ pub(crate) fn mount(state: &Arc<State>, name: &str, dir: Option<PathBuf>) -> Res
         session,
     });
     crate::daemon::track_mount(name, true);
-    Ok(Response::ok(String::new()))
+    let mut resp = Response::ok(String::new());
+    for w in warnings {
+        eprintln!("rzfsd: {w}");
+        resp.stderr.push_str(&w);
+        resp.stderr.push('\n');
+    }
+    Ok(resp)
 }
 
 /// zfs's message for an unmount that failed.
