@@ -212,11 +212,24 @@ fn handle(
         );
         return reply(conn, &Response::err(e));
     }
-    let resp = match req.prog.as_str() {
+    // A panic in a command answers an error instead of killing the connection's thread
+    // silently; pool state it may have left half-changed is poisoned by the pool's owner
+    // (pool::txg), which catches panics around every change it lends out.
+    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match req.prog.as_str() {
         "rzpool" => cmd::zpool::run(state, &req.argv, &req.cwd),
         "rzfs" => cmd::zfs::run(state, &req.argv, &req.cwd),
+        "rzinject" => cmd::zinject::run(state, &req.argv, &req.cwd),
         other => Response::err(format!("unknown program '{other}'")),
-    };
+    }));
+    let resp = run.unwrap_or_else(|p| {
+        let what = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".into());
+        eprintln!("rzfsd: internal error in '{} {}': {what}", req.prog, req.argv.join(" "));
+        Response::err(format!("internal error: {what}"))
+    });
     reply(conn, &resp)
 }
 

@@ -588,6 +588,10 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
         self.readonly
     }
 
+    fn poison(&self, what: &str) {
+        self.rw.spa.poison_from(what);
+    }
+
     fn space(&self) -> (u64, u64, u64, u64) {
         let (size, avail) = self.rw.spa.space();
         (size, avail, 0, 1u64 << 32)

@@ -15,6 +15,7 @@
 //! ACLs (`FUSE_POSIX_ACL`), asking for `system.posix_acl_*` through getxattr.
 #![forbid(unsafe_code)]
 
+mod guard;
 pub mod rw;
 
 use fuser::{
@@ -238,6 +239,11 @@ pub fn mount_with(
         opts.push(MountOption::AllowOther);
     }
     opts.extend(mo.kernel_options(is_root()));
+    let name = fsname.to_string();
+    let fs = guard::Guarded::new(
+        fs,
+        Box::new(move |op, what| eprintln!("rzfs: {name}: internal error in FUSE {op}: {what}")),
+    );
     let session = fuser::spawn_mount2(fs, dir, &opts)?;
     Ok(MountHandle::new(session, dir))
 }

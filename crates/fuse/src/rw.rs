@@ -104,6 +104,9 @@ pub trait RwBackend: Send + Sync + 'static {
     /// Makes everything written so far durable (the daemon syncs the txg); fsync/fdatasync/syncfs call it.
     fn sync(&self) -> Result<(), String>;
     fn readonly(&self) -> bool;
+    /// A handler panicked: the backend's state may be half changed and must not be
+    /// written (the daemon suspends the pool).
+    fn poison(&self, _what: &str) {}
     /// (total bytes, free bytes, used objects, free objects estimate) for statfs.
     fn space(&self) -> (u64, u64, u64, u64);
 }
@@ -122,7 +125,15 @@ pub fn mount_rw_with<B: RwBackend>(
     mo: &MountOpts,
 ) -> std::io::Result<MountHandle> {
     let readonly = backend.readonly() || mo.readonly;
-    let fs = RwFs::with_opts(backend, mo.clone())?;
+    let fs = RwFs::with_opts(backend.clone(), mo.clone())?;
+    let name = fsname.to_string();
+    let fs = crate::guard::Guarded::new(
+        fs,
+        Box::new(move |op, what| {
+            eprintln!("rzfs: {name}: internal error in FUSE {op}: {what}");
+            backend.poison(&format!("internal error in FUSE {op} on {name}: {what}"));
+        }),
+    );
     let mut opts = vec![
         MountOption::FSName(fsname.to_string()),
         MountOption::Subtype("rzfs".into()),

@@ -7,7 +7,7 @@
 //! does for leaf vdevs.
 
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crate::device::BlockDevice;
@@ -164,6 +164,9 @@ pub struct Vdev {
     device: Option<Arc<dyn BlockDevice>>,
     pub(crate) counters: Counters,
     forced: AtomicU8,
+    /// A write or flush of this leaf failed since the top-level vdev last settled faults
+    /// ([`Vdev::settle_faults`]).
+    failed: AtomicBool,
 }
 
 impl fmt::Debug for Vdev {
@@ -203,6 +206,7 @@ impl Vdev {
             device: spec.device,
             counters: Counters::default(),
             forced: AtomicU8::new(FORCED_NONE),
+            failed: AtomicBool::new(false),
         })
     }
 
@@ -432,16 +436,34 @@ impl Vdev {
         dev.write_at(data, off).map_err(|e| self.write_failed(dev, e))
     }
 
-    /// A write or flush of this leaf failed: count it and fault the leaf. Its copy of what
-    /// is being written is incomplete from now on, so no more I/O goes to it until `zpool
-    /// clear`; the parent serves reads and writes from its other children while its
-    /// redundancy allows (OpenZFS leaves the decision to fault to zed after repeated write
-    /// errors; a userspace daemon has no zed, and a leaf that failed a write of the txg
-    /// being synced cannot hold that txg anyway).
+    /// A write or flush of this leaf failed: count it and mark the leaf for
+    /// [`Vdev::settle_faults`], which the top-level vdev runs once the request is done.
     fn write_failed(&self, dev: &Arc<dyn BlockDevice>, e: std::io::Error) -> VdevError {
         Counters::bump(&self.counters.write);
-        self.set_faulted(true);
+        self.failed.store(true, Ordering::SeqCst);
         VdevError::Io { device: dev.name().to_string(), source: e }
+    }
+
+    /// Faults the leaves of this top-level vdev whose writes or flushes failed: their copy
+    /// of what is being written is incomplete, so no more I/O goes to them until `zpool
+    /// clear`, and the vdev serves reads and writes from its other children. A leaf the
+    /// vdev cannot do without (faulting it would leave the vdev unavailable) is only marked
+    /// DEGRADED and kept in use, as OpenZFS's `vdev_fault` backs off for a device holding
+    /// the only valid copy. (OpenZFS leaves faulting to zed after repeated errors; a
+    /// userspace daemon has no zed, and a leaf that failed a write of the txg being synced
+    /// cannot hold that txg anyway.) Returns how many failed leaves could not be faulted.
+    pub fn settle_faults(&self) -> usize {
+        let mut kept = 0;
+        for leaf in self.leaves() {
+            if leaf.failed.swap(false, Ordering::SeqCst) {
+                leaf.set_faulted(true);
+                if !self.readable() {
+                    leaf.set_degraded(true);
+                    kept += 1;
+                }
+            }
+        }
+        kept
     }
 
     fn leaf_device(&self) -> Result<&Arc<dyn BlockDevice>> {
@@ -509,11 +531,13 @@ impl Vdev {
             padded = v;
             &padded
         };
-        match &self.kind {
+        let r = match &self.kind {
             VdevKind::Raidz { .. } => raidz::write(self, offset, data),
             k if k.is_leaf() || k.is_mirror_like() => self.column_write(offset, data),
             _ => Err(self.no_io("writes")),
-        }
+        };
+        self.settle_faults();
+        r
     }
 
     /// Issue the repair writes a read asked for.
@@ -524,7 +548,9 @@ impl Vdev {
                 .ok_or_else(|| VdevError::InvalidRequest(format!("no vdev with guid {}", r.vdev_guid)))?;
             // A read-only import never writes: repairs wait for a writable one.
             if vd.device.as_ref().is_some_and(|d| d.writable()) {
-                vd.column_write(r.offset, &r.data)?;
+                let w = vd.column_write(r.offset, &r.data);
+                self.settle_faults();
+                w?;
             }
         }
         Ok(())
@@ -556,11 +582,17 @@ impl Vdev {
     /// vdev has lost more children than its redundancy covers, i.e. when data written to
     /// it since the last good flush may be lost.
     pub fn flush_top(&self) -> Result<()> {
+        let mut last = None;
         for leaf in self.leaves() {
             let Ok(dev) = leaf.leaf_device() else { continue };
             if let Err(e) = dev.flush() {
-                let _ = leaf.write_failed(dev, e);
+                last = Some(leaf.write_failed(dev, e));
             }
+        }
+        // A leaf that failed but could not be faulted holds data the vdev needs, and what
+        // it acknowledged may not be durable.
+        if self.settle_faults() > 0 {
+            return Err(last.unwrap_or_else(|| self.unavailable("a flush failed")));
         }
         self.check_writable()
     }
@@ -593,6 +625,7 @@ impl Vdev {
                 }
             }
         }
+        self.settle_faults();
         good
     }
 }

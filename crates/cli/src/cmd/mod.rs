@@ -1,6 +1,7 @@
 //! Command implementations, run inside the daemon (or directly by `rzdb`).
 
 pub mod zfs;
+pub mod zinject;
 pub mod zpool;
 
 use crate::proto::Response;

@@ -2,6 +2,8 @@
 //! what the writer (OpenZFS's zdb, or zfs-fuse through its mount) recorded.
 #![allow(dead_code)]
 
+pub mod libpool;
+pub mod rng;
 pub mod tools;
 
 use pool::Pool;

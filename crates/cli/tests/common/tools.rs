@@ -50,19 +50,38 @@ pub fn zdb_check(dir: &Path, pool: &str) -> String {
 /// test crate: `CARGO_BIN_EXE_*`).
 pub struct Daemon {
     pub sock: PathBuf,
+    /// Environment of every client call (and so of the daemon the first one starts).
+    pub env: Vec<(String, String)>,
 }
 
 impl Daemon {
     pub fn new(tag: &str) -> Daemon {
         let sock = std::env::temp_dir().join(format!("rzfs-w-{}-{tag}/rzfsd.sock", std::process::id()));
-        Daemon { sock }
+        Daemon { sock, env: Vec::new() }
+    }
+
+    /// A daemon started with these environment variables (tunables such as
+    /// `RZFS_TXG_TIMEOUT`).
+    pub fn with_env(tag: &str, env: &[(&str, &str)]) -> Daemon {
+        let mut d = Daemon::new(tag);
+        d.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        d
     }
     pub fn run(&self, prog: &str, args: &[&str]) -> (i32, String, String) {
         let exe = match prog {
             "rzpool" => env!("CARGO_BIN_EXE_rzpool"),
             _ => env!("CARGO_BIN_EXE_rzfs"),
         };
-        let out = Command::new(exe).args(args).env("RZFS_SOCKET", &self.sock).output().unwrap();
+        let exe = match prog {
+            "rzinject" => env!("CARGO_BIN_EXE_rzinject"),
+            _ => exe,
+        };
+        let out = Command::new(exe)
+            .args(args)
+            .env("RZFS_SOCKET", &self.sock)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap();
         (
             out.status.code().unwrap_or(-1),
             String::from_utf8_lossy(&out.stdout).into_owned(),
