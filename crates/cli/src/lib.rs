@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod format;
 pub mod inspect;
 pub mod proto;
+pub mod recover;
 pub mod rwadd;
 pub mod rwpool;
 pub mod zplopen;

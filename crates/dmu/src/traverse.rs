@@ -66,7 +66,7 @@ pub fn traverse_objset(
     visit: &mut Visitor,
     on_error: &mut ErrorHook,
 ) -> Result<()> {
-    let mut t = Walker { reader: os.reader(), opts, visit, on_error };
+    let mut t = Walker { reader: os.reader(), opts, visit, on_error, seen: HashSet::new() };
     let md = os.phys.meta_dnode.clone();
     t.dnode(0, &md)?;
     let acct = [&os.phys.userused, &os.phys.groupused, &os.phys.projectused];
@@ -85,6 +85,11 @@ struct Walker<'a, 'v> {
     opts: TraverseOpts,
     visit: &'a mut Visitor<'v>,
     on_error: &'a mut ErrorHook<'v>,
+    /// Indirect and dnode blocks already descended into (first DVA). In one objset no two
+    /// pointers share such a block (dedup and block cloning share only data blocks), so a
+    /// second visit is a crafted DAG whose walk would be exponential in its height: it is
+    /// reported and not descended again.
+    seen: HashSet<(u64, u64)>,
 }
 
 impl Walker<'_, '_> {
@@ -127,6 +132,14 @@ impl Walker<'_, '_> {
                     (self.on_error)(bp, object, &e.into());
                 }
             }
+            return Ok(());
+        }
+        if !bp.is_embedded() && !self.seen.insert((bp.dva[0].vdev(), bp.dva[0].offset())) {
+            let e = DmuError::Corrupt {
+                what: "block tree",
+                detail: "block referenced twice in one objset".into(),
+            };
+            (self.on_error)(bp, object, &e);
             return Ok(());
         }
         let block = match self.read_meta(bp, is_dnode_block) {

@@ -11,7 +11,10 @@
 //! Lookups go straight to the leaf named by the hash; ZAPs with name normalization
 //! (case-insensitive or Unicode-normalized ZPL directories) fall back to a scan that compares
 //! names exactly — correct, only slower, and documented as such.
-//! Listing reads every block once: leaves are recognized by their block type and magic.
+//! Listing follows the pointer table: every distinct leaf it names is read once (a block
+//! repeated under two block ids is corruption), and the walk stops at the header's entry
+//! count, so a crafted `maxblkid` or table cannot make a listing read or hold more than the
+//! leaves really stored.
 #![forbid(unsafe_code)]
 
 pub mod write;
@@ -32,9 +35,8 @@ pub enum ZapError {
 /// Result alias.
 pub type Result<T> = std::result::Result<T, ZapError>;
 
-/// Bound on the leaves a listing reads (a ZAP of 2^24 leaves is far beyond any real one and
-/// keeps a corrupt `maxblkid` from turning into an endless scan).
-const MAX_ZAP_BLOCKS: u64 = 1 << 24;
+/// `MZAP_MAX_BLKSZ`: a micro ZAP is one block of at most 128 KiB.
+const MZAP_MAX_BLKSZ: usize = 128 << 10;
 
 /// One entry, values decoded to integers of `int_size` bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,7 +89,12 @@ fn head(os: &Objset, dn: &Dnode) -> Result<(Head, ByteOrder)> {
     let order = order_of(dn);
     let b0 = os.read_block(dn, 0)?;
     let h = match z::block_kind(&b0, order).map_err(|e| corrupt(dn.object, e))? {
-        ZapBlockKind::Micro => Head::Micro(MicroZap::parse(&b0, order).map_err(|e| corrupt(dn.object, e))?),
+        ZapBlockKind::Micro => {
+            if b0.len() > MZAP_MAX_BLKSZ {
+                return Err(corrupt(dn.object, format!("micro ZAP block of {} bytes", b0.len())));
+            }
+            Head::Micro(MicroZap::parse(&b0, order).map_err(|e| corrupt(dn.object, e))?)
+        }
         ZapBlockKind::Header => {
             Head::Fat(FatZapHeader::parse(&b0, order).map_err(|e| corrupt(dn.object, e))?)
         }
@@ -125,23 +132,147 @@ fn leaf_entries(
     Ok(())
 }
 
+/// Identity of a block's contents: the first DVA of a real block, the pointer itself of an
+/// embedded one (its payload is its contents).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum BlockId {
+    Dva(u64, u64),
+    Embedded([u8; ondisk::blkptr::BLKPTR_SIZE]),
+}
+
+fn block_id(bp: &ondisk::blkptr::BlkPtr) -> BlockId {
+    if bp.is_embedded() {
+        BlockId::Embedded(bp.encode(bp.byte_order()))
+    } else {
+        BlockId::Dva(bp.dva[0].vdev(), bp.dva[0].offset())
+    }
+}
+
+/// Reads block `blkid` of a fat ZAP, refusing holes and blocks whose contents were already
+/// read under another block id: in a real ZAP every table block and leaf is its own block,
+/// and a crafted object whose pointers all name one leaf would otherwise yield that leaf's
+/// entries once per pointer.
+fn distinct_block(
+    os: &Objset,
+    dn: &Dnode,
+    blkid: u64,
+    seen: &mut std::collections::HashSet<BlockId>,
+    what: &str,
+) -> Result<std::sync::Arc<Vec<u8>>> {
+    let bp = os.block_pointer(dn, 0, blkid)?.filter(|b| !b.is_hole());
+    let Some(bp) = bp else {
+        return Err(corrupt(dn.object, format!("{what} block {blkid} is a hole")));
+    };
+    if !seen.insert(block_id(&bp)) {
+        return Err(corrupt(dn.object, format!("{what} block {blkid} repeats an earlier block ({bp})")));
+    }
+    Ok(os.read_block(dn, blkid)?)
+}
+
+/// A listing of a fat ZAP under way: the pointer table is followed slot by slot (the order
+/// of `zap_cursor_retrieve`: hash order), each distinct leaf is read once when first named,
+/// and the walk stops once the header's entry count is reached. Everything kept grows only
+/// with leaves really read (each a distinct block of the pool), whatever `maxblkid`, the
+/// table or the header claim.
+struct FatWalk<'a> {
+    os: &'a Objset,
+    dn: &'a Dnode,
+    hdr: &'a FatZapHeader,
+    order: ByteOrder,
+    /// Block ids of the external pointer table (empty while it is embedded).
+    table: std::ops::Range<u64>,
+    blocks: std::collections::HashSet<BlockId>,
+    leaves: std::collections::HashSet<u64>,
+    out: Vec<ZapEntry>,
+}
+
+impl FatWalk<'_> {
+    /// Reads leaf `id` unless already read; false once the listing is complete.
+    fn slot(&mut self, id: u64) -> Result<bool> {
+        if self.out.len() as u64 >= self.hdr.num_entries {
+            return Ok(false);
+        }
+        if !self.leaves.insert(id) {
+            return Ok(true);
+        }
+        if id == 0 || id > self.dn.maxblkid || self.table.contains(&id) {
+            return Err(corrupt(self.dn.object, format!("pointer table names block {id}, not a leaf")));
+        }
+        let b = distinct_block(self.os, self.dn, id, &mut self.blocks, "leaf")?;
+        leaf_entries(self.dn.object, &b, self.order, self.hdr, &mut self.out)?;
+        Ok(true)
+    }
+}
+
+/// Every entry of a fat ZAP (see [`FatWalk`]).
+fn fat_list(os: &Objset, dn: &Dnode, hdr: &FatZapHeader, order: ByteOrder) -> Result<Vec<ZapEntry>> {
+    let obj = dn.object;
+    let bs = dn.data_block_size();
+    let block_shift = bs.trailing_zeros();
+    if !bs.is_power_of_two() || !(9..=17).contains(&block_shift) {
+        return Err(corrupt(obj, format!("fat ZAP block size {bs}")));
+    }
+    let t = hdr.ptrtbl;
+    let mut w = FatWalk {
+        os,
+        dn,
+        hdr,
+        order,
+        table: 0..0,
+        blocks: std::collections::HashSet::new(),
+        leaves: std::collections::HashSet::new(),
+        out: Vec::new(),
+    };
+    if hdr.uses_embedded_ptrtbl() {
+        if t.shift > u64::from(z::embedded_ptrtbl_shift(block_shift)) {
+            return Err(corrupt(obj, format!("embedded pointer table with zt_shift {}", t.shift)));
+        }
+        let b0 = os.read_block(dn, 0)?;
+        for idx in 0..(1u64 << t.shift) {
+            if !w.slot(z::embedded_ptrtbl_entry(&b0, order, idx).map_err(|e| corrupt(obj, e))?)? {
+                break;
+            }
+        }
+        return Ok(w.out);
+    }
+    // 2^zt_shift slots of 8 bytes fill exactly zt_numblks blocks, and zt_shift is at most
+    // the hash width: a table claiming more, or lying outside the object, is corrupt.
+    let per_block_shift = block_shift - 3;
+    let fits = t.shift <= u64::from(hdr.hash_bits())
+        && t.shift >= u64::from(per_block_shift)
+        && t.numblks == 1u64 << (t.shift - u64::from(per_block_shift));
+    let end = t.blk.checked_add(t.numblks).filter(|&e| t.blk >= 1 && e <= dn.maxblkid.saturating_add(1));
+    let (true, Some(end)) = (fits, end) else {
+        return Err(corrupt(
+            obj,
+            format!(
+                "pointer table of {} blocks at block {} (zt_shift {}) does not fit an object of {} blocks",
+                t.numblks,
+                t.blk,
+                t.shift,
+                dn.maxblkid.saturating_add(1)
+            ),
+        ));
+    };
+    w.table = t.blk..end;
+    'table: for blkid in t.blk..end {
+        let b = distinct_block(os, dn, blkid, &mut w.blocks, "pointer-table")?;
+        for word in 0..(1usize << per_block_shift) {
+            if !w.slot(z::ptrtbl_block_entry(&b, order, word).map_err(|e| corrupt(obj, e))?)? {
+                break 'table;
+            }
+        }
+    }
+    Ok(w.out)
+}
+
 /// Lists every entry of ZAP object `obj`.
 pub fn list(os: &Objset, obj: u64) -> Result<Vec<ZapEntry>> {
     let dn = os.dnode(obj)?;
     let (h, order) = head(os, &dn)?;
     match h {
         Head::Micro(m) => Ok(micro_entries(&m)),
-        Head::Fat(hdr) => {
-            let mut out = Vec::new();
-            let last = dn.maxblkid.min(MAX_ZAP_BLOCKS);
-            for blkid in 1..=last {
-                let b = os.read_block(&dn, blkid)?;
-                if matches!(z::block_kind(&b, order), Ok(ZapBlockKind::Leaf)) {
-                    leaf_entries(obj, &b, order, &hdr, &mut out)?;
-                }
-            }
-            Ok(out)
-        }
+        Head::Fat(hdr) => fat_list(os, &dn, &hdr, order),
     }
 }
 
