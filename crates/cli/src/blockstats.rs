@@ -113,8 +113,12 @@ pub fn block_stats(p: &Pool, verify: bool) -> Result<BlockStats, String> {
     let dir = 1; // DMU_POOL_DIRECTORY_OBJECT
     let mut space = match SpaceCheck::load(p) {
         Ok(sc) => Some(sc),
-        Err(why) => {
+        Err(Unchecked::Unsupported(why)) => {
             st.notes.push(format!("space maps not checked: {why}"));
+            None
+        }
+        Err(Unchecked::Damaged(why)) => {
+            error(&mut st, format!("space maps not checked: {why}"));
             None
         }
     };
@@ -366,20 +370,35 @@ struct SpaceCheck {
     report: SpaceReport,
 }
 
+/// Why the space check was not done.
+enum Unchecked {
+    /// The pool uses something the check does not model (a note, not an error).
+    Unsupported(String),
+    /// The space maps or the config describing them are damaged (an error).
+    Damaged(String),
+}
+
+impl From<String> for Unchecked {
+    fn from(s: String) -> Self {
+        Unchecked::Damaged(s)
+    }
+}
+
 impl SpaceCheck {
     /// Replays every space map; `Err` says why the check cannot be done on this pool.
-    fn load(p: &Pool) -> Result<SpaceCheck, String> {
+    fn load(p: &Pool) -> Result<SpaceCheck, Unchecked> {
+        use Unchecked::Unsupported;
         let mos = &p.mos;
         let dir = K::DIRECTORY_OBJECT;
         for key in [K::LOG_SPACEMAP_ZAP, K::ZPOOL_CHECKPOINT, K::REMOVING, K::BPTREE_OBJ, K::DELETED_CLONES] {
             if zap::lookup(mos, dir, key).map_err(|e| e.to_string())?.is_some() {
-                return Err(format!(
+                return Err(Unsupported(format!(
                     "the MOS directory has '{key}', whose space rzdb does not account for yet"
-                ));
+                )));
             }
         }
         if p.uberblock.checkpoint_txg != 0 {
-            return Err("the pool has a checkpoint".into());
+            return Err(Unsupported("the pool has a checkpoint".into()));
         }
         for key in [K::FEATURES_FOR_READ, K::FEATURES_FOR_WRITE] {
             let Some(obj) = zap::lookup_u64(mos, dir, key).map_err(|e| e.to_string())? else { continue };
@@ -387,7 +406,7 @@ impl SpaceCheck {
                 let guid = e.name_string();
                 let short = pool::feature_table::by_name(&guid).map(|f| f.name).unwrap_or(guid.as_str());
                 if e.first_u64().unwrap_or(0) > 0 && UNCHECKED_FEATURES.contains(&short) {
-                    return Err(format!("feature {short} is active"));
+                    return Err(Unsupported(format!("feature {short} is active")));
                 }
             }
         }
@@ -402,13 +421,13 @@ impl SpaceCheck {
         };
         for t in &tops {
             if t.kind == "indirect" {
-                return Err(format!("vdev {} is an indirect (removed) vdev", t.vdev));
+                return Err(Unsupported(format!("vdev {} is an indirect (removed) vdev", t.vdev)));
             }
             if t.ms_array == 0 || t.kind == "hole" {
                 continue;
             }
             let Some(top) = usize::try_from(t.vdev).ok().and_then(|i| p.tops.get(i)) else {
-                return Err(format!("vdev {} of the config is not assembled", t.vdev));
+                return Err(Unsupported(format!("vdev {} of the config is not assembled", t.vdev)));
             };
             sc.gang_asize.insert(t.vdev, top.asize(ondisk::blkptr::SPA_GANGBLOCKSIZE as u64));
             let objs = pool::spacemaps::metaslab_objects(mos, t.ms_array, t.ms_count())
@@ -423,12 +442,12 @@ impl SpaceCheck {
                 let mut r = metaslab::SpaceMapReplay::new(t.vdev, m, start, 1u64 << t.ms_shift, t.ashift);
                 let phys = pool::spacemaps::replay(mos, obj, &mut r).map_err(|e| e.to_string())?;
                 if r.alloc_space() as i64 != phys.alloc {
-                    return Err(format!(
+                    return Err(Unchecked::Damaged(format!(
                         "space map of vdev {} metaslab {m} (object {obj}) replays to {} allocated bytes, its header says {}",
                         t.vdev,
                         r.alloc_space(),
                         phys.alloc
-                    ));
+                    )));
                 }
                 allocated.add_tree(&r.allocated).map_err(|e| e.to_string())?;
             }

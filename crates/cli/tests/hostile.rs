@@ -49,6 +49,8 @@ struct Lab {
     w: PoolWriter,
     ds: u64,
     z: ZplWriter,
+    /// A size to put in the MOS config object's bonus after the last config write.
+    config_size: Option<u64>,
 }
 
 impl Lab {
@@ -84,7 +86,7 @@ impl Lab {
         w.open_dataset(ds, policy()).unwrap();
         let d = w.dataset(ds).unwrap();
         let z = ZplWriter::open(&d.os, &mut d.zaps).unwrap();
-        Lab { w, ds, z }
+        Lab { w, ds, z, config_size: None }
     }
 
     fn root(&self) -> u64 {
@@ -131,7 +133,18 @@ impl Lab {
     }
 
     fn export(mut self) {
-        self.w.close(ondisk::label::PoolState::Exported).unwrap();
+        let Some(size) = self.config_size else {
+            return self.w.close(ondisk::label::PoolState::Exported).unwrap();
+        };
+        // What `close` does, then one more txg whose only change is the config object's
+        // bonus (the packed nvlist's length): no later config write repairs it.
+        self.w.sync().unwrap();
+        self.w.state = ondisk::label::PoolState::Exported;
+        self.w.config_dirty = true;
+        self.w.sync().unwrap();
+        let obj = self.w.config_obj;
+        self.w.mos.set_bonus(obj, size.to_le_bytes().to_vec()).unwrap();
+        self.w.sync().unwrap();
     }
 }
 
@@ -468,10 +481,18 @@ fn craft_short_meta(l: &mut Lab, _outside: &Path) {
     l.file(root, "after", 0o644, 0, b"written after the meta-dnode grew\n");
 }
 
+/// The MOS config object claims a packed nvlist of 4 GiB - 1 (read whole, it was allocated
+/// whole).
+fn craft_config_size(l: &mut Lab, _outside: &Path) {
+    let root = l.root();
+    l.file(root, "f", 0o644, 0, b"data\n");
+    l.config_size = Some(u32::MAX as u64);
+}
+
 type Craft = fn(&mut Lab, &Path);
 
 /// (pool name, crafting, whether `rzdb -R` must report skipped entries).
-const CORPUS: [(&str, Craft, bool); 11] = [
+const CORPUS: [(&str, Craft, bool); 12] = [
     ("hnames", craft_names, true),
     ("hdup", craft_dup_name, true),
     ("hsetuid", craft_setuid, false),
@@ -483,6 +504,7 @@ const CORPUS: [(&str, Craft, bool); 11] = [
     ("hhuge", craft_huge_file, false),
     ("hbpobj", craft_bpobj, false),
     ("hshort", craft_short_meta, false),
+    ("hconfig", craft_config_size, false),
 ];
 
 /// Every path under `root` with its type, mode and size (symlinks not followed), except the
@@ -532,7 +554,9 @@ fn daemon_pid(d: &Daemon) -> Option<u32> {
 /// Peak RSS of a live process in KiB (`VmHWM`).
 fn vm_hwm(pid: u32) -> Option<u64> {
     let st = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    st.lines().find_map(|l| l.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    st.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 /// FUSE and the daemon tests need /dev/fuse and fusermount3, and the oracle tier.
@@ -616,6 +640,29 @@ fn through_daemon(dir: &Path, name: &str) {
     eprintln!("{name}: daemon peak RSS {hwm} KiB");
 }
 
+/// Without `--same-owner` files belong to the caller and lose setuid/setgid; with it, owners
+/// and the bits come back (as `tar --same-owner`). Directory modes are applied after their
+/// contents: a read-only directory still holds its file.
+fn check_owners(dest: &Path, dest_owner: &Path) {
+    let md = |p: PathBuf| std::fs::symlink_metadata(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    let me = rustix::process::geteuid().as_raw();
+    let u = md(dest.join("suid-user"));
+    assert_eq!((u.uid(), u.mode() & 0o7777), (me, 0o755), "suid-user without --same-owner");
+    let r = md(dest.join("suid-root"));
+    assert_eq!(r.mode() & 0o7777, 0o755, "suid-root without --same-owner");
+    let u = md(dest_owner.join("suid-user"));
+    assert_eq!((u.uid(), u.gid(), u.mode() & 0o7777), (1000, 1000, 0o6755), "suid-user with --same-owner");
+    let sg = md(dest_owner.join("sgid-dir"));
+    assert_eq!(sg.mode() & 0o7777, 0o2775, "sgid-dir with --same-owner");
+    for root in [dest, dest_owner] {
+        assert_eq!(md(root.join("read-only-dir")).mode() & 0o7777, 0o555);
+        assert_eq!(
+            std::fs::read(root.join("read-only-dir/kept")).unwrap(),
+            b"a file in a read-only directory\n"
+        );
+    }
+}
+
 #[test]
 fn hostile_pools_are_read_safely() {
     let fuse = fuse_available();
@@ -650,6 +697,9 @@ fn hostile_pools_are_read_safely() {
         assert!(p.is_empty(), "{name}: setuid/setgid entries without --same-owner: {p:?}");
         let r2 = rzdb(&["-e", "-p", &d, "-R", "--same-owner", name, dest_owner.to_str().unwrap()]);
         assert_clean_end(&format!("{name}: rzdb -R --same-owner"), &r2);
+        if name == "hsetuid" {
+            check_owners(&dest, &dest_owner);
+        }
         assert_eq!(
             before,
             snapshot(&sandbox, &[&dest, &dest_owner]),

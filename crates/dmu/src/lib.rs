@@ -193,18 +193,10 @@ impl Objset {
         let order = self.dnode_byte_order();
         self.for_each_l0(&md, &mut |blkid, bp| {
             let block = self.reader.read_bp(bp)?;
-            let slots = (block.len() / DNODE_SLOT_SIZE).min(per_block as usize);
-            let mut slot = 0;
-            while slot < slots {
+            for (slot, dn) in ondisk::dnode::dnode_block_entries(&block, per_block as usize, order) {
                 let object = blkid.saturating_mul(per_block).saturating_add(slot as u64);
-                match DnodePhys::parse(&block[slot * DNODE_SLOT_SIZE..], order) {
-                    Ok(p) if !p.is_free() => {
-                        slot += p.slots();
-                        if object != 0 {
-                            f(Dnode { object, phys: p })?;
-                        }
-                    }
-                    _ => slot += 1,
+                if let (Ok(p), true) = (dn, object != 0) {
+                    f(Dnode { object, phys: p })?;
                 }
             }
             Ok(())

@@ -173,19 +173,11 @@ impl Walker<'_, '_> {
 
     fn dnode_block(&mut self, block: &[u8], blkid: u64, bp: &BlkPtr) -> Result<()> {
         let per_block = block.len() / DNODE_SLOT_SIZE;
-        let mut slot = 0;
-        while slot < per_block {
-            let object = blkid * per_block as u64 + slot as u64;
-            match DnodePhys::parse(&block[slot * DNODE_SLOT_SIZE..], bp.byte_order()) {
-                Ok(dn) if !dn.is_free() => {
-                    slot += dn.slots();
-                    self.dnode(object, &dn)?;
-                }
-                Ok(_) => slot += 1,
-                Err(e) => {
-                    (self.on_error)(bp, object, &DmuError::from(e));
-                    slot += 1;
-                }
+        for (slot, dn) in ondisk::dnode::dnode_block_entries(block, per_block, bp.byte_order()) {
+            let object = blkid.saturating_mul(per_block as u64).saturating_add(slot as u64);
+            match dn {
+                Ok(dn) => self.dnode(object, &dn)?,
+                Err(e) => (self.on_error)(bp, object, &DmuError::from(e)),
             }
         }
         Ok(())

@@ -156,7 +156,9 @@ pub fn mos_config_nvlist(pool: &Pool) -> Result<ondisk::nvlist::NvList> {
     let len = order
         .u64_at(&dn.bonus, 0, "packed nvlist size")
         .map_err(|e| PoolError::Load { phase: "mos_config", detail: e.to_string() })?;
-    let buf = mos.read_all(&dn, Some(len), PACKED_NVLIST_MAX)?;
+    let buf = mos
+        .read_all(&dn, Some(len), PACKED_NVLIST_MAX)
+        .map_err(|e| PoolError::Load { phase: "mos_config", detail: format!("config object {obj}: {e}") })?;
     ondisk::nvlist::NvList::decode(&buf)
         .map_err(|e| PoolError::Load { phase: "mos_config", detail: e.to_string() })
 }

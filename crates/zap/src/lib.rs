@@ -11,10 +11,10 @@
 //! Lookups go straight to the leaf named by the hash; ZAPs with name normalization
 //! (case-insensitive or Unicode-normalized ZPL directories) fall back to a scan that compares
 //! names exactly — correct, only slower, and documented as such.
-//! Listing follows the pointer table: every distinct leaf it names is read once (a block
-//! repeated under two block ids is corruption), and the walk stops at the header's entry
-//! count, so a crafted `maxblkid` or table cannot make a listing read or hold more than the
-//! leaves really stored.
+//! Listing follows the pointer table (`ondisk::zap::fat_zap_entries`): every distinct leaf
+//! it names is read once (a block repeated under two block ids is corruption), and the walk
+//! stops at the header's entry count, so a crafted `maxblkid` or table cannot make a listing
+//! read or hold more than the leaves really stored.
 #![forbid(unsafe_code)]
 
 pub mod write;
@@ -116,154 +116,43 @@ fn to_entry(e: z::ZapLeafEntry) -> ZapEntry {
     ZapEntry { name, int_size: e.value_intlen, values }
 }
 
-fn leaf_entries(
-    obj: u64,
-    block: &[u8],
-    order: ByteOrder,
-    hdr: &FatZapHeader,
-    out: &mut Vec<ZapEntry>,
-) -> Result<()> {
-    let shift = block.len().trailing_zeros();
-    let leaf = z::ZapLeaf::parse(block, order, shift).map_err(|e| corrupt(obj, e))?;
-    let kind = z::KeyKind::from_zap_flags(hdr.flags);
-    for e in leaf.entries(kind).map_err(|e| corrupt(obj, e))? {
-        out.push(to_entry(e));
-    }
-    Ok(())
-}
-
-/// Identity of a block's contents: the first DVA of a real block, the pointer itself of an
-/// embedded one (its payload is its contents).
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-enum BlockId {
-    Dva(u64, u64),
-    Embedded([u8; ondisk::blkptr::BLKPTR_SIZE]),
-}
-
-fn block_id(bp: &ondisk::blkptr::BlkPtr) -> BlockId {
-    if bp.is_embedded() {
-        BlockId::Embedded(bp.encode(bp.byte_order()))
-    } else {
-        BlockId::Dva(bp.dva[0].vdev(), bp.dva[0].offset())
-    }
-}
-
-/// Reads block `blkid` of a fat ZAP, refusing holes and blocks whose contents were already
-/// read under another block id: in a real ZAP every table block and leaf is its own block,
-/// and a crafted object whose pointers all name one leaf would otherwise yield that leaf's
-/// entries once per pointer.
-fn distinct_block(
-    os: &Objset,
-    dn: &Dnode,
-    blkid: u64,
-    seen: &mut std::collections::HashSet<BlockId>,
-    what: &str,
-) -> Result<std::sync::Arc<Vec<u8>>> {
-    let bp = os.block_pointer(dn, 0, blkid)?.filter(|b| !b.is_hole());
-    let Some(bp) = bp else {
-        return Err(corrupt(dn.object, format!("{what} block {blkid} is a hole")));
-    };
-    if !seen.insert(block_id(&bp)) {
-        return Err(corrupt(dn.object, format!("{what} block {blkid} repeats an earlier block ({bp})")));
-    }
-    Ok(os.read_block(dn, blkid)?)
-}
-
-/// A listing of a fat ZAP under way: the pointer table is followed slot by slot (the order
-/// of `zap_cursor_retrieve`: hash order), each distinct leaf is read once when first named,
-/// and the walk stops once the header's entry count is reached. Everything kept grows only
-/// with leaves really read (each a distinct block of the pool), whatever `maxblkid`, the
-/// table or the header claim.
-struct FatWalk<'a> {
+/// The blocks of a ZAP object, for `ondisk::zap::fat_zap_entries`: identity is the first
+/// DVA of a real block, the pointer itself (its payload) of an embedded one.
+struct ObjBlocks<'a> {
     os: &'a Objset,
     dn: &'a Dnode,
-    hdr: &'a FatZapHeader,
-    order: ByteOrder,
-    /// Block ids of the external pointer table (empty while it is embedded).
-    table: std::ops::Range<u64>,
-    blocks: std::collections::HashSet<BlockId>,
-    leaves: std::collections::HashSet<u64>,
-    out: Vec<ZapEntry>,
 }
 
-impl FatWalk<'_> {
-    /// Reads leaf `id` unless already read; false once the listing is complete.
-    fn slot(&mut self, id: u64) -> Result<bool> {
-        if self.out.len() as u64 >= self.hdr.num_entries {
-            return Ok(false);
-        }
-        if !self.leaves.insert(id) {
-            return Ok(true);
-        }
-        if id == 0 || id > self.dn.maxblkid || self.table.contains(&id) {
-            return Err(corrupt(self.dn.object, format!("pointer table names block {id}, not a leaf")));
-        }
-        let b = distinct_block(self.os, self.dn, id, &mut self.blocks, "leaf")?;
-        leaf_entries(self.dn.object, &b, self.order, self.hdr, &mut self.out)?;
-        Ok(true)
+impl z::FatZapBlocks for ObjBlocks<'_> {
+    type Error = ZapError;
+    fn block(&mut self, blkid: u64) -> Result<Option<(Vec<u8>, std::sync::Arc<Vec<u8>>)>> {
+        let Some(bp) = self.os.block_pointer(self.dn, 0, blkid)?.filter(|b| !b.is_hole()) else {
+            return Ok(None);
+        };
+        let id = if bp.is_embedded() {
+            bp.encode(bp.byte_order()).to_vec()
+        } else {
+            [bp.dva[0].vdev(), bp.dva[0].offset()].iter().flat_map(|w| w.to_le_bytes()).collect()
+        };
+        Ok(Some((id, self.os.read_block(self.dn, blkid)?)))
     }
 }
 
-/// Every entry of a fat ZAP (see [`FatWalk`]).
+impl From<ondisk::Error> for ZapError {
+    fn from(e: ondisk::Error) -> Self {
+        ZapError::Corrupt { obj: 0, detail: e.to_string() }
+    }
+}
+
+/// Every entry of a fat ZAP, bounded against crafted objects (`ondisk::zap::walk`).
 fn fat_list(os: &Objset, dn: &Dnode, hdr: &FatZapHeader, order: ByteOrder) -> Result<Vec<ZapEntry>> {
-    let obj = dn.object;
-    let bs = dn.data_block_size();
-    let block_shift = bs.trailing_zeros();
-    if !bs.is_power_of_two() || !(9..=17).contains(&block_shift) {
-        return Err(corrupt(obj, format!("fat ZAP block size {bs}")));
-    }
-    let t = hdr.ptrtbl;
-    let mut w = FatWalk {
-        os,
-        dn,
-        hdr,
-        order,
-        table: 0..0,
-        blocks: std::collections::HashSet::new(),
-        leaves: std::collections::HashSet::new(),
-        out: Vec::new(),
-    };
-    if hdr.uses_embedded_ptrtbl() {
-        if t.shift > u64::from(z::embedded_ptrtbl_shift(block_shift)) {
-            return Err(corrupt(obj, format!("embedded pointer table with zt_shift {}", t.shift)));
-        }
-        let b0 = os.read_block(dn, 0)?;
-        for idx in 0..(1u64 << t.shift) {
-            if !w.slot(z::embedded_ptrtbl_entry(&b0, order, idx).map_err(|e| corrupt(obj, e))?)? {
-                break;
-            }
-        }
-        return Ok(w.out);
-    }
-    // 2^zt_shift slots of 8 bytes fill exactly zt_numblks blocks, and zt_shift is at most
-    // the hash width: a table claiming more, or lying outside the object, is corrupt.
-    let per_block_shift = block_shift - 3;
-    let fits = t.shift <= u64::from(hdr.hash_bits())
-        && t.shift >= u64::from(per_block_shift)
-        && t.numblks == 1u64 << (t.shift - u64::from(per_block_shift));
-    let end = t.blk.checked_add(t.numblks).filter(|&e| t.blk >= 1 && e <= dn.maxblkid.saturating_add(1));
-    let (true, Some(end)) = (fits, end) else {
-        return Err(corrupt(
-            obj,
-            format!(
-                "pointer table of {} blocks at block {} (zt_shift {}) does not fit an object of {} blocks",
-                t.numblks,
-                t.blk,
-                t.shift,
-                dn.maxblkid.saturating_add(1)
-            ),
-        ));
-    };
-    w.table = t.blk..end;
-    'table: for blkid in t.blk..end {
-        let b = distinct_block(os, dn, blkid, &mut w.blocks, "pointer-table")?;
-        for word in 0..(1usize << per_block_shift) {
-            if !w.slot(z::ptrtbl_block_entry(&b, order, word).map_err(|e| corrupt(obj, e))?)? {
-                break 'table;
-            }
-        }
-    }
-    Ok(w.out)
+    let b0 = os.read_block(dn, 0)?;
+    let shape = z::FatZapObject { block_size: dn.data_block_size(), maxblkid: dn.maxblkid, order };
+    let entries = z::fat_zap_entries(hdr, &b0, shape, &mut ObjBlocks { os, dn }).map_err(|e| match e {
+        ZapError::Corrupt { obj: 0, detail } => ZapError::Corrupt { obj: dn.object, detail },
+        e => e,
+    })?;
+    Ok(entries.into_iter().map(to_entry).collect())
 }
 
 /// Lists every entry of ZAP object `obj`.
