@@ -313,8 +313,9 @@ impl Copier<'_> {
                 .map_err(|e| format!("chown: {e}"))?;
         }
         if a.kind() != FileType::Symlink {
-            // Opening a fifo or device could block or act; fchmodat on a name we just
-            // created is safe: it is not a symlink (those have no mode on Linux).
+            // Opening a fifo or device could block or act, so the mode is set by name; the
+            // name was just created by mknodat, so it is not a symlink (Linux has no
+            // fchmodat(AT_SYMLINK_NOFOLLOW): rustix refuses that flag with EOPNOTSUPP).
             rustix::fs::chmodat(dir, name, self.mode_bits(a.mode), AtFlags::empty())
                 .map_err(|e| format!("chmod: {e}"))?;
         }

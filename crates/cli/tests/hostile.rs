@@ -489,10 +489,26 @@ fn craft_config_size(l: &mut Lab, _outside: &Path) {
     l.config_size = Some(u32::MAX as u64);
 }
 
+/// A fifo, a character device (1,3: /dev/null) with the setuid bit, a block device and a
+/// socket: without --same-owner only the fifo is made (mode stripped), devices and the socket
+/// are reported.
+fn craft_special(l: &mut Lab, _outside: &Path) {
+    let root = l.root();
+    let d = l.w.dataset(l.ds).unwrap();
+    for (name, mode, rdev) in [
+        ("fifo", 0o016644, 0),
+        ("null-dev", 0o024666, (1u64 << 32) | 3),
+        ("blk-dev", 0o060600, (7u64 << 32) | 200),
+        ("sock", 0o140755, 0),
+    ] {
+        l.z.create(&mut d.os, &mut d.zaps, root, name.as_bytes(), mode, 0, 0, rdev, T0).unwrap();
+    }
+}
+
 type Craft = fn(&mut Lab, &Path);
 
 /// (pool name, crafting, whether `rzdb -R` must report skipped entries).
-const CORPUS: [(&str, Craft, bool); 12] = [
+const CORPUS: [(&str, Craft, bool); 13] = [
     ("hnames", craft_names, true),
     ("hdup", craft_dup_name, true),
     ("hsetuid", craft_setuid, false),
@@ -505,6 +521,7 @@ const CORPUS: [(&str, Craft, bool); 12] = [
     ("hbpobj", craft_bpobj, false),
     ("hshort", craft_short_meta, false),
     ("hconfig", craft_config_size, false),
+    ("hspecial", craft_special, true),
 ];
 
 /// Every path under `root` with its type, mode and size (symlinks not followed), except the
@@ -663,6 +680,19 @@ fn check_owners(dest: &Path, dest_owner: &Path) {
     }
 }
 
+fn check_special(dest: &Path, dest_owner: &Path, err: &str) {
+    use std::os::unix::fs::FileTypeExt;
+    let fifo = std::fs::symlink_metadata(dest.join("fifo")).unwrap();
+    assert!(fifo.file_type().is_fifo() && fifo.mode() & 0o7777 == 0o644, "fifo: {:o}", fifo.mode());
+    for n in ["null-dev", "blk-dev", "sock"] {
+        assert!(std::fs::symlink_metadata(dest.join(n)).is_err(), "{n} created without --same-owner");
+        assert!(err.contains(&format!("skipped /{n}")), "{n} not reported:\n{err}");
+    }
+    let dev = std::fs::symlink_metadata(dest_owner.join("null-dev")).unwrap();
+    assert!(dev.file_type().is_char_device(), "null-dev with --same-owner");
+    assert_eq!((dev.rdev(), dev.mode() & 0o7777), (rustix::fs::makedev(1, 3), 0o4666));
+}
+
 #[test]
 fn hostile_pools_are_read_safely() {
     let fuse = fuse_available();
@@ -699,6 +729,9 @@ fn hostile_pools_are_read_safely() {
         assert_clean_end(&format!("{name}: rzdb -R --same-owner"), &r2);
         if name == "hsetuid" {
             check_owners(&dest, &dest_owner);
+        }
+        if name == "hspecial" {
+            check_special(&dest, &dest_owner, &r.err);
         }
         assert_eq!(
             before,

@@ -66,16 +66,22 @@ pub fn top_geometry(pool: &Pool) -> Result<Vec<TopGeometry>> {
 }
 
 /// The space map object of each of the `count` metaslabs of array `ms_array` (0 = none).
+/// OpenZFS writes a metaslab's slot only when the metaslab first gets a space map, so the
+/// array object may end before `count` slots: the missing ones are 0.
 pub fn metaslab_objects(mos: &Objset, ms_array: u64, count: u64) -> Result<Vec<u64>> {
     let len = count.checked_mul(8).filter(|&l| l <= METASLAB_ARRAY_MAX).ok_or_else(|| {
         bad(format!("{count} metaslabs: more than a metaslab array can hold ({METASLAB_ARRAY_MAX} bytes)"))
     })?;
     let arr = mos.dnode(ms_array)?;
     let order = data_order(&arr);
-    let raw = mos.read_all(&arr, Some(len), METASLAB_ARRAY_MAX)?;
-    raw.chunks_exact(8)
+    let stored = len.min(Objset::object_size(&arr)?);
+    let raw = mos.read_all(&arr, Some(stored), METASLAB_ARRAY_MAX)?;
+    let mut out = raw
+        .chunks_exact(8)
         .map(|c| order.u64_at(c, 0, "metaslab array").map_err(|e| bad(e.to_string())))
-        .collect()
+        .collect::<Result<Vec<u64>>>()?;
+    out.resize(count as usize, 0);
+    Ok(out)
 }
 
 /// Calls `f` for every entry of space map object `obj`, in order, reading one block at a
