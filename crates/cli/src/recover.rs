@@ -130,8 +130,9 @@ struct Copier<'a> {
     report: CopyReport,
 }
 
+/// ZPL times are `int64` seconds stored in a u64 (times before 1970 are negative).
 fn ts((sec, nsec): (u64, u64)) -> Timespec {
-    Timespec { tv_sec: i64::try_from(sec).unwrap_or(i64::MAX), tv_nsec: nsec.min(999_999_999) as _ }
+    Timespec { tv_sec: sec as i64, tv_nsec: nsec.min(999_999_999) as _ }
 }
 
 fn times(a: &Attrs) -> Timestamps {
