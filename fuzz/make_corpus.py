@@ -380,6 +380,36 @@ def add_synthetic(c):
     c.add("posix_acl", "empty", bytes.fromhex("02000000"))
 
 
+def add_walk_seeds(c):
+    """Seeds of the whole-object targets, assembled from the block seeds cut above.
+
+    zap_walk: flags byte (bit 0 byte order, bits 1-3 block shift - 9, bit 7 maxblkid 2^40),
+    maxblkid byte, then the object's blocks: the first two-block fat ZAP (header + leaf) as
+    stored, and with maxblkid 2^40 and its leaf repeated at block 2.
+    dnode_block: claimed slot count, flags byte, then dnodes side by side: a block shorter
+    than its claim (4 real dnodes of a claimed 32) and a full one.
+    """
+    files = c.files
+    for (t, name), blk0 in sorted(files.items()):
+        if t != "zap" or not name.endswith("-blk0") or len(blk0) < 512:
+            continue
+        blk1 = files.get(("zap", name[:-1] + "1"))
+        if blk1 is None or len(blk1) != len(blk0):
+            continue
+        order = 0 if struct.unpack("<Q", blk0[:8])[0] == (1 << 63) + 1 else 1
+        shift = len(blk0).bit_length() - 1
+        flags = order | (shift - 9) << 1
+        stem = name[: -len("-blk0")]
+        # The target zero-pads the last block: trimming it keeps the seeds small.
+        c.add("zap_walk", stem, bytes([flags, 1]) + blk0 + trim(blk1))
+        c.add("zap_walk", stem + "-repeat", bytes([flags | 0x80, 2]) + blk0 + blk1 + trim(blk1))
+        break
+    dn = [d for (t, n), d in sorted(files.items()) if t == "dnode" and n.startswith("unclean-mos")]
+    if len(dn) >= 8:
+        c.add("dnode_block", "unclean-mos-short", bytes([32, 0]) + b"".join(dn[:4]))
+        c.add("dnode_block", "unclean-mos-full", bytes([8, 0]) + b"".join(dn[:8]))
+
+
 def main():
     if not os.access(ZDB, os.X_OK):
         sys.exit(f"{ZDB} missing: run scripts/install-test-deps.sh")
@@ -390,6 +420,7 @@ def main():
         add_datasets(c, p, mos)
     add_zstd(c, pools[2])
     add_synthetic(c)
+    add_walk_seeds(c)
     c.write()
 
 

@@ -31,7 +31,7 @@ if [ ! -f "$BP" ]; then
 fi
 
 # --- Debian packages ----------------------------------------------------------------------
-pkgs=(fuse3 zfs-fuse bzip2 pkg-config attr acl xxd btrfs-progs)
+pkgs=(fuse3 zfs-fuse bzip2 pkg-config attr acl xxd btrfs-progs time)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,7 +4,6 @@ use crate::zplopen;
 use pool::{ImportOpts, Pool};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use zpl::{FileType, Zpl};
@@ -97,12 +96,23 @@ fn open_fs(opts: &Opts, target: &str) -> Result<(Arc<Pool>, Zpl), String> {
     Ok((p, z))
 }
 
-/// `-r`: copies one file out.
+/// `-r`: copies one file out (sparsely: holes stay holes).
 pub fn copy_file(opts: &Opts, target: &str, path: &str, dest: &str) -> R {
     let (_p, z) = open_fs(opts, target)?;
     let obj = z.resolve(path).map_err(|e| e.to_string())?;
-    let mut f = std::fs::File::create(dest).map_err(|e| format!("cannot create {dest}: {e}"))?;
-    let n = copy_object(&z, obj, &mut f)?;
+    let a = z.getattr(obj).map_err(|e| e.to_string())?;
+    if a.kind() != FileType::Regular {
+        return Err(format!("{path} is not a regular file"));
+    }
+    let f = std::fs::File::create(dest).map_err(|e| format!("cannot create {dest}: {e}"))?;
+    // A device such as /dev/null cannot take a length; only regular files get one.
+    let n = if f.metadata().map(|m| m.is_file()).unwrap_or(false) {
+        crate::recover::copy_sparse(&z, &a, &f)?;
+        a.size
+    } else {
+        let mut f = f;
+        copy_object(&z, obj, &mut f)?
+    };
     Ok(format!("Copied {path} to {dest} ({n} bytes)\n"))
 }
 
@@ -124,53 +134,17 @@ fn copy_object(z: &Zpl, obj: u64, w: &mut dyn std::io::Write) -> Result<u64, Str
     Ok(off)
 }
 
-/// `-R`: copies a whole dataset out (regular files, directories, symlinks, modes, times).
-/// Unreadable files are reported and skipped, so a damaged pool yields everything readable.
-pub fn copy_tree(opts: &Opts, target: &str, dest: &str) -> R {
+/// `-R`: copies a whole dataset out into an empty DEST (see [`crate::recover`] for the
+/// rules). Entries that could not be reproduced are reported on stderr as they are met; the
+/// result is an error (exit 1) when there were any.
+pub fn copy_tree(opts: &Opts, target: &str, dest: &str, same_owner: bool) -> R {
     let (_p, z) = open_fs(opts, target)?;
-    let root = PathBuf::from(dest);
-    std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
-    let mut failures = Vec::new();
-    let mut count = 0u64;
-    z.walk(&mut |path, e| {
-        let dst = root.join(path.trim_start_matches('/'));
-        let r = copy_entry(&z, e.object, &dst);
-        match r {
-            Ok(()) => count += 1,
-            Err(msg) => failures.push(format!("{path}: {msg}")),
-        }
-        Ok(())
-    })
-    .map_err(|e| e.to_string())?;
-    let mut out = format!("copied {count} entries to {dest}\n");
-    if !failures.is_empty() {
-        for f in &failures {
-            let _ = writeln!(out, "FAILED {f}");
-        }
-        return Err(out);
+    let rep = crate::recover::copy_tree(&z, dest, crate::recover::CopyOpts { same_owner })?;
+    let out = format!("copied {} entries ({} bytes of data) to {dest}\n", rep.copied, rep.bytes);
+    if !rep.skipped.is_empty() {
+        return Err(format!("{out}{} entries skipped (listed above)", rep.skipped.len()));
     }
     Ok(out)
-}
-
-fn copy_entry(z: &Zpl, obj: u64, dst: &Path) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
-    let a = z.getattr(obj).map_err(|e| e.to_string())?;
-    match a.kind() {
-        FileType::Directory => std::fs::create_dir_all(dst).map_err(|e| e.to_string())?,
-        FileType::Symlink => {
-            let t = z.readlink(obj).map_err(|e| e.to_string())?;
-            let t = std::ffi::OsStr::new(std::str::from_utf8(&t).map_err(|e| e.to_string())?);
-            std::os::unix::fs::symlink(t, dst).map_err(|e| e.to_string())?;
-            return Ok(());
-        }
-        FileType::Regular => {
-            let mut f = std::fs::File::create(dst).map_err(|e| e.to_string())?;
-            copy_object(z, obj, &mut f)?;
-        }
-        _ => return Ok(()),
-    }
-    std::fs::set_permissions(dst, std::fs::Permissions::from_mode((a.mode & 0o7777) as u32))
-        .map_err(|e| e.to_string())
 }
 
 fn hex(b: &[u8]) -> String {
@@ -181,11 +155,15 @@ fn hex(b: &[u8]) -> String {
 pub fn manifest(opts: &Opts, target: &str) -> R {
     let (_p, z) = open_fs(opts, target)?;
     let mut files = Vec::new();
-    z.walk(&mut |path, e| {
-        files.push(entry_json(&z, path, e.object));
-        Ok(())
-    })
-    .map_err(|e| e.to_string())?;
+    let skipped = z
+        .walk_report(&mut |path, e| {
+            files.push(entry_json(&z, path, e.object));
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+    for (path, why) in skipped {
+        files.push(serde_json::json!({ "path": path, "error": why }));
+    }
     let v = serde_json::json!({ "dataset": target, "files": files });
     Ok(format!("{}\n", serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?))
 }
@@ -244,21 +222,23 @@ impl std::io::Write for HashWriter<'_> {
     }
 }
 
-/// `-b`: block statistics.
-pub fn blocks(opts: &Opts, target: &str, verify: bool) -> R {
+/// `-b`: block statistics, then the space check (leaks, blocks the space maps call free,
+/// double allocations) in zdb's words. Returns the report and whether it found a problem
+/// (errors or space mismatches: exit status 1, the report still goes to stdout as zdb's does).
+pub fn blocks(opts: &Opts, target: &str, verify: bool) -> Result<(String, bool), String> {
     let p = open(opts, target)?;
     let st = crate::blockstats::block_stats(&p, verify)?;
-    let out = format!(
+    let mut out = format!(
         "bp count: {}\nbp logical: {}\nbp physical: {}\nbp allocated: {}\nembedded: {}\ngang: {}\nerrors: {}\n",
         st.count, st.lsize, st.psize, st.asize, st.embedded, st.gang, st.errors
     );
-    let mut out = out;
     for n in &st.notes {
         out.push_str(&format!("note: {n}\n"));
     }
-    if st.errors > 0 {
-        return Err(out);
+    let mut bad = st.errors > 0;
+    if let Some(sp) = &st.space {
+        out.push_str(&crate::blockstats::space_lines(sp));
+        bad |= !sp.clean();
     }
-    let _ = std::io::stdout().flush();
-    Ok(out)
+    Ok((out, bad))
 }

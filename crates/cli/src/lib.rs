@@ -14,6 +14,7 @@ pub mod format;
 pub mod inspect;
 pub mod mountopts;
 pub mod proto;
+pub mod recover;
 pub mod rwadd;
 pub mod rwpool;
 pub mod zplopen;

@@ -207,3 +207,32 @@ fn raidz2_survives_any_two_bad_devices() {
     damaged_read("raidz2", &[1, 2], Damage::Noise);
     damaged_read("raidz2", &[0, 2], Damage::Removed);
 }
+
+/// `rzdb -b`'s space check on pools OpenZFS and zfs-fuse wrote: the space maps must match the
+/// blocks exactly, as zdb (run here on the same images) says they do.
+#[test]
+fn space_maps_match_blocks_like_zdb() {
+    let mut dirs: Vec<_> =
+        fixtures("upgrade").into_iter().filter(|d| expected(d)["expect"] == "ok").collect();
+    dirs.extend(fixtures("zfsfuse"));
+    let mut probs = Vec::new();
+    for dir in &dirs {
+        let name = expected(dir)["pool"].as_str().unwrap().to_string();
+        let p = open(dir, &name).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let st = rzfs_cli::blockstats::block_stats(&p, false).unwrap();
+        let ours = match &st.space {
+            Some(sp) => rzfs_cli::blockstats::space_lines(sp),
+            None => format!("not checked: {:?}", st.notes),
+        };
+        if st.errors != 0 || !ours.contains("No leaks") {
+            probs.push(format!("{}: rzdb: errors {} {ours}", dir.display(), st.errors));
+        }
+        if common::tools::zdb().is_some() {
+            let z = common::tools::run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-b", &name]);
+            if z.contains("No leaks") != ours.contains("No leaks") {
+                probs.push(format!("{}: zdb and rzdb disagree:\nzdb: {z}\nrzdb: {ours}", dir.display()));
+            }
+        }
+    }
+    assert!(probs.is_empty(), "{} problems:\n{}", probs.len(), probs.join("\n"));
+}

@@ -88,6 +88,14 @@ impl Reader {
     }
 }
 
+/// `x << s` when no bit is lost.
+fn shl_exact(x: u64, s: u32) -> Option<u64> {
+    if x == 0 {
+        return Some(0);
+    }
+    x.checked_shl(s).filter(|v| v >> s == x)
+}
+
 /// A dnode together with its object number.
 #[derive(Clone, Debug)]
 pub struct Dnode {
@@ -131,10 +139,11 @@ impl Objset {
         self.phys.os_type
     }
 
-    /// One past the highest object number the meta-dnode can hold.
+    /// One past the highest object number the meta-dnode can hold (saturating: the
+    /// meta-dnode's `maxblkid` comes from disk).
     pub fn object_limit(&self) -> u64 {
         let md = &self.phys.meta_dnode;
-        (md.maxblkid + 1) * md.data_block_size() / DNODE_SLOT_SIZE as u64
+        md.maxblkid.saturating_add(1).saturating_mul(md.data_block_size()) / DNODE_SLOT_SIZE as u64
     }
 
     /// Reads dnode `object`. A free slot is `NoSuchObject`.
@@ -170,31 +179,86 @@ impl Objset {
     }
 
     /// Calls `f` for every allocated dnode (stepping over the slots of large dnodes).
+    ///
+    /// Only dnode blocks that exist are read: the meta-dnode's tree is walked and holes are
+    /// stepped over whole, so a `maxblkid` claiming 2^40 blocks costs nothing. A dnode block
+    /// shorter than the meta-dnode's block size (its pointer's `lsize` is what counts) is
+    /// parsed as far as it goes.
     pub fn for_each_dnode(&self, mut f: impl FnMut(Dnode) -> Result<()>) -> Result<()> {
-        let md = &self.phys.meta_dnode;
-        let blksz = md.data_block_size() as usize;
-        let per_block = blksz / DNODE_SLOT_SIZE;
+        let md = self.phys.meta_dnode.clone();
+        let per_block = md.data_block_size() / DNODE_SLOT_SIZE as u64;
+        if per_block == 0 {
+            return Ok(());
+        }
         let order = self.dnode_byte_order();
-        for blkid in 0..=md.maxblkid {
-            let bp = self.block_pointer(md, 0, blkid)?;
-            if bp.map(|b| b.is_hole()).unwrap_or(true) {
-                continue;
-            }
-            let block = self.read_block(md, blkid)?;
-            let mut slot = 0;
-            while slot < per_block {
-                let object = blkid * per_block as u64 + slot as u64;
-                let phys = DnodePhys::parse(&block[slot * DNODE_SLOT_SIZE..], order);
-                match phys {
-                    Ok(p) if !p.is_free() => {
-                        slot += p.slots();
-                        if object != 0 {
-                            f(Dnode { object, phys: p })?;
-                        }
-                    }
-                    _ => slot += 1,
+        self.for_each_l0(&md, &mut |blkid, bp| {
+            let block = self.reader.read_bp(bp)?;
+            for (slot, dn) in ondisk::dnode::dnode_block_entries(&block, per_block as usize, order) {
+                let object = blkid.saturating_mul(per_block).saturating_add(slot as u64);
+                if let (Ok(p), true) = (dn, object != 0) {
+                    f(Dnode { object, phys: p })?;
                 }
             }
+            Ok(())
+        })
+    }
+
+    /// Calls `f(blkid, bp)` for every level-0 block pointer of `dn` that is not a hole, in
+    /// block order, reading only the indirect blocks that exist. An indirect block reached
+    /// twice within one object (a crafted tree whose pointers share a subtree: walking it
+    /// would be exponential in the tree's height) is corruption, as is a block id beyond
+    /// 2^64.
+    pub fn for_each_l0(&self, dn: &DnodePhys, f: &mut dyn FnMut(u64, &BlkPtr) -> Result<()>) -> Result<()> {
+        if dn.nlevels == 0 || dn.indblkshift < 7 {
+            return Ok(());
+        }
+        let epbs = u32::from(dn.indblkshift - 7);
+        let top = dn.nlevels - 1;
+        let mut seen = std::collections::HashSet::new();
+        for (i, bp) in dn.blkptr.iter().enumerate() {
+            // Pointers whose first block id would pass 2^64 cannot hold anything reachable.
+            let Some(first) = shl_exact(i as u64, epbs.saturating_mul(u32::from(top))) else { break };
+            self.l0_walk(bp, top, first, epbs, &mut seen, f)?;
+        }
+        Ok(())
+    }
+
+    fn l0_walk(
+        &self,
+        bp: &BlkPtr,
+        level: u8,
+        first: u64,
+        epbs: u32,
+        seen: &mut std::collections::HashSet<(u64, u64)>,
+        f: &mut dyn FnMut(u64, &BlkPtr) -> Result<()>,
+    ) -> Result<()> {
+        if bp.is_hole() {
+            return Ok(());
+        }
+        if level == 0 {
+            return f(first, bp);
+        }
+        if !bp.is_embedded() && !seen.insert((bp.dva[0].vdev(), bp.dva[0].offset())) {
+            return Err(DmuError::Corrupt {
+                what: "indirect block",
+                detail: format!("{bp} is referenced twice in one object"),
+            });
+        }
+        let block = self.reader.read_bp(bp)?;
+        let order = bp.byte_order();
+        for (i, raw) in block.chunks_exact(BLKPTR_SIZE).enumerate() {
+            let child = BlkPtr::parse(raw, order)?;
+            if child.is_hole() {
+                continue;
+            }
+            let span = epbs.saturating_mul(u32::from(level - 1));
+            let Some(blkid) = shl_exact(i as u64, span).and_then(|o| first.checked_add(o)) else {
+                return Err(DmuError::Corrupt {
+                    what: "indirect block",
+                    detail: format!("{bp}: block ids beyond 2^64"),
+                });
+            };
+            self.l0_walk(&child, level - 1, blkid, epbs, seen, f)?;
         }
         Ok(())
     }
@@ -303,17 +367,43 @@ impl Objset {
         Ok(())
     }
 
-    /// Reads the whole object (`(maxblkid+1) × blocksize` bytes, or `len` if given).
-    pub fn read_all(&self, dn: &DnodePhys, len: Option<u64>) -> Result<Vec<u8>> {
-        let full = (dn.maxblkid + 1) * dn.data_block_size();
-        let len = len.unwrap_or(full);
-        if len > 1 << 32 {
+    /// Bytes the object's block tree can hold: `(maxblkid + 1) × block size`. An error when
+    /// that does not fit 64 bits (a corrupt `maxblkid`).
+    pub fn object_size(dn: &DnodePhys) -> Result<u64> {
+        dn.maxblkid.checked_add(1).and_then(|n| n.checked_mul(dn.data_block_size())).ok_or_else(|| {
+            DmuError::Corrupt {
+                what: "dnode",
+                detail: format!("maxblkid {} × block size {} overflows", dn.maxblkid, dn.data_block_size()),
+            }
+        })
+    }
+
+    /// Reads the first `len` bytes of the object (all of it when `len` is `None`) into
+    /// memory. Every length here comes from disk, so it is checked twice before anything is
+    /// allocated: it must lie within what the object's tree can hold ([`Objset::object_size`])
+    /// and within `max`, the caller's bound for this kind of object (a packed nvlist, a
+    /// metaslab array, ...). A `maxblkid` claiming gigabytes therefore costs an error, not
+    /// an allocation. Callers with objects that may legitimately be large read in pieces.
+    pub fn read_all(&self, dn: &DnodePhys, len: Option<u64>, max: u64) -> Result<Vec<u8>> {
+        let size = Self::object_size(dn)?;
+        let len = len.unwrap_or(size);
+        if len > size {
             return Err(DmuError::Corrupt {
                 what: "object",
-                detail: format!("{len} bytes is too large to read whole"),
+                detail: format!("{len} bytes claimed, the object holds at most {size}"),
             });
         }
-        let mut buf = vec![0u8; len as usize];
+        if len > max {
+            return Err(DmuError::Corrupt {
+                what: "object",
+                detail: format!("{len} bytes exceeds the {max}-byte limit for this kind of object"),
+            });
+        }
+        let len = usize::try_from(len).map_err(|_| DmuError::Corrupt {
+            what: "object",
+            detail: format!("{len} bytes do not fit memory"),
+        })?;
+        let mut buf = vec![0u8; len];
         self.read(dn, 0, &mut buf)?;
         Ok(buf)
     }
@@ -324,5 +414,120 @@ impl Objset {
             Some(bp) if !bp.is_hole() => Ok(Some(self.reader.read_bp(bp)?)),
             _ => Ok(None),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ondisk::ByteOrder;
+
+    fn reader() -> Reader {
+        Reader {
+            zio: Arc::new(Zio::new(Vec::new(), Default::default())),
+            cache: Arc::new(arc::BlockCache::new(1 << 20)),
+        }
+    }
+
+    /// An embedded pointer holding `data` (lz4), so blocks exist without any vdev.
+    fn embedded(data: &[u8], object_type: u8, level: u8) -> BlkPtr {
+        let mut out = vec![0u8; 112];
+        let n = codec::compress::compress(codec::compress::CompressKind::Lz4, 0, data, &mut out)
+            .expect("test block compresses into an embedded pointer");
+        BlkPtr::new_embedded(
+            &out[..n],
+            data.len() as u64,
+            codec::compress::ZIO_COMPRESS_LZ4,
+            object_type,
+            level,
+            5,
+            ByteOrder::Little,
+        )
+        .unwrap()
+    }
+
+    fn small_dnode() -> DnodePhys {
+        DnodePhys {
+            object_type: 19,
+            indblkshift: 17,
+            nlevels: 1,
+            nblkptr: 1,
+            datablkszsec: 1,
+            blkptr: vec![BlkPtr::default()],
+            ..Default::default()
+        }
+    }
+
+    fn objset_with_meta(meta: DnodePhys) -> Objset {
+        let phys = ObjsetPhys { meta_dnode: meta, os_type: 2, ..Default::default() };
+        Objset { reader: reader(), bp: BlkPtr::default(), phys: Arc::new(phys) }
+    }
+
+    /// A meta-dnode claiming 32 KiB dnode blocks whose only block is 16 KiB: slots past the
+    /// block's end do not exist (this used to index past the block and panic).
+    #[test]
+    fn short_meta_dnode_block_is_parsed_as_far_as_it_goes() {
+        let mut block = vec![0u8; 16 << 10];
+        small_dnode().encode_into(&mut block[512..], ByteOrder::Little).unwrap();
+        small_dnode().encode_into(&mut block[31 * 512..], ByteOrder::Little).unwrap();
+        let mut meta = small_dnode();
+        meta.object_type = 10; // DMU_OT_DNODE
+        meta.indblkshift = 14;
+        meta.datablkszsec = 64; // 32 KiB claimed
+        meta.blkptr = vec![embedded(&block, 10, 0)];
+        let os = objset_with_meta(meta);
+        let mut seen = Vec::new();
+        os.for_each_dnode(|d| {
+            seen.push(d.object);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, vec![1, 31]);
+        assert_eq!(os.dnode(31).unwrap().object, 31);
+        assert!(os.dnode(40).is_err());
+    }
+
+    /// Sizes from disk never become allocations larger than the object or the caller's cap.
+    #[test]
+    fn read_all_is_bounded_by_object_and_cap() {
+        let os = objset_with_meta(small_dnode());
+        let mut dn = small_dnode();
+        dn.blkptr = vec![embedded(&[9u8; 512], 19, 0)];
+        assert_eq!(os.read_all(&dn, None, 1 << 20).unwrap(), vec![9u8; 512]);
+        assert_eq!(os.read_all(&dn, Some(100), 1 << 20).unwrap(), vec![9u8; 100]);
+        // More than the object holds, and more than the cap: errors, nothing allocated.
+        assert!(os.read_all(&dn, Some(4 << 30), u64::MAX).is_err());
+        assert!(os.read_all(&dn, Some(512), 511).is_err());
+        // maxblkid claiming 2^64 blocks overflows the object size: an error, not a panic.
+        dn.maxblkid = u64::MAX;
+        assert!(Objset::object_size(&dn).is_err());
+        assert!(os.read_all(&dn, None, 1 << 20).is_err());
+        dn.maxblkid = 1 << 40;
+        assert!(os.read_all(&dn, None, 1 << 20).is_err());
+        dn.maxblkid = u64::MAX;
+        assert_eq!(objset_with_meta(dn).object_limit(), u64::MAX / 512);
+    }
+
+    /// `for_each_l0` visits only blocks that exist, whatever `maxblkid` claims.
+    #[test]
+    fn l0_walk_skips_holes() {
+        let os = objset_with_meta(small_dnode());
+        let leaf = embedded(&[1u8; 512], 19, 0);
+        // One indirect block (512 bytes: 4 pointers) whose pointer 2 is the leaf.
+        let mut ind = vec![0u8; 512];
+        ind[2 * 128..3 * 128].copy_from_slice(&leaf.encode(ByteOrder::Little));
+        let mut dn = small_dnode();
+        dn.indblkshift = 9;
+        dn.nlevels = 2;
+        dn.maxblkid = 1 << 40;
+        dn.nblkptr = 2;
+        dn.blkptr = vec![BlkPtr::default(), embedded(&ind, 19, 1)];
+        let mut got = Vec::new();
+        os.for_each_l0(&dn, &mut |blkid, _| {
+            got.push(blkid);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got, vec![4 + 2]);
     }
 }

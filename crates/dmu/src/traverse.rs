@@ -66,7 +66,7 @@ pub fn traverse_objset(
     visit: &mut Visitor,
     on_error: &mut ErrorHook,
 ) -> Result<()> {
-    let mut t = Walker { reader: os.reader(), opts, visit, on_error };
+    let mut t = Walker { reader: os.reader(), opts, visit, on_error, seen: HashSet::new() };
     let md = os.phys.meta_dnode.clone();
     t.dnode(0, &md)?;
     let acct = [&os.phys.userused, &os.phys.groupused, &os.phys.projectused];
@@ -85,6 +85,11 @@ struct Walker<'a, 'v> {
     opts: TraverseOpts,
     visit: &'a mut Visitor<'v>,
     on_error: &'a mut ErrorHook<'v>,
+    /// Indirect and dnode blocks already descended into (first DVA). In one objset no two
+    /// pointers share such a block (dedup and block cloning share only data blocks), so a
+    /// second visit is a crafted DAG whose walk would be exponential in its height: it is
+    /// reported and not descended again.
+    seen: HashSet<(u64, u64)>,
 }
 
 impl Walker<'_, '_> {
@@ -129,6 +134,14 @@ impl Walker<'_, '_> {
             }
             return Ok(());
         }
+        if !bp.is_embedded() && !self.seen.insert((bp.dva[0].vdev(), bp.dva[0].offset())) {
+            let e = DmuError::Corrupt {
+                what: "block tree",
+                detail: "block referenced twice in one objset".into(),
+            };
+            (self.on_error)(bp, object, &e);
+            return Ok(());
+        }
         let block = match self.read_meta(bp, is_dnode_block) {
             Ok(b) => b,
             Err(e) => {
@@ -160,19 +173,11 @@ impl Walker<'_, '_> {
 
     fn dnode_block(&mut self, block: &[u8], blkid: u64, bp: &BlkPtr) -> Result<()> {
         let per_block = block.len() / DNODE_SLOT_SIZE;
-        let mut slot = 0;
-        while slot < per_block {
-            let object = blkid * per_block as u64 + slot as u64;
-            match DnodePhys::parse(&block[slot * DNODE_SLOT_SIZE..], bp.byte_order()) {
-                Ok(dn) if !dn.is_free() => {
-                    slot += dn.slots();
-                    self.dnode(object, &dn)?;
-                }
-                Ok(_) => slot += 1,
-                Err(e) => {
-                    (self.on_error)(bp, object, &DmuError::from(e));
-                    slot += 1;
-                }
+        for (slot, dn) in ondisk::dnode::dnode_block_entries(block, per_block, bp.byte_order()) {
+            let object = blkid.saturating_mul(per_block as u64).saturating_add(slot as u64);
+            match dn {
+                Ok(dn) => self.dnode(object, &dn)?,
+                Err(e) => (self.on_error)(bp, object, &DmuError::from(e)),
             }
         }
         Ok(())

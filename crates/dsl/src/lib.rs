@@ -132,13 +132,27 @@ impl DslPool {
     pub fn list(&self) -> Result<Vec<Dataset>> {
         let mut out = Vec::new();
         let root = self.root_dir_obj()?;
-        self.walk(root, self.name.clone(), 0, &mut out)?;
+        let mut seen = std::collections::HashSet::new();
+        self.walk(root, self.name.clone(), 0, &mut seen, &mut out)?;
         Ok(out)
     }
 
-    fn walk(&self, dir_obj: u64, name: String, depth: usize, out: &mut Vec<Dataset>) -> Result<()> {
+    /// Depth first through child directories. A directory reached a second time (a crafted
+    /// child ZAP naming an ancestor, or one directory under many names at every level, whose
+    /// walk would be exponential) is listed under its first name only.
+    fn walk(
+        &self,
+        dir_obj: u64,
+        name: String,
+        depth: usize,
+        seen: &mut std::collections::HashSet<u64>,
+        out: &mut Vec<Dataset>,
+    ) -> Result<()> {
         if depth > MAX_DEPTH {
             return Err(DslError::Corrupt { what: "DSL directory tree", detail: "too deep (cycle?)".into() });
+        }
+        if !seen.insert(dir_obj) {
+            return Ok(());
         }
         let dir = self.dir(dir_obj)?;
         if dir.head_dataset_obj != 0 {
@@ -159,7 +173,7 @@ impl DslPool {
                     what: "child directory ZAP",
                     detail: format!("entry {n} has no object number"),
                 })?;
-                self.walk(obj, format!("{name}/{n}"), depth + 1, out)?;
+                self.walk(obj, format!("{name}/{n}"), depth + 1, seen, out)?;
             }
         }
         Ok(())

@@ -515,7 +515,9 @@ impl Filesystem for ZfsFuse {
             if ino == 1 && self.snapdir_visible {
                 entries.push((CTL_DIR, FType::Directory, b".zfs".to_vec()));
             }
-            for e in list {
+            // Names no file can have (crafted `..`, `a/b`, NUL) are left out: the kernel
+            // would reject the whole listing over one of them.
+            for e in list.into_iter().filter(|e| zpl::host_name_problem(&e.name).is_none()) {
                 entries.push((Self::ino_of(&z, idx, e.object), dtype_to_ftype(e.dtype), e.name));
             }
         }

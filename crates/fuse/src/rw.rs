@@ -643,7 +643,9 @@ impl<B: RwBackend> RwFs<B> {
             let mut out = Vec::with_capacity(list.len() + 2);
             out.push(DirEntry { ino, kind: FType::Directory, name: b".".to_vec() });
             out.push(DirEntry { ino: ino_of(root, parent), kind: FType::Directory, name: b"..".to_vec() });
-            for (name, o, kind) in list {
+            // A name the kernel would refuse ('.', '..', a '/', NUL: a damaged or hostile
+            // pool) is left out rather than failing the whole listing.
+            for (name, o, kind) in list.into_iter().filter(|(n, _, _)| zpl::host_name_problem(n).is_none()) {
                 out.push(DirEntry { ino: ino_of(root, o), kind: super::ftype(kind), name });
             }
             Ok(out)

@@ -51,6 +51,7 @@ mod tests;
 
 pub use allocator::{Allocator, MetaslabDelta, SpaceStats, TopSpace};
 pub use range_tree::RangeTree;
+pub use smap::SpaceMapReplay;
 
 /// Txgs a freed range waits before reuse (OpenZFS include/sys/txg.h `TXG_DEFER_SIZE`).
 pub const TXG_DEFER_SIZE: u64 = 2;

@@ -74,6 +74,65 @@ fn check_debug(txg: u64, pass: u32) -> Result<(u16, u64)> {
     Ok((pass as u16, txg))
 }
 
+/// The replay of one metaslab's space map: the allocated space, built entry by entry from
+/// "nothing allocated" (OpenZFS `space_map_load` with `SM_ALLOC`). ALLOC of space already
+/// allocated, FREE of space not allocated, and ranges outside the metaslab are damage and
+/// reported with the entry's index, never merged silently.
+#[derive(Clone, Debug)]
+pub struct SpaceMapReplay {
+    pub vdev: u64,
+    pub ms: u64,
+    /// The metaslab's first byte (vdev offset) and length.
+    pub start: u64,
+    pub size: u64,
+    ashift: u8,
+    /// Allocated space, in vdev offsets.
+    pub allocated: RangeTree,
+    entries: u64,
+}
+
+impl SpaceMapReplay {
+    /// An empty replay of the metaslab at `[start, start + size)` of `vdev` whose map
+    /// counts in units of `2^ashift` bytes.
+    pub fn new(vdev: u64, ms: u64, start: u64, size: u64, ashift: u8) -> SpaceMapReplay {
+        SpaceMapReplay { vdev, ms, start, size, ashift, allocated: RangeTree::new(), entries: 0 }
+    }
+
+    /// Applies the next entry.
+    pub fn apply(&mut self, e: &SmEntry) -> Result<()> {
+        let i = self.entries;
+        self.entries += 1;
+        let (kind, offset, run) = match *e {
+            SmEntry::Debug { .. } => return Ok(()),
+            SmEntry::OneWord { kind, offset, run } | SmEntry::TwoWord { kind, offset, run, .. } => {
+                (kind, offset, run)
+            }
+        };
+        let bad = |why: String| Error::BadSpaceMap { vdev: self.vdev, ms: self.ms, why };
+        let unit = 1u64 << self.ashift.min(63);
+        let off = offset.checked_mul(unit);
+        let len = run.checked_mul(unit).filter(|&l| l > 0);
+        let range = off.zip(len).filter(|&(o, l)| o.checked_add(l).is_some_and(|e| e <= self.size));
+        let Some((off, len)) = range else {
+            return Err(bad(format!("entry {i} ({e:?}) outside the metaslab of {:#x} bytes", self.size)));
+        };
+        let res = match kind {
+            SmType::Alloc => self.allocated.add(self.start + off, len),
+            SmType::Free => self.allocated.remove(self.start + off, len),
+        };
+        res.map_err(|_| {
+            let what =
+                if kind == SmType::Alloc { "allocates space not free" } else { "frees space already free" };
+            bad(format!("entry {i} ({e:?}) {what}"))
+        })
+    }
+
+    /// Allocated bytes so far.
+    pub fn alloc_space(&self) -> u64 {
+        self.allocated.space()
+    }
+}
+
 fn relative(t: &RangeTree, start: u64) -> Vec<(u64, u64)> {
     t.iter().map(|(s, e)| (s - start, e - s)).collect()
 }
@@ -101,46 +160,42 @@ impl Allocator {
     /// "all free"). The metaslab must have no pending or deferred changes. On any error the
     /// metaslab is left as it was. Returns the allocated bytes (compare with `smp_alloc`).
     pub fn load_metaslab(&mut self, vdev: u64, ms: u64, entries: &[SmEntry]) -> Result<u64> {
-        let ashift = self.top(vdev)?.ashift;
+        let mut r = self.replay(vdev, ms)?;
+        for e in entries {
+            r.apply(e)?;
+        }
+        self.install(r)
+    }
+
+    /// A replay of metaslab `ms` of `vdev`'s space map, to feed entry by entry (a space map
+    /// can be far larger than memory should hold at once) and then [`Allocator::install`].
+    pub fn replay(&self, vdev: u64, ms: u64) -> Result<SpaceMapReplay> {
+        let t = self.top(vdev)?;
+        let m = usize::try_from(ms).ok().and_then(|i| t.ms.get(i));
+        let m =
+            m.ok_or_else(|| Error::Invalid(format!("vdev {vdev} has {} metaslabs, not {ms}", t.ms.len())))?;
+        Ok(SpaceMapReplay::new(vdev, ms, m.start, m.size, t.ashift))
+    }
+
+    /// Makes a finished replay the metaslab's state: what it did not allocate is free. The
+    /// metaslab must have no pending or deferred changes. Returns the allocated bytes.
+    pub fn install(&mut self, r: SpaceMapReplay) -> Result<u64> {
+        let (vdev, ms) = (r.vdev, r.ms);
         let m = self.metaslab_mut(vdev, ms)?;
-        let bad = |why: String| Error::BadSpaceMap { vdev, ms, why };
         if !m.is_quiet() {
-            return Err(bad("metaslab has changes in flight; load it before use".into()));
+            return Err(Error::BadSpaceMap {
+                vdev,
+                ms,
+                why: "metaslab has changes in flight; load it before use".into(),
+            });
         }
-        let (start, size) = (m.start, m.size);
-        let mut free = RangeTree::full(start, size)?;
-        for (i, e) in entries.iter().enumerate() {
-            let (kind, offset, run) = match *e {
-                SmEntry::Debug { .. } => continue,
-                SmEntry::OneWord { kind, offset, run } | SmEntry::TwoWord { kind, offset, run, .. } => {
-                    (kind, offset, run)
-                }
-            };
-            let unit = 1u64 << ashift;
-            let off = offset.checked_mul(unit);
-            let len = run.checked_mul(unit).filter(|&l| l > 0);
-            let range = off.zip(len).filter(|&(o, l)| o.checked_add(l).is_some_and(|e| e <= size));
-            let Some((off, len)) = range else {
-                return Err(bad(format!("entry {i} ({e:?}) outside the metaslab of {size:#x} bytes")));
-            };
-            let res = match kind {
-                SmType::Alloc => free.remove(start + off, len),
-                SmType::Free => free.add(start + off, len),
-            };
-            res.map_err(|_| {
-                let what = if kind == SmType::Alloc {
-                    "allocates space not free"
-                } else {
-                    "frees space already free"
-                };
-                bad(format!("entry {i} ({e:?}) {what}"))
-            })?;
+        let mut free = RangeTree::full(r.start, r.size)?;
+        for (s, e) in r.allocated.iter() {
+            free.remove(s, e - s)?;
         }
-        let m = self.metaslab_mut(vdev, ms)?;
         m.free = free;
         Ok(m.alloc_space())
     }
-
     /// Entries that replace metaslab `ms`'s whole space map with its current state, as OpenZFS
     /// `metaslab_condense` writes them: ALLOC of the whole metaslab, FREE of the allocatable
     /// space, FREE of the deferred frees and of allocations not yet taken (those still get their

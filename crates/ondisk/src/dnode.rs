@@ -201,6 +201,35 @@ impl DnodePhys {
     }
 }
 
+/// The dnodes of one dnode block: `(slot, parse result)` for every slot that is not free,
+/// stepping over the extra slots of large dnodes (a slot that does not parse is reported and
+/// stepped over alone). Only slots the block really holds are read, at most `max_slots`: a
+/// block shorter than its meta-dnode's block size is parsed as far as it goes.
+pub fn dnode_block_entries(
+    block: &[u8],
+    max_slots: usize,
+    order: ByteOrder,
+) -> Vec<(usize, Result<DnodePhys>)> {
+    let slots = (block.len() / DNODE_SLOT_SIZE).min(max_slots);
+    let mut out = Vec::new();
+    let mut slot = 0;
+    while slot < slots {
+        match DnodePhys::parse(&block[slot * DNODE_SLOT_SIZE..], order) {
+            Ok(d) if d.is_free() => slot += 1,
+            Ok(d) => {
+                let n = d.slots();
+                out.push((slot, Ok(d)));
+                slot += n;
+            }
+            Err(e) => {
+                out.push((slot, Err(e)));
+                slot += 1;
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -28,6 +28,7 @@ pub mod build;
 mod fat;
 mod leaf;
 mod micro;
+mod walk;
 
 pub use fat::{
     embedded_ptrtbl_entry, embedded_ptrtbl_shift, encode_fat_header_block, ptrtbl_block_entry, ptrtbl_index,
@@ -39,6 +40,7 @@ pub use leaf::{
     ZAP_LEAF_ARRAY_BYTES, ZAP_LEAF_CHUNKSIZE, ZLF_ENTRIES_CDSORTED,
 };
 pub use micro::{MicroZap, MzapEntry, MZAP_ENT_LEN, MZAP_NAME_LEN};
+pub use walk::{fat_zap_entries, FatZapBlocks, FatZapObject};
 
 use crate::bytes::ByteOrder;
 use crate::error::{Error, Result};

@@ -378,7 +378,7 @@ mod tests {
         let pool = crate::import(cand, &crate::ImportOpts::default()).unwrap();
         assert_eq!(pool.tops.len(), 2);
         let dn = pool.mos.dnode(obj).unwrap();
-        assert!(pool.mos.read_all(&dn, Some(data.len() as u64)).unwrap() == data);
+        assert!(pool.mos.read_all(&dn, Some(data.len() as u64), 4 << 20).unwrap() == data);
         let cfg = crate::mos_config(&pool).unwrap();
         let on_new = crate::metaslab_alloc(&pool, cfg[1].metaslab_array.unwrap()).unwrap();
         assert!(on_new >= 1 << 20, "new top holds {on_new} bytes");

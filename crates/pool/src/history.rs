@@ -162,7 +162,7 @@ pub fn read_history(pool: &crate::Pool) -> Result<Vec<(u64, String)>> {
     for (mut off, end) in regions {
         while off + 8 <= end {
             let len = u64::from_le_bytes(get(off, 8)?.try_into().map_err(|_| bad("length"))?);
-            if len == 0 || off + 8 + len > end || len > 1 << 20 {
+            if len == 0 || len > 1 << 20 || off + 8 + len > end {
                 return Err(bad(format!("record at {off} has length {len}")));
             }
             let rec = NvList::decode(&get(off + 8, len as usize)?).map_err(bad)?;

@@ -21,6 +21,7 @@ pub mod history;
 pub mod import;
 pub mod open_rw;
 pub mod space;
+pub mod spacemaps;
 pub mod status;
 pub mod txg;
 pub mod vdevspec;
@@ -184,6 +185,16 @@ impl Pool {
     }
 }
 
+/// Largest packed nvlist read from a MOS object (the pool config is a few KiB; OpenZFS
+/// keeps it in one `SPA_CONFIG_BLOCKSIZE` block and grows it rarely): a bonus claiming more
+/// is corruption, not a reason to allocate.
+pub const PACKED_NVLIST_MAX: u64 = 16 << 20;
+
+/// Largest metaslab array read whole: one u64 per metaslab, and OpenZFS keeps a vdev to at
+/// most 2^17 metaslabs (`zfs_vdev_ms_count_limit`), i.e. 1 MiB; the object is read in whole
+/// blocks, so allow some slack.
+pub const METASLAB_ARRAY_MAX: u64 = 4 << 20;
+
 /// Byte order of an object's data blocks: that of its first non-hole block pointer.
 fn data_order(dn: &dmu::Dnode) -> ondisk::ByteOrder {
     dn.blkptr.iter().find(|b| !b.is_hole()).map(|b| b.byte_order()).unwrap_or(ondisk::ByteOrder::NATIVE)
@@ -201,7 +212,9 @@ pub fn mos_config_nvlist(pool: &Pool) -> Result<ondisk::nvlist::NvList> {
     let len = order
         .u64_at(&dn.bonus, 0, "packed nvlist size")
         .map_err(|e| PoolError::Load { phase: "mos_config", detail: e.to_string() })?;
-    let buf = mos.read_all(&dn, Some(len))?;
+    let buf = mos
+        .read_all(&dn, Some(len), PACKED_NVLIST_MAX)
+        .map_err(|e| PoolError::Load { phase: "mos_config", detail: format!("config object {obj}: {e}") })?;
     ondisk::nvlist::NvList::decode(&buf)
         .map_err(|e| PoolError::Load { phase: "mos_config", detail: e.to_string() })
 }
@@ -233,7 +246,7 @@ pub fn metaslab_alloc(pool: &Pool, array_obj: u64) -> Result<u64> {
     let mos = &pool.mos;
     let dn = mos.dnode(array_obj)?;
     let order = data_order(&dn);
-    let data = mos.read_all(&dn, None)?;
+    let data = mos.read_all(&dn, None, METASLAB_ARRAY_MAX)?;
     let mut total = 0u64;
     for chunk in data.chunks_exact(8) {
         let sm = order.u64_at(chunk, 0, "metaslab array").unwrap_or(0);

@@ -17,7 +17,6 @@ use dmu::tx::DirtyObjset;
 use ondisk::blkptr::BlkPtr;
 use ondisk::dsl::mos_keys as K;
 use ondisk::label::VdevTreeConfig;
-use ondisk::spacemap::{decode_entries, SpaceMapPhys};
 use ondisk::ByteOrder;
 use vdev::VdevKind;
 use zap::write::ZapCache;
@@ -197,7 +196,9 @@ fn kept_config(
     Ok(out)
 }
 
-/// Replays every metaslab's space map of top-level vdev `v` into the allocator.
+/// Replays every metaslab's space map of top-level vdev `v` into the allocator, one map
+/// block at a time (`spacemaps::replay`): a map's claimed length never becomes an
+/// allocation.
 fn load_metaslabs(
     pool: &Pool,
     v: u64,
@@ -206,21 +207,16 @@ fn load_metaslabs(
     sm: &mut std::collections::BTreeMap<(u64, u64), (u64, u64, i64)>,
 ) -> Result<()> {
     let mos = &pool.mos;
-    let arr = mos.dnode(info.ms_array)?;
     let count = ms.metaslab_count(v).map_err(|e| bad(e.to_string()))?;
-    let raw = mos.read_all(&arr, Some(count * 8))?;
-    for m in 0..count {
-        let at = (m * 8) as usize;
-        let obj = u64::from_le_bytes(raw[at..at + 8].try_into().map_err(|_| bad("metaslab array"))?);
+    let objs = crate::spacemaps::metaslab_objects(mos, info.ms_array, count)?;
+    for (m, obj) in (0..count).zip(objs) {
         if obj == 0 {
             continue;
         }
-        let dn = mos.dnode(obj)?;
-        let phys = SpaceMapPhys::parse(&dn.bonus, ByteOrder::Little)?;
-        let data = mos.read_all(&dn, Some(phys.length))?;
-        let entries = decode_entries(&data, ByteOrder::Little)?;
+        let mut r = ms.replay(v, m).map_err(|e| bad(e.to_string()))?;
+        let phys = crate::spacemaps::replay(mos, obj, &mut r)?;
         let alloc = ms
-            .load_metaslab(v, m, &entries)
+            .install(r)
             .map_err(|e| bad(format!("space map of vdev {v} metaslab {m} (object {obj}): {e}")))?;
         if alloc as i64 != phys.alloc {
             return Err(bad(format!(

@@ -11,7 +11,10 @@
 //! Lookups go straight to the leaf named by the hash; ZAPs with name normalization
 //! (case-insensitive or Unicode-normalized ZPL directories) fall back to a scan that compares
 //! names exactly — correct, only slower, and documented as such.
-//! Listing reads every block once: leaves are recognized by their block type and magic.
+//! Listing follows the pointer table (`ondisk::zap::fat_zap_entries`): every distinct leaf
+//! it names is read once (a block repeated under two block ids is corruption), and the walk
+//! stops at the header's entry count, so a crafted `maxblkid` or table cannot make a listing
+//! read or hold more than the leaves really stored.
 #![forbid(unsafe_code)]
 
 pub mod write;
@@ -32,9 +35,8 @@ pub enum ZapError {
 /// Result alias.
 pub type Result<T> = std::result::Result<T, ZapError>;
 
-/// Bound on the leaves a listing reads (a ZAP of 2^24 leaves is far beyond any real one and
-/// keeps a corrupt `maxblkid` from turning into an endless scan).
-const MAX_ZAP_BLOCKS: u64 = 1 << 24;
+/// `MZAP_MAX_BLKSZ`: a micro ZAP is one block of at most 128 KiB.
+const MZAP_MAX_BLKSZ: usize = 128 << 10;
 
 /// One entry, values decoded to integers of `int_size` bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -87,7 +89,12 @@ fn head(os: &Objset, dn: &Dnode) -> Result<(Head, ByteOrder)> {
     let order = order_of(dn);
     let b0 = os.read_block(dn, 0)?;
     let h = match z::block_kind(&b0, order).map_err(|e| corrupt(dn.object, e))? {
-        ZapBlockKind::Micro => Head::Micro(MicroZap::parse(&b0, order).map_err(|e| corrupt(dn.object, e))?),
+        ZapBlockKind::Micro => {
+            if b0.len() > MZAP_MAX_BLKSZ {
+                return Err(corrupt(dn.object, format!("micro ZAP block of {} bytes", b0.len())));
+            }
+            Head::Micro(MicroZap::parse(&b0, order).map_err(|e| corrupt(dn.object, e))?)
+        }
         ZapBlockKind::Header => {
             Head::Fat(FatZapHeader::parse(&b0, order).map_err(|e| corrupt(dn.object, e))?)
         }
@@ -109,20 +116,43 @@ fn to_entry(e: z::ZapLeafEntry) -> ZapEntry {
     ZapEntry { name, int_size: e.value_intlen, values }
 }
 
-fn leaf_entries(
-    obj: u64,
-    block: &[u8],
-    order: ByteOrder,
-    hdr: &FatZapHeader,
-    out: &mut Vec<ZapEntry>,
-) -> Result<()> {
-    let shift = block.len().trailing_zeros();
-    let leaf = z::ZapLeaf::parse(block, order, shift).map_err(|e| corrupt(obj, e))?;
-    let kind = z::KeyKind::from_zap_flags(hdr.flags);
-    for e in leaf.entries(kind).map_err(|e| corrupt(obj, e))? {
-        out.push(to_entry(e));
+/// The blocks of a ZAP object, for `ondisk::zap::fat_zap_entries`: identity is the first
+/// DVA of a real block, the pointer itself (its payload) of an embedded one.
+struct ObjBlocks<'a> {
+    os: &'a Objset,
+    dn: &'a Dnode,
+}
+
+impl z::FatZapBlocks for ObjBlocks<'_> {
+    type Error = ZapError;
+    fn block(&mut self, blkid: u64) -> Result<Option<(Vec<u8>, std::sync::Arc<Vec<u8>>)>> {
+        let Some(bp) = self.os.block_pointer(self.dn, 0, blkid)?.filter(|b| !b.is_hole()) else {
+            return Ok(None);
+        };
+        let id = if bp.is_embedded() {
+            bp.encode(bp.byte_order()).to_vec()
+        } else {
+            [bp.dva[0].vdev(), bp.dva[0].offset()].iter().flat_map(|w| w.to_le_bytes()).collect()
+        };
+        Ok(Some((id, self.os.read_block(self.dn, blkid)?)))
     }
-    Ok(())
+}
+
+impl From<ondisk::Error> for ZapError {
+    fn from(e: ondisk::Error) -> Self {
+        ZapError::Corrupt { obj: 0, detail: e.to_string() }
+    }
+}
+
+/// Every entry of a fat ZAP, bounded against crafted objects (`ondisk::zap::walk`).
+fn fat_list(os: &Objset, dn: &Dnode, hdr: &FatZapHeader, order: ByteOrder) -> Result<Vec<ZapEntry>> {
+    let b0 = os.read_block(dn, 0)?;
+    let shape = z::FatZapObject { block_size: dn.data_block_size(), maxblkid: dn.maxblkid, order };
+    let entries = z::fat_zap_entries(hdr, &b0, shape, &mut ObjBlocks { os, dn }).map_err(|e| match e {
+        ZapError::Corrupt { obj: 0, detail } => ZapError::Corrupt { obj: dn.object, detail },
+        e => e,
+    })?;
+    Ok(entries.into_iter().map(to_entry).collect())
 }
 
 /// Lists every entry of ZAP object `obj`.
@@ -131,17 +161,7 @@ pub fn list(os: &Objset, obj: u64) -> Result<Vec<ZapEntry>> {
     let (h, order) = head(os, &dn)?;
     match h {
         Head::Micro(m) => Ok(micro_entries(&m)),
-        Head::Fat(hdr) => {
-            let mut out = Vec::new();
-            let last = dn.maxblkid.min(MAX_ZAP_BLOCKS);
-            for blkid in 1..=last {
-                let b = os.read_block(&dn, blkid)?;
-                if matches!(z::block_kind(&b, order), Ok(ZapBlockKind::Leaf)) {
-                    leaf_entries(obj, &b, order, &hdr, &mut out)?;
-                }
-            }
-            Ok(out)
-        }
+        Head::Fat(hdr) => fat_list(os, &dn, &hdr, order),
     }
 }
 

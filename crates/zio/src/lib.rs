@@ -221,6 +221,36 @@ impl Zio {
         })
     }
 
+    /// The child block pointers of a gang block: its header is read from the first gang DVA
+    /// that verifies (every DVA of a gang pointer holds a copy of the same header). Holes are
+    /// left out. Used to account for the space of a gang tree, not to read its data.
+    pub fn gang_children(&self, bp: &BlkPtr) -> Result<Vec<BlkPtr>> {
+        let mut last = ZioError::Corrupt(format!("{bp} has no gang DVA"));
+        for dva in bp.dvas().iter().filter(|d| d.is_gang()) {
+            let Ok(vd) = self.top_vdev(bp, dva) else { continue };
+            let verifier = checksum::gang_verifier(dva.vdev(), dva.offset(), bp.physical_birth());
+            let ctx = self.ctx();
+            let verify_hdr = |h: &[u8]| {
+                checksum::verify_embedded(checksum::ChecksumKind::Sha256, h, verifier, ctx).is_ok()
+            };
+            match vd.read_verified(dva.offset(), SPA_GANGBLOCKSIZE as u64, &verify_hdr) {
+                Ok(hdr) => {
+                    let order = gang_header_order(&hdr);
+                    let mut out = Vec::new();
+                    for i in 0..SPA_GBH_NBLKPTRS {
+                        let child = BlkPtr::parse(&hdr[i * BLKPTR_SIZE..], order)?;
+                        if !child.is_hole() {
+                            out.push(child);
+                        }
+                    }
+                    return Ok(out);
+                }
+                Err(_) => last = ZioError::Checksum { bp: format!("gang header of {bp}") },
+            }
+        }
+        Err(last)
+    }
+
     /// Reads a gang block: header, then children, concatenated, then the whole is verified.
     fn read_gang(&self, bp: &BlkPtr, dva: &Dva, depth: u32) -> Result<Vec<u8>> {
         if depth >= MAX_GANG_DEPTH {

@@ -64,6 +64,32 @@ impl ZplError {
 /// Result alias.
 pub type Result<T> = std::result::Result<T, ZplError>;
 
+/// Why a directory entry's name cannot name a file on a host (a crafted ZAP can hold any
+/// bytes), if it cannot: empty, `.`, `..`, or holding `/` or NUL. Copy-out and the FUSE
+/// adapters skip such entries (the kernel itself refuses a `/` in a FUSE dirent and fails
+/// the whole listing).
+pub fn host_name_problem(name: &[u8]) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("empty name")
+    } else if name == b"." || name == b".." {
+        Some("name is '.' or '..'")
+    } else if name.contains(&b'/') {
+        Some("name contains '/'")
+    } else if name.contains(&0) {
+        Some("name contains NUL")
+    } else {
+        None
+    }
+}
+
+/// Longest symlink target read (`MAXPATHLEN`: OpenZFS refuses longer ones when creating).
+pub const SYMLINK_MAX: u64 = 4096;
+
+/// Largest extended-attribute value read from an xattr directory file. Linux caps values at
+/// 64 KiB (`XATTR_SIZE_MAX`); other systems allow more, so leave room, but a size read from
+/// disk must never become an allocation of whatever it claims.
+pub const XATTR_MAX: u64 = 16 << 20;
+
 /// Object number of the master node.
 pub const MASTER_NODE_OBJ: u64 = 1;
 
@@ -196,6 +222,12 @@ impl Zpl {
             return Ok(t);
         }
         // Long targets of pre-SA symlinks live in the object's data.
+        if a.size > SYMLINK_MAX {
+            return Err(ZplError::Corrupt {
+                what: "symlink",
+                detail: format!("object {obj}: target of {} bytes (at most {SYMLINK_MAX})", a.size),
+            });
+        }
         self.read(obj, 0, a.size as usize)
     }
 
@@ -222,6 +254,15 @@ impl Zpl {
         if a.xattr_dir != 0 {
             if let Some(e) = self.lookup(a.xattr_dir, name)? {
                 let xa = self.getattr(e.object)?;
+                if xa.size > XATTR_MAX {
+                    return Err(ZplError::Corrupt {
+                        what: "xattr",
+                        detail: format!(
+                            "object {}: value of {} bytes (at most {XATTR_MAX})",
+                            e.object, xa.size
+                        ),
+                    });
+                }
                 return Ok(Some(self.read(e.object, 0, xa.size as usize)?));
             }
         }
@@ -286,9 +327,31 @@ impl Zpl {
     }
 
     /// Walks the whole tree depth first, calling `f(path, entry)` for every entry below the
-    /// root. Bounded by `max_depth` so a corrupt cycle cannot recurse forever.
+    /// root. A directory reached a second time (a corrupt cycle, or one directory under two
+    /// names, which would make the walk exponential) is an error; see [`Zpl::walk_report`].
     pub fn walk(&self, f: &mut dyn FnMut(&str, &DirEntry) -> Result<()>) -> Result<()> {
-        self.walk_dir(self.root, "", 0, f)
+        let skipped = self.walk_report(f)?;
+        match skipped.into_iter().next() {
+            Some((path, why)) => {
+                Err(ZplError::Corrupt { what: "directory tree", detail: format!("{path}: {why}") })
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Like [`Zpl::walk`], but a directory already visited (by object number) is passed to
+    /// `f` and not descended into again, and returned as `(path, reason)`; so are
+    /// directories deeper than 2048 levels. Every directory is listed at most once, so the
+    /// work is linear in the entries stored.
+    pub fn walk_report(
+        &self,
+        f: &mut dyn FnMut(&str, &DirEntry) -> Result<()>,
+    ) -> Result<Vec<(String, String)>> {
+        let mut seen = std::collections::HashMap::new();
+        seen.insert(self.root, String::from("/"));
+        let mut skipped = Vec::new();
+        self.walk_dir(self.root, "", 0, &mut seen, &mut skipped, f)?;
+        Ok(skipped)
     }
 
     fn walk_dir(
@@ -296,20 +359,41 @@ impl Zpl {
         dir: u64,
         prefix: &str,
         depth: usize,
+        seen: &mut std::collections::HashMap<u64, String>,
+        skipped: &mut Vec<(String, String)>,
         f: &mut dyn FnMut(&str, &DirEntry) -> Result<()>,
     ) -> Result<()> {
         const MAX_DEPTH: usize = 2048;
-        if depth > MAX_DEPTH {
-            return Err(ZplError::Corrupt { what: "directory tree", detail: "too deep (cycle?)".into() });
-        }
-        let mut entries = self.readdir(dir)?;
+        let mut entries = match self.readdir(dir) {
+            Ok(e) => e,
+            // A subdirectory that cannot be listed is reported; the root fails the walk.
+            Err(e) if depth > 0 => {
+                skipped.push((prefix.to_string(), format!("cannot list: {e}")));
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
         entries.sort_by(|a, b| a.name.cmp(&b.name));
         for e in entries {
             let path = format!("{prefix}/{}", String::from_utf8_lossy(&e.name));
             f(&path, &e)?;
-            if e.dtype == 4 {
-                self.walk_dir(e.object, &path, depth + 1, f)?;
+            if e.dtype != 4 {
+                continue;
             }
+            if let Some(first) = seen.get(&e.object) {
+                let why = format!(
+                    "directory object {} already listed as {first} (loop or shared directory)",
+                    e.object
+                );
+                skipped.push((path, why));
+                continue;
+            }
+            if depth + 1 > MAX_DEPTH {
+                skipped.push((path, format!("deeper than {MAX_DEPTH} levels")));
+                continue;
+            }
+            seen.insert(e.object, path.clone());
+            self.walk_dir(e.object, &path, depth + 1, seen, skipped, f)?;
         }
         Ok(())
     }

@@ -33,9 +33,14 @@ struct Args {
     /// Copy a file out: TARGET is POOL/DATASET, then PATH and DEST.
     #[arg(short = 'r')]
     copy: bool,
-    /// Copy a whole dataset out into DEST (recovery).
+    /// Copy a whole dataset out into DEST (recovery). DEST must be empty or absent.
     #[arg(short = 'R')]
     copy_tree: bool,
+    /// With -R: restore owners and groups, keep setuid/setgid bits and create device nodes
+    /// (as `tar --same-owner`). Without it, everything belongs to the caller and
+    /// setuid/setgid are dropped.
+    #[arg(long)]
+    same_owner: bool,
     /// Print a JSON manifest of every file of a dataset (paths, stat fields, sha256).
     #[arg(long)]
     manifest: bool,
@@ -68,13 +73,22 @@ fn main() {
         }
     } else if a.copy_tree {
         match a.rest.as_slice() {
-            [dest] => inspect::copy_tree(&opts, &a.target, dest),
+            [dest] => inspect::copy_tree(&opts, &a.target, dest, a.same_owner),
             _ => Err("-R needs POOL/DATASET DEST".into()),
         }
     } else if a.manifest {
         inspect::manifest(&opts, &a.target)
     } else if a.blocks {
-        inspect::blocks(&opts, &a.target, a.verify > 0)
+        match inspect::blocks(&opts, &a.target, a.verify > 0) {
+            Ok((out, bad)) => {
+                print!("{out}");
+                if bad {
+                    std::process::exit(1);
+                }
+                return;
+            }
+            Err(e) => Err(e),
+        }
     } else if a.uberblock {
         inspect::uberblock(&opts, &a.target)
     } else {

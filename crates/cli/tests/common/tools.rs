@@ -43,7 +43,22 @@ pub fn zdb_check(dir: &Path, pool: &str) -> String {
             out.lines().filter(|l| l.contains(bad) && !l.contains("verify nothing leaked")).collect();
         assert!(hits.is_empty(), "zdb reports '{bad}' for {pool} in {d}:\n{out}");
     }
+    rzdb_space_check(dir, pool);
     out
+}
+
+/// `rzdb -b` must see what zdb saw in [`zdb_check`]: no leaks, nothing referenced but free
+/// (or say why it could not check the space maps).
+pub fn rzdb_space_check(dir: &Path, pool: &str) {
+    let d = dir.to_str().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_rzdb")).args(["-e", "-p", d, "-b", pool]).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success()
+            && (text.contains("No leaks (block sum matches space maps exactly)")
+                || text.contains("space maps not checked")),
+        "rzdb -b of {pool} in {d} disagrees with zdb:\n{text}"
+    );
 }
 
 /// A daemon of our own (socket in a temp dir), stopped on drop (its binaries come from the

@@ -312,11 +312,26 @@ impl<'a> ZapLeaf<'a> {
         }
     }
 
-    /// Gathers `nbytes` bytes from the array chain starting at `first`.
-    fn read_array(&self, first: u16, nbytes: usize) -> Result<Vec<u8>> {
-        let mut out = Vec::with_capacity(nbytes);
+    /// Gathers `nbytes` bytes from the array chain starting at `first`. With `used`, every
+    /// chunk of the chain is marked there and a chunk already marked (by this chain or an
+    /// earlier one of the same leaf) is corruption: arrays never share chunks, and a crafted
+    /// leaf whose entries all point at one looping chain would otherwise decode to 512 KiB
+    /// per entry from a block of a few KiB.
+    fn read_array(&self, first: u16, nbytes: usize, mut used: Option<&mut [bool]>) -> Result<Vec<u8>> {
+        let mut out = Vec::with_capacity(nbytes.min(self.geom.num_chunks * ZAP_LEAF_ARRAY_BYTES));
         let mut chunk = first;
         while out.len() < nbytes {
+            if let Some(used) = used.as_deref_mut() {
+                let mark = used
+                    .get_mut(usize::from(chunk))
+                    .ok_or_else(|| Error::corrupt("zap leaf array", format!("chunk {chunk} out of range")))?;
+                if std::mem::replace(mark, true) {
+                    return Err(Error::corrupt(
+                        "zap leaf array",
+                        format!("chunk {chunk} belongs to two arrays (or loops)"),
+                    ));
+                }
+            }
             match self.chunk(chunk)? {
                 LeafChunk::Array { data, next } => {
                     let take = (nbytes - out.len()).min(ZAP_LEAF_ARRAY_BYTES);
@@ -334,14 +349,24 @@ impl<'a> ZapLeaf<'a> {
         Ok(out)
     }
 
-    fn decode_entry(&self, idx: u16, e: &EntryChunk, kind: KeyKind) -> Result<ZapLeafEntry> {
+    fn decode_entry(
+        &self,
+        idx: u16,
+        e: &EntryChunk,
+        kind: KeyKind,
+        mut used: Option<&mut [bool]>,
+    ) -> Result<ZapLeafEntry> {
         if !valid_intlen(e.value_intlen) {
             return Err(Error::corrupt(
                 "zap leaf entry",
                 format!("chunk {idx}: value int size {}", e.value_intlen),
             ));
         }
-        let raw = self.read_array(e.name_chunk, usize::from(e.name_numints) * kind.int_size())?;
+        let raw = self.read_array(
+            e.name_chunk,
+            usize::from(e.name_numints) * kind.int_size(),
+            used.as_deref_mut(),
+        )?;
         let name = match kind {
             KeyKind::String => {
                 let mut s = raw;
@@ -361,7 +386,7 @@ impl<'a> ZapLeaf<'a> {
             cd: e.cd,
             name,
             value_intlen: e.value_intlen,
-            value: self.read_array(e.value_chunk, vlen)?,
+            value: self.read_array(e.value_chunk, vlen, used)?,
         })
     }
 
@@ -395,10 +420,11 @@ impl<'a> ZapLeaf<'a> {
     /// Every entry reachable from the hash table, bucket by bucket.
     pub fn entries(&self, kind: KeyKind) -> Result<Vec<ZapLeafEntry>> {
         let mut seen = vec![false; self.geom.num_chunks];
+        let mut arrays = vec![false; self.geom.num_chunks];
         let mut out = Vec::new();
         for b in 0..self.geom.hash_entries {
             self.walk_bucket(b, &mut seen, &mut |idx, e| {
-                out.push(self.decode_entry(idx, e, kind)?);
+                out.push(self.decode_entry(idx, e, kind, Some(&mut arrays))?);
                 Ok(true)
             })?;
         }
@@ -418,8 +444,8 @@ impl<'a> ZapLeaf<'a> {
             if e.hash != hash || usize::from(e.name_numints) * kind.int_size() != want.len() {
                 return Ok(true);
             }
-            if self.read_array(e.name_chunk, want.len())? == want {
-                found = Some(self.decode_entry(idx, e, kind)?);
+            if self.read_array(e.name_chunk, want.len(), None)? == want {
+                found = Some(self.decode_entry(idx, e, kind, None)?);
                 return Ok(false);
             }
             Ok(true)

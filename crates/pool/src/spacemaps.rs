@@ -1,0 +1,124 @@
+//! Reading the metaslabs' space maps from the MOS, for a read-write import (rebuilding the
+//! allocator) and for `rzdb -b` (comparing what is allocated with what is referenced).
+//!
+//! Each top-level vdev's config names a `metaslab_array` object: one u64 per metaslab, the
+//! MOS object of its space map (0 for a metaslab never written). A space map object holds
+//! `smp_length` bytes of entries (see `ondisk::spacemap`) in blocks of the object's block
+//! size; its bonus is the `space_map_phys_t`. Entries never straddle a block, so a map is
+//! read and decoded one block at a time: memory is one block whatever the map's length, and
+//! a length claiming more than the object holds is refused before anything is read.
+
+use crate::{data_order, mos_config_nvlist, Pool, PoolError, Result, METASLAB_ARRAY_MAX};
+use dmu::Objset;
+use ondisk::label::VdevTreeConfig;
+use ondisk::spacemap::{decode_entries, SmEntry, SpaceMapPhys};
+
+fn bad(detail: impl Into<String>) -> PoolError {
+    PoolError::Load { phase: "space maps", detail: detail.into() }
+}
+
+/// The metaslab geometry of one top-level vdev, from the MOS config.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopGeometry {
+    /// Top-level vdev id.
+    pub vdev: u64,
+    /// `type` of the vdev ("mirror", "raidz", "file", "hole", "missing", "indirect", ...).
+    pub kind: String,
+    pub is_log: bool,
+    pub ms_array: u64,
+    pub ms_shift: u32,
+    /// Allocatable bytes (`asize`); `asize >> ms_shift` metaslabs.
+    pub asize: u64,
+    pub ashift: u8,
+}
+
+impl TopGeometry {
+    /// Number of metaslabs (a tail shorter than one metaslab is never used).
+    pub fn ms_count(&self) -> u64 {
+        self.asize.checked_shr(self.ms_shift).unwrap_or(0)
+    }
+}
+
+/// The geometry of every top-level vdev named by the MOS config, in id order. Vdevs without
+/// metaslabs (holes, missing or indirect vdevs) have `ms_array` 0.
+pub fn top_geometry(pool: &Pool) -> Result<Vec<TopGeometry>> {
+    let nv = mos_config_nvlist(pool)?;
+    let root = nv.get_nvlist("vdev_tree").ok_or_else(|| bad("MOS config has no vdev_tree"))?;
+    let root = VdevTreeConfig::from_nvlist(root).map_err(|e| bad(e.to_string()))?;
+    let mut out = Vec::new();
+    for (i, c) in root.children.iter().enumerate() {
+        let ms_shift = c.metaslab_shift.unwrap_or(0);
+        let ashift = c.ashift.unwrap_or(9);
+        if ms_shift > 63 || ashift > 24 {
+            return Err(bad(format!("vdev {i}: metaslab_shift {ms_shift}, ashift {ashift}")));
+        }
+        out.push(TopGeometry {
+            vdev: c.id.unwrap_or(i as u64),
+            kind: c.kind.clone(),
+            is_log: c.is_log,
+            ms_array: c.metaslab_array.unwrap_or(0),
+            ms_shift: ms_shift as u32,
+            asize: c.asize.unwrap_or(0),
+            ashift: ashift as u8,
+        });
+    }
+    Ok(out)
+}
+
+/// The space map object of each of the `count` metaslabs of array `ms_array` (0 = none).
+/// OpenZFS writes a metaslab's slot only when the metaslab first gets a space map, so the
+/// array object may end before `count` slots: the missing ones are 0.
+pub fn metaslab_objects(mos: &Objset, ms_array: u64, count: u64) -> Result<Vec<u64>> {
+    let len = count.checked_mul(8).filter(|&l| l <= METASLAB_ARRAY_MAX).ok_or_else(|| {
+        bad(format!("{count} metaslabs: more than a metaslab array can hold ({METASLAB_ARRAY_MAX} bytes)"))
+    })?;
+    let arr = mos.dnode(ms_array)?;
+    let order = data_order(&arr);
+    let stored = len.min(Objset::object_size(&arr)?);
+    let raw = mos.read_all(&arr, Some(stored), METASLAB_ARRAY_MAX)?;
+    let mut out = raw
+        .chunks_exact(8)
+        .map(|c| order.u64_at(c, 0, "metaslab array").map_err(|e| bad(e.to_string())))
+        .collect::<Result<Vec<u64>>>()?;
+    out.resize(count as usize, 0);
+    Ok(out)
+}
+
+/// Calls `f` for every entry of space map object `obj`, in order, reading one block at a
+/// time; returns the map's header.
+pub fn for_each_entry(
+    mos: &Objset,
+    obj: u64,
+    f: &mut dyn FnMut(&SmEntry) -> Result<()>,
+) -> Result<SpaceMapPhys> {
+    let dn = mos.dnode(obj)?;
+    let phys = SpaceMapPhys::parse(&dn.bonus, mos.dnode_byte_order())?;
+    let size = Objset::object_size(&dn)?;
+    if phys.length > size || !phys.length.is_multiple_of(8) {
+        return Err(bad(format!(
+            "space map object {obj}: smp_length {} (the object holds {size} bytes)",
+            phys.length
+        )));
+    }
+    let bs = dn.data_block_size();
+    let order = data_order(&dn);
+    let mut off = 0u64;
+    while off < phys.length {
+        let n = (phys.length - off).min(bs) as usize;
+        let mut buf = vec![0u8; n];
+        mos.read(&dn, off, &mut buf)?;
+        for e in decode_entries(&buf, order).map_err(|e| bad(format!("space map object {obj}: {e}")))? {
+            f(&e)?;
+        }
+        off += n as u64;
+    }
+    Ok(phys)
+}
+
+/// Replays the space map of metaslab `ms` (object `obj`) into `r`; returns the header.
+pub fn replay(mos: &Objset, obj: u64, r: &mut metaslab::SpaceMapReplay) -> Result<SpaceMapPhys> {
+    let (v, m) = (r.vdev, r.ms);
+    for_each_entry(mos, obj, &mut |e| {
+        r.apply(e).map_err(|e| bad(format!("space map of vdev {v} metaslab {m} (object {obj}): {e}")))
+    })
+}
