@@ -133,6 +133,9 @@ struct PoolOpts {
     disable: Vec<String>,
     comment: Option<String>,
     altroot: Option<PathBuf>,
+    /// Index properties stored in the MOS `pool_props` ZAP (autoexpand, autoreplace,
+    /// failmode).
+    numeric: Vec<(String, u64)>,
 }
 
 fn parse_pool_props(props: &[String]) -> Result<PoolOpts, String> {
@@ -144,6 +147,7 @@ fn parse_pool_props(props: &[String]) -> Result<PoolOpts, String> {
         disable: Vec::new(),
         comment: None,
         altroot: None,
+        numeric: Vec::new(),
     };
     for p in props {
         let (k, v) =
@@ -170,7 +174,23 @@ fn parse_pool_props(props: &[String]) -> Result<PoolOpts, String> {
                 o.altroot = Some(PathBuf::from(v));
             }
             "cachefile" => crate::cmd::zpool::check_cachefile(v)?,
-            "autoexpand" | "autoreplace" | "failmode" => {}
+            "autoexpand" | "autoreplace" => o.numeric.push((
+                k.to_string(),
+                match v {
+                    "on" => 1,
+                    "off" => 0,
+                    _ => return Err(format!("property '{k}' must be 'on' or 'off'")),
+                },
+            )),
+            "failmode" => o.numeric.push((
+                k.to_string(),
+                match v {
+                    "wait" => 0,
+                    "continue" => 1,
+                    "panic" => return Err("failmode=panic is not supported by rzfs (a userspace daemon does not panic the machine); use wait or continue".into()),
+                    _ => return Err("property 'failmode' must be one of 'wait', 'continue', 'panic'".into()),
+                },
+            )),
             _ if k.starts_with("feature@") => {
                 let f = &k["feature@".len()..];
                 match v {
@@ -256,6 +276,9 @@ pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> 
     let mut pool_props = vec![("compatibility".to_string(), ZapVal::string(&po.compat_value))];
     if let Some(c) = &po.comment {
         pool_props.push(("comment".into(), ZapVal::string(c)));
+    }
+    for (k, v) in &po.numeric {
+        pool_props.push((k.clone(), ZapVal::u64(*v)));
     }
     let settings = settings_from(&root_props);
     let now = now_pair();

@@ -27,13 +27,6 @@ use std::path::Path;
 
 const DEV: u64 = 96 << 20;
 
-fn fuse_usable() -> bool {
-    Path::new("/dev/fuse").exists()
-        && std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-            s.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(1)) == Some("0")
-        })
-}
-
 /// Writes `data` to `path` and (optionally) fsyncs it: the error of the first failing call.
 fn write_file(path: &Path, data: &[u8], fsync: bool) -> std::io::Result<()> {
     let mut f = std::fs::File::create(path)?;
@@ -55,16 +48,8 @@ fn run(layout: (&str, &[&str], usize), forcing: bool, seed: u64) {
     let (kind, words, n) = layout;
     let mode = if forcing { "forcing" } else { "racing" };
     let tag = format!("fill-{kind}-{mode}");
-    let dir = std::env::temp_dir().join(format!("rzfs-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let devs: Vec<String> = (0..n)
-        .map(|i| {
-            let p = dir.join(format!("d{i}"));
-            std::fs::File::create(&p).unwrap().set_len(DEV).unwrap();
-            p.to_string_lossy().into_owned()
-        })
-        .collect();
+    let dir = scratch(&tag);
+    let devs = files(&dir, n, DEV);
     let env: &[(&str, &str)] = if forcing {
         &[("RZFS_DIRTY_MAX", "2097152"), ("RZFS_TXG_TIMEOUT", "5")]
     } else {

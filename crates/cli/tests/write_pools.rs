@@ -11,23 +11,6 @@ use common::tools::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn scratch(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rzfs-wp-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn files(dir: &Path, n: usize, size: u64) -> Vec<String> {
-    (0..n)
-        .map(|i| {
-            let p = dir.join(format!("d{i}"));
-            std::fs::File::create(&p).unwrap().set_len(size).unwrap();
-            p.to_string_lossy().into_owned()
-        })
-        .collect()
-}
-
 /// zdb's human size ("95.9K") in bytes.
 fn human(s: &str) -> f64 {
     let (num, mult) = match s.chars().last() {

@@ -178,6 +178,45 @@ struct RwFs<B: RwBackend> {
     next_fh: u64,
     /// How the dataset is mounted (ACL type; read-only even on a writable backend).
     opts: MountOpts,
+    /// fsync requests, answered by the syncer thread (see [`Syncer`]).
+    syncer: Syncer,
+}
+
+/// Answers `fsync` off the request loop: a sync may wait (a txg to write, or a pool
+/// suspended with failmode=wait until `zpool clear`), and the single request thread must
+/// keep serving the mount meanwhile — the kernel sends FLUSH on every close, including
+/// the implicit closes of a fork+exec, and those must not queue behind a waiting fsync.
+/// Requests that arrive while a sync runs are answered together by the next one (every
+/// write they cover reached the open txg before their fsync was sent).
+struct Syncer {
+    tx: std::sync::mpsc::Sender<ReplyEmpty>,
+}
+
+impl Syncer {
+    fn start<B: RwBackend>(backend: Arc<B>, readonly: bool) -> Syncer {
+        let (tx, rx) = std::sync::mpsc::channel::<ReplyEmpty>();
+        std::thread::Builder::new()
+            .name("rzfs-fsync".into())
+            .spawn(move || {
+                while let Ok(first) = rx.recv() {
+                    let mut batch = vec![first];
+                    batch.extend(rx.try_iter());
+                    let r = if readonly { Ok(()) } else { backend.sync().map_err(|_| libc::EIO) };
+                    for reply in batch {
+                        reply_empty(reply, r);
+                    }
+                }
+            })
+            .expect("spawning the fsync thread");
+        Syncer { tx }
+    }
+
+    fn sync(&self, reply: ReplyEmpty) {
+        // The thread ends only when this sender is dropped.
+        if let Err(std::sync::mpsc::SendError(reply)) = self.tx.send(reply) {
+            reply.error(libc::EIO);
+        }
+    }
 }
 
 fn io_err(e: ZplWriteError) -> std::io::Error {
@@ -361,6 +400,7 @@ impl<B: RwBackend> RwFs<B> {
             // listed and is retried at the next mount.
             let _ = backend.with(Op::Free, &mut |c| c.zpl.drain_unlinked(c.os, c.zaps).map(|_| ()));
         }
+        let syncer = Syncer::start(backend.clone(), backend.readonly() || opts.readonly);
         Ok(RwFs {
             backend,
             root,
@@ -369,6 +409,7 @@ impl<B: RwBackend> RwFs<B> {
             dirs: HashMap::new(),
             next_fh: 1,
             opts,
+            syncer,
         })
     }
 
@@ -729,6 +770,7 @@ impl<B: RwBackend> RwFs<B> {
     }
 
     /// fsync and friends: the daemon syncs the open txg.
+    #[cfg(test)]
     fn do_sync(&self) -> Res<()> {
         if self.readonly() {
             return Ok(());
@@ -935,7 +977,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
     }
 
     fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
-        reply_empty(reply, self.do_sync());
+        self.syncer.sync(reply);
     }
 
     fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
@@ -965,7 +1007,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
     }
 
     fn fsyncdir(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
-        reply_empty(reply, self.do_sync());
+        self.syncer.sync(reply);
     }
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {

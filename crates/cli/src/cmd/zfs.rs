@@ -701,7 +701,9 @@ fn clone(
 }
 
 /// Mounts a new file system when its properties say so; returns the mount's warnings.
-fn automount(state: &Arc<State>, name: &str) -> Result<String, String> {
+/// Mounts `name` where its mountpoint property says, if it is a path and canmount=on (as
+/// `zfs create` and `zpool create` do); returns the mount's warnings.
+pub(crate) fn automount(state: &Arc<State>, name: &str) -> Result<String, String> {
     let pool = state.pool(pool_of(name))?;
     let dsl = pool.dsl();
     let ds = dsl.find(name).map_err(|e| e.to_string())?;

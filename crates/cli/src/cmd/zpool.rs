@@ -175,8 +175,12 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
                 if matches!(mp.as_deref(), Some("none") | Some("legacy")) {
                     return Ok(Response::ok(String::new()));
                 }
-                let dir = PathBuf::from(mp.unwrap_or_else(|| format!("/{name}")));
-                crate::cmd::zfs::mount(state, &name, Some(dir))
+                // The mountpoint property (under the altroot, if any) says where.
+                crate::cmd::zfs::automount(state, &name).map(|warnings| {
+                    let mut r = Response::ok(String::new());
+                    r.stderr = warnings;
+                    r
+                })
             })
         }
         Cmd::Add { force, dryrun, pool, vdevs } => {

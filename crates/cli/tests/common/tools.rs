@@ -122,3 +122,41 @@ impl Drop for Daemon {
         }
     }
 }
+
+/// A fresh scratch directory for one test case (`tag` names it).
+pub fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rzfs-wp-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `n` sparse files of `size` bytes in `dir` (`d0`, `d1`...), for file vdevs.
+pub fn files(dir: &Path, n: usize, size: u64) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let p = dir.join(format!("d{i}"));
+            std::fs::File::create(&p).unwrap().set_len(size).unwrap();
+            p.to_string_lossy().into_owned()
+        })
+        .collect()
+}
+
+/// Can this process serve FUSE mounts (the device exists and it runs as root)?
+pub fn fuse_usable() -> bool {
+    Path::new("/dev/fuse").exists()
+        && std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+            s.lines().find(|l| l.starts_with("Uid:")).and_then(|l| l.split_whitespace().nth(1)) == Some("0")
+        })
+}
+
+/// Mount points at or below `dir` in this mount namespace.
+pub fn mounts_under(dir: &Path) -> Vec<String> {
+    let d = dir.to_string_lossy().into_owned();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(4).map(str::to_string))
+        .filter(|m| *m == d || m.starts_with(&format!("{d}/")))
+        .collect()
+}

@@ -1,0 +1,262 @@
+//! # One owner per pool, honest exports, failing devices through the daemon
+//!
+//! End to end through private rzfsd instances and FUSE mounts:
+//! * [`busy_export_and_unmount_are_refused`]: a process inside a nested mount makes
+//!   `rzfs unmount` and `rzpool export` fail with zfs's "pool or dataset is busy", leaving
+//!   the pool imported and usable; once it leaves, export takes every mount down (deepest
+//!   first) and zdb is clean.
+//! * [`forced_export_fences_the_pool`]: `export -f` with a file open: later calls through the
+//!   old mount fail, nothing more reaches the devices (their bytes do not change), and the
+//!   pool imports again with what was synced.
+//! * [`external_unmount_is_followed`]: after `umount` from outside, `rzfs mount` works again.
+//! * [`one_owner_per_pool`]: a second daemon cannot import a pool the first holds
+//!   read-write (and its listing says so); a pool left ACTIVE by another host (another
+//!   hostid) needs `-f`.
+//! * [`altroot_prefixes_mountpoints`]: `-R` keeps a pool's `mountpoint=/etc`-style paths
+//!   under the altroot.
+//! * [`failing_devices_degrade_or_suspend`]: `rzinject` write errors: a mirror goes on
+//!   DEGRADED with the leaf FAULTED; a single-disk pool suspends (failmode=continue: EIO at
+//!   once; failmode=wait: `fsync` waits) and `rzpool clear` resumes it with nothing lost.
+//!
+//! Needs FUSE and root (skipped otherwise).
+
+mod common;
+
+use common::tools::*;
+use std::io::Write;
+use std::path::Path;
+use std::time::Duration;
+
+fn skip() -> bool {
+    if !fuse_usable() || zdb().is_none() {
+        eprintln!("pool_owner: needs FUSE, root and zdb; skipped");
+        return true;
+    }
+    false
+}
+
+fn sha_all(devs: &[String]) -> Vec<String> {
+    devs.iter().map(|d| common::sha256_file(Path::new(d))).collect()
+}
+
+#[test]
+fn busy_export_and_unmount_are_refused() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-busy");
+    let devs = files(&dir, 2, 128 << 20);
+    let d = Daemon::new("own-busy");
+    let mnt = dir.join("mnt");
+    d.ok("rzpool", &["create", "-m", mnt.to_str().unwrap(), "busy", "mirror", &devs[0], &devs[1]]);
+    d.ok("rzfs", &["create", "busy/a"]);
+    d.ok("rzfs", &["create", "busy/a/b"]);
+    std::fs::write(mnt.join("a/b/file"), b"hello").unwrap();
+    // A process whose working directory is inside the deepest mount.
+    let mut holder =
+        std::process::Command::new("sleep").arg("600").current_dir(mnt.join("a/b")).spawn().unwrap();
+    let (rc, _, err) = d.run("rzfs", &["unmount", "busy/a/b"]);
+    assert!(rc != 0 && err.contains("pool or dataset is busy"), "unmount of a busy dataset: rc {rc}: {err}");
+    let (rc, _, err) = d.run("rzpool", &["export", "busy"]);
+    assert!(rc != 0 && err.contains("busy"), "export of a busy pool: rc {rc}: {err}");
+    // Still imported, mounted and writable.
+    std::fs::write(mnt.join("a/b/after"), b"still here").unwrap();
+    assert!(d.ok("rzpool", &["list", "-H", "-o", "name"]).contains("busy"));
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    d.ok("rzpool", &["export", "busy"]);
+    let left = mounts_under(&mnt);
+    assert!(left.is_empty(), "export left mounts behind: {left:?}");
+    zdb_check(&dir, "busy");
+    // Everything written before the export is there after a new import.
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "busy"]);
+    d.ok("rzfs", &["mount", "busy", mnt.to_str().unwrap()]);
+    d.ok("rzfs", &["mount", "busy/a", mnt.join("a").to_str().unwrap()]);
+    d.ok("rzfs", &["mount", "busy/a/b", mnt.join("a/b").to_str().unwrap()]);
+    assert_eq!(std::fs::read(mnt.join("a/b/after")).unwrap(), b"still here");
+    d.ok("rzpool", &["export", "busy"]);
+    assert!(mounts_under(&mnt).is_empty());
+}
+
+#[test]
+fn forced_export_fences_the_pool() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-force");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-force");
+    let mnt = dir.join("mnt");
+    d.ok("rzpool", &["create", "-m", mnt.to_str().unwrap(), "fence", &devs[0]]);
+    let mut f = std::fs::File::create(mnt.join("kept")).unwrap();
+    f.write_all(b"synced before the export").unwrap();
+    f.sync_all().unwrap();
+    d.ok("rzpool", &["export", "-f", "fence"]);
+    let before = sha_all(&devs);
+    // The open file belongs to an aborted mount: writes fail, nothing reaches the pool.
+    let late = f.write_all(b"after").and_then(|_| f.sync_all());
+    assert!(late.is_err(), "a write through a fenced mount succeeded");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(sha_all(&devs), before, "the devices changed after a forced export");
+    drop(f);
+    assert!(mounts_under(&mnt).is_empty(), "forced export left a mount");
+    zdb_check(&dir, "fence");
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "fence"]);
+    d.ok("rzfs", &["mount", "fence", mnt.to_str().unwrap()]);
+    assert_eq!(std::fs::read(mnt.join("kept")).unwrap(), b"synced before the export");
+    d.ok("rzpool", &["export", "fence"]);
+}
+
+#[test]
+fn external_unmount_is_followed() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-ext");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-ext");
+    let mnt = dir.join("mnt");
+    d.ok("rzpool", &["create", "-m", mnt.to_str().unwrap(), "ext", &devs[0]]);
+    std::fs::write(mnt.join("x"), b"x").unwrap();
+    let st = std::process::Command::new("umount").arg(&mnt).status().unwrap();
+    assert!(st.success());
+    assert!(mounts_under(&mnt).is_empty());
+    assert!(!d.ok("rzfs", &["mount"]).contains("ext"), "rzfs mount still lists the unmounted dataset");
+    d.ok("rzfs", &["mount", "ext", mnt.to_str().unwrap()]);
+    assert_eq!(std::fs::read(mnt.join("x")).unwrap(), b"x");
+    d.ok("rzpool", &["export", "ext"]);
+}
+
+#[test]
+fn one_owner_per_pool() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-two");
+    let devs = files(&dir, 1, 128 << 20);
+    let a = Daemon::new("own-two-a");
+    let b = Daemon::new("own-two-b");
+    let dir_s = dir.to_str().unwrap();
+    a.ok("rzpool", &["create", "-m", "none", "twice", &devs[0]]);
+    // A second daemon on this host: refused, even with -f, and the listing says why.
+    let (rc, _, err) = b.run("rzpool", &["import", "-d", dir_s, "twice"]);
+    assert!(rc != 0 && err.contains("in use"), "second importer: rc {rc}: {err}");
+    let (rc, _, err) = b.run("rzpool", &["import", "-f", "-d", dir_s, "twice"]);
+    assert!(rc != 0 && err.contains("in use"), "second importer with -f: rc {rc}: {err}");
+    let listing = b.ok("rzpool", &["import", "-d", dir_s]);
+    assert!(listing.contains("currently imported by another process"), "{listing}");
+    a.ok("rzpool", &["export", "twice"]);
+    // Another host (another hostid) imports it and dies with the pool ACTIVE.
+    let other = Daemon::with_env("own-two-c", &[("RZFS_HOSTID", "0xdeadbeef")]);
+    other.ok("rzpool", &["import", "-d", dir_s, "twice"]);
+    drop(other); // kills its rzfsd: the labels still say ACTIVE, hostid deadbeef
+    std::thread::sleep(Duration::from_millis(300));
+    let listing = a.ok("rzpool", &["import", "-d", dir_s]);
+    assert!(listing.contains("last accessed by another system"), "{listing}");
+    let (rc, _, err) = a.run("rzpool", &["import", "-d", dir_s, "twice"]);
+    assert!(
+        rc != 0 && err.contains("previously in use from another system") && err.contains("deadbeef"),
+        "{err}"
+    );
+    a.ok("rzpool", &["import", "-f", "-d", dir_s, "twice"]);
+    a.ok("rzpool", &["export", "twice"]);
+    zdb_check(&dir, "twice");
+}
+
+#[test]
+fn altroot_prefixes_mountpoints() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-alt");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-alt");
+    let root = dir.join("alt");
+    d.ok("rzpool", &["create", "-R", root.to_str().unwrap(), "-m", "/etc-like", "alt", &devs[0]]);
+    let mp = d.ok("rzfs", &["get", "-H", "-o", "value", "mountpoint", "alt"]);
+    assert_eq!(mp.trim(), root.join("etc-like").to_str().unwrap());
+    assert!(!mounts_under(&root.join("etc-like")).is_empty(), "not mounted under the altroot");
+    assert!(!Path::new("/etc-like").exists(), "mounted outside the altroot");
+    assert_eq!(
+        d.ok("rzpool", &["get", "-H", "-o", "value", "altroot", "alt"]).trim(),
+        root.to_str().unwrap()
+    );
+    d.ok("rzpool", &["export", "alt"]);
+    // An import with -R puts the mountpoint under the new root.
+    let root2 = dir.join("alt2");
+    d.ok("rzpool", &["import", "-R", root2.to_str().unwrap(), "-d", dir.to_str().unwrap(), "alt"]);
+    d.ok("rzfs", &["mount", "alt"]);
+    assert!(!mounts_under(&root2.join("etc-like")).is_empty());
+    d.ok("rzpool", &["export", "alt"]);
+    // rzfs keeps no cache file: asking for one is refused, not ignored.
+    let dir_s = dir.to_str().unwrap();
+    let (rc, _, err) =
+        d.run("rzpool", &["import", "-o", "cachefile=/etc/zfs/zpool.cache", "-d", dir_s, "alt"]);
+    assert!(rc != 0 && err.contains("cachefile"), "{err}");
+}
+
+#[test]
+fn failing_devices_degrade_or_suspend() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-inject");
+    let devs = files(&dir, 3, 128 << 20);
+    let d = Daemon::new("own-inject");
+    let m1 = dir.join("m1");
+    let m2 = dir.join("m2");
+    // A mirror keeps going on one side.
+    d.ok("rzpool", &["create", "-m", m1.to_str().unwrap(), "mir", "mirror", &devs[0], &devs[1]]);
+    d.ok("rzinject", &["-d", &devs[0], "-e", "io", "-T", "write", "mir"]);
+    let mut f = std::fs::File::create(m1.join("a")).unwrap();
+    f.write_all(&vec![7u8; 1 << 20]).unwrap();
+    f.sync_all().expect("fsync on a mirror with one failing side");
+    let st = d.ok("rzpool", &["status", "mir"]);
+    assert!(st.contains("DEGRADED") && st.contains("FAULTED") && st.contains("too many errors"), "{st}");
+    assert!(d.ok("rzinject", &[]).contains(&devs[0]));
+    d.ok("rzinject", &["-c", "all"]);
+    d.ok("rzpool", &["clear", "mir"]);
+    assert!(d.ok("rzpool", &["status", "mir"]).contains("state: ONLINE"));
+    // A single disk suspends; failmode=continue answers EIO at once.
+    d.ok("rzpool", &["create", "-o", "failmode=continue", "-m", m2.to_str().unwrap(), "one", &devs[2]]);
+    d.ok("rzpool", &["set", "failmode=continue", "one"]);
+    let mut g = std::fs::File::create(m2.join("b")).unwrap();
+    g.write_all(b"durable").unwrap();
+    g.sync_all().unwrap();
+    d.ok("rzinject", &["-d", &devs[2], "-e", "io", "-T", "write", "one"]);
+    g.write_all(b" and pending").unwrap();
+    let e = g.sync_all().expect_err("fsync with the only disk failing writes");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    let st = d.ok("rzpool", &["status", "one"]);
+    assert!(st.contains("SUSPENDED") && st.contains("zpool clear"), "{st}");
+    assert!(g.write_all(b"x").and_then(|_| g.sync_all()).is_err(), "a suspended pool took a write");
+    let (rc, _, _) = d.run("rzpool", &["clear", "one"]);
+    assert!(rc != 0, "clear resumed a pool whose disk still fails");
+    d.ok("rzinject", &["-c", "all"]);
+    d.ok("rzpool", &["clear", "one"]);
+    g.sync_all().expect("fsync after clear");
+    // failmode=wait: fsync waits for clear instead of failing.
+    d.ok("rzpool", &["set", "failmode=wait", "one"]);
+    d.ok("rzinject", &["-d", &devs[2], "-e", "io", "-T", "write", "one"]);
+    let p = m2.join("c");
+    let waiter = std::thread::spawn(move || {
+        let mut h = std::fs::File::create(p).unwrap();
+        h.write_all(b"waited").unwrap();
+        h.sync_all()
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!waiter.is_finished(), "fsync on a suspended failmode=wait pool returned");
+    d.ok("rzinject", &["-c", "all"]);
+    d.ok("rzpool", &["clear", "one"]);
+    waiter.join().unwrap().expect("fsync after clear (failmode=wait)");
+    drop((f, g));
+    d.ok("rzpool", &["export", "mir"]);
+    d.ok("rzpool", &["export", "one"]);
+    zdb_check(&dir, "mir");
+    zdb_check(&dir, "one");
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "one"]);
+    d.ok("rzfs", &["mount", "one", m2.to_str().unwrap()]);
+    assert_eq!(std::fs::read(m2.join("b")).unwrap(), b"durable and pending");
+    assert_eq!(std::fs::read(m2.join("c")).unwrap(), b"waited");
+    d.ok("rzpool", &["export", "one"]);
+}
