@@ -298,13 +298,7 @@ pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> 
         root_policy: settings.policy(),
         cache_bytes: cache_bytes()?,
     };
-    let mut w = pool::create::create(&spec).map_err(|e| format!("cannot create '{}': {e}", a.name))?;
-    if !needed.is_empty() {
-        let root_ds = w.datasets.keys().next().copied().ok_or("cannot create: no root dataset")?;
-        w.activate_for_props(root_ds, &spec.root_props).map_err(|e| e.to_string())?;
-        w.sync().map_err(|e| format!("cannot create '{}': {e}", a.name))?;
-    }
-    // The pool is new: no other owner can hold its devices yet.
+    let w = pool::create::create(&spec).map_err(|e| format!("cannot create '{}': {e}", a.name))?;
     // A read view needs a candidate: discover the new pool's devices.
     let dirs: Vec<PathBuf> = infos.iter().map(|d| d.path.clone()).collect();
     let cands = pool::discover(&dirs, false).map_err(|e| e.to_string())?;
@@ -546,24 +540,19 @@ impl DsBackend {
         if name.contains('@') {
             return Err(format!("cannot mount '{name}': snapshots are mounted read-only under .zfs"));
         }
-        let readonly = rw
-            .spa
-            .with_writer(|w| {
-                let settings = w.dataset_settings(ds.dir_obj)?;
-                w.open_dataset(ds.ds_obj, settings.policy())?;
-                let d = w
-                    .datasets
-                    .get_mut(&ds.ds_obj)
-                    .ok_or_else(|| pool::PoolError::Io("dataset vanished".into()))?;
+        let settings = rw.spa.open_dataset(ds.ds_obj).map_err(|e| format!("cannot mount '{name}': {e}"))?;
+        rw.spa
+            .with_dataset(ds.ds_obj, SpaceCheck::Normal, Reserve::None, |tx| {
                 let mut zpl = rw.zpl.lock().unwrap_or_else(|p| p.into_inner());
                 if let std::collections::btree_map::Entry::Vacant(e) = zpl.entry(ds.ds_obj) {
-                    let z = zpl::write::ZplWriter::open(&d.os, &mut d.zaps)
+                    let z = zpl::write::ZplWriter::open(&tx.ds.os, &mut tx.ds.zaps)
                         .map_err(|e| pool::PoolError::Invalid(e.to_string()))?;
                     e.insert(z);
                 }
-                Ok(settings.readonly)
+                Ok(())
             })
             .map_err(|e| format!("cannot mount '{name}': {e}"))?;
+        let readonly = settings.readonly;
         Ok(DsBackend { rw, ds: ds.ds_obj, readonly })
     }
 }
@@ -615,8 +604,13 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
         self.rw.spa.poison_from(what);
     }
 
+    /// As OpenZFS's `zfs_statfs`: the size is what the dataset references plus what it can
+    /// still take, so `df` shows the dataset's own use, not the pool's, and never counts
+    /// the slop as used.
     fn space(&self) -> (u64, u64, u64, u64) {
-        let (size, avail) = self.rw.spa.space();
-        (size, avail, 0, 1u64 << 32)
+        let (_, avail) = self.rw.spa.space();
+        let refd =
+            self.rw.spa.read(|w| dsl::write::ds_phys(&w.mos, self.ds).map_or(0, |p| p.referenced_bytes));
+        (refd.saturating_add(avail), avail, 0, 1u64 << 32)
     }
 }

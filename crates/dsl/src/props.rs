@@ -152,6 +152,32 @@ pub fn display_value(prop: &str, v: &RawProp) -> String {
     }
 }
 
+/// Where an inheritable property's value comes from: the value set on the dataset's
+/// directory or the nearest ancestor's, and how many directories up that is (0: local).
+/// `lookup(dir)` gives a directory's local value of the property and its parent (0 at the
+/// root). The one rule both `zfs get` (on a committed view) and the writer (settings a
+/// dataset is written with, on the open txg) follow (OpenZFS `dsl_prop_get_dd`); `None`
+/// means the default. Chains longer than 256 directories (a damaged pool) end at the
+/// default.
+pub fn resolve<E>(
+    dir: u64,
+    prop: &str,
+    mut lookup: impl FnMut(u64) -> std::result::Result<(Option<RawProp>, u64), E>,
+) -> std::result::Result<Option<(RawProp, usize)>, E> {
+    let mut cur = dir;
+    for hops in 0..256 {
+        let (v, parent) = lookup(cur)?;
+        if let Some(v) = v {
+            return Ok(Some((v, hops)));
+        }
+        if parent == 0 || !is_inheritable(prop) {
+            break;
+        }
+        cur = parent;
+    }
+    Ok(None)
+}
+
 /// Whether a property is inherited by child datasets.
 pub fn is_inheritable(prop: &str) -> bool {
     !matches!(prop, "quota" | "reservation" | "refquota" | "refreservation" | "volsize")

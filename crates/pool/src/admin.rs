@@ -325,6 +325,17 @@ impl Spa {
         self.sync_task(SpaceCheck::Reserved, Reserve::Meta, |_| Ok(()), move |w| w.enable_feature(&f))
     }
 
+    /// Opens head dataset `ds` for changes (a mount); returns the settings it is written
+    /// with.
+    pub fn open_dataset(&self, ds: u64) -> Result<crate::open_rw::DatasetSettings> {
+        self.with_writer(|w| {
+            let dir = dslw::ds_phys(&w.mos, ds)?.dir_obj;
+            let settings = w.dataset_settings(dir)?;
+            w.open_dataset(ds, settings.policy())?;
+            Ok(settings)
+        })
+    }
+
     /// Records a command in the pool history (written with the next txg). Skipped, with the
     /// reason returned, while the pool is not active.
     pub fn log_history(&self, command: &str) -> Result<()> {

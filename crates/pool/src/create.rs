@@ -263,6 +263,8 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
             .and_then(|(_, v)| v.values.first().copied())
             .unwrap_or(128 << 10);
     }
+    // Properties given at creation activate their features (zstd) in the first txg.
+    w.activate_for_props(dsl.root_ds, &spec.root_props)?;
     clear_labels(&w)?;
     w.sync()?;
     Ok(w)

@@ -312,28 +312,24 @@ impl DatasetSettings {
 }
 
 impl PoolWriter {
-    /// Looks a property up from `dir` towards the root (local values only).
+    /// The numeric value of `prop` for directory `dir` in the open txg: local, else
+    /// inherited ([`dsl::props::resolve`]); `None` for the default.
     pub fn inherited_prop(&mut self, dir: u64, prop: &str) -> Result<Option<u64>> {
-        let mut cur = dir;
-        for _ in 0..256 {
-            let p = dsl::write::dir_phys(&self.mos, cur)?;
-            if p.props_zapobj != 0 {
-                if let Some(v) = self
-                    .mos_zaps
-                    .lookup(&self.mos, p.props_zapobj, prop.as_bytes())
-                    .map_err(|e| bad(e.to_string()))?
-                {
-                    if v.int_size == 8 {
-                        return Ok(v.values.first().copied());
-                    }
-                }
-            }
-            if p.parent_obj == 0 {
-                return Ok(None);
-            }
-            cur = p.parent_obj;
-        }
-        Err(bad("dsl_dir parent chain too long"))
+        let (mos, zaps) = (&self.mos, &mut self.mos_zaps);
+        let found = dsl::props::resolve(dir, prop, |d| -> Result<_> {
+            let p = dsl::write::dir_phys(mos, d)?;
+            let v = if p.props_zapobj == 0 {
+                None
+            } else {
+                zaps.lookup(mos, p.props_zapobj, prop.as_bytes()).map_err(|e| bad(e.to_string()))?
+            };
+            let v = v.and_then(|v| (v.int_size == 8).then(|| v.values.first().copied()).flatten());
+            Ok((v.map(dsl::props::RawProp::Num), p.parent_obj))
+        })?;
+        Ok(found.and_then(|(v, _)| match v {
+            dsl::props::RawProp::Num(n) => Some(n),
+            dsl::props::RawProp::Str(_) => None,
+        }))
     }
 
     /// The settings a dataset in directory `dir` is written with: `compression=on` is lz4

@@ -400,6 +400,23 @@ pub struct Space {
     pub alloc: u64,
 }
 
+impl Space {
+    /// What datasets can still take, as `zfs list` shows `AVAIL`: the free space deflated
+    /// (parity and padding taken out, `vdev_deflated_space`) less the slop
+    /// ([`crate::space::slop_space`]), never negative.
+    pub fn available(&self, pool: &Pool) -> u64 {
+        let ratio = pool
+            .tops
+            .iter()
+            .find(|t| !matches!(t.kind(), VdevKind::Missing | VdevKind::Hole))
+            .map(|t| (1u64 << 17) / (t.asize(1 << 17) >> 9).max(1))
+            .unwrap_or(512);
+        let deflate = |x: u64| (x >> 9).saturating_mul(ratio);
+        let free = deflate(self.size.saturating_sub(self.alloc));
+        free.saturating_sub(crate::space::slop_space(deflate(self.size)))
+    }
+}
+
 /// Size from the top-level vdevs' `asize`; allocation from the metaslab space maps' headers.
 pub fn space(pool: &Pool) -> crate::Result<Space> {
     let mut s = Space::default();

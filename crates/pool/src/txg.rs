@@ -107,6 +107,9 @@ pub struct Spa {
     tun: Tunables,
     on_synced: Mutex<Option<OnSynced>>,
     next_task: AtomicU64,
+    /// A panic armed by fault injection (`rzinject -p`): the next change panics inside the
+    /// open txg, to test what a real bug there does.
+    panic_armed: std::sync::atomic::AtomicBool,
 }
 
 /// The open txg of one dataset, lent to a change.
@@ -139,6 +142,7 @@ impl Spa {
             tun,
             on_synced: Mutex::new(None),
             next_task: AtomicU64::new(1),
+            panic_armed: std::sync::atomic::AtomicBool::new(false),
         });
         let weak = Arc::downgrade(&spa);
         std::thread::Builder::new()
@@ -242,7 +246,14 @@ impl Spa {
             .datasets
             .get_mut(&ds)
             .ok_or_else(|| PoolError::Io(format!("dataset object {ds} is not open for writing")))?;
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(DatasetTx { ds: d, txg })));
+        let armed = changes && self.panic_armed.swap(false, Ordering::SeqCst);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let r = f(DatasetTx { ds: d, txg });
+            if armed {
+                panic!("injected panic (rzinject -p) after a change of dataset object {ds}");
+            }
+            r
+        }));
         let r = match r {
             Ok(r) => r,
             Err(p) => {
@@ -447,6 +458,11 @@ impl Spa {
             st.mode = Mode::Suspended { reason: reason.to_string(), poisoned: true };
         }
         self.cv.notify_all();
+    }
+
+    /// Arms a panic in the next change of the open txg (fault injection, `zinject -p`).
+    pub fn inject_panic(&self) {
+        self.panic_armed.store(true, Ordering::SeqCst);
     }
 
     /// Suspends the pool from outside (a panic in a layer above while it held pool state).

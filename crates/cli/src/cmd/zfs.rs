@@ -119,6 +119,7 @@ enum Cmd {
     /// Unmount a dataset (by name or mount point).
     #[command(alias = "umount")]
     Unmount {
+        /// Unmount even if busy: the mount is aborted and its open files get EIO.
         #[arg(short = 'f')]
         force: bool,
         target: String,
@@ -357,54 +358,55 @@ fn ratio(uncomp: u64, comp: u64) -> PropVal {
 /// Resolves an inheritable property: local value on the dataset's directory, else the
 /// nearest ancestor's, else the default.
 fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<PropVal, String> {
-    let mut dir = ds.dir.clone();
-    let mut name = ds.name.split('@').next().unwrap_or(&ds.name).to_string();
-    for hop in 0..256 {
+    let found = dsl::props::resolve(ds.dir_obj, prop, |obj| -> Result<_, String> {
+        let dir =
+            if obj == ds.dir_obj { ds.dir.clone() } else { dsl.dir_phys(obj).map_err(|e| e.to_string())? };
         let props = dsl.local_props(&dir).map_err(|e| e.to_string())?;
-        if let Some((_, v)) = props.iter().find(|(k, _)| k == prop) {
-            let mut shown = dsl::props::display_value(prop, v);
-            // An inherited mountpoint path gets the dataset's path below the ancestor that
-            // set it (`pool/a` mounted at /m puts `pool/a/b/c` at /m/b/c).
-            let base = ds.name.split('@').next().unwrap_or(&ds.name);
-            if prop == "mountpoint" && hop > 0 && shown.starts_with('/') {
-                let rel = base.get(name.len()..).unwrap_or("");
-                shown = format!("{}{rel}", shown.trim_end_matches('/'));
-            }
-            let exact = match v {
-                dsl::props::RawProp::Num(n)
-                    if prop == "recordsize" || prop == "quota" || prop == "reservation" =>
-                {
-                    n.to_string()
-                }
-                _ => shown.clone(),
-            };
-            let human = match v {
-                dsl::props::RawProp::Num(n)
-                    if prop == "recordsize" || prop == "quota" || prop == "reservation" =>
-                {
-                    if *n == 0 {
-                        "none".into()
-                    } else {
-                        crate::format::nicenum(*n)
-                    }
-                }
-                _ => shown,
-            };
-            let source = if hop == 0 && ds.kind != DatasetKind::Snapshot {
-                "local".to_string()
-            } else {
-                format!("inherited from {name}")
-            };
-            return Ok(PropVal { human, exact, source });
-        }
-        if dir.parent_obj == 0 || !dsl::props::is_inheritable(prop) {
-            break;
-        }
-        dir = dsl.dir_phys(dir.parent_obj).map_err(|e| e.to_string())?;
-        name = match name.rsplit_once('/') {
-            Some((p, _)) => p.to_string(),
+        Ok((props.into_iter().find(|(k, _)| k == prop).map(|(_, v)| v), dir.parent_obj))
+    })?;
+    if let Some((v, hop)) = found {
+        // The dataset `hop` directories up, which set the value.
+        let base = ds.name.split('@').next().unwrap_or(&ds.name);
+        let name = match base.match_indices('/').rev().nth(hop.saturating_sub(1)) {
+            _ if hop == 0 => base.to_string(),
+            Some((i, _)) => base[..i].to_string(),
             None => pool.name().to_string(),
         };
+        let v = &v;
+        let mut shown = dsl::props::display_value(prop, v);
+        // An inherited mountpoint path gets the dataset's path below the ancestor that
+        // set it (`pool/a` mounted at /m puts `pool/a/b/c` at /m/b/c).
+        let base = ds.name.split('@').next().unwrap_or(&ds.name);
+        if prop == "mountpoint" && hop > 0 && shown.starts_with('/') {
+            let rel = base.get(name.len()..).unwrap_or("");
+            shown = format!("{}{rel}", shown.trim_end_matches('/'));
+        }
+        let exact = match v {
+            dsl::props::RawProp::Num(n)
+                if prop == "recordsize" || prop == "quota" || prop == "reservation" =>
+            {
+                n.to_string()
+            }
+            _ => shown.clone(),
+        };
+        let human = match v {
+            dsl::props::RawProp::Num(n)
+                if prop == "recordsize" || prop == "quota" || prop == "reservation" =>
+            {
+                if *n == 0 {
+                    "none".into()
+                } else {
+                    crate::format::nicenum(*n)
+                }
+            }
+            _ => shown,
+        };
+        let source = if hop == 0 && ds.kind != DatasetKind::Snapshot {
+            "local".to_string()
+        } else {
+            format!("inherited from {name}")
+        };
+        return Ok(PropVal { human, exact, source });
     }
     if prop == "mountpoint" {
         let base = ds.name.split('@').next().unwrap_or(&ds.name);
@@ -445,7 +447,7 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
                 text("-", "-")
             } else {
                 let sp = pool::status::space(pool).map_err(|e| e.to_string())?;
-                num(sp.size.saturating_sub(sp.alloc).saturating_sub(sp.size / 32))
+                num(sp.available(pool))
             }
         }
         "compressratio" => {

@@ -6,6 +6,7 @@
 //! rzinject -d DEVICE [-e io|nxio|checksum] [-T read|write|flush|all]
 //!          [-f PERCENT] [-A AFTER] [-N COUNT] POOL    add a handler
 //! rzinject -c ID|all                                  clear one or every handler
+//! rzinject -p any POOL                                 panic in the next change (zinject -p)
 //! ```
 //!
 //! `-e io` fails matching I/Os with EIO (default), `nxio` makes the device vanish (every
@@ -45,6 +46,10 @@ struct Cli {
     /// Clear handler ID, or `all`.
     #[arg(short = 'c')]
     clear: Option<String>,
+    /// Panic in the next change of the pool's open txg (`any`: the only target rzfs has),
+    /// which then suspends the pool for good: export -f and import it again.
+    #[arg(short = 'p')]
+    panic: Option<String>,
     /// The pool the device belongs to.
     pool: Option<String>,
 }
@@ -57,12 +62,25 @@ pub fn run(state: &State, argv: &[String], cwd: &Path) -> Response {
     };
     let r = if let Some(c) = &cli.clear {
         clear(c)
+    } else if let Some(target) = &cli.panic {
+        arm_panic(state, target, cli.pool.as_deref())
     } else if let Some(d) = &cli.device {
         add(state, &cli, d, cwd)
     } else {
         Ok(list())
     };
     r.map(Response::ok).unwrap_or_else(Response::err)
+}
+
+fn arm_panic(state: &State, target: &str, pool: Option<&str>) -> Result<String, String> {
+    let pool = pool.ok_or("missing pool name")?;
+    if target != "any" {
+        return Err(format!("invalid panic target '{target}': rzfs can panic 'any' next change"));
+    }
+    let rw = crate::rwpool::writer_of(state, pool)
+        .ok_or_else(|| format!("cannot inject into '{pool}': not imported read-write"))?;
+    rw.spa.inject_panic();
+    Ok(format!("the next change of '{pool}' will panic\n"))
 }
 
 fn clear(which: &str) -> Result<String, String> {

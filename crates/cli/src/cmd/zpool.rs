@@ -65,7 +65,7 @@ enum Cmd {
         /// Directories (or files) to search for devices.
         #[arg(short = 'd', action = clap::ArgAction::Append)]
         dirs: Vec<PathBuf>,
-        /// Pool properties for the import (readonly=on is required for now).
+        /// Pool properties for the import (readonly=on, altroot=DIR, cachefile=none, failmode=...).
         #[arg(short = 'o', action = clap::ArgAction::Append)]
         props: Vec<String>,
         /// Import even if the pool looks active elsewhere.
@@ -90,6 +90,8 @@ enum Cmd {
     },
     /// Export a pool.
     Export {
+        /// Export even if datasets are busy: their mounts are aborted (later calls get EIO)
+        /// and nothing more reaches the devices; a suspended pool's unsynced changes are lost.
         #[arg(short = 'f')]
         force: bool,
         #[arg(required = true)]
@@ -97,10 +99,13 @@ enum Cmd {
     },
     /// Show pool health and devices.
     Status {
+        /// Also list files with permanent errors.
         #[arg(short = 'v')]
         verbose: bool,
+        /// Only pools that are not healthy.
         #[arg(short = 'x')]
         unhealthy_only: bool,
+        /// Exact numbers.
         #[arg(short = 'p')]
         parsable: bool,
         pools: Vec<String>,
