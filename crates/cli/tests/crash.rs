@@ -123,48 +123,14 @@ impl Rig {
         out
     }
 
-    /// Pids of the rzfsd processes serving this rig's socket.
-    fn daemon_pids(&self) -> Vec<String> {
-        let needle = self.d.sock.to_string_lossy().into_owned();
-        let mut pids = Vec::new();
-        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !name.bytes().all(|b| b.is_ascii_digit()) {
-                continue;
-            }
-            if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-                let cmd = String::from_utf8_lossy(&cmd);
-                if cmd.contains("rzfsd") && cmd.contains(&needle) {
-                    pids.push(name);
-                }
-            }
-        }
-        pids
-    }
-
     /// SIGKILL to our daemon; returns once the process is gone.
     fn kill9(&self) {
-        let pids = self.daemon_pids();
-        assert_eq!(pids.len(), 1, "expected one rzfsd for {}", self.d.sock.display());
-        let st = Command::new("kill").arg("-9").arg(&pids[0]).status().unwrap();
-        assert!(st.success());
-        let t0 = Instant::now();
-        let stat = Path::new("/proc").join(&pids[0]).join("stat");
-        // Gone, or a zombie waiting for init (its files are closed, its mount is dead).
-        while std::fs::read_to_string(&stat).is_ok_and(|s| !s.contains(") Z ")) {
-            assert!(t0.elapsed() < Duration::from_secs(10), "rzfsd {} survived SIGKILL", pids[0]);
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        self.d.kill9();
     }
 
     /// The dead daemon's FUSE mount refuses everything (ENOTCONN): detach it.
     fn lazy_unmount(&self) {
-        let _ = Command::new("fusermount3")
-            .arg("-u")
-            .arg("-z")
-            .arg(&self.mnt)
-            .stderr(std::process::Stdio::null())
-            .status();
+        lazy_unmount(&self.mnt);
     }
 
     fn import_and_mount(&self) {

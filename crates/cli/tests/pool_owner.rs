@@ -260,3 +260,67 @@ fn failing_devices_degrade_or_suspend() {
     assert_eq!(std::fs::read(m2.join("c")).unwrap(), b"waited");
     d.ok("rzpool", &["export", "one"]);
 }
+
+#[test]
+fn a_failed_export_keeps_everything() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-failexp");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-failexp");
+    let mnt = dir.join("mnt");
+    d.ok("rzpool", &["create", "-o", "failmode=continue", "-m", mnt.to_str().unwrap(), "fx", &devs[0]]);
+    // Written, not fsync'd: it lives in the open txg only.
+    std::fs::write(mnt.join("pending"), b"not yet durable").unwrap();
+    d.ok("rzinject", &["-d", &devs[0], "-e", "io", "-T", "write", "fx"]);
+    let (rc, _, err) = d.run("rzpool", &["export", "fx"]);
+    assert!(rc != 0, "export succeeded with a failing disk");
+    assert!(err.contains("cannot export"), "{err}");
+    assert!(
+        d.ok("rzpool", &["list", "-H", "-o", "name"]).contains("fx"),
+        "a failed export released the pool"
+    );
+    d.ok("rzinject", &["-c", "all"]);
+    let _ = d.run("rzpool", &["clear", "fx"]);
+    d.ok("rzpool", &["export", "fx"]);
+    zdb_check(&dir, "fx");
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "fx"]);
+    d.ok("rzfs", &["mount", "fx", mnt.to_str().unwrap()]);
+    assert_eq!(std::fs::read(mnt.join("pending")).unwrap(), b"not yet durable");
+    d.ok("rzpool", &["export", "fx"]);
+}
+
+#[test]
+fn a_panic_poisons_the_pool() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-panic");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-panic");
+    let mnt = dir.join("mnt");
+    d.ok("rzpool", &["create", "-m", mnt.to_str().unwrap(), "pp", &devs[0]]);
+    let mut f = std::fs::File::create(mnt.join("durable")).unwrap();
+    f.write_all(b"synced").unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    d.ok("rzinject", &["-p", "any", "pp"]);
+    let e = std::fs::write(mnt.join("victim"), b"x").expect_err("the panicking change succeeded");
+    assert_eq!(e.raw_os_error(), Some(libc::EIO), "{e}");
+    let st = d.ok("rzpool", &["status", "pp"]);
+    assert!(st.contains("SUSPENDED"), "{st}");
+    // The mount still serves what is there; the pool is not synced again.
+    assert_eq!(std::fs::read(mnt.join("durable")).unwrap(), b"synced");
+    let (rc, _, err) = d.run("rzpool", &["clear", "pp"]);
+    assert!(rc != 0 && err.contains("-f"), "clear of a poisoned pool: {err}");
+    let (rc, _, _) = d.run("rzpool", &["export", "pp"]);
+    assert!(rc != 0, "a poisoned pool exported without -f");
+    d.ok("rzpool", &["export", "-f", "pp"]);
+    zdb_check(&dir, "pp");
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "pp"]);
+    d.ok("rzfs", &["mount", "pp", mnt.to_str().unwrap()]);
+    assert_eq!(std::fs::read(mnt.join("durable")).unwrap(), b"synced");
+    assert!(!mnt.join("victim").exists());
+    d.ok("rzpool", &["export", "pp"]);
+}

@@ -132,6 +132,41 @@ impl LibFs {
         LibFs { name: name.into(), spa, ds, zpl: Mutex::new(zpl), leaves: paths }
     }
 
+    /// Imports pool `name` from `dir` read-write (its leaves wrapped by the fault injector
+    /// under their paths) and opens its root file system: what a daemon does after a crash.
+    pub fn open_existing(
+        dir: &Path,
+        name: &str,
+        failmode: FailMode,
+        dirty_max: u64,
+    ) -> Result<LibFs, String> {
+        let cands = pool::discover(&[dir.to_path_buf()], false).map_err(|e| format!("discover: {e}"))?;
+        let c = pool::discover::select(&cands, name).map_err(|e| format!("select: {e}"))?;
+        let opts = pool::ImportOpts { readonly: false, ..Default::default() };
+        let p = pool::import(c, &opts).map_err(|e| format!("import: {e}"))?;
+        let leaves: Vec<String> = {
+            let mut v: Vec<String> =
+                c.devices.iter().map(|d| d.path.to_string_lossy().into_owned()).collect();
+            v.sort();
+            v
+        };
+        let w = pool::open_rw::open_rw(&p).map_err(|e| format!("open_rw: {e}"))?;
+        drop(p);
+        let tun = Tunables { dirty_max, txg_timeout: Duration::from_secs(3600) };
+        let spa = Spa::start(w, tun, failmode);
+        spa.sync_now().map_err(|e| format!("first txg after import: {e}"))?;
+        let ds = spa.read(|w| {
+            let root_dir = w.mos_zaps.lookup_u64(&w.mos, 1, "root_dataset").unwrap().unwrap();
+            dsl::write::dir_phys(&w.mos, root_dir).unwrap().head_dataset_obj
+        });
+        spa.open_dataset(ds).map_err(|e| format!("open root: {e}"))?;
+        let zpl = spa.read(|w| {
+            let d = w.datasets.get_mut(&ds).unwrap();
+            zpl::write::ZplWriter::open(&d.os, &mut d.zaps).unwrap()
+        });
+        Ok(LibFs { name: name.into(), spa, ds, zpl: Mutex::new(zpl), leaves })
+    }
+
     fn run<R>(
         &self,
         check: SpaceCheck,

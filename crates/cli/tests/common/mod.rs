@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod libpool;
+pub mod model;
 pub mod rng;
 pub mod tools;
 

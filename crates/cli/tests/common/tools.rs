@@ -108,6 +108,56 @@ impl Daemon {
         assert_eq!(code, 0, "{prog} {args:?} failed: {err}");
         out
     }
+
+    /// Pids of the rzfsd processes serving this socket.
+    pub fn pids(&self) -> Vec<String> {
+        let needle = self.sock.to_string_lossy().into_owned();
+        let mut pids = Vec::new();
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !name.bytes().all(|b| b.is_ascii_digit()) {
+                continue;
+            }
+            if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+                let cmd = String::from_utf8_lossy(&cmd);
+                if cmd.contains("rzfsd") && cmd.contains(&needle) {
+                    pids.push(name);
+                }
+            }
+        }
+        pids
+    }
+
+    /// SIGKILL to the daemon (a crash); returns once the process is gone or a zombie (its
+    /// files are closed, its mounts dead).
+    pub fn kill9(&self) {
+        let pids = self.pids();
+        assert_eq!(pids.len(), 1, "expected one rzfsd for {}", self.sock.display());
+        let st = Command::new("kill").arg("-9").arg(&pids[0]).status().unwrap();
+        assert!(st.success());
+        let t0 = std::time::Instant::now();
+        let proc = Path::new("/proc").join(&pids[0]);
+        // The leader turns zombie while its other threads may still be exiting with the
+        // socket and device locks open: wait until only the zombie leader is left.
+        let alive = || {
+            let zombie = std::fs::read_to_string(proc.join("stat")).map(|s| s.contains(") Z "));
+            let threads = std::fs::read_dir(proc.join("task")).map(|d| d.count()).unwrap_or(0);
+            match zombie {
+                Err(_) => false,
+                Ok(z) => !z || threads > 1,
+            }
+        };
+        while alive() {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(10), "rzfsd {} survived SIGKILL", pids[0]);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+}
+
+/// Detaches the FUSE mount at `mnt` of a dead daemon (which answers ENOTCONN).
+pub fn lazy_unmount(mnt: &Path) {
+    let _ =
+        Command::new("fusermount3").arg("-u").arg("-z").arg(mnt).stderr(std::process::Stdio::null()).status();
 }
 
 impl Drop for Daemon {
