@@ -181,7 +181,12 @@ fn altroot_prefixes_mountpoints() {
         d.ok("rzpool", &["get", "-H", "-o", "value", "altroot", "alt"]).trim(),
         root.to_str().unwrap()
     );
+    // ZTS's poolexists asks for `name`; a pool held read-write is not readonly.
+    assert_eq!(d.ok("rzpool", &["get", "-H", "-o", "value", "name,readonly", "alt"]), "alt\noff\n");
     d.ok("rzpool", &["export", "alt"]);
+    // With no pool, `list -H` prints nothing (scripts parse it); plain `list` says so.
+    assert_eq!(d.ok("rzpool", &["list", "-H"]), "");
+    assert_eq!(d.ok("rzpool", &["list"]), "no pools available\n");
     // An import with -R puts the mountpoint under the new root.
     let root2 = dir.join("alt2");
     d.ok("rzpool", &["import", "-R", root2.to_str().unwrap(), "-d", dir.to_str().unwrap(), "alt"]);

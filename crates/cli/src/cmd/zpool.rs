@@ -440,7 +440,9 @@ fn list(
 ) -> Result<Response, String> {
     let pools = selected(state, names)?;
     if pools.is_empty() && names.is_empty() {
-        return Ok(Response::ok("no pools available\n".into()));
+        // Scripts (`-H`) get nothing, as from zpool.
+        let msg = if scripted { String::new() } else { "no pools available\n".into() };
+        return Ok(Response::ok(msg));
     }
     let cols: Vec<String> =
         if props.is_empty() { LIST_DEFAULT.iter().map(|s| s.to_string()).collect() } else { props.to_vec() };
@@ -479,6 +481,7 @@ fn list(
 }
 
 const GET_ALL: &[&str] = &[
+    "name",
     "size",
     "capacity",
     "altroot",
@@ -509,7 +512,15 @@ const GET_ALL: &[&str] = &[
 ];
 
 /// (value, source) of one pool property.
-fn pool_prop(p: &Pool, health: &str, prop: &str, parsable: bool) -> Result<(String, String), String> {
+/// `writable`: the daemon holds the pool read-write (the read view is always opened
+/// read-only, so `p.opts.readonly` does not say).
+fn pool_prop(
+    p: &Pool,
+    health: &str,
+    writable: bool,
+    prop: &str,
+    parsable: bool,
+) -> Result<(String, String), String> {
     let sp = pool::status::space(p).map_err(|e| e.to_string())?;
     let dflt = |v: &str| Ok((v.to_string(), "default".to_string()));
     let none = |v: String| Ok((v, "-".to_string()));
@@ -534,7 +545,8 @@ fn pool_prop(p: &Pool, health: &str, prop: &str, parsable: bool) -> Result<(Stri
         "health" => none(health.to_string()),
         "guid" => none(p.guid().to_string()),
         "version" => none(if p.version() >= 5000 { "-".into() } else { p.version().to_string() }),
-        "readonly" => none(if p.opts.readonly { "on".into() } else { "off".into() }),
+        "name" => none(p.name().to_string()),
+        "readonly" => none(if writable { "off".into() } else { "on".into() }),
         "dedupratio" => none(if parsable { "1.00".into() } else { "1.00x".into() }),
         "fragmentation" => none(if parsable { "0".into() } else { "0%".into() }),
         "expandsize" | "checkpoint" => none("-".into()),
@@ -627,8 +639,9 @@ fn get(
     let mut t = Table::new(&hdr_ref, &vec![false; cols.len()]);
     for p in pools {
         let health = crate::rwpool::health_str(state, &p);
+        let writable = crate::rwpool::writer_of(state, p.name()).is_some();
         for prop in &wanted {
-            let (value, source) = pool_prop(&p, &health, prop, parsable)?;
+            let (value, source) = pool_prop(&p, &health, writable, prop, parsable)?;
             let row = cols
                 .iter()
                 .map(|c| match c.as_str() {
