@@ -329,3 +329,36 @@ fn a_panic_poisons_the_pool() {
     assert!(!mnt.join("victim").exists());
     d.ok("rzpool", &["export", "pp"]);
 }
+
+/// `zfs mount -a` / `zfs unmount -a` and `zpool sync`, as scripts and ZTS use them.
+#[test]
+fn mount_all_unmount_all_and_sync() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-all");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-all");
+    let mnt = dir.join("m");
+    let mnt_s = mnt.to_str().unwrap();
+    d.ok("rzpool", &["create", "-m", mnt_s, "mall", &devs[0]]);
+    d.ok("rzfs", &["create", "mall/a"]);
+    d.ok("rzfs", &["create", "-o", "canmount=off", "mall/off"]);
+    std::fs::write(mnt.join("a/f"), b"data").unwrap();
+    // The file is durable once `zpool sync` returns; a pool that is not imported is an error.
+    d.ok("rzpool", &["sync", "mall"]);
+    d.ok("rzpool", &["sync"]);
+    let (rc, _, err) = d.run("rzpool", &["sync", "nosuch"]);
+    assert!(rc != 0 && err.contains("nosuch"), "{err}");
+    d.ok("rzfs", &["unmount", "-a"]);
+    assert!(mounts_under(&dir).is_empty(), "unmount -a left {:?}", mounts_under(&dir));
+    d.ok("rzfs", &["mount", "-a"]);
+    let m = mounts_under(&dir);
+    assert!(m.contains(&mnt_s.to_string()) && m.contains(&format!("{mnt_s}/a")), "{m:?}");
+    assert!(!m.iter().any(|x| x.ends_with("/off")), "canmount=off was mounted: {m:?}");
+    assert_eq!(std::fs::read(mnt.join("a/f")).unwrap(), b"data");
+    // Again: what is mounted stays so, nothing fails.
+    d.ok("rzfs", &["mount", "-a"]);
+    d.ok("rzpool", &["export", "mall"]);
+    assert!(mounts_under(&dir).is_empty());
+}

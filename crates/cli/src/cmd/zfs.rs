@@ -83,6 +83,9 @@ enum Cmd {
         /// Temporary mount options: ro, rw, exec, noexec, suid, nosuid, dev, nodev.
         #[arg(short = 'o')]
         options: Option<String>,
+        /// Mount every file system whose canmount=on and mountpoint is a path.
+        #[arg(short = 'a', conflicts_with_all = ["dataset", "dir"])]
+        all: bool,
         dataset: Option<String>,
         /// Mount point (default: the dataset's mountpoint property).
         dir: Option<PathBuf>,
@@ -122,7 +125,11 @@ enum Cmd {
         /// Unmount even if busy: the mount is aborted and its open files get EIO.
         #[arg(short = 'f')]
         force: bool,
-        target: String,
+        /// Unmount every mounted file system (deepest first, pool by pool).
+        #[arg(short = 'a', conflicts_with = "target")]
+        all: bool,
+        #[arg(required_unless_present = "all")]
+        target: Option<String>,
     },
 }
 
@@ -161,11 +168,14 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Set { assignment, names } => {
             crate::rwpool::set(state, &assignment, &names).map(|_| Response::ok(String::new()))
         }
+        Cmd::Mount { all: true, .. } => mount_all(state),
         Cmd::Mount { dataset: None, .. } => Ok(list_mounts(state)),
-        Cmd::Mount { dataset: Some(ds), dir, options } => {
+        Cmd::Mount { dataset: Some(ds), dir, options, .. } => {
             mount_o(state, &ds, dir.map(|d| abs(cwd, &d)), options.as_deref().unwrap_or(""))
         }
-        Cmd::Unmount { target, force } => unmount(state, &target, cwd, force),
+        Cmd::Unmount { all: true, force, .. } => unmount_all(state, force),
+        Cmd::Unmount { target: Some(target), force, .. } => unmount(state, &target, cwd, force),
+        Cmd::Unmount { target: None, .. } => Err("missing dataset or mount point".into()),
     };
     if let (Ok(resp), Some(name)) = (&r, &logged) {
         if resp.exit == 0 {
@@ -779,6 +789,72 @@ fn mount_o(state: &Arc<State>, name: &str, dir: Option<PathBuf>, opts: &str) -> 
         eprintln!("rzfsd: {w}");
         resp.stderr.push_str(&w);
         resp.stderr.push('\n');
+    }
+    Ok(resp)
+}
+
+/// `zfs mount -a`: every file system of every pool whose properties say it mounts
+/// (canmount=on, a path as mountpoint) and that is not mounted yet, parents before children.
+/// Failures are reported and the rest still mounted (exit 1), as zfs does.
+fn mount_all(state: &Arc<State>) -> Result<Response, String> {
+    prune_mounts(state);
+    let mut todo: Vec<(usize, String)> = Vec::new();
+    for pool in state.all_pools() {
+        let dsl = pool.dsl();
+        for ds in dsl.list().map_err(|e| e.to_string())? {
+            if ds.kind != DatasetKind::Filesystem {
+                continue;
+            }
+            let mp = prop_value(&pool, &dsl, &ds, "mountpoint")?.exact;
+            let canmount = prop_value(&pool, &dsl, &ds, "canmount")?.exact;
+            if mp.starts_with('/') && canmount == "on" {
+                todo.push((Path::new(&mp).components().count(), ds.name));
+            }
+        }
+    }
+    todo.sort();
+    let mounted: Vec<String> =
+        state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|m| m.dataset.clone()).collect();
+    let mut resp = Response::ok(String::new());
+    for (_, name) in todo.into_iter().filter(|(_, n)| !mounted.contains(n)) {
+        match mount(state, &name, None) {
+            Ok(r) => resp.stderr.push_str(&r.stderr),
+            Err(e) => {
+                resp.stderr.push_str(&e);
+                resp.stderr.push('\n');
+                resp.exit = 1;
+            }
+        }
+    }
+    Ok(resp)
+}
+
+/// `zfs unmount -a [-f]`: every mount of every pool, deepest first; a busy one stops its
+/// pool's unmounts (exit 1) unless `-f`.
+fn unmount_all(state: &State, force: bool) -> Result<Response, String> {
+    let mut pools: Vec<String> = state
+        .mounts
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|m| pool_of(&m.dataset).to_string())
+        .collect();
+    pools.sort();
+    pools.dedup();
+    let mut resp = Response::ok(String::new());
+    for pool in pools {
+        match unmount_pool(state, &pool, force) {
+            Ok(done) => {
+                for mut m in done {
+                    m.session.wait();
+                }
+            }
+            Err(e) => {
+                resp.stderr.push_str(&e);
+                resp.stderr.push('\n');
+                resp.exit = 1;
+            }
+        }
     }
     Ok(resp)
 }

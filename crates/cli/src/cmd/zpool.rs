@@ -110,6 +110,8 @@ enum Cmd {
         parsable: bool,
         pools: Vec<String>,
     },
+    /// Write the open txg of every pool (or of the named ones) to disk now.
+    Sync { pools: Vec<String> },
     /// Clear device errors and faults; resume a suspended pool.
     Clear {
         pool: String,
@@ -215,6 +217,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             crate::rwpool::set_pool_prop(state, &assignment, &pool).map(|_| Response::ok(String::new()))
         }
         Cmd::Clear { pool, .. } => clear(state, &pool),
+        Cmd::Sync { pools } => sync(state, &pools),
         Cmd::Get { scripted, parsable, fields, props, pools } => {
             get(state, &props, &pools, scripted, parsable, &fields)
         }
@@ -426,6 +429,16 @@ fn status(
         out = "all pools are healthy\n".into();
     }
     Ok(Response::ok(out))
+}
+
+/// `zpool sync [POOL]...`: pools imported read-only have nothing to write.
+fn sync(state: &State, names: &[String]) -> Result<Response, String> {
+    for p in selected(state, names)? {
+        if let Some(rw) = crate::rwpool::writer_of(state, p.name()) {
+            rw.sync()?;
+        }
+    }
+    Ok(Response::ok(String::new()))
 }
 
 const LIST_DEFAULT: &[&str] =
