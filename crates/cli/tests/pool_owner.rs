@@ -362,3 +362,48 @@ fn mount_all_unmount_all_and_sync() {
     d.ok("rzpool", &["export", "mall"]);
     assert!(mounts_under(&dir).is_empty());
 }
+
+/// `zfs set mountpoint=`/`canmount=` and `zfs inherit mountpoint` move, unmount and mount
+/// file systems as zfs does; a busy file system makes the change fail and stay as it was.
+#[test]
+fn mountpoint_and_canmount_changes_follow_mounts() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-mp");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-mp");
+    let (m, n, o) = (dir.join("m"), dir.join("n"), dir.join("o"));
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    d.ok("rzpool", &["create", "-m", &s(&m), "mmp", &devs[0]]);
+    d.ok("rzfs", &["create", "mmp/a"]);
+    d.ok("rzfs", &["create", "mmp/a/b"]);
+    std::fs::write(m.join("a/b/f"), b"data").unwrap();
+    // A new mountpoint moves the file system and its children.
+    d.ok("rzfs", &["set", &format!("mountpoint={}", s(&n)), "mmp/a"]);
+    let mounts = mounts_under(&dir);
+    assert!(mounts.contains(&s(&n)) && mounts.contains(&format!("{}/b", s(&n))), "{mounts:?}");
+    assert!(!mounts.contains(&s(&m.join("a"))), "{mounts:?}");
+    assert_eq!(std::fs::read(n.join("b/f")).unwrap(), b"data");
+    // Busy: refused, nothing changed.
+    let held = std::fs::File::open(n.join("b/f")).unwrap();
+    let (rc, _, err) = d.run("rzfs", &["set", &format!("mountpoint={}", s(&o)), "mmp/a"]);
+    assert!(rc != 0 && err.contains("busy"), "{err}");
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "mountpoint", "mmp/a"]).trim(), s(&n));
+    assert!(mounts_under(&dir).contains(&format!("{}/b", s(&n))));
+    drop(held);
+    // canmount=off unmounts (the child stays), =on does not mount what was not mounted.
+    d.ok("rzfs", &["set", "canmount=off", "mmp/a"]);
+    let mounts = mounts_under(&dir);
+    assert!(!mounts.contains(&s(&n)) && mounts.contains(&format!("{}/b", s(&n))), "{mounts:?}");
+    d.ok("rzfs", &["set", "canmount=on", "mmp/a"]);
+    assert!(!mounts_under(&dir).contains(&s(&n)));
+    // Inheriting the mountpoint brings the file systems back under the pool's.
+    d.ok("rzfs", &["inherit", "mountpoint", "mmp/a"]);
+    let mounts = mounts_under(&dir);
+    assert!(mounts.contains(&s(&m.join("a"))) && mounts.contains(&s(&m.join("a/b"))), "{mounts:?}");
+    assert!(!mounts.iter().any(|x| x.starts_with(&s(&n))), "{mounts:?}");
+    assert_eq!(std::fs::read(m.join("a/b/f")).unwrap(), b"data");
+    d.ok("rzpool", &["export", "mmp"]);
+    assert!(mounts_under(&dir).is_empty());
+}

@@ -178,9 +178,13 @@ pub fn resolve<E>(
     Ok(None)
 }
 
-/// Whether a property is inherited by child datasets.
+/// Whether a property is inherited by child datasets (OpenZFS registers the others
+/// `PROP_DEFAULT` in zfs_prop.c: canmount and version among them).
 pub fn is_inheritable(prop: &str) -> bool {
-    !matches!(prop, "quota" | "reservation" | "refquota" | "refreservation" | "volsize")
+    !matches!(
+        prop,
+        "quota" | "reservation" | "refquota" | "refreservation" | "volsize" | "canmount" | "version"
+    )
 }
 
 /// Parses `zfs set`/`-O` input for a property rzfs can set, into the value stored in a

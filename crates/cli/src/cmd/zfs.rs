@@ -163,10 +163,11 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             crate::rwpool::snapshot(state, &names).map(|_| Response::ok(String::new()))
         }
         Cmd::Inherit { prop, names } => {
-            crate::rwpool::inherit(state, &prop, &names).map(|_| Response::ok(String::new()))
+            with_remount(state, &prop, &names, || crate::rwpool::inherit(state, &prop, &names))
         }
         Cmd::Set { assignment, names } => {
-            crate::rwpool::set(state, &assignment, &names).map(|_| Response::ok(String::new()))
+            let prop = assignment.split_once('=').map_or(assignment.as_str(), |(k, _)| k).to_string();
+            with_remount(state, &prop, &names, || crate::rwpool::set(state, &assignment, &names))
         }
         Cmd::Mount { all: true, .. } => mount_all(state),
         Cmd::Mount { dataset: None, .. } => Ok(list_mounts(state)),
@@ -790,6 +791,83 @@ fn mount_o(state: &Arc<State>, name: &str, dir: Option<PathBuf>, opts: &str) -> 
         resp.stderr.push_str(&w);
         resp.stderr.push('\n');
     }
+    Ok(resp)
+}
+
+/// Changes `prop` of `names` through `apply`, unmounting and mounting as zfs does when the
+/// property decides where or whether a file system mounts (libzfs's changelist):
+/// both unmount the mounted file systems of the subtree first (children are mounted on
+/// their parent) — a busy one makes the change fail, nothing changed. Then `mountpoint`
+/// mounts each one that was mounted or has canmount=on at its new place; `canmount` mounts
+/// again those that were mounted and still may be.
+fn with_remount(
+    state: &Arc<State>,
+    prop: &str,
+    names: &[String],
+    apply: impl FnOnce() -> Result<(), String>,
+) -> Result<Response, String> {
+    let mount_new = match prop {
+        "mountpoint" => true,
+        "canmount" => false,
+        _ => {
+            apply()?;
+            return Ok(Response::ok(String::new()));
+        }
+    };
+    prune_mounts(state);
+    let mut affected: Vec<String> = Vec::new();
+    for name in names {
+        let pool = state.pool(pool_of(name))?;
+        for ds in pool.dsl().list().map_err(|e| e.to_string())? {
+            let below = ds.name.starts_with(&format!("{name}/"));
+            if ds.kind == DatasetKind::Filesystem && (ds.name == *name || below) {
+                affected.push(ds.name);
+            }
+        }
+    }
+    let mut was: Vec<(PathBuf, String)> = state
+        .mounts
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|m| affected.contains(&m.dataset))
+        .map(|m| (m.dir.clone(), m.dataset.clone()))
+        .collect();
+    was.sort_by_key(|(d, _)| std::cmp::Reverse(d.components().count()));
+    let mut down: Vec<(PathBuf, String)> = Vec::new();
+    for (dir, name) in &was {
+        if let Err(e) = unmount(state, name, Path::new("/"), false) {
+            for (d, n) in down.iter().rev() {
+                let _ = mount(state, n, Some(d.clone()));
+            }
+            return Err(e);
+        }
+        down.push((dir.clone(), name.clone()));
+    }
+    let r = apply();
+    let mut resp = Response::ok(String::new());
+    affected.sort_by_key(|n| n.matches('/').count());
+    for name in affected {
+        let mounted_before = was.iter().any(|(_, n)| *n == name);
+        if !(mounted_before || (mount_new && r.is_ok())) {
+            continue;
+        }
+        if r.is_err() {
+            // Nothing changed: put the mount back where it was.
+            if let Some((d, _)) = was.iter().find(|(_, n)| *n == name) {
+                let _ = mount(state, &name, Some(d.clone()));
+            }
+            continue;
+        }
+        match automount(state, &name) {
+            Ok(w) => resp.stderr.push_str(&w),
+            Err(e) => {
+                resp.stderr.push_str(&format!("{e}\n"));
+                resp.exit = 1;
+            }
+        }
+    }
+    r?;
     Ok(resp)
 }
 
