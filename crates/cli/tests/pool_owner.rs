@@ -407,3 +407,36 @@ fn mountpoint_and_canmount_changes_follow_mounts() {
     d.ok("rzpool", &["export", "mmp"]);
     assert!(mounts_under(&dir).is_empty());
 }
+
+/// A pool whose devices were wiped under it (ZTS's harness does this between groups) still
+/// lists, answers `get`, and can be taken away with `export -f` / `destroy -f`.
+#[test]
+fn a_pool_with_wiped_devices_still_lists_and_goes_away() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-wipe");
+    let devs = files(&dir, 2, 128 << 20);
+    let d = Daemon::new("own-wipe");
+    let mnt = dir.join("m");
+    d.ok("rzpool", &["create", "-m", mnt.to_str().unwrap(), "wipe", &devs[0]]);
+    d.ok("rzpool", &["create", "-m", dir.join("m2").to_str().unwrap(), "wipe2", &devs[1]]);
+    std::fs::write(mnt.join("f"), vec![7u8; 1 << 20]).unwrap();
+    d.ok("rzpool", &["sync"]);
+    for dev in &devs {
+        let f = std::fs::OpenOptions::new().write(true).open(dev).unwrap();
+        f.set_len(0).unwrap();
+        f.set_len(1 << 20).unwrap();
+    }
+    assert_eq!(d.ok("rzpool", &["list", "-H", "-o", "name"]), "wipe\nwipe2\n");
+    assert_eq!(d.ok("rzpool", &["get", "-H", "-o", "value", "name", "wipe"]), "wipe\n");
+    d.ok("rzpool", &["get", "all", "wipe"]);
+    d.ok("rzpool", &["status", "wipe"]);
+    // Its datasets cannot be read: said, naming the pool (not a hang, not a panic).
+    let (rc, _, err) = d.run("rzfs", &["list"]);
+    assert!(rc != 0 && err.contains("'wipe'"), "{err}");
+    d.ok("rzpool", &["destroy", "-f", "wipe"]);
+    d.ok("rzpool", &["export", "-f", "wipe2"]);
+    assert_eq!(d.ok("rzpool", &["list", "-H"]), "");
+    assert!(mounts_under(&dir).is_empty(), "{:?}", mounts_under(&dir));
+}

@@ -569,6 +569,15 @@ impl Spa {
         (a.deflate(a.size), a.deflate(avail))
     }
 
+    /// (size, allocated) in raw bytes as the allocator keeps them — what `zpool list`
+    /// shows, without reading space maps from the devices (which may be failing).
+    /// Deferred frees still count as allocated, as in the space maps.
+    pub fn raw_space(&self) -> (u64, u64) {
+        let w = lock(&self.w);
+        let s = w.alloc.space();
+        (s.size, s.size.saturating_sub(s.free))
+    }
+
     /// The sync thread's step: sync when the open txg has been dirty for `txg_timeout`.
     fn tick(&self) {
         let due = {

@@ -457,8 +457,12 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
             if snap {
                 text("-", "-")
             } else {
-                let sp = pool::status::space(pool).map_err(|e| e.to_string())?;
-                num(sp.available(pool))
+                // Unreadable space maps (failing devices) leave AVAIL unknown, not the
+                // whole listing failed.
+                match pool::status::space(pool) {
+                    Ok(sp) => num(sp.available(pool)),
+                    Err(_) => text("-", "-"),
+                }
             }
         }
         "compressratio" => {

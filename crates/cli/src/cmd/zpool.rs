@@ -464,27 +464,32 @@ fn list(
     let hdr: Vec<&str> = cols.iter().map(|s| s.as_str()).collect();
     let mut t = Table::new(&hdr, &right);
     for p in pools {
-        let sp = pool::status::space(&p).map_err(|e| e.to_string())?;
+        let sp = space_of(state, &p);
+        let writable = crate::rwpool::writer_of(state, p.name()).is_some();
         let health = crate::rwpool::health_str(state, &p);
         let row = cols
             .iter()
             .map(|c| match c.as_str() {
                 "name" => Ok(p.name().to_string()),
-                "size" => Ok(size(sp.size, parsable)),
-                "alloc" | "allocated" => Ok(size(sp.alloc, parsable)),
-                "free" => Ok(size(sp.size.saturating_sub(sp.alloc), parsable)),
+                "size" => Ok(sp.map_or("-".into(), |sp| size(sp.size, parsable))),
+                "alloc" | "allocated" => Ok(sp.map_or("-".into(), |sp| size(sp.alloc, parsable))),
+                "free" => Ok(sp.map_or("-".into(), |sp| size(sp.size.saturating_sub(sp.alloc), parsable))),
                 "ckpoint" | "expandsz" => Ok("-".into()),
                 "frag" => Ok(if parsable { "0".into() } else { "0%".into() }),
-                "cap" | "capacity" => {
+                "cap" | "capacity" => Ok(sp.map_or("-".into(), |sp| {
                     let pct = (sp.alloc * 100).checked_div(sp.size).unwrap_or(0);
-                    Ok(if parsable { pct.to_string() } else { format!("{pct}%") })
-                }
+                    if parsable {
+                        pct.to_string()
+                    } else {
+                        format!("{pct}%")
+                    }
+                })),
                 "dedup" | "dedupratio" => Ok(if parsable { "1.00".into() } else { "1.00x".into() }),
                 "health" => Ok(health.clone()),
                 "altroot" => Ok(p.opts.altroot.as_ref().map_or("-".into(), |r| r.display().to_string())),
                 "guid" => Ok(p.guid().to_string()),
                 "version" => Ok(if p.version() >= 5000 { "-".into() } else { p.version().to_string() }),
-                "readonly" => Ok(if p.opts.readonly { "on".into() } else { "off".into() }),
+                "readonly" => Ok(if writable { "off".into() } else { "on".into() }),
                 other => Err(format!("bad property list: invalid property '{other}'")),
             })
             .collect::<Result<Vec<String>, String>>()?;
@@ -525,16 +530,27 @@ const GET_ALL: &[&str] = &[
 ];
 
 /// (value, source) of one pool property.
-/// `writable`: the daemon holds the pool read-write (the read view is always opened
-/// read-only, so `p.opts.readonly` does not say).
+/// Size and allocation of a pool: from the allocator of a pool held read-write, else from
+/// its space maps; `None` when they cannot be read (failing devices), which the listings
+/// show as `-` rather than failing — `zpool list` must work most when a pool is in trouble.
+fn space_of(state: &State, p: &Pool) -> Option<pool::status::Space> {
+    if let Some(rw) = crate::rwpool::writer_of(state, p.name()) {
+        let (size, alloc) = rw.spa.raw_space();
+        return Some(pool::status::Space { size, alloc });
+    }
+    pool::status::space(p).ok()
+}
+
+/// One pool property. `writable`: the daemon holds the pool read-write (the read view is
+/// always opened read-only, so `p.opts.readonly` does not say); `sp`: see [`space_of`].
 fn pool_prop(
     p: &Pool,
     health: &str,
     writable: bool,
+    sp: Option<pool::status::Space>,
     prop: &str,
     parsable: bool,
 ) -> Result<(String, String), String> {
-    let sp = pool::status::space(p).map_err(|e| e.to_string())?;
     let dflt = |v: &str| Ok((v.to_string(), "default".to_string()));
     let none = |v: String| Ok((v, "-".to_string()));
     let zap_str = |name: &str| -> Option<String> {
@@ -548,10 +564,12 @@ fn pool_prop(
         zap::lookup_u64(&p.mos, obj, name).ok()?
     };
     match prop {
-        "size" => none(size(sp.size, parsable)),
-        "allocated" => none(size(sp.alloc, parsable)),
-        "free" => none(size(sp.size.saturating_sub(sp.alloc), parsable)),
+        "size" | "allocated" | "free" | "capacity" if sp.is_none() => none("-".into()),
+        "size" => none(size(sp.map_or(0, |s| s.size), parsable)),
+        "allocated" => none(size(sp.map_or(0, |s| s.alloc), parsable)),
+        "free" => none(size(sp.map_or(0, |s| s.size.saturating_sub(s.alloc)), parsable)),
         "capacity" => {
+            let sp = sp.unwrap_or_default();
             let pct = (sp.alloc * 100).checked_div(sp.size).unwrap_or(0);
             none(if parsable { pct.to_string() } else { format!("{pct}%") })
         }
@@ -653,8 +671,9 @@ fn get(
     for p in pools {
         let health = crate::rwpool::health_str(state, &p);
         let writable = crate::rwpool::writer_of(state, p.name()).is_some();
+        let sp = space_of(state, &p);
         for prop in &wanted {
-            let (value, source) = pool_prop(&p, &health, writable, prop, parsable)?;
+            let (value, source) = pool_prop(&p, &health, writable, sp, prop, parsable)?;
             let row = cols
                 .iter()
                 .map(|c| match c.as_str() {
