@@ -33,6 +33,8 @@ pub struct State {
     pub mounts: Mutex<Vec<Mount>>,
     /// Pools open for writing (a subset of `pools`).
     pub writers: Mutex<BTreeMap<String, Arc<crate::rwpool::RwPool>>>,
+    /// Volumes served as files and loop devices.
+    pub vols: crate::volumes::Volumes,
 }
 
 impl State {

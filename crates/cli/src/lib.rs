@@ -17,4 +17,5 @@ pub mod proto;
 pub mod recover;
 pub mod rwadd;
 pub mod rwpool;
+pub mod volumes;
 pub mod zplopen;

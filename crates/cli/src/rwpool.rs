@@ -401,6 +401,64 @@ pub fn create_fs(state: &State, name: &str, props: &[String]) -> Result<(), Stri
     rw.spa.create_filesystem(name, fs_props, zpl_init(), now_pair().0).map(|_| ()).map_err(|e| e.to_string())
 }
 
+/// `rzfs create -V SIZE [-b BLOCKSIZE] [-s] [-o prop=value]... POOL/VOL`: a new volume.
+/// Unless sparse (`-s`) or given one, it gets the `refreservation` that libzfs computes
+/// (`zvol_volsize_to_reservation`), so writing it whole can never fail for lack of space.
+pub fn create_volume(
+    state: &State,
+    name: &str,
+    volsize: &str,
+    blocksize: Option<&str>,
+    sparse: bool,
+    props: &[String],
+) -> Result<(), String> {
+    let rw = writable(state, name, &format!("cannot create '{name}'"))?;
+    let bad_size = |what: &str, v: &str| format!("bad {what} '{v}'");
+    let mut volsize_s = volsize.to_string();
+    let mut bs_s = blocksize.map(str::to_string);
+    let mut rest = Vec::new();
+    for p in props {
+        match p.split_once('=') {
+            Some(("volblocksize", v)) => bs_s = Some(v.to_string()),
+            Some(("volsize", v)) => volsize_s = v.to_string(),
+            _ => rest.push(p.clone()),
+        }
+    }
+    let volsize = dsl::props::parse_size(&volsize_s).ok_or_else(|| bad_size("volume size", &volsize_s))?;
+    let bs = match &bs_s {
+        Some(v) => dsl::props::parse_size(v).ok_or_else(|| bad_size("volume block size", v))?,
+        None => zpl::zvol::DEFAULT_VOLBLOCKSIZE,
+    };
+    zpl::zvol::check_volblocksize(bs).map_err(|e| format!("cannot create '{name}': {e}"))?;
+    zpl::zvol::check_volsize(volsize, bs).map_err(|e| format!("cannot create '{name}': {e}"))?;
+    let mut fs_props = parse_fs_props(&rest, &None)?;
+    if fs_props.iter().any(|(k, _)| k == "mountpoint" || k == "canmount") {
+        return Err(format!("cannot create '{name}': 'mountpoint' does not apply to datasets of this type"));
+    }
+    if !sparse && !fs_props.iter().any(|(k, _)| k == "refreservation") {
+        let copies = fs_props
+            .iter()
+            .find(|(k, _)| k == "copies")
+            .and_then(|(_, v)| v.values.first().copied())
+            .unwrap_or(1);
+        let pool = state.pool(&rw.name)?;
+        let raidz: Vec<(u64, u64, u64)> = pool
+            .tops
+            .iter()
+            .map(|t| pool::space::Layout::of(t))
+            .filter(|l| l.nparity > 0)
+            .map(|l| (l.ndata + l.nparity, l.nparity, u64::from(l.ashift)))
+            .collect();
+        let resv = zpl::zvol::reservation_for(volsize, bs, copies, &raidz);
+        fs_props.push(("refreservation".into(), ZapVal::u64(resv)));
+    }
+    let init: pool::admin::ObjsetInit = Arc::new(move |os, z| {
+        zpl::zvol::create(os, z, volsize, bs)
+            .map_err(|e| pool::PoolError::Invalid(format!("creating the volume: {e}")))
+    });
+    rw.spa.create_volume(name, fs_props, init, now_pair().0).map(|_| ()).map_err(|e| e.to_string())
+}
+
 /// `rzfs clone [-o prop=value]... POOL/FS@SNAP POOL/NEW`: a file system whose first state is
 /// the snapshot's.
 pub fn clone_fs(state: &State, snapshot: &str, name: &str, props: &[String]) -> Result<(), String> {
@@ -415,8 +473,70 @@ pub fn clone_fs(state: &State, snapshot: &str, name: &str, props: &[String]) -> 
     rw.spa.clone_filesystem(snapshot, name, fs_props, now_pair().0).map_err(|e| e.to_string())
 }
 
+/// `rzfs set volsize=SIZE VOL`: the volume's size changes (shrinking frees the tail), and
+/// a refreservation that was the computed one for the old size follows to the new one, as
+/// libzfs does. Synced before it returns, so listings show it.
+fn set_volsize(state: &State, name: &str, value: &str) -> Result<(), String> {
+    let fail = |e: String| format!("cannot set property for '{name}': {e}");
+    let rw = writable(state, name, &format!("cannot set property for '{name}'"))?;
+    let pool = state.pool(&rw.name)?;
+    let dsl = pool.dsl();
+    let ds = find_ds(state, name)?;
+    if ds.kind != dsl::DatasetKind::Volume {
+        return Err(fail("'volsize' does not apply to datasets of this type".into()));
+    }
+    let new = dsl::props::parse_size(value).ok_or_else(|| fail(format!("bad volume size '{value}'")))?;
+    let os = dsl.open_objset(&ds).map_err(|e| fail(e.to_string()))?;
+    let (old, bs) = zpl::zvol::info(&os).map_err(|e| fail(e.to_string()))?;
+    zpl::zvol::check_volsize(new, bs).map_err(|e| fail(e.to_string()))?;
+    let resv = crate::cmd::zfs::prop_value(&pool, &dsl, &ds, "refreservation")
+        .ok()
+        .and_then(|v| v.exact.parse::<u64>().ok())
+        .unwrap_or(0);
+    let raidz: Vec<(u64, u64, u64)> = pool
+        .tops
+        .iter()
+        .map(|t| pool::space::Layout::of(t))
+        .filter(|l| l.nparity > 0)
+        .map(|l| (l.ndata + l.nparity, l.nparity, u64::from(l.ashift)))
+        .collect();
+    let copies = crate::cmd::zfs::prop_value(&pool, &dsl, &ds, "copies")
+        .ok()
+        .and_then(|v| v.exact.parse::<u64>().ok())
+        .unwrap_or(1);
+    rw.spa.open_dataset(ds.ds_obj).map_err(|e| fail(e.to_string()))?;
+    let check = if new < old { SpaceCheck::Reserved } else { SpaceCheck::Normal };
+    rw.spa
+        .with_dataset(ds.ds_obj, check, Reserve::Meta, |tx| {
+            zpl::zvol::set_volsize(&mut tx.ds.os, &mut tx.ds.zaps, new)
+                .map_err(|e| pool::PoolError::Invalid(e.to_string()))
+        })
+        .map_err(|e| fail(e.to_string()))?;
+    if resv != 0 && resv == zpl::zvol::reservation_for(old, bs, copies, &raidz) {
+        let r = zpl::zvol::reservation_for(new, bs, copies, &raidz);
+        rw.spa
+            .set_props(name, vec![("refreservation".into(), Some(ZapVal::u64(r)))])
+            .map_err(|e| fail(e.to_string()))?;
+    }
+    rw.sync()?;
+    crate::volumes::resized(state, name);
+    Ok(())
+}
+
 /// `rzfs set PROP=VALUE NAME...`.
 pub fn set(state: &State, assignment: &str, names: &[String]) -> Result<(), String> {
+    match assignment.split_once('=') {
+        Some(("volsize", v)) => {
+            for name in names {
+                set_volsize(state, name, v)?;
+            }
+            return Ok(());
+        }
+        Some(("volblocksize", _)) => {
+            return Err("cannot set property: 'volblocksize' is readonly".into());
+        }
+        _ => {}
+    }
     let parsed = parse_fs_props(&[assignment.to_string()], &None)?;
     for name in names {
         let rw = writable(state, name, &format!("cannot set property for '{name}'"))?;

@@ -107,6 +107,12 @@ pub const INDEX_VALUES: &[(&str, u64, &str)] = &[
     ("sync", 0, "standard"),
     ("sync", 1, "always"),
     ("sync", 2, "disabled"),
+    // ZFS_VOLMODE_DEFAULT/GEOM/DEV/NONE (include/sys/fs/zfs.h).
+    ("volmode", 0, "default"),
+    ("volmode", 1, "geom"),
+    ("volmode", 1, "full"),
+    ("volmode", 2, "dev"),
+    ("volmode", 3, "none"),
 ];
 
 /// Default values of the inheritable properties rzfs reports (`zfs get` with source
@@ -131,6 +137,8 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("recordsize", "131072"),
     ("quota", "0"),
     ("reservation", "0"),
+    ("refreservation", "0"),
+    ("volmode", "default"),
 ];
 
 /// Renders a stored value for display (index names for index properties).
@@ -231,8 +239,14 @@ pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, Stri
             };
             index_of(prop, v).map(RawProp::Num).ok_or_else(bad)
         }
+        "refreservation" => match value {
+            "none" => Ok(RawProp::Num(0)),
+            v => parse_size(v).map(RawProp::Num).ok_or_else(|| format!("bad numeric value '{v}'")),
+        },
         "atime" | "relatime" | "readonly" | "canmount" | "xattr" | "copies" | "exec" | "setuid"
-        | "devices" | "snapdir" | "sync" => index_of(prop, value).map(RawProp::Num).ok_or_else(bad),
+        | "devices" | "snapdir" | "sync" | "volmode" => {
+            index_of(prop, value).map(RawProp::Num).ok_or_else(bad)
+        }
         _ => Err(format!("property '{prop}' cannot be set by rzfs yet")),
     }
 }
@@ -287,17 +301,43 @@ fn choices(prop: &str) -> String {
     names.join(" | ")
 }
 
-/// Parses sizes like `128K`, `1M`, `4096`.
+/// Parses sizes as `zfs_nicestrtonum` does: a number (a fraction allowed with a suffix),
+/// then an optional suffix `B K M G T P E` (any case), optionally followed by `B` or `iB`:
+/// `4096`, `128K`, `150m`, `1.5G`, `8KB`, `2TiB`, `1eb`. Overflow is `None`.
 pub fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
-    let (num, mult) = match s.chars().last()?.to_ascii_uppercase() {
-        'K' => (&s[..s.len() - 1], 1u64 << 10),
-        'M' => (&s[..s.len() - 1], 1 << 20),
-        'G' => (&s[..s.len() - 1], 1 << 30),
-        'T' => (&s[..s.len() - 1], 1 << 40),
-        _ => (s, 1),
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
+    let (num, suffix) = s.split_at(split);
+    if num.is_empty() {
+        return None;
+    }
+    let upper = suffix.to_ascii_uppercase();
+    let letter = match upper.as_str() {
+        "" => "",
+        u if u.len() == 1 => u,
+        u if u.len() == 2 && u.ends_with('B') && u != "BB" => &u[..1],
+        u if u.len() == 3 && u.ends_with("IB") && !u.starts_with('B') => &u[..1],
+        _ => return None,
     };
-    num.parse::<u64>().ok()?.checked_mul(mult)
+    let shift = match letter {
+        "" | "B" => 0u32,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        "P" => 50,
+        "E" => 60,
+        _ => return None,
+    };
+    if let Some((whole, frac)) = num.split_once('.') {
+        if shift == 0 || frac.contains('.') {
+            return None;
+        }
+        let v: f64 = format!("{}.{frac}", if whole.is_empty() { "0" } else { whole }).parse().ok()?;
+        let r = v * (1u64 << shift) as f64;
+        return (r.is_finite() && r < u64::MAX as f64).then_some(r as u64);
+    }
+    num.parse::<u64>().ok()?.checked_mul(1u64 << shift)
 }
 
 #[cfg(test)]
@@ -308,6 +348,22 @@ mod tests {
         match parse_value(prop, v) {
             Ok(RawProp::Num(n)) => n,
             other => panic!("{prop}={v}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn sizes_parse_as_zfs_nicestrtonum() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("128K"), Some(128 << 10));
+        assert_eq!(parse_size("150m"), Some(150 << 20));
+        assert_eq!(parse_size("8KB"), Some(8 << 10));
+        assert_eq!(parse_size("2TiB"), Some(2 << 40));
+        assert_eq!(parse_size("1.5G"), Some(3 << 29));
+        assert_eq!(parse_size("1eb"), Some(1 << 60));
+        assert_eq!(parse_size("512B"), Some(512));
+        assert_eq!(parse_size("16E"), None);
+        for bad in ["", "K", "12Q", "1.5", "1..5K", "3BB", "-1", "1KK"] {
+            assert_eq!(parse_size(bad), None, "{bad}");
         }
     }
 

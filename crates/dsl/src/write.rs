@@ -25,7 +25,8 @@ use ondisk::blkptr::BlkPtr;
 use ondisk::bpobj::{BpobjPhys, BPOBJ_SIZE_V2};
 use ondisk::dmu_types::DmuObjectType as T;
 use ondisk::dsl::{
-    DslDatasetPhys, DslDirPhys, DD_FLAG_USED_BREAKDOWN, DD_USED_CHILD, DD_USED_HEAD, DD_USED_SNAP,
+    DslDatasetPhys, DslDirPhys, DD_FLAG_USED_BREAKDOWN, DD_USED_CHILD, DD_USED_HEAD, DD_USED_REFRSRV,
+    DD_USED_SNAP,
 };
 use ondisk::ByteOrder;
 use zap::write::{ZapCache, ZapVal, U8_TEXTPREP_TOUPPER};
@@ -303,6 +304,13 @@ pub fn snapshot(
     // The head's blocks are now all shared with the snapshot: both have no unique space
     // (OpenZFS moves no directory breakdown here; kills later move HEAD to SNAP). The head
     // starts a new deadlist with the keys it had plus its old previous-snapshot txg.
+    // With a refreservation, the unique space the snapshot takes over leaves the
+    // reservation unused again: the directory is charged min(unique, reservation) more.
+    let reserved = head_reserved(os, zaps, ds)?;
+    if reserved != 0 {
+        let d = head.unique_bytes.min(reserved) as i64;
+        dir_diduse(os, head.dir_obj, DD_USED_REFRSRV, SpaceDelta { used: d, comp: 0, uncomp: 0 })?;
+    }
     let old_prev_txg = head.prev_snap_txg;
     head.deadlist_obj = clone_deadlist(os, zaps, head.deadlist_obj, u64::MAX)?;
     if zaps.lookup(os, head.deadlist_obj, old_prev_txg.to_string().as_bytes()).map_err(zerr)?.is_none() {
@@ -369,26 +377,60 @@ pub fn dir_diduse(os: &mut DirtyObjset, dir: u64, kind: usize, d: SpaceDelta) ->
     Err(bad("dsl_dir parent chain too long"))
 }
 
+/// The `refreservation` held by head dataset `ds` (`ds_reserved`): its local property
+/// value (the property is not inherited), 0 for snapshots.
+pub fn head_reserved(os: &DirtyObjset, zaps: &mut ZapCache, ds: u64) -> Result<u64> {
+    let p = ds_phys(os, ds)?;
+    let d = dir_phys(os, p.dir_obj)?;
+    if d.head_dataset_obj != ds || d.props_zapobj == 0 {
+        return Ok(0);
+    }
+    Ok(zaps.lookup_u64(os, d.props_zapobj, "refreservation").map_err(zerr)?.unwrap_or(0))
+}
+
+/// How much a change of `d` bytes in a head's unique space changes what its directory is
+/// charged, given its `refreservation` (`parent_delta`): space inside the reservation was
+/// charged when the reservation was set.
+fn reserved_delta(unique: u64, reserved: u64, d: i64) -> i64 {
+    if reserved == 0 {
+        return d;
+    }
+    let after = (unique as i64).saturating_add(d).max(0) as u64;
+    after.max(reserved) as i64 - unique.max(reserved) as i64
+}
+
 /// Applies a head dataset's births and frees of one sync: `born` and `freed` are totals of
 /// blocks born/freed, `to_deadlist` of blocks killed that a snapshot still references.
+/// With a `refreservation`, the directory is charged only what the unique space takes
+/// beyond it, and the rest moves between the HEAD and REFRSRV breakdowns
+/// (`dsl_dir_diduse_transfer` in OpenZFS's `dsl_dataset_block_born/kill`).
 pub fn account_head(
     os: &mut DirtyObjset,
+    zaps: &mut ZapCache,
     ds: u64,
     born: SpaceDelta,
     freed: SpaceDelta,
     to_deadlist: SpaceDelta,
 ) -> Result<()> {
+    let reserved = head_reserved(os, zaps, ds)?;
     let mut p = ds_phys(os, ds)?;
     let mut net = born;
     net.add(freed.negated());
     let mut refd = net;
     refd.add(to_deadlist.negated());
+    let charged = reserved_delta(p.unique_bytes, reserved, net.used);
     adj(&mut p.referenced_bytes, refd.used);
     adj(&mut p.compressed_bytes, refd.comp);
     adj(&mut p.uncompressed_bytes, refd.uncomp);
     adj(&mut p.unique_bytes, net.used);
     set_ds_phys(os, ds, &p)?;
-    dir_diduse(os, p.dir_obj, DD_USED_HEAD, net)?;
+    dir_diduse(os, p.dir_obj, DD_USED_HEAD, SpaceDelta { used: charged, ..net })?;
+    if charged != net.used {
+        let mut dp = dir_phys(os, p.dir_obj)?;
+        adj(&mut dp.used_breakdown[DD_USED_HEAD], net.used - charged);
+        adj(&mut dp.used_breakdown[DD_USED_REFRSRV], charged - net.used);
+        set_dir_phys(os, p.dir_obj, &dp)?;
+    }
     if !to_deadlist.is_zero() {
         let mut dp = dir_phys(os, p.dir_obj)?;
         adj(&mut dp.used_breakdown[DD_USED_HEAD], -to_deadlist.used);
@@ -396,6 +438,24 @@ pub fn account_head(
         set_dir_phys(os, p.dir_obj, &dp)?;
     }
     Ok(())
+}
+
+/// Sets (`Some`) or removes the local `refreservation` of head dataset `ds` and charges
+/// its directory the change of the unused part (`dsl_dataset_set_refreservation_sync_impl`:
+/// the directory carries max(reservation - unique, 0) in its REFRSRV breakdown).
+pub fn set_refreservation(
+    os: &mut DirtyObjset,
+    zaps: &mut ZapCache,
+    ds: u64,
+    new: Option<u64>,
+) -> Result<()> {
+    let old = head_reserved(os, zaps, ds)?;
+    let p = ds_phys(os, ds)?;
+    set_prop(os, zaps, p.dir_obj, "refreservation", new.map(ZapVal::u64))?;
+    let newv = new.unwrap_or(0);
+    let unused = |r: u64| r.saturating_sub(p.unique_bytes) as i64;
+    let d = unused(newv) - unused(old);
+    dir_diduse(os, p.dir_obj, DD_USED_REFRSRV, SpaceDelta { used: d, comp: 0, uncomp: 0 })
 }
 
 /// Objects of a freshly created pool's DSL.

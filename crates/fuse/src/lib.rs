@@ -17,6 +17,7 @@
 
 mod guard;
 pub mod rw;
+pub mod zvol;
 
 use fuser::{
     FileAttr, FileType as FType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyData, ReplyDirectory,

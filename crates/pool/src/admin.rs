@@ -103,12 +103,51 @@ fn check_create(w: &mut PoolWriter, name: &str, props: &[(String, ZapVal)]) -> R
     Ok(p)
 }
 
+/// Sets or removes one local property of the dataset `ds` in directory `dir`;
+/// `refreservation` also moves the directory's space charge.
+fn set_one_prop(w: &mut PoolWriter, dir: u64, ds: u64, k: &str, v: Option<ZapVal>) -> Result<()> {
+    if k == "refreservation" {
+        let n = match &v {
+            None => None,
+            Some(ZapVal { int_size: 8, values }) if values.len() == 1 => Some(values[0]),
+            Some(_) => return Err(PoolError::Invalid("'refreservation' must be a number".into())),
+        };
+        dslw::set_refreservation(&mut w.mos, &mut w.mos_zaps, ds, n)?;
+        return Ok(());
+    }
+    dslw::set_prop(&mut w.mos, &mut w.mos_zaps, dir, k, v)?;
+    Ok(())
+}
+
 impl Spa {
     /// `zfs create`: a new file system `name` (a clone of `$ORIGIN`) with local `props`, its
     /// objset filled by `init`. Returns its dataset object.
     pub fn create_filesystem(
         &self,
         name: &str,
+        props: Vec<(String, ZapVal)>,
+        init: ObjsetInit,
+        now: u64,
+    ) -> Result<u64> {
+        self.create_dataset(name, ondisk::objset::DMU_OST_ZFS, props, init, now)
+    }
+
+    /// `zfs create -V`: a new volume `name` (objset type `DMU_OST_ZVOL`), filled by `init`.
+    /// A `refreservation` among `props` is charged as OpenZFS charges it.
+    pub fn create_volume(
+        &self,
+        name: &str,
+        props: Vec<(String, ZapVal)>,
+        init: ObjsetInit,
+        now: u64,
+    ) -> Result<u64> {
+        self.create_dataset(name, ondisk::objset::DMU_OST_ZVOL, props, init, now)
+    }
+
+    fn create_dataset(
+        &self,
+        name: &str,
+        os_type: u64,
         props: Vec<(String, ZapVal)>,
         init: ObjsetInit,
         now: u64,
@@ -128,11 +167,11 @@ impl Spa {
                 let origin = origin_snapshot(w)?;
                 let ds = dslw::create_dataset(&mut w.mos, &mut w.mos_zaps, dir, origin, txg, now)?;
                 for (k, v) in &p {
-                    dslw::set_prop(&mut w.mos, &mut w.mos_zaps, dir, k, Some(v.clone()))?;
+                    set_one_prop(w, dir, ds, k, Some(v.clone()))?;
                 }
                 w.activate_for_props(ds, &p)?;
                 let s = w.dataset_settings(dir)?;
-                let mut os = DirtyObjset::create(&w.reader, ondisk::objset::DMU_OST_ZFS);
+                let mut os = DirtyObjset::create(&w.reader, os_type);
                 let mut zaps = ZapCache::new();
                 init(&mut os, &mut zaps)?;
                 w.datasets
@@ -254,7 +293,7 @@ impl Spa {
             move |w| {
                 let f = check(w, &n, &p)?;
                 for (k, v) in &p {
-                    dslw::set_prop(&mut w.mos, &mut w.mos_zaps, f.dir, k, v.clone())?;
+                    set_one_prop(w, f.dir, f.ds, k, v.clone())?;
                 }
                 let set: Vec<(String, ZapVal)> =
                     p.iter().filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v))).collect();

@@ -719,7 +719,7 @@ impl PoolWriter {
         for (b, d) in &dead {
             to_dl.add(SpaceDelta::of(b, *d));
         }
-        dslw::account_head(&mut self.mos, ds, born, freed, to_dl)?;
+        dslw::account_head(&mut self.mos, &mut self.mos_zaps, ds, born, freed, to_dl)?;
         if !dead.is_empty() {
             dslw::deadlist_insert(&mut self.mos, &mut self.mos_zaps, ds, &dead)?;
         }

@@ -17,6 +17,7 @@ pub mod acl;
 pub mod attrs;
 mod sa_write;
 pub mod write;
+pub mod zvol;
 
 use dmu::{Dnode, Objset};
 use std::sync::Arc;

@@ -51,13 +51,22 @@ enum Cmd {
         props: String,
         names: Vec<String>,
     },
-    /// Create a file system.
+    /// Create a file system, or with -V a volume (a block device of SIZE bytes).
     Create {
         #[arg(short = 'o', action = clap::ArgAction::Append)]
         props: Vec<String>,
         /// Create missing parent file systems.
         #[arg(short = 'p')]
         parents: bool,
+        /// Create a volume of this size (e.g. 150m, 10G).
+        #[arg(short = 'V', value_name = "SIZE")]
+        volsize: Option<String>,
+        /// The volume's block size (volblocksize; default 16K).
+        #[arg(short = 'b', value_name = "BLOCKSIZE", requires = "volsize")]
+        blocksize: Option<String>,
+        /// Sparse volume: no refreservation.
+        #[arg(short = 's', requires = "volsize")]
+        sparse: bool,
         name: String,
     },
     /// Create snapshots (POOL/FS@NAME).
@@ -154,7 +163,10 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Get { scripted, parsable, recursive, fields, types, props, names } => {
             get(state, &props, &names, recursive, &fields, &types, scripted, parsable)
         }
-        Cmd::Create { props, name, parents } => create(state, &name, &props, parents),
+        Cmd::Create { props, name, parents, volsize: None, .. } => create(state, &name, &props, parents),
+        Cmd::Create { props, name, parents, volsize: Some(v), blocksize, sparse } => {
+            create_volume(state, &name, &props, parents, &v, blocksize.as_deref(), sparse)
+        }
         Cmd::Clone { props, parents, snapshot, name } => clone(state, &snapshot, &name, &props, parents),
         Cmd::Destroy { recursive, dry_run, verbose, name, force, .. } => {
             destroy(state, &name, recursive, dry_run, verbose, force)
@@ -336,6 +348,9 @@ fn is_numeric(p: &str) -> bool {
             | "quota"
             | "reservation"
             | "volsize"
+            | "volblocksize"
+            | "refreservation"
+            | "usedbyrefreservation"
             | "recordsize"
             | "compressratio"
             | "refcompressratio"
@@ -394,7 +409,10 @@ fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<Pro
         }
         let exact = match v {
             dsl::props::RawProp::Num(n)
-                if prop == "recordsize" || prop == "quota" || prop == "reservation" =>
+                if prop == "recordsize"
+                    || prop == "quota"
+                    || prop == "reservation"
+                    || prop == "refreservation" =>
             {
                 n.to_string()
             }
@@ -402,7 +420,10 @@ fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<Pro
         };
         let human = match v {
             dsl::props::RawProp::Num(n)
-                if prop == "recordsize" || prop == "quota" || prop == "reservation" =>
+                if prop == "recordsize"
+                    || prop == "quota"
+                    || prop == "reservation"
+                    || prop == "refreservation" =>
             {
                 if *n == 0 {
                     "none".into()
@@ -430,7 +451,7 @@ fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<Pro
             exact: v.into(),
             source: "default".into(),
         }),
-        Some(_) if prop == "quota" || prop == "reservation" => {
+        Some(_) if prop == "quota" || prop == "reservation" || prop == "refreservation" => {
             Ok(PropVal { human: "none".into(), exact: "0".into(), source: "default".into() })
         }
         Some(v) => Ok(text(v, "default")),
@@ -491,9 +512,36 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
             };
             text(name.unwrap_or_else(|| "-".into()), "-")
         }
+        "volsize" | "volblocksize" if ds.kind == DatasetKind::Volume || is_vol_snapshot(dsl, ds) => {
+            let os = dsl.open_objset(ds).map_err(|e| e.to_string())?;
+            let (size, bs) = zpl::zvol::info(&os).map_err(|e| e.to_string())?;
+            let mut v = num(if prop == "volsize" { size } else { bs });
+            v.source = if prop == "volsize" { "local".into() } else { "default".into() };
+            if prop == "volblocksize" && bs != zpl::zvol::DEFAULT_VOLBLOCKSIZE {
+                v.source = "-".into();
+            }
+            v
+        }
+        "volsize" | "volblocksize" => text("-", "-"),
+        "volmode" if ds.kind == DatasetKind::Filesystem => text("-", "-"),
+        "usedbydataset" if !snap => num(d.used_breakdown[ondisk::dsl::DD_USED_HEAD]),
+        "usedbysnapshots" if !snap => num(d.used_breakdown[ondisk::dsl::DD_USED_SNAP]),
+        "usedbychildren" if !snap => {
+            num(d.used_breakdown[ondisk::dsl::DD_USED_CHILD]
+                + d.used_breakdown[ondisk::dsl::DD_USED_CHILD_RSRV])
+        }
+        "usedbyrefreservation" if !snap => num(d.used_breakdown[ondisk::dsl::DD_USED_REFRSRV]),
+        "usedbydataset" | "usedbysnapshots" | "usedbychildren" | "usedbyrefreservation" => text("-", "-"),
+        "refreservation" if snap => text("-", "-"),
         "mountpoint" => with_altroot(pool, inherited(pool, dsl, ds, prop)?),
         _ => inherited(pool, dsl, ds, prop)?,
     })
+}
+
+/// A snapshot of a volume.
+fn is_vol_snapshot(dsl: &DslPool, ds: &Dataset) -> bool {
+    ds.kind == DatasetKind::Snapshot
+        && dsl.open_objset(ds).is_ok_and(|os| os.os_type() == ondisk::objset::DMU_OST_ZVOL)
 }
 
 /// A mountpoint path under the pool's altroot, if it has one (`zpool import -R`): shown
@@ -531,6 +579,11 @@ const GET_ALL: &[&str] = &[
     "logicalused",
     "logicalreferenced",
     "refcompressratio",
+    "refreservation",
+    "usedbysnapshots",
+    "usedbydataset",
+    "usedbychildren",
+    "usedbyrefreservation",
     "snapdir",
     "sync",
     "exec",
@@ -622,6 +675,30 @@ fn create(state: &Arc<State>, name: &str, props: &[String], parents: bool) -> Re
     Ok(resp)
 }
 
+/// `zfs create -V`: missing parents (with -p) are file systems, as in OpenZFS.
+fn create_volume(
+    state: &Arc<State>,
+    name: &str,
+    props: &[String],
+    parents: bool,
+    volsize: &str,
+    blocksize: Option<&str>,
+    sparse: bool,
+) -> Result<Response, String> {
+    let mut resp = Response::ok(String::new());
+    if parents {
+        if let Some((parent, _)) = name.rsplit_once('/') {
+            let exists = state.pool(pool_of(parent)).ok().is_some_and(|p| p.dsl().find(parent).is_ok());
+            if !exists && parent.contains('/') {
+                resp = create(state, parent, &[], true)?;
+            }
+        }
+    }
+    crate::rwpool::create_volume(state, name, volsize, blocksize, sparse, props)?;
+    resp.stderr.push_str(&crate::volumes::serve(state, name));
+    Ok(resp)
+}
+
 /// `zfs destroy [-rnv] NAME`: the datasets go deepest first, each file system after its
 /// snapshots; mounted ones are unmounted first. Everything is destroyed in one txg.
 fn destroy(
@@ -685,15 +762,25 @@ fn destroy(
         return Err(format!("cannot destroy '{name}': pool is read-only"));
     }
     prune_mounts(state);
+    let names: Vec<String> = order.iter().map(|(n, _, _)| n.clone()).collect();
+    let vols: Vec<String> =
+        names.iter().filter(|n| crate::volumes::device_known(state, n)).cloned().collect();
+    crate::volumes::unserve(state, &vols, force)
+        .map_err(|v| format!("cannot destroy '{v}': dataset is busy"))?;
     for (n, _, _) in &order {
         let mounted = state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|m| m.dataset == *n);
         if mounted {
             unmount(state, n, Path::new("/"), force)?;
         }
     }
-    let names: Vec<String> = order.iter().map(|(n, _, _)| n.clone()).collect();
     let objs: Vec<u64> = order.iter().map(|(_, o, _)| *o).collect();
-    crate::rwpool::destroy(state, &names, &objs)?;
+    if let Err(e) = crate::rwpool::destroy(state, &names, &objs) {
+        // Nothing was destroyed: the volumes are served again.
+        for v in &vols {
+            crate::volumes::serve(state, v);
+        }
+        return Err(e);
+    }
     Ok(Response::ok(out))
 }
 
@@ -714,6 +801,7 @@ fn clone(
     crate::rwpool::clone_fs(state, snapshot, name, props)?;
     let mut resp = Response::ok(String::new());
     resp.stderr = automount(state, name)?;
+    resp.stderr.push_str(&crate::volumes::serve(state, name));
     Ok(resp)
 }
 

@@ -329,6 +329,7 @@ fn import(
         Some(w) => vec![pool::discover::select(&cands, w).map_err(|e| e.to_string())?],
         None => cands.iter().collect(),
     };
+    let mut warnings = String::new();
     for c in targets {
         let name = newname.clone().unwrap_or_else(|| c.name.clone());
         if state.pools.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&name) {
@@ -360,9 +361,12 @@ fn import(
             state.pools.lock().unwrap_or_else(|p| p.into_inner()).insert(name, Arc::new(p));
         } else {
             crate::rwpool::open(state, p)?;
+            warnings.push_str(&crate::volumes::serve_pool(state, &name));
         }
     }
-    Ok(Response::ok(String::new()))
+    let mut r = Response::ok(String::new());
+    r.stderr = warnings;
+    Ok(r)
 }
 
 /// `zpool export [-f]`: unmounts the pool's datasets (refused while busy unless `-f`, which
@@ -378,6 +382,11 @@ fn export(state: &State, names: &[String], force: bool) -> Result<Response, Stri
 
 /// Unmounts, then exports or destroys pool `name`.
 fn release(state: &State, name: &str, destroy: bool, force: bool) -> Result<(), String> {
+    let vols = crate::volumes::of_pool(state, name);
+    crate::volumes::unserve(state, &vols, force).map_err(|v| {
+        let what = if destroy { "destroy" } else { "export" };
+        format!("cannot {what} '{name}': pool is busy (volume '{v}' is in use)")
+    })?;
     let mounts = crate::cmd::zfs::unmount_pool(state, name, force)?;
     let r = crate::rwpool::close(state, name, destroy, force);
     // With -f the mounts were aborted before the pool closed (which wakes any request
