@@ -401,6 +401,16 @@ pub fn create_fs(state: &State, name: &str, props: &[String]) -> Result<(), Stri
     rw.spa.create_filesystem(name, fs_props, zpl_init(), now_pair().0).map(|_| ()).map_err(|e| e.to_string())
 }
 
+/// (children, parity, ashift) of each RAID-Z top-level vdev, for the volume reservation.
+fn raidz_shapes(pool: &Pool) -> Vec<(u64, u64, u64)> {
+    pool.tops
+        .iter()
+        .map(|t| pool::space::Layout::of(t))
+        .filter(|l| l.nparity > 0)
+        .map(|l| (l.ndata + l.nparity, l.nparity, u64::from(l.ashift)))
+        .collect()
+}
+
 /// `rzfs create -V SIZE [-b BLOCKSIZE] [-s] [-o prop=value]... POOL/VOL`: a new volume.
 /// Unless sparse (`-s`) or given one, it gets the `refreservation` that libzfs computes
 /// (`zvol_volsize_to_reservation`), so writing it whole can never fail for lack of space.
@@ -442,13 +452,7 @@ pub fn create_volume(
             .and_then(|(_, v)| v.values.first().copied())
             .unwrap_or(1);
         let pool = state.pool(&rw.name)?;
-        let raidz: Vec<(u64, u64, u64)> = pool
-            .tops
-            .iter()
-            .map(|t| pool::space::Layout::of(t))
-            .filter(|l| l.nparity > 0)
-            .map(|l| (l.ndata + l.nparity, l.nparity, u64::from(l.ashift)))
-            .collect();
+        let raidz = raidz_shapes(&pool);
         let resv = zpl::zvol::reservation_for(volsize, bs, copies, &raidz);
         fs_props.push(("refreservation".into(), ZapVal::u64(resv)));
     }
@@ -493,13 +497,7 @@ fn set_volsize(state: &State, name: &str, value: &str) -> Result<(), String> {
         .ok()
         .and_then(|v| v.exact.parse::<u64>().ok())
         .unwrap_or(0);
-    let raidz: Vec<(u64, u64, u64)> = pool
-        .tops
-        .iter()
-        .map(|t| pool::space::Layout::of(t))
-        .filter(|l| l.nparity > 0)
-        .map(|l| (l.ndata + l.nparity, l.nparity, u64::from(l.ashift)))
-        .collect();
+    let raidz = raidz_shapes(&pool);
     let copies = crate::cmd::zfs::prop_value(&pool, &dsl, &ds, "copies")
         .ok()
         .and_then(|v| v.exact.parse::<u64>().ok())

@@ -5,7 +5,8 @@
 //! link survives export/import; a snapshot and a clone keep the data of their time;
 //! `volsize` grows and shrinks the device; a mounted (busy) volume refuses destroy and
 //! export; the properties are OpenZFS's (volsize, volblocksize, refreservation as libzfs
-//! computes it and charged as the DSL charges it); bad sizes are refused. After each
+//! computes it and charged as the DSL charges it); bad sizes are refused; a sparse volume
+//! larger than its pool fills it to ENOSPC with nothing fsync'd lost. After each
 //! export zdb -bcc (checksums of every block, no leaks) and `zdb -dddd` see the volume's
 //! objects as OpenZFS lays them out.
 //!
@@ -62,15 +63,7 @@ fn sh(cmd: &str) -> (bool, String) {
 }
 
 fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    common::rng::Rng::new(seed).data(len)
 }
 
 fn read_at(path: &Path, off: u64, len: usize) -> Vec<u8> {
@@ -226,6 +219,30 @@ fn volumes_are_block_devices_openzfs_can_read() {
         let (ok, out) = sh(&format!("umount {}", m.display()));
         assert!(ok, "{out}");
     }
+    // A sparse volume larger than the pool: writes get ENOSPC once the pool is full (never
+    // a silent loss), everything fsync'd before reads back, and destroying it frees the
+    // space on the full pool.
+    d.ok("rzfs", &["create", "-s", "-V", "2g", "tv/big"]);
+    let big = vols.join("tv/big");
+    let chunk = 8usize << 20;
+    let mut written = 0u64;
+    let err = loop {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&big).unwrap();
+        let r = f.write_all_at(&pattern(written + 11, chunk), written).and_then(|_| f.sync_all());
+        match r {
+            Ok(()) => written += chunk as u64,
+            Err(e) => break e,
+        }
+        assert!(written < 2 << 30, "2 GiB written to a 768 MiB pool");
+    };
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+    assert!(written >= 64 << 20, "only {written} bytes fit");
+    for off in (0..written).step_by(chunk) {
+        assert_eq!(read_at(&big, off, chunk), pattern(off + 11, chunk), "chunk at {off}");
+    }
+    d.ok("rzfs", &["destroy", "tv/big"]);
+    write_at(&file, 0, &pattern(5, 1 << 20));
     d.ok("rzfs", &["destroy", "tv/c"]);
     d.ok("rzfs", &["destroy", "-r", "tv/v"]);
     assert!(!vols.join("tv/v").exists());
