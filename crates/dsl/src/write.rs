@@ -299,6 +299,12 @@ pub fn snapshot(
         if prev.next_snap_obj == ds {
             prev.next_snap_obj = sobj;
             set_ds_phys(os, head.prev_snap_obj, &prev)?;
+        } else if prev.next_clones_obj != 0 {
+            // A clone's first snapshot takes the clone's place among its origin's next
+            // clones (OpenZFS dsl_dataset_snapshot_sync_impl), which is how a scan walks
+            // from the origin to every snapshot of the clone.
+            zaps.remove(os, prev.next_clones_obj, format!("{ds:x}").as_bytes()).map_err(zerr)?;
+            zaps.update_u64(os, prev.next_clones_obj, &format!("{sobj:x}"), sobj).map_err(zerr)?;
         }
     }
     // The head's blocks are now all shared with the snapshot: both have no unique space
