@@ -7,14 +7,14 @@
 #      checksum, no leaked space) and zdb extracts a file — when the OpenZFS userland from
 #      scripts/install-test-deps.sh is present.
 #   3. One disk is destroyed; rzfs imports the pool DEGRADED and every file still reads back
-#      identical (RAID-Z reconstruction); reading through a read-write import rewrites the
-#      bad copies it finds (repair on read).
+#      identical (RAID-Z reconstruction); a read-write import and `rzpool scrub` rebuild the
+#      disk (status shows what was repaired), and the pool without another disk proves it.
 #   4. rzdb copies a file out without any daemon or mount (the recovery path).
 #   5. rzinject makes a disk fail every write: the pool syncs around it (DEGRADED, the disk
 #      FAULTED with WRITE errors) and `rzpool clear` brings it back; then the pool is filled
 #      until a write gets ENOSPC, files are deleted on the full pool and writes work again;
 #      zdb -bcc checks the result.
-# Resilver and scrub come with the next issues.
+# Replacing a disk (and a resilver onto it) comes with the next steps of issue 13.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -80,17 +80,24 @@ sha_degraded=$(files)
 echo "every file still identical, rebuilt from parity"
 run "$BIN/rzpool" status -v demo
 run "$BIN/rzpool" export demo
-say "read-write import: reads repair the damaged copies"
+say "read-write import, then a scrub: every copy of every block is checked, disk1 rebuilt"
 run "$BIN/rzpool" import -d "$WORK" demo
 "$BIN/rzfs" mount demo "$WORK/mnt" 2>/dev/null || true
+run "$BIN/rzpool" scrub -w demo
+run "$BIN/rzpool" status demo
 [ "$sha_orig" = "$(files)" ] || { echo "read-write import read differs" >&2; exit 1; }
-echo "files read back identical; bad copies rewritten"
-run "$BIN/rzpool" export demo
-run "$BIN/rzpool" import -d "$WORK" -o readonly=on demo
-"$BIN/rzfs" mount demo "$WORK/mnt"
-files >/dev/null
+run "$BIN/rzpool" clear demo
+run "$BIN/rzpool" scrub -w demo
 run "$BIN/rzpool" status demo
 run "$BIN/rzpool" export demo
+say "proof: without disk0, the rebuilt disk1 and disk2 hold every file"
+mv "$WORK/disk0.img" "$WORK/disk0.aside"
+run "$BIN/rzpool" import -d "$WORK" -o readonly=on demo
+"$BIN/rzfs" mount demo "$WORK/mnt"
+[ "$sha_orig" = "$(files)" ] || { echo "the scrubbed disk does not hold the data" >&2; exit 1; }
+echo "every file identical, read from the scrubbed disk and its partner"
+run "$BIN/rzpool" export demo
+mv "$WORK/disk0.aside" "$WORK/disk0.img"
 
 echo; echo "== 4. recovery without a daemon or a mount: rzdb copies a file out"
 run "$BIN/rzdb" -e -p "$WORK" -r demo /random.bin "$WORK/random.out"
@@ -131,4 +138,4 @@ if [ -x "$ZDB" ]; then
   grep -q "No leaks" "$WORK/zdb.out" || { echo "zdb found a problem" >&2; exit 1; }
 fi
 
-echo; echo "demo finished: create, write over FUSE, snapshot, zdb check, degraded raidz1, repair on read, copy-out, a disk failing writes, a full pool"
+echo; echo "demo finished: create, write over FUSE, snapshot, zdb check, degraded raidz1, scrub, copy-out, a disk failing writes, a full pool"

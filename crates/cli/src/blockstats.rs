@@ -209,7 +209,7 @@ fn walk(
     verify: bool,
     what: &str,
 ) {
-    let opts = TraverseOpts { min_birth, read_data: verify };
+    let opts = TraverseOpts { min_birth, read_data: verify, resume: None };
     let errors = std::cell::RefCell::new(Vec::new());
     let mut counted = Vec::new();
     let mut v = |x: &Visit| {

@@ -167,6 +167,96 @@ pub fn ctime(secs: u64) -> String {
     )
 }
 
+/// A UTC timestamp as ctime(3) prints it ("Sat Nov 21 14:27:00 2026"), as zpool status
+/// shows scan times.
+pub fn ctime_secs(secs: u64) -> String {
+    let short = ctime(secs);
+    // "Sat Nov 21 14:27 2026" -> insert the seconds after the minutes.
+    let (head, year) = short.rsplit_once(' ').unwrap_or((&short, ""));
+    format!("{head}:{:02} {year}", secs % 60)
+}
+
+/// Sizes as `zfs_nicebytes` prints them: like [`nicenum`], with a "B" on plain bytes.
+pub fn nicebytes(n: u64) -> String {
+    if n < 1024 {
+        format!("{n}B")
+    } else {
+        nicenum(n)
+    }
+}
+
+/// `secs_to_dhms` of zpool_main.c.
+pub fn dhms(total: u64) -> String {
+    let (d, h, m, s) = (total / 86400, total / 3600 % 24, total / 60 % 60, total % 60);
+    if d > 0 {
+        format!("{d} days {h:02}:{m:02}:{s:02}")
+    } else {
+        format!("{h:02}:{m:02}:{s:02}")
+    }
+}
+
+/// The text after "  scan: " in `zpool status` (zpool_main.c
+/// `print_scan_scrub_resilver_status`), lines after the first starting with a tab.
+pub fn scan_text(st: &pool::scan::ScanStatus, now: u64) -> String {
+    use pool::scan::{state, ScanFunc};
+    let p = &st.phys;
+    let scrub = p.func == ScanFunc::Scrub as u64;
+    let resilver = p.func == ScanFunc::Resilver as u64;
+    if !scrub && !resilver {
+        return "none requested\n".into();
+    }
+    let processed = nicebytes(p.processed);
+    if p.state == state::FINISHED {
+        let t = dhms(p.end_time.saturating_sub(p.start_time));
+        let when = ctime_secs(p.end_time);
+        return if scrub {
+            format!("scrub repaired {processed} in {t} with {} errors on {when}\n", p.errors)
+        } else {
+            format!("resilvered {processed} in {t} with {} errors on {when}\n", p.errors)
+        };
+    }
+    if p.state == state::CANCELED {
+        let what = if scrub { "scrub" } else { "resilver" };
+        return format!("{what} canceled on {}\n", ctime_secs(p.end_time));
+    }
+    let mut out = String::new();
+    let paused = p.is_paused();
+    if scrub && paused {
+        let since = if st.pass_paused_at != 0 { st.pass_paused_at } else { now };
+        out.push_str(&format!("scrub paused since {}\n", ctime_secs(since)));
+        out.push_str(&format!("\tscrub started on {}\n", ctime_secs(p.start_time)));
+    } else if scrub {
+        out.push_str(&format!("scrub in progress since {}\n", ctime_secs(p.start_time)));
+    } else {
+        out.push_str(&format!("resilver in progress since {}\n", ctime_secs(p.start_time)));
+    }
+    let total_i = p.to_examine.saturating_sub(p.skipped);
+    let elapsed = now.saturating_sub(st.pass_start).saturating_sub(st.pass_spent_paused).max(1);
+    let (srate, irate) = (st.pass_examined / elapsed, st.pass_issued / elapsed);
+    out.push_str(&format!("\t{} / {} scanned", nicebytes(p.examined), nicebytes(p.to_examine)));
+    if !paused && srate > 0 {
+        out.push_str(&format!(" at {}/s", nicebytes(srate)));
+    }
+    out.push_str(&format!(", {} / {} issued", nicebytes(st.issued), nicebytes(total_i)));
+    if !paused && irate > 0 {
+        out.push_str(&format!(" at {}/s", nicebytes(irate)));
+    }
+    let done = if total_i == 0 { 0.0 } else { 100.0 * st.issued as f64 / total_i as f64 };
+    let verb = if resilver { "resilvered" } else { "repaired" };
+    out.push_str(&format!("\n\t{processed} {verb}, {done:.2}% done"));
+    if paused {
+        out.push('\n');
+    } else if total_i >= st.issued
+        && irate >= 10 << 20
+        && ((resilver && p.processed > 0) || (scrub && st.issued > 0))
+    {
+        out.push_str(&format!(", {} to go\n", dhms((total_i - st.issued) / irate)));
+    } else {
+        out.push_str(", no estimated completion time\n");
+    }
+    out
+}
+
 #[cfg(test)]
 mod time_tests {
     #[test]
@@ -174,5 +264,10 @@ mod time_tests {
         assert_eq!(super::ctime(0), "Thu Jan  1 00:00 1970");
         assert_eq!(super::ctime(1_795_271_220), "Sat Nov 21 14:27 2026");
         assert_eq!(super::history_time(1_795_271_220), "2026-11-21.14:27:00");
+        assert_eq!(super::ctime_secs(1_795_271_225), "Sat Nov 21 14:27:05 2026");
+        assert_eq!(super::dhms(3725), "01:02:05");
+        assert_eq!(super::dhms(90061), "1 days 01:01:01");
+        assert_eq!(super::nicebytes(0), "0B");
+        assert_eq!(super::nicebytes(1536), "1.50K");
     }
 }

@@ -342,6 +342,33 @@ pub fn pool_status(state: &State, p: &Pool) -> pool::status::PoolStatus {
         if let pool::txg::SpaHealth::Suspended { reason, .. } = rw.spa.health() {
             st.suspended = Some(reason);
         }
+        let now = now_pair().0;
+        st.scan = Some(match rw.spa.scan_status() {
+            Some(s) => crate::format::scan_text(&s, now),
+            None => "none requested\n".into(),
+        });
+        let found = rw.spa.scan_errors();
+        if !found.is_empty() {
+            let dsl = p.dsl();
+            let datasets = dsl.list().unwrap_or_default();
+            for (dsobj, object, detail) in found {
+                let e = match datasets.iter().find(|d| d.ds_obj == dsobj) {
+                    Some(ds) => {
+                        let path = crate::zplopen::open_zpl_only(p, ds).ok().and_then(|z| z.path_of(object));
+                        pool::DataError { dataset: ds.name.clone(), object, path, detail }
+                    }
+                    None if dsobj == 0 => {
+                        pool::DataError { dataset: "<metadata>".into(), object, path: None, detail }
+                    }
+                    None => pool::DataError { dataset: format!("<0x{dsobj:x}>"), object, path: None, detail },
+                };
+                if !st.errors.contains(&e) {
+                    st.errors.push(e);
+                }
+            }
+            st.errors.sort();
+            st.errors.dedup_by(|a, b| a.dataset == b.dataset && a.object == b.object);
+        }
     }
     st
 }

@@ -50,6 +50,28 @@ pub struct TraverseOpts {
     pub min_birth: u64,
     /// Read (and so verify) level-0 data blocks too.
     pub read_data: bool,
+    /// Resume point `(object, level-0 block id)` of an interrupted walk (a scan bookmark):
+    /// subtrees that lie wholly before it are skipped, and pointers whose range starts
+    /// before it are descended without being visited again (pre-order: they were visited
+    /// before the interruption). Blocks of the meta-dnode count as the objects they hold.
+    pub resume: Option<(u64, u64)>,
+}
+
+/// Where a visited pointer's subtree lies for [`TraverseOpts::resume`]: the first and one
+/// past the last `(object, level-0 block id)` it covers.
+fn span_of(object: u64, level: u8, blkid: u64, epbs: u32, dnodes_per_block: u64) -> ((u64, u64), (u64, u64)) {
+    let shift = epbs.saturating_mul(u32::from(level));
+    let first = blkid.checked_shl(shift).filter(|v| v >> shift == blkid).unwrap_or(u64::MAX);
+    let end =
+        blkid.saturating_add(1).checked_shl(shift).filter(|v| *v >> shift == blkid + 1).unwrap_or(u64::MAX);
+    if object == 0 {
+        // Dnode blocks: the objects they hold.
+        let f = first.saturating_mul(dnodes_per_block);
+        let e = end.saturating_mul(dnodes_per_block);
+        ((f, 0), (e, 0))
+    } else {
+        ((object, first), (object, end))
+    }
 }
 
 /// Visitor callback type; an `Err` aborts the traversal.
@@ -66,14 +88,16 @@ pub fn traverse_objset(
     visit: &mut Visitor,
     on_error: &mut ErrorHook,
 ) -> Result<()> {
-    let mut t = Walker { reader: os.reader(), opts, visit, on_error, seen: HashSet::new() };
     let md = os.phys.meta_dnode.clone();
+    let dnodes_per_block = (u64::from(md.datablkszsec) << 9) / DNODE_SLOT_SIZE as u64;
+    let mut t = Walker { reader: os.reader(), opts, visit, on_error, seen: HashSet::new(), dnodes_per_block };
     t.dnode(0, &md)?;
-    let acct = [&os.phys.userused, &os.phys.groupused, &os.phys.projectused];
-    for (i, dn) in acct.into_iter().enumerate() {
+    // The accounting objects, in increasing object number (so a resume point orders them).
+    let acct = [(2u64, &os.phys.projectused), (1, &os.phys.groupused), (0, &os.phys.userused)];
+    for (i, dn) in acct {
         if let Some(dn) = dn {
             if !dn.is_free() {
-                t.dnode(u64::MAX - i as u64, dn)?;
+                t.dnode(u64::MAX - i, dn)?;
             }
         }
     }
@@ -90,10 +114,17 @@ struct Walker<'a, 'v> {
     /// second visit is a crafted DAG whose walk would be exponential in its height: it is
     /// reported and not descended again.
     seen: HashSet<(u64, u64)>,
+    /// Dnodes per meta-dnode block (for resume points).
+    dnodes_per_block: u64,
 }
 
 impl Walker<'_, '_> {
     fn dnode(&mut self, object: u64, dn: &DnodePhys) -> Result<()> {
+        if let Some((r, _)) = self.opts.resume {
+            if object != 0 && object < r {
+                return Ok(());
+            }
+        }
         if dn.indblkshift < 7 || dn.nlevels == 0 {
             return Err(DmuError::Corrupt {
                 what: "dnode",
@@ -107,7 +138,8 @@ impl Walker<'_, '_> {
             let blkid = if span >= 64 { 0 } else { (i as u64) << span };
             self.bp(object, bp, top, blkid, epbs)?;
         }
-        if let Some(sp) = &dn.spill {
+        let spill_done = self.opts.resume.is_some_and(|r| r > (object, u64::MAX));
+        if let Some(sp) = dn.spill.as_ref().filter(|_| !spill_done) {
             if !sp.is_hole() && sp.birth > self.opts.min_birth {
                 (self.visit)(&Visit { bp: sp, object, level: 0, blkid: u64::MAX })?;
                 if self.opts.read_data && !sp.is_embedded() {
@@ -124,7 +156,17 @@ impl Walker<'_, '_> {
         if bp.is_hole() || bp.is_redacted() || bp.birth <= self.opts.min_birth {
             return Ok(());
         }
-        (self.visit)(&Visit { bp, object, level, blkid })?;
+        let mut revisit = false;
+        if let Some(r) = self.opts.resume {
+            let (first, end) = span_of(object, level, blkid, epbs, self.dnodes_per_block);
+            if end <= r {
+                return Ok(());
+            }
+            revisit = first < r;
+        }
+        if !revisit {
+            (self.visit)(&Visit { bp, object, level, blkid })?;
+        }
         let is_dnode_block = object == 0 && level == 0;
         if level == 0 && !is_dnode_block {
             if self.opts.read_data && !bp.is_embedded() {

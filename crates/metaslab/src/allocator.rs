@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::metaslab::Metaslab;
-use crate::{Error, Result, SPA_DVAS_PER_BP};
+use crate::{Error, Result, SPA_DVAS_PER_BP, TXG_DEFER_SIZE};
 
 /// Bytes a rotor stop gets before scaling (OpenZFS `metaslab_aliquot`).
 const METASLAB_ALIQUOT: u64 = 2 << 20;
@@ -123,6 +123,9 @@ pub struct Allocator {
     pending: BTreeSet<(u64, u64)>,
     /// Metaslabs with deferred frees.
     deferring: BTreeSet<(u64, u64)>,
+    /// While set, space freed in this txg or later stays deferred (a scan is reading blocks
+    /// of a committed view older than those frees: their space must not be reused yet).
+    hold_from: Option<u64>,
 }
 
 impl fmt::Debug for Allocator {
@@ -406,6 +409,11 @@ impl Allocator {
     /// allocatable, and the rotor's per-vdev aliquots are recomputed. Fails, changing nothing,
     /// if changes of a txg `<= txg` were never taken.
     pub fn sync_done(&mut self, txg: u64) -> Result<()> {
+        // Frees of txg >= hold stay deferred: release up to hold - 1 at most.
+        let release_txg = match self.hold_from {
+            Some(h) => txg.min((h + TXG_DEFER_SIZE).saturating_sub(1)),
+            None => txg,
+        };
         for &(vdev, ms) in &self.pending {
             if self.top(vdev)?.ms.get(ms as usize).is_some_and(|m| m.has_undrained(txg)) {
                 return Err(Error::Undrained { txg });
@@ -413,13 +421,21 @@ impl Allocator {
         }
         for (vdev, ms) in std::mem::take(&mut self.deferring) {
             let m = self.metaslab_mut(vdev, ms)?;
-            m.release(txg)?;
+            m.release(release_txg)?;
             if !m.deferred.is_empty() {
                 self.deferring.insert((vdev, ms));
             }
         }
         self.rebalance();
         Ok(())
+    }
+
+    /// Keeps space freed in txg `from` or later deferred until [`Allocator::hold_frees`] is
+    /// called with `None` (the next [`Allocator::sync_done`] then releases what is due).
+    /// A scan sets it while it reads blocks of a committed view: blocks freed after that
+    /// view must not be reallocated and overwritten under it.
+    pub fn hold_frees(&mut self, from: Option<u64>) {
+        self.hold_from = from;
     }
 
     /// Space per top vdev and in total.

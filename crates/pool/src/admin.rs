@@ -261,6 +261,7 @@ impl Spa {
                 let txg = w.txg;
                 for (f, snap) in check(w, &n)? {
                     let s = dslw::snapshot(&mut w.mos, &mut w.mos_zaps, f.ds, &snap, txg, now)?;
+                    w.scan.ds_snapshotted(f.ds, s);
                     for feat in w.ds_features(f.ds)? {
                         w.ds_activate(s, feat)?;
                     }

@@ -25,6 +25,8 @@ impl PoolWriter {
     /// Destroys snapshot object `snap` in the open txg.
     pub fn destroy_snapshot(&mut self, snap: u64) -> Result<()> {
         dsl::destroy::check_destroy_snapshot(&self.mos, &mut self.mos_zaps, snap)?;
+        let phys = dsl::write::ds_phys(&self.mos, snap)?;
+        self.scan.ds_destroyed(snap, &phys);
         self.ds_release_features(snap)?;
         let txg = self.txg;
         let alloc = &self.alloc;
@@ -57,7 +59,7 @@ impl PoolWriter {
                 ));
             }
             let mut errors = Vec::new();
-            let opts = TraverseOpts { min_birth: phys.prev_snap_txg, read_data: false };
+            let opts = TraverseOpts { min_birth: phys.prev_snap_txg, read_data: false, resume: None };
             traverse_objset(
                 &os,
                 opts,
@@ -78,6 +80,7 @@ impl PoolWriter {
         }
         // The dataset's open writer, if any, goes (back again if this txg is undone).
         self.remove_dataset_writer(ds);
+        self.scan.ds_destroyed(ds, &phys);
         self.ds_release_features(ds)?;
         let ratios: Vec<u64> = self.top_info.iter().map(|t| t.deflate_ratio).collect();
         let mut freed = SpaceDelta::default();

@@ -20,6 +20,7 @@ pub mod features;
 pub mod history;
 pub mod import;
 pub mod open_rw;
+pub mod scan;
 pub mod space;
 pub mod spacemaps;
 pub mod status;

@@ -149,6 +149,7 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
     }
     w.kept_config = kept_config(pool)?;
     w.config_dirty = true;
+    w.load_scan()?;
     Ok(w)
 }
 

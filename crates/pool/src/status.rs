@@ -54,6 +54,8 @@ pub struct PoolStatus {
     pub errors: Vec<DataError>,
     /// Set when the pool is suspended after I/O failures (the reason, for the log).
     pub suspended: Option<String>,
+    /// The scan lines after "  scan: " (None: no scan line, as for read-only pools).
+    pub scan: Option<String>,
 }
 
 fn kind_name(kind: &VdevKind, id: u64) -> String {
@@ -142,7 +144,14 @@ pub fn pool_status(pool: &Pool) -> PoolStatus {
         note: String::new(),
         children: tops,
     };
-    PoolStatus { name: pool.name().to_string(), health, root, errors: pool.errors(), suspended: None }
+    PoolStatus {
+        name: pool.name().to_string(),
+        health,
+        root,
+        errors: pool.errors(),
+        suspended: None,
+        scan: None,
+    }
 }
 
 fn render_tree(out: &mut String, v: &VdevStatus, depth: usize, width: usize, parsable: bool) {
@@ -224,9 +233,18 @@ pub fn render_status(st: &PoolStatus, verbose: bool, parsable: bool) -> String {
     } else if st.health != PoolHealth::Online {
         out.push_str("status: One or more devices could not be used because the label is missing or\n\tinvalid.  Sufficient replicas exist for the pool to continue\n\tfunctioning in a degraded state.\n");
         out.push_str("action: Replace the device using 'zpool replace'.\n");
+    } else if !st.errors.is_empty() {
+        // libzfs ZPOOL_STATUS_CORRUPT_DATA.
+        out.push_str("status: One or more devices has experienced an error resulting in data\n\tcorruption.  Applications may be affected.\n");
+        out.push_str("action: Restore the file in question if possible.  Otherwise restore the\n\tentire pool from backup.\n");
+        out.push_str("   see: https://openzfs.github.io/openzfs-docs/msg/ZFS-8000-8A\n");
     } else if has_errors(&st.root) {
         out.push_str("status: One or more devices has experienced an unrecoverable error.  An\n\tattempt was made to correct the error.  Applications are unaffected.\n");
         out.push_str("action: Determine if the device needs to be replaced, and clear the errors\n\tusing 'zpool clear' or replace the device with 'zpool replace'.\n");
+        out.push_str("   see: https://openzfs.github.io/openzfs-docs/msg/ZFS-8000-9P\n");
+    }
+    if let Some(scan) = &st.scan {
+        let _ = write!(out, "  scan: {scan}");
     }
     out.push_str("config:\n\n");
     let width = tree_width(&st.root, 0).max(10);

@@ -110,6 +110,9 @@ pub struct Spa {
     /// A panic armed by fault injection (`rzinject -p`): the next change panics inside the
     /// open txg, to test what a real bug there does.
     panic_armed: std::sync::atomic::AtomicBool,
+    /// The scan's memory-only state (counters of this pass, errors found, thread running).
+    scan_run: Mutex<crate::scan::ScanRun>,
+    scan_cv: Condvar,
 }
 
 /// The open txg of one dataset, lent to a change.
@@ -143,13 +146,218 @@ impl Spa {
             on_synced: Mutex::new(None),
             next_task: AtomicU64::new(1),
             panic_armed: std::sync::atomic::AtomicBool::new(false),
+            scan_run: Mutex::new(crate::scan::ScanRun::default()),
+            scan_cv: Condvar::new(),
         });
         let weak = Arc::downgrade(&spa);
         std::thread::Builder::new()
             .name(format!("txg_sync {}", spa.name))
             .spawn(move || sync_thread(weak))
             .expect("spawning the sync thread");
+        // A scan the pool was exported or crashed in the middle of goes on (OpenZFS resumes
+        // it at import too), unless it was paused.
+        let resume = {
+            let w = lock(&spa.w);
+            // What earlier passes examined was issued too (OpenZFS's issued-before-pass).
+            lock(&spa.scan_run).status.issued =
+                if w.scan.phys.is_scanning() { w.scan.phys.examined } else { 0 };
+            w.scan.phys.is_scanning() && !w.scan.phys.is_paused()
+        };
+        if resume {
+            spa.spawn_scan();
+        }
         spa
+    }
+
+    /// The writer, locked (for the scan thread).
+    pub(crate) fn writer_locked(&self) -> MutexGuard<'_, PoolWriter> {
+        lock(&self.w)
+    }
+
+    /// Is the pool neither suspended nor closed?
+    pub(crate) fn is_active(&self) -> bool {
+        matches!(lock(&self.st).mode, Mode::Active)
+    }
+
+    /// Notes that the open txg has changes for the sync thread to write.
+    pub(crate) fn mark_dirty(&self) {
+        self.note_dirty();
+    }
+
+    pub(crate) fn scan_run(&self) -> MutexGuard<'_, crate::scan::ScanRun> {
+        lock(&self.scan_run)
+    }
+
+    pub(crate) fn wake_scan_waiters(&self) {
+        self.scan_cv.notify_all();
+    }
+
+    /// Starts the scan thread unless one runs.
+    fn spawn_scan(self: &Arc<Self>) {
+        {
+            let mut run = lock(&self.scan_run);
+            if run.running {
+                return;
+            }
+            run.running = true;
+            let now = crate::writer::now_secs();
+            if run.status.pass_paused_at != 0 {
+                run.status.pass_spent_paused += now.saturating_sub(run.status.pass_paused_at);
+                run.status.pass_paused_at = 0;
+            }
+            if run.status.pass_start == 0 {
+                run.status.pass_start = now;
+            }
+        }
+        let weak = Arc::downgrade(self);
+        let spawned = std::thread::Builder::new()
+            .name(format!("scan {}", self.name))
+            .spawn(move || crate::scan::scan_thread(weak));
+        if spawned.is_err() {
+            lock(&self.scan_run).running = false;
+        }
+    }
+
+    /// `zpool scrub` / `zpool resilver`: starts a scan, or resumes a paused scrub. Refused
+    /// while a scan of the same kind runs (OpenZFS: "currently scrubbing").
+    pub fn scan_start(self: &Arc<Self>, func: crate::scan::ScanFunc) -> Result<()> {
+        use crate::scan::{ScanFunc, DSF_SCRUB_PAUSED};
+        let resumed = std::sync::atomic::AtomicBool::new(false);
+        let resumed = Arc::new(resumed);
+        let r2 = resumed.clone();
+        self.sync_task(
+            SpaceCheck::Reserved,
+            Reserve::Meta,
+            |w| {
+                let p = &w.scan.phys;
+                if p.is_scanning() && !(p.is_paused() && func == ScanFunc::Scrub) {
+                    let what = if p.func == ScanFunc::Resilver as u64 { "resilvering" } else { "scrubbing" };
+                    if func == ScanFunc::Scrub || p.func == ScanFunc::Resilver as u64 {
+                        return Err(PoolError::Busy(format!(
+                            "currently {what}; use 'zpool scrub -s' to cancel the current scrub"
+                        )));
+                    }
+                }
+                Ok(())
+            },
+            move |w| {
+                if w.scan.phys.is_paused() && func == ScanFunc::Scrub {
+                    w.scan.phys.flags &= !DSF_SCRUB_PAUSED;
+                    w.scan.dirty = true;
+                    r2.store(true, Ordering::SeqCst);
+                    return Ok(());
+                }
+                w.scan_setup(func)
+            },
+        )?;
+        if !resumed.load(Ordering::SeqCst) {
+            let mut run = lock(&self.scan_run);
+            let running = run.running;
+            run.status = crate::scan::ScanStatus::default();
+            run.errors.clear();
+            run.running = running;
+        }
+        // A thread still finishing the previous scan's batch sees the new state and goes on.
+        self.spawn_scan();
+        Ok(())
+    }
+
+    /// `zpool scrub -p`: pauses the running scrub (its place is kept in the MOS).
+    pub fn scan_pause(&self) -> Result<()> {
+        use crate::scan::{ScanFunc, DSF_SCRUB_PAUSED};
+        self.sync_task(
+            SpaceCheck::Reserved,
+            Reserve::Meta,
+            |w| {
+                let p = &w.scan.phys;
+                if !p.is_scanning() || p.func != ScanFunc::Scrub as u64 {
+                    return Err(PoolError::Invalid("there is no active scrub".into()));
+                }
+                if p.is_paused() {
+                    return Err(PoolError::Invalid("scrub is already paused".into()));
+                }
+                Ok(())
+            },
+            |w| {
+                w.scan.phys.flags |= DSF_SCRUB_PAUSED;
+                w.scan.dirty = true;
+                Ok(())
+            },
+        )?;
+        lock(&self.scan_run).status.pass_paused_at = crate::writer::now_secs();
+        self.scan_cv.notify_all();
+        Ok(())
+    }
+
+    /// `zpool scrub -s`: cancels the running scan (`dsl_scan_cancel`).
+    pub fn scan_cancel(&self) -> Result<()> {
+        self.sync_task(
+            SpaceCheck::Reserved,
+            Reserve::Meta,
+            |w| {
+                if !w.scan.phys.is_scanning() {
+                    return Err(PoolError::Invalid("there is no active scrub".into()));
+                }
+                Ok(())
+            },
+            |w| {
+                w.scan.phys.state = crate::scan::state::CANCELED;
+                w.scan.phys.end_time = (w.now)();
+                w.scan.phys.flags &= !crate::scan::DSF_SCRUB_PAUSED;
+                w.scan.queue.clear();
+                w.scan.dirty = true;
+                Ok(())
+            },
+        )?;
+        self.scan_cv.notify_all();
+        Ok(())
+    }
+
+    /// The scan as `zpool status` shows it (`None`: never scanned).
+    pub fn scan_status(&self) -> Option<crate::scan::ScanStatus> {
+        let phys = lock(&self.w).scan.phys.clone();
+        if phys.func == crate::scan::ScanFunc::None as u64 {
+            return None;
+        }
+        let mut st = lock(&self.scan_run).status.clone();
+        st.phys = phys;
+        Some(st)
+    }
+
+    /// Permanent errors the scan found: (dataset object, object, detail).
+    pub fn scan_errors(&self) -> Vec<(u64, u64, String)> {
+        lock(&self.scan_run).errors.clone()
+    }
+
+    /// Waits until no scan runs (finished, cancelled or paused): `zpool scrub -w`,
+    /// `zpool wait -t scrub`. Fails if the pool goes away meanwhile.
+    pub fn scan_wait(&self) -> Result<()> {
+        let mut run = lock(&self.scan_run);
+        loop {
+            let active = {
+                let w = lock(&self.w);
+                w.scan.phys.is_scanning() && !w.scan.phys.is_paused()
+            };
+            if !active {
+                return Ok(());
+            }
+            if let Mode::Closed { reason } = &lock(&self.st).mode {
+                return Err(PoolError::Io(reason.clone()));
+            }
+            if !run.running {
+                // Nothing makes progress (suspended pool): the caller should not hang forever.
+                if !self.is_active() {
+                    return Err(PoolError::Suspended(
+                        "the pool is suspended; the scan waits for 'zpool clear'".into(),
+                    ));
+                }
+            }
+            run = self
+                .scan_cv
+                .wait_timeout(run, Duration::from_millis(200))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
     }
 
     /// The pool's name.
@@ -591,7 +799,7 @@ impl Spa {
         }
     }
 
-    fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         matches!(lock(&self.st).mode, Mode::Closed { .. })
     }
 }

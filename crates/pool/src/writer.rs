@@ -134,6 +134,11 @@ impl AllocShared {
         self.lock().ms.space()
     }
 
+    /// See `metaslab::Allocator::hold_frees` (used by the scan).
+    pub fn hold_frees(&self, from: Option<u64>) {
+        self.lock().ms.hold_frees(from);
+    }
+
     /// Makes a newly added top-level vdev's metaslabs allocatable (`zpool add`).
     pub fn add_top(&self, vdev: u64, asize: u64, ashift: u8, ms_shift: u32) -> Result<()> {
         self.lock().ms.add_top(vdev, asize, ashift, ms_shift).map_err(err)
@@ -308,6 +313,7 @@ struct TxgCheckpoint {
     mos_dir: u64,
     config_obj: u64,
     pending_snapshots: Vec<(u64, String)>,
+    scan: crate::scan::ScanState,
 }
 
 /// Why a sync attempt failed.
@@ -367,6 +373,8 @@ pub struct PoolWriter {
     /// Snapshots to take in the next sync, after the datasets are written (a sync task in
     /// OpenZFS: the snapshot holds the dataset exactly as of its txg).
     pub pending_snapshots: Vec<(u64, String)>,
+    /// The scan's persistent state (MOS `scan` entry and queue object).
+    pub scan: crate::scan::ScanState,
     pub now: fn() -> u64,
     /// Sync tasks queued for the next sync.
     tasks: Vec<SyncTask>,
@@ -428,6 +436,7 @@ impl PoolWriter {
             kept_config: BTreeMap::new(),
             pending_root: None,
             pending_snapshots: Vec::new(),
+            scan: crate::scan::ScanState::default(),
             now: now_secs,
             tasks: Vec::new(),
             task_results: Vec::new(),
@@ -542,6 +551,7 @@ impl PoolWriter {
             let now = (self.now)();
             let snap = dslw::snapshot(&mut self.mos, &mut self.mos_zaps, ds, &name, txg, now)
                 .map_err(PoolError::from)?;
+            self.scan.ds_snapshotted(ds, snap);
             for f in self.ds_features(ds)? {
                 self.ds_activate(snap, f)?;
             }
@@ -557,6 +567,7 @@ impl PoolWriter {
         self.tasks = tasks;
         // Datasets a task created (or dirtied) are written in the same txg.
         self.sync_datasets(txg)?;
+        self.sync_scan()?;
         self.sync_mos(txg)?;
         // Everything of the txg must be durable before its uberblock is written.
         self.flush_tops()?;
@@ -585,6 +596,7 @@ impl PoolWriter {
             mos_dir: self.mos_dir,
             config_obj: self.config_obj,
             pending_snapshots: self.pending_snapshots.clone(),
+            scan: self.scan.clone(),
         }
     }
 
@@ -616,6 +628,7 @@ impl PoolWriter {
         self.mos_dir = c.mos_dir;
         self.config_obj = c.config_obj;
         self.pending_snapshots = c.pending_snapshots;
+        self.scan = c.scan;
         self.pending_root = None;
         {
             let mut g = self.alloc.lock();
@@ -671,6 +684,7 @@ impl PoolWriter {
             || self.config_obj_dirty
             || !self.pending_snapshots.is_empty()
             || !self.tasks.is_empty()
+            || self.scan.dirty
             || self.mos.is_dirty()
             || self.mos_zaps.is_dirty()
             || self.datasets.values().any(|d| d.os.is_dirty() || d.zaps.is_dirty())

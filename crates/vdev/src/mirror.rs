@@ -5,6 +5,7 @@
 //! checksum its CKSUM counter; the first verified copy is returned, and each child that
 //! returned bad data or an I/O error gets a [`Repair`] carrying the good copy. This follows
 //! OpenZFS vdev_mirror.c in outcome, without its load balancing or DTL-based child choice.
+//! A thorough (scrub) read reads every child, so each bad copy is found and repaired.
 
 use crate::error::{Result, VdevError};
 use crate::tree::{Counters, Repair, Vdev};
@@ -15,17 +16,26 @@ pub(crate) fn read(
     size: u64,
     check: &dyn Fn(&[u8]) -> bool,
     repairs: &mut Vec<Repair>,
+    thorough: bool,
 ) -> Result<Vec<u8>> {
     let mut failed: Vec<u64> = Vec::new();
     let mut last_err = None;
     let mut failed_cksum = false;
+    let mut good: Option<Vec<u8>> = None;
     for child in vd.children.iter().filter(|c| c.readable()) {
         let mut sub = Vec::new();
-        match child.read_block(offset, size, check, &mut sub) {
+        match child.read_block(offset, size, check, &mut sub, thorough) {
             Ok(data) => {
                 repairs.extend(sub);
-                repairs.extend(failed.iter().map(|&g| Repair { vdev_guid: g, offset, data: data.clone() }));
-                return Ok(data);
+                if !thorough {
+                    repairs.extend(failed.iter().map(|&g| Repair {
+                        vdev_guid: g,
+                        offset,
+                        data: data.clone(),
+                    }));
+                    return Ok(data);
+                }
+                good.get_or_insert(data);
             }
             Err(e) => {
                 failed_cksum |= matches!(e, VdevError::Checksum { .. });
@@ -33,6 +43,10 @@ pub(crate) fn read(
                 last_err = Some(e);
             }
         }
+    }
+    if let Some(data) = good {
+        repairs.extend(failed.iter().map(|&g| Repair { vdev_guid: g, offset, data: data.clone() }));
+        return Ok(data);
     }
     // No copy verified: the block is lost on this vdev. When some copy was read but failed the
     // checksum, that is a checksum error of the mirror itself (as zpool status shows it).

@@ -248,6 +248,7 @@ pub(crate) fn read(
     size: u64,
     check: &dyn Fn(&[u8]) -> bool,
     repairs: &mut Vec<Repair>,
+    thorough: bool,
 ) -> Result<Vec<u8>> {
     let map = map_of(vd, offset, size)?;
     let (np, acols) = (map.nparity, map.acols);
@@ -258,7 +259,17 @@ pub(crate) fn read(
     if cols.state[np..].iter().all(|&s| s == ColState::Good) {
         let data = Cols::assemble(&cols.bufs, np);
         if check(&data) {
-            return Ok(data);
+            if !thorough {
+                return Ok(data);
+            }
+            // A scrub also proves the parity: read it and compare with parity regenerated
+            // from the verified data (`finish` does exactly that).
+            for c in 0..np {
+                cols.fetch(c);
+            }
+            let bufs = cols.bufs.clone();
+            let out = finish(&cols, bufs, repairs, thorough);
+            return Ok(out);
         }
     }
     for c in 0..np {
@@ -273,11 +284,11 @@ pub(crate) fn read(
     }
     if known.iter().any(|&c| c >= np) {
         if let Some(bufs) = cols.attempt(&known, check) {
-            return Ok(finish(&cols, bufs, repairs));
+            return Ok(finish(&cols, bufs, repairs, thorough));
         }
     }
     if let Some(bufs) = combinatorial(&cols, &known, check) {
-        return Ok(finish(&cols, bufs, repairs));
+        return Ok(finish(&cols, bufs, repairs, thorough));
     }
     Counters::bump(&vd.counters.cksum);
     Err(vd.checksum_error(offset, size))
@@ -325,8 +336,10 @@ fn next_combination(idx: &mut [usize], n: usize) -> bool {
 /// Account for a verified reconstruction. Parity is regenerated from the verified data, so
 /// every column that was read successfully but differs from its verified content (data proven
 /// wrong by the reconstruction, or parity failing the check) gets a CKSUM count, and every such
-/// column and every column that failed I/O gets a repair. Returns the block's bytes.
-fn finish(cols: &Cols<'_>, mut bufs: Vec<Vec<u8>>, repairs: &mut Vec<Repair>) -> Vec<u8> {
+/// column and every column that failed I/O gets a repair. A `thorough` (scrub) finish also
+/// checks every copy of columns held by replacing/spare children ([`Vdev::column_check`]).
+/// Returns the block's bytes.
+fn finish(cols: &Cols<'_>, mut bufs: Vec<Vec<u8>>, repairs: &mut Vec<Repair>, thorough: bool) -> Vec<u8> {
     let np = cols.map.nparity;
     // Regenerate all parity from the verified data: any parity column read differently is bad.
     let mut parity = vec![Vec::new(); np];
@@ -345,6 +358,9 @@ fn finish(cols: &Cols<'_>, mut bufs: Vec<Vec<u8>>, repairs: &mut Vec<Repair>) ->
             ColState::Missing | ColState::Untried => false,
         };
         if !wrong {
+            if thorough && cols.state[c] == ColState::Good {
+                child.column_check(col.offset, &bufs[c], repairs);
+            }
             continue;
         }
         if cols.state[c] == ColState::Good {

@@ -364,18 +364,48 @@ impl Vdev {
     /// block's checksum over exactly `psize` bytes; copies or reconstructions that fail it are
     /// rejected (and counted as checksum errors on the children proven wrong).
     pub fn read(&self, offset: u64, psize: u64, verify: &dyn Fn(&[u8]) -> bool) -> Result<ReadOutcome> {
-        if psize == 0 {
-            return Err(VdevError::InvalidRequest("zero-length read".into()));
-        }
-        let size = psize
-            .checked_next_multiple_of(self.sector())
-            .ok_or_else(|| VdevError::InvalidRequest(format!("psize {psize:#x} overflows")))?;
+        let size = self.sectors_of(psize)?;
         let plen = psize as usize;
         let check = |b: &[u8]| b.get(..plen).is_some_and(verify);
         let mut repairs = Vec::new();
-        let mut data = self.read_block(offset, size, &check, &mut repairs)?;
+        let mut data = self.read_block(offset, size, &check, &mut repairs, false)?;
         data.truncate(plen);
         Ok(ReadOutcome { data, repairs })
+    }
+
+    /// A scrub read (OpenZFS `ZIO_FLAG_SCRUB`): like [`Vdev::read`], but every copy is read
+    /// and checked, not just the first that verifies: every child of a mirror, every RAID-Z
+    /// column including parity (parity regenerated from the verified data and compared), and
+    /// every child of a replacing or spare vdev standing as a RAID-Z column. Each copy that
+    /// failed I/O or differs from the verified bytes gets a [`Repair`]; copies that returned
+    /// wrong bytes count a checksum error on their leaf.
+    pub fn scrub(&self, offset: u64, psize: u64, verify: &dyn Fn(&[u8]) -> bool) -> Result<ReadOutcome> {
+        let size = self.sectors_of(psize)?;
+        let plen = psize as usize;
+        // The bytes between psize and the sector end are written as zeros (OpenZFS zero-pads
+        // too) but not checksummed; a scrub holds them to that, or damage there would be
+        // blamed on the parity that no longer matches them.
+        let check = |b: &[u8]| b.get(..plen).is_some_and(verify) && b[plen..].iter().all(|&x| x == 0);
+        let mut repairs = Vec::new();
+        match self.read_block(offset, size, &check, &mut repairs, true) {
+            Ok(mut data) => {
+                data.truncate(plen);
+                Ok(ReadOutcome { data, repairs })
+            }
+            // No copy with a clean tail: settle for what an ordinary read accepts.
+            Err(VdevError::Checksum { .. }) if size as usize != plen => self.read(offset, psize, verify),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `psize` rounded up to whole sectors (what a read of it transfers).
+    fn sectors_of(&self, psize: u64) -> Result<u64> {
+        if psize == 0 {
+            return Err(VdevError::InvalidRequest("zero-length read".into()));
+        }
+        psize
+            .checked_next_multiple_of(self.sector())
+            .ok_or_else(|| VdevError::InvalidRequest(format!("psize {psize:#x} overflows")))
     }
 
     /// Read and verify a sector-aligned block through this vdev (any level).
@@ -385,6 +415,7 @@ impl Vdev {
         size: u64,
         check: &dyn Fn(&[u8]) -> bool,
         repairs: &mut Vec<Repair>,
+        thorough: bool,
     ) -> Result<Vec<u8>> {
         match &self.kind {
             k if k.is_leaf() => {
@@ -396,8 +427,8 @@ impl Vdev {
                     Err(self.checksum_error(offset, size))
                 }
             }
-            k if k.is_mirror_like() => mirror::read(self, offset, size, check, repairs),
-            VdevKind::Raidz { .. } => raidz::read(self, offset, size, check, repairs),
+            k if k.is_mirror_like() => mirror::read(self, offset, size, check, repairs, thorough),
+            VdevKind::Raidz { .. } => raidz::read(self, offset, size, check, repairs, thorough),
             _ => Err(self.no_io("reads")),
         }
     }
@@ -490,6 +521,29 @@ impl Vdev {
             }
         }
         Err(last.unwrap_or_else(|| self.unavailable("no readable child")))
+    }
+
+    /// Scrub of one RAID-Z column held by a mirror-like child (replacing, spare): every
+    /// readable copy is compared with the column's verified bytes `expected`; a copy that
+    /// differs counts a checksum error and, like one that fails I/O, gets a repair.
+    pub(crate) fn column_check(&self, offset: u64, expected: &[u8], repairs: &mut Vec<Repair>) {
+        if !self.kind.is_mirror_like() {
+            return;
+        }
+        for c in self.children.iter().filter(|c| c.readable()) {
+            if c.kind.is_mirror_like() {
+                c.column_check(offset, expected, repairs);
+                continue;
+            }
+            match c.leaf_read(offset, expected.len() as u64) {
+                Ok(d) if d == expected => {}
+                Ok(_) => {
+                    Counters::bump(&c.counters.cksum);
+                    repairs.push(Repair { vdev_guid: c.guid, offset, data: expected.to_vec() });
+                }
+                Err(_) => repairs.push(Repair { vdev_guid: c.guid, offset, data: expected.to_vec() }),
+            }
+        }
     }
 
     /// Write raw bytes through this vdev without parity (leaf, or every child of a

@@ -220,3 +220,47 @@ fn bad_parity_found_when_data_is_reconstructed() {
     want.sort_unstable();
     assert_eq!(guids, want);
 }
+
+/// Damage an ordinary read never sees — a parity column, the second side of a mirror — is
+/// found by a scrub read, charged to the right leaf, and repaired to the exact bytes.
+#[test]
+fn scrub_reads_check_parity_and_every_side() {
+    let mut rng = Rng(7);
+    for nparity in 1..=3u8 {
+        for width in (nparity as usize + 1).max(3)..=7 {
+            let (ls, vd) = raidz(nparity, width);
+            let psize = 9u64 << ASHIFT;
+            let data = rng.bytes(psize as usize);
+            vd.write(0, &data).unwrap();
+            let map = RaidzMap::new(0, psize, ASHIFT, width, nparity as usize).unwrap();
+            let p = map.cols[(rng.below(u64::from(nparity))) as usize];
+            let before = raw(&ls[p.devidx], p.offset, p.size as usize);
+            scribble(&ls[p.devidx], p.offset, &rng.bytes(p.size as usize));
+            let plain = vd.read(0, psize, &|b| b == &data[..]).unwrap();
+            assert!(plain.repairs.is_empty(), "an ordinary read reads no parity");
+            let out = vd.scrub(0, psize, &|b| b == &data[..]).unwrap();
+            assert_eq!(out.data, data);
+            assert_eq!(out.repairs.len(), 1, "raidz{nparity}-{width}: {:?}", out.repairs);
+            vd.apply_repairs(&out.repairs).unwrap();
+            assert_eq!(raw(&ls[p.devidx], p.offset, p.size as usize), before);
+            let cksums: Vec<u64> = vd.children().iter().map(|c| c.errors().2).collect();
+            for (i, c) in cksums.iter().enumerate() {
+                assert_eq!(*c, u64::from(i == p.devidx), "raidz{nparity}-{width}: {cksums:?}");
+            }
+            assert!(vd.scrub(0, psize, &|b| b == &data[..]).unwrap().repairs.is_empty());
+        }
+    }
+    // A mirror: the first side verifies, so only a scrub reads the second.
+    let ls: Vec<Leaf> = (0..2).map(|i| leaf(&format!("m{i}"), 50 + i as u64, DEV)).collect();
+    let kids = ls.iter().enumerate().map(|(i, l)| leaf_spec(l, i as u64)).collect();
+    let vd = Vdev::new(top_spec(VdevKind::Mirror, ASHIFT, kids)).unwrap();
+    let data = rng.bytes(4096);
+    vd.write(8192, &data).unwrap();
+    scribble(&ls[1], 8192, &rng.bytes(512));
+    assert!(vd.read(8192, 4096, &|b| b == &data[..]).unwrap().repairs.is_empty());
+    let out = vd.scrub(8192, 4096, &|b| b == &data[..]).unwrap();
+    assert_eq!(out.repairs.len(), 1);
+    assert_eq!(out.repairs[0].vdev_guid, 51);
+    vd.apply_repairs(&out.repairs).unwrap();
+    assert_eq!(raw(&ls[1], 8192, 4096), data);
+}

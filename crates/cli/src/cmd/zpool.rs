@@ -118,6 +118,32 @@ enum Cmd {
         /// Accepted for compatibility: every device of the pool is cleared.
         device: Option<String>,
     },
+    /// Verify every copy of every block and repair what is damaged (start, pause, cancel).
+    Scrub {
+        /// Stop (cancel) the scrub.
+        #[arg(short = 's', conflicts_with = "pause")]
+        stop: bool,
+        /// Pause the scrub; `rzpool scrub` again resumes it.
+        #[arg(short = 'p')]
+        pause: bool,
+        /// Wait until the scrub is done before returning.
+        #[arg(short = 'w')]
+        wait: bool,
+        #[arg(required = true)]
+        pools: Vec<String>,
+    },
+    /// Start a resilver: every block is read and every copy that differs is rewritten.
+    Resilver {
+        #[arg(required = true)]
+        pools: Vec<String>,
+    },
+    /// Wait until background activity (scrub, resilver) of a pool is done.
+    Wait {
+        /// Activities to wait for (scrub, resilver); all when absent.
+        #[arg(short = 't', value_delimiter = ',')]
+        activities: Vec<String>,
+        pool: String,
+    },
     /// Show the commands recorded in a pool's history.
     History { pools: Vec<String> },
     /// Set a pool property (comment, compatibility).
@@ -156,6 +182,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Create { pool, .. } => Some(pool.clone()),
         Cmd::Set { pool, .. } => Some(pool.clone()),
         Cmd::Add { pool, dryrun: false, .. } => Some(pool.clone()),
+        Cmd::Scrub { pools, .. } | Cmd::Resilver { pools } if pools.len() == 1 => Some(pools[0].clone()),
         Cmd::Import { pool: Some(p), newname, props, .. } if !props.iter().any(|x| x == "readonly=on") => {
             Some(newname.clone().unwrap_or_else(|| p.clone()))
         }
@@ -217,6 +244,9 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             crate::rwpool::set_pool_prop(state, &assignment, &pool).map(|_| Response::ok(String::new()))
         }
         Cmd::Clear { pool, .. } => clear(state, &pool),
+        Cmd::Scrub { stop, pause, wait, pools } => scrub(state, &pools, stop, pause, wait),
+        Cmd::Resilver { pools } => resilver(state, &pools),
+        Cmd::Wait { activities, pool } => wait(state, &pool, &activities),
         Cmd::Sync { pools } => sync(state, &pools),
         Cmd::Get { scripted, parsable, fields, props, pools } => {
             get(state, &props, &pools, scripted, parsable, &fields)
@@ -240,6 +270,73 @@ fn clear(state: &State, name: &str) -> Result<Response, String> {
             for t in &p.tops {
                 t.clear_errors();
             }
+        }
+    }
+    Ok(Response::ok(String::new()))
+}
+
+/// The read-write owner of pool `name`, or the message zpool gives for a read-only one.
+fn rw_pool(state: &State, name: &str, what: &str) -> Result<Arc<crate::rwpool::RwPool>, String> {
+    state.pool(name)?;
+    crate::rwpool::writer_of(state, name).ok_or_else(|| format!("cannot {what} {name}: pool is read-only"))
+}
+
+/// `zpool scrub [-s | -p] [-w] POOL...`.
+fn scrub(state: &State, names: &[String], stop: bool, pause: bool, wait: bool) -> Result<Response, String> {
+    for name in names {
+        let rw = rw_pool(state, name, "scrub")?;
+        let r = if stop {
+            rw.spa.scan_cancel()
+        } else if pause {
+            rw.spa.scan_pause()
+        } else {
+            rw.spa.scan_start(pool::scan::ScanFunc::Scrub)
+        };
+        r.map_err(|e| match e {
+            pool::PoolError::Busy(m) | pool::PoolError::Invalid(m) => format!("cannot scrub {name}: {m}"),
+            e => format!("cannot scrub {name}: {e}"),
+        })?;
+        if wait && !stop && !pause {
+            rw.spa.scan_wait().map_err(|e| format!("cannot wait for {name}: {e}"))?;
+        }
+    }
+    Ok(Response::ok(String::new()))
+}
+
+/// `zpool resilver POOL...`.
+fn resilver(state: &State, names: &[String]) -> Result<Response, String> {
+    for name in names {
+        let rw = rw_pool(state, name, "resilver")?;
+        rw.spa.scan_start(pool::scan::ScanFunc::Resilver).map_err(|e| match e {
+            pool::PoolError::Busy(m) | pool::PoolError::Invalid(m) => format!("cannot resilver {name}: {m}"),
+            e => format!("cannot resilver {name}: {e}"),
+        })?;
+    }
+    Ok(Response::ok(String::new()))
+}
+
+/// `zpool wait [-t ACTIVITY,...] POOL`: scrub and resilver are the activities rzfs has.
+fn wait(state: &State, name: &str, activities: &[String]) -> Result<Response, String> {
+    const KNOWN: [&str; 8] =
+        ["discard", "free", "initialize", "replace", "remove", "resilver", "scrub", "trim"];
+    for a in activities {
+        if !KNOWN.contains(&a.as_str()) && a != "raidz_expand" {
+            return Err(format!("invalid activity '{a}'"));
+        }
+    }
+    let rw = rw_pool(state, name, "wait for")?;
+    let want = |f: pool::scan::ScanFunc| {
+        let n = if f == pool::scan::ScanFunc::Scrub { "scrub" } else { "resilver" };
+        activities.is_empty() || activities.iter().any(|a| a == n)
+    };
+    if let Some(s) = rw.spa.scan_status() {
+        let f = if s.phys.func == pool::scan::ScanFunc::Resilver as u64 {
+            pool::scan::ScanFunc::Resilver
+        } else {
+            pool::scan::ScanFunc::Scrub
+        };
+        if want(f) {
+            rw.spa.scan_wait().map_err(|e| format!("cannot wait for {name}: {e}"))?;
         }
     }
     Ok(Response::ok(String::new()))

@@ -1,0 +1,882 @@
+//! # Scrub and resilver: the pool scan
+//!
+//! Theory. A scan visits every block the pool references once and reads *every copy* of it
+//! (all mirror sides, all RAID-Z columns including parity, every DVA of a multi-copy block),
+//! rewriting the copies that are missing, fail I/O or hold wrong bytes. It is OpenZFS's
+//! `dsl_scan` in outcome and in its persistent state, so a scan paused or interrupted here
+//! resumes in OpenZFS and the reverse:
+//!
+//! * **State in the MOS.** The `scan` entry of the MOS directory holds `dsl_scan_phys_t`
+//!   (24 words: function, state, queue object, min/max txg, the current dataset's txg window,
+//!   times, byte counters, error count, DDT bookmark, the *bookmark* where the walk stands,
+//!   flags). The queue object (`DMU_OT_SCAN_QUEUE`, a ZAP from hex dataset object to txg)
+//!   holds the datasets still to visit. Both are written in syncing context by
+//!   [`PoolWriter::sync_scan`] whenever they changed ([`ScanState::dirty`]).
+//! * **Order** (OpenZFS `dsl_scan_visit`): the MOS first, then `$ORIGIN@$ORIGIN`; visiting a
+//!   dataset queues its next snapshot and its clones with the dataset's creation txg, and
+//!   the queue is drained in object order. A dataset is walked for blocks born after the txg
+//!   it was queued with (its previous snapshot's), up to the scan's max txg (a snapshot's
+//!   creation txg), so each block is read once, by the oldest dataset that holds it, and
+//!   blocks written after the scan started (which went to every device) are not.
+//! * **Datasets changing underneath** (`dsl_scan_ds_snapshotted/destroyed`): a snapshot of a
+//!   queued (or current) head takes its place; a destroyed snapshot hands its place to its
+//!   next snapshot. These hooks run in syncing context and bump [`ScanState::gen`].
+//! * **Sorted, bounded, concurrent.** The scan thread takes a committed view (the durable
+//!   uberblock's MOS) and, with no pool lock held, walks it from the bookmark, gathering
+//!   block pointers until a batch is full (`RZFS_SCAN_BATCH` pointers, 1 GiB of data at
+//!   most) — memory is bounded by the batch whatever the pool's size. The batch is sorted by
+//!   device offset and issued by several threads, so the disks see large forward sweeps
+//!   (OpenZFS's sorted scan, without its per-vdev range trees). Then, under the writer
+//!   lock, the new bookmark, queue and counters are installed — unless the DSL changed
+//!   the queue meanwhile (`gen`), in which case the batch's reads stand but the walk
+//!   resumes from the old bookmark. While a batch is out, the allocator keeps space freed
+//!   after the view deferred (`Allocator::hold_frees`), so no block of the view can be
+//!   reallocated and overwritten under a read or a repair.
+//! * **Repair.** A copy proven bad is rewritten in place with the verified bytes: the block
+//!   is live (or held), so writing its own contents back is always safe. A block no copy of
+//!   which verifies is a permanent error: counted in `scn_errors` and reported by
+//!   `zpool status -v` with its dataset and object.
+//!
+//! Not done yet: DTLs (a resilver reads everything, as a scrub does, and rewrites whatever
+//! differs), the intent log of heads, dedup tables (rzfs writes none).
+
+use crate::txg::Spa;
+use crate::writer::PoolWriter;
+use crate::{PoolError, Result};
+use dmu::traverse::{traverse_objset, TraverseOpts, Visit};
+use dmu::{Objset, Reader};
+use ondisk::blkptr::BlkPtr;
+use ondisk::dsl::DslDatasetPhys;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use vdev::Vdev;
+use zap::write::ZapVal;
+
+/// Words of `dsl_scan_phys_t` (`SCAN_PHYS_NUMINTS`).
+pub const SCAN_PHYS_NUMINTS: usize = 24;
+/// MOS directory entry holding it (`DMU_POOL_SCAN`).
+pub const DMU_POOL_SCAN: &str = "scan";
+/// `DMU_OT_SCAN_QUEUE`.
+const OT_SCAN_QUEUE: u8 = 38;
+/// `zb_objset` of a bookmark whose dataset was destroyed or finished (`ZB_DESTROYED_OBJSET`).
+pub const ZB_DESTROYED_OBJSET: u64 = u64::MAX;
+/// `DSF_SCRUB_PAUSED`.
+pub const DSF_SCRUB_PAUSED: u64 = 1 << 1;
+/// `zfs_scrub_ddt_class_max` default (`DDT_CLASS_DUPLICATE`).
+const DDT_CLASS_DUPLICATE: u64 = 1;
+
+/// `pool_scan_func_t`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanFunc {
+    None = 0,
+    Scrub = 1,
+    Resilver = 2,
+}
+
+/// `dsl_scan_state_t`.
+pub mod state {
+    pub const NONE: u64 = 0;
+    pub const SCANNING: u64 = 1;
+    pub const FINISHED: u64 = 2;
+    pub const CANCELED: u64 = 3;
+}
+
+/// `dsl_scan_phys_t`, word for word.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScanPhys {
+    pub func: u64,
+    pub state: u64,
+    pub queue_obj: u64,
+    pub min_txg: u64,
+    pub max_txg: u64,
+    pub cur_min_txg: u64,
+    pub cur_max_txg: u64,
+    pub start_time: u64,
+    pub end_time: u64,
+    pub to_examine: u64,
+    pub examined: u64,
+    pub skipped: u64,
+    pub processed: u64,
+    pub errors: u64,
+    pub ddt_class_max: u64,
+    pub ddt_bookmark: [u64; 4],
+    /// `zbookmark_phys_t`: objset (dataset object; 0 = the MOS), object, level, blkid.
+    pub bookmark: [u64; 4],
+    pub flags: u64,
+}
+
+impl ScanPhys {
+    /// The 24 words in on-disk order.
+    pub fn to_words(&self) -> Vec<u64> {
+        let mut v = vec![
+            self.func,
+            self.state,
+            self.queue_obj,
+            self.min_txg,
+            self.max_txg,
+            self.cur_min_txg,
+            self.cur_max_txg,
+            self.start_time,
+            self.end_time,
+            self.to_examine,
+            self.examined,
+            self.skipped,
+            self.processed,
+            self.errors,
+            self.ddt_class_max,
+        ];
+        v.extend_from_slice(&self.ddt_bookmark);
+        v.extend_from_slice(&self.bookmark);
+        v.push(self.flags);
+        v
+    }
+
+    /// Parses the words of a `scan` entry; `None` when there are too few.
+    pub fn from_words(w: &[u64]) -> Option<ScanPhys> {
+        if w.len() < SCAN_PHYS_NUMINTS {
+            return None;
+        }
+        Some(ScanPhys {
+            func: w[0],
+            state: w[1],
+            queue_obj: w[2],
+            min_txg: w[3],
+            max_txg: w[4],
+            cur_min_txg: w[5],
+            cur_max_txg: w[6],
+            start_time: w[7],
+            end_time: w[8],
+            to_examine: w[9],
+            examined: w[10],
+            skipped: w[11],
+            processed: w[12],
+            errors: w[13],
+            ddt_class_max: w[14],
+            ddt_bookmark: [w[15], w[16], w[17], w[18]],
+            bookmark: [w[19], w[20], w[21], w[22]],
+            flags: w[23],
+        })
+    }
+
+    /// A scan is under way (possibly paused).
+    pub fn is_scanning(&self) -> bool {
+        self.state == state::SCANNING
+    }
+
+    /// A scrub paused by `zpool scrub -p`.
+    pub fn is_paused(&self) -> bool {
+        self.is_scanning() && self.flags & DSF_SCRUB_PAUSED != 0
+    }
+}
+
+/// The scan's part of the MOS, kept by the [`PoolWriter`] (and so saved and restored with
+/// the open txg's checkpoint).
+#[derive(Clone, Debug, Default)]
+pub struct ScanState {
+    pub phys: ScanPhys,
+    /// Datasets to visit: object → txg (`scn_queue`).
+    pub queue: BTreeMap<u64, u64>,
+    /// `phys` or `queue` changed since the last sync.
+    pub dirty: bool,
+    /// Bumped whenever the DSL rewrites the queue or bookmark (snapshot, destroy): a batch
+    /// gathered from an older generation must not install its cursor.
+    pub gen: u64,
+}
+
+impl ScanState {
+    /// A snapshot `snap` of head `head` was taken: the snapshot holds what the head held when
+    /// it was queued, so it takes the head's place (`dsl_scan_ds_snapshotted`).
+    pub fn ds_snapshotted(&mut self, head: u64, snap: u64) {
+        if !self.phys.is_scanning() {
+            return;
+        }
+        if self.phys.bookmark[0] == head && head != 0 {
+            self.phys.bookmark[0] = snap;
+        }
+        if let Some(t) = self.queue.remove(&head) {
+            self.queue.insert(snap, t);
+        }
+        self.gen += 1;
+        self.dirty = true;
+    }
+
+    /// Dataset `ds` (with its record `phys`) is being destroyed (`dsl_scan_ds_destroyed`):
+    /// a snapshot hands its place to its next snapshot, which now holds its blocks.
+    pub fn ds_destroyed(&mut self, ds: u64, phys: &DslDatasetPhys) {
+        if !self.phys.is_scanning() {
+            return;
+        }
+        let next = (phys.next_snap_obj != 0).then_some(phys.next_snap_obj);
+        if self.phys.bookmark[0] == ds && ds != 0 {
+            match next {
+                Some(n) => self.phys.bookmark = [n, 0, 0, 0],
+                None => self.phys.bookmark = [ZB_DESTROYED_OBJSET, 0, 0, 0],
+            }
+        }
+        if let Some(t) = self.queue.remove(&ds) {
+            if let Some(n) = next {
+                let e = self.queue.entry(n).or_insert(t);
+                *e = (*e).min(t);
+            }
+        }
+        self.gen += 1;
+        self.dirty = true;
+    }
+}
+
+impl PoolWriter {
+    /// Loads the scan state from the MOS (import).
+    pub fn load_scan(&mut self) -> Result<()> {
+        let bad = |e: zap::ZapError| PoolError::Invalid(format!("scan state: {e}"));
+        let dir = ondisk::dsl::mos_keys::DIRECTORY_OBJECT;
+        let Some(v) = self.mos_zaps.lookup(&self.mos, dir, DMU_POOL_SCAN.as_bytes()).map_err(bad)? else {
+            return Ok(());
+        };
+        let Some(phys) = ScanPhys::from_words(&v.values) else {
+            return Err(PoolError::Invalid(format!("scan state has {} words", v.values.len())));
+        };
+        let mut queue = BTreeMap::new();
+        if phys.is_scanning() && phys.queue_obj != 0 {
+            for (k, v) in self.mos_zaps.entries(&self.mos, phys.queue_obj).map_err(bad)? {
+                let name = String::from_utf8_lossy(&k).trim_end_matches('\0').to_string();
+                if let (Ok(ds), Some(&txg)) = (u64::from_str_radix(&name, 16), v.values.first()) {
+                    queue.insert(ds, txg);
+                }
+            }
+        }
+        self.scan = ScanState { phys, queue, dirty: false, gen: 0 };
+        Ok(())
+    }
+
+    /// Writes the scan state into the MOS of the txg being synced when it changed.
+    pub(crate) fn sync_scan(&mut self) -> Result<()> {
+        if !self.scan.dirty {
+            return Ok(());
+        }
+        let bad = |e: zap::ZapError| PoolError::Invalid(format!("scan state: {e}"));
+        let dir = ondisk::dsl::mos_keys::DIRECTORY_OBJECT;
+        let scanning = self.scan.phys.is_scanning();
+        if scanning && self.scan.phys.queue_obj == 0 {
+            self.scan.phys.queue_obj =
+                self.mos_zaps.create(&mut self.mos, OT_SCAN_QUEUE, 0, Vec::new()).map_err(bad)?;
+        }
+        if !scanning && self.scan.phys.queue_obj != 0 {
+            self.mos_zaps.destroy(&mut self.mos, self.scan.phys.queue_obj).map_err(bad)?;
+            self.scan.phys.queue_obj = 0;
+        }
+        if scanning {
+            let q = self.scan.phys.queue_obj;
+            let want: BTreeMap<Vec<u8>, u64> =
+                self.scan.queue.iter().map(|(ds, txg)| (format!("{ds:x}").into_bytes(), *txg)).collect();
+            for (k, _) in self.mos_zaps.entries(&self.mos, q).map_err(bad)? {
+                if !want.contains_key(&k) {
+                    self.mos_zaps.remove(&self.mos, q, &k).map_err(bad)?;
+                }
+            }
+            for (k, txg) in want {
+                self.mos_zaps.update(&self.mos, q, &k, ZapVal::u64(txg)).map_err(bad)?;
+            }
+        }
+        let words = ZapVal { int_size: 8, values: self.scan.phys.to_words() };
+        self.mos_zaps.update(&self.mos, dir, DMU_POOL_SCAN.as_bytes(), words).map_err(bad)?;
+        self.scan.dirty = false;
+        Ok(())
+    }
+
+    /// Sets up a new scan in syncing context (`dsl_scan_setup_sync`).
+    pub(crate) fn scan_setup(&mut self, func: ScanFunc) -> Result<()> {
+        let allocated = {
+            let s = self.alloc.space();
+            s.size.saturating_sub(s.free)
+        };
+        let old_queue = self.scan.phys.queue_obj;
+        self.scan.phys = ScanPhys {
+            func: func as u64,
+            state: state::SCANNING,
+            queue_obj: old_queue,
+            min_txg: 0,
+            max_txg: self.txg,
+            start_time: (self.now)(),
+            to_examine: allocated,
+            ddt_class_max: DDT_CLASS_DUPLICATE,
+            ..ScanPhys::default()
+        };
+        self.scan.queue.clear();
+        self.scan.gen += 1;
+        self.scan.dirty = true;
+        Ok(())
+    }
+}
+
+/// What `zpool status` shows of a scan: the persistent state plus this pass's counters.
+#[derive(Clone, Debug, Default)]
+pub struct ScanStatus {
+    pub phys: ScanPhys,
+    /// Bytes issued (read and checked) in total and in this pass.
+    pub issued: u64,
+    pub pass_issued: u64,
+    pub pass_examined: u64,
+    pub pass_start: u64,
+    /// When the scrub was paused (0: not paused) and the time spent paused in this pass.
+    pub pass_paused_at: u64,
+    pub pass_spent_paused: u64,
+}
+
+/// The scan's memory-only bookkeeping, kept by the [`Spa`].
+#[derive(Default)]
+pub struct ScanRun {
+    pub status: ScanStatus,
+    /// Permanent errors found: (dataset object, object, what failed).
+    pub errors: Vec<(u64, u64, String)>,
+    /// A scan thread is running.
+    pub running: bool,
+}
+
+/// One block to check: the pointer and where it was found.
+#[derive(Clone, Debug)]
+struct Item {
+    bp: BlkPtr,
+    ds: u64,
+    object: u64,
+}
+
+/// Batch limits.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_items: usize,
+    pub max_bytes: u64,
+    pub threads: usize,
+    /// Pause between batches (`RZFS_SCAN_DELAY_MS`, default 0): throttles a scan on a busy
+    /// pool, and lets tests catch one in the middle.
+    pub delay: std::time::Duration,
+}
+
+impl Limits {
+    /// From `RZFS_SCAN_BATCH` (block pointers per batch, default 65536) and
+    /// `RZFS_SCAN_THREADS` (default 4), `RZFS_SCAN_DELAY_MS` (default 0).
+    pub fn from_env() -> Limits {
+        let num = |k: &str, d: usize| {
+            std::env::var(k).ok().and_then(|v| v.parse().ok()).filter(|&n| n > 0).unwrap_or(d)
+        };
+        Limits {
+            max_items: num("RZFS_SCAN_BATCH", 65536),
+            max_bytes: 1 << 30,
+            threads: num("RZFS_SCAN_THREADS", 4),
+            delay: std::time::Duration::from_millis(num("RZFS_SCAN_DELAY_MS", 0) as u64),
+        }
+    }
+}
+
+/// The walk's result for one batch.
+struct Gathered {
+    items: Vec<Item>,
+    phys: ScanPhys,
+    queue: BTreeMap<u64, u64>,
+    examined: u64,
+    finished: bool,
+}
+
+/// Dataset record from the committed MOS; `None` if the object is no dataset (destroyed).
+fn ds_phys(mos: &Objset, obj: u64) -> Option<DslDatasetPhys> {
+    const DMU_OT_DSL_DATASET: u8 = 16;
+    let dn = mos.dnode(obj).ok()?;
+    if dn.bonustype != DMU_OT_DSL_DATASET {
+        return None;
+    }
+    DslDatasetPhys::parse(&dn.bonus, mos.dnode_byte_order()).ok()
+}
+
+/// `$ORIGIN@$ORIGIN`'s object in the committed MOS, if the pool has one.
+fn origin_snapshot(mos: &Objset) -> Option<u64> {
+    let root = zap::lookup_u64(mos, 1, "root_dataset").ok()??;
+    let dn = mos.dnode(root).ok()?;
+    let dir = ondisk::dsl::DslDirPhys::parse(&dn.bonus, mos.dnode_byte_order()).ok()?;
+    let odir = zap::lookup_u64(mos, dir.child_dir_zapobj, "$ORIGIN").ok()??;
+    let dn = mos.dnode(odir).ok()?;
+    let od = ondisk::dsl::DslDirPhys::parse(&dn.bonus, mos.dnode_byte_order()).ok()?;
+    let head = ds_phys(mos, od.head_dataset_obj)?;
+    (head.prev_snap_obj != 0).then_some(head.prev_snap_obj)
+}
+
+/// Every head dataset's oldest snapshot (or the head), for pools without `$ORIGIN`
+/// (versions before 11; OpenZFS `enqueue_cb`).
+fn roots_without_origin(mos: &Objset) -> Vec<(u64, u64)> {
+    const DMU_OT_DSL_DATASET: u8 = 16;
+    let mut heads = Vec::new();
+    let _ = mos.for_each_dnode(|dn| {
+        if dn.bonustype == DMU_OT_DSL_DATASET {
+            if let Ok(p) = DslDatasetPhys::parse(&dn.bonus, mos.dnode_byte_order()) {
+                if !p.is_snapshot() {
+                    heads.push(dn.object);
+                }
+            }
+        }
+        Ok(())
+    });
+    let mut out = Vec::new();
+    'heads: for h in heads {
+        let mut cur = h;
+        for _ in 0..1_000_000 {
+            let Some(p) = ds_phys(mos, cur) else { continue 'heads };
+            if p.prev_snap_obj == 0 {
+                out.push((cur, p.prev_snap_txg));
+                continue 'heads;
+            }
+            match ds_phys(mos, p.prev_snap_obj) {
+                // A clone: its origin's walk reaches it.
+                Some(prev) if prev.next_snap_obj != cur => continue 'heads,
+                Some(_) => cur = p.prev_snap_obj,
+                None => continue 'heads,
+            }
+        }
+    }
+    out
+}
+
+struct Walk<'a> {
+    reader: &'a Reader,
+    mos: &'a Objset,
+    lim: Limits,
+    g: Gathered,
+    bytes: u64,
+}
+
+fn asize_of(bp: &BlkPtr) -> u64 {
+    bp.dvas().iter().map(|d| d.asize()).sum()
+}
+
+impl Walk<'_> {
+    /// Walks objset `os` (dataset `ds`, 0 = MOS) from `resume`; true when suspended (the
+    /// bookmark then says where to go on).
+    fn objset(&mut self, ds: u64, os: &Objset, resume: Option<(u64, u64)>) -> bool {
+        let (min, max) = (self.g.phys.cur_min_txg, self.g.phys.cur_max_txg);
+        let opts = TraverseOpts { min_birth: min, read_data: false, resume };
+        let mut suspended_at = None;
+        let lim = self.lim;
+        let items = &mut self.g.items;
+        let bytes = &mut self.bytes;
+        let examined = &mut self.g.examined;
+        let dnodes_per_block = (u64::from(os.phys.meta_dnode.datablkszsec) << 9) / 512;
+        let mut visit = |v: &Visit| -> dmu::Result<()> {
+            if v.bp.physical_birth() > max {
+                return Ok(());
+            }
+            if !items.is_empty() && (items.len() >= lim.max_items || *bytes >= lim.max_bytes) {
+                let at = if v.object == 0 {
+                    (first_object(v, os, dnodes_per_block), 0)
+                } else {
+                    (v.object, first_blkid(v, os))
+                };
+                suspended_at = Some(at);
+                return Err(dmu::DmuError::Corrupt { what: "scan", detail: "batch full".into() });
+            }
+            *examined += asize_of(v.bp);
+            *bytes += v.bp.psize();
+            items.push(Item { bp: *v.bp, ds, object: v.object });
+            Ok(())
+        };
+        // Blocks that do not read are the issue phase's to report (they are in the batch).
+        let mut on_err = |_: &BlkPtr, _: u64, _: &dmu::DmuError| {};
+        let _ = traverse_objset(os, opts, &mut visit, &mut on_err);
+        match suspended_at {
+            Some((object, blkid)) => {
+                self.g.phys.bookmark = [ds, object, 0, blkid];
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Visits dataset `dsobj` (`dsl_scan_visitds`); true when suspended inside it.
+    fn dataset(&mut self, dsobj: u64, resume: Option<(u64, u64)>) -> bool {
+        let Some(p) = ds_phys(self.mos, dsobj) else { return false };
+        if self.g.phys.cur_min_txg >= self.g.phys.max_txg {
+            return false;
+        }
+        let Ok(root) = BlkPtr::parse(&p.bp, self.mos.dnode_byte_order()) else { return false };
+        if !root.is_hole() {
+            if resume.is_none()
+                && root.birth > self.g.phys.cur_min_txg
+                && root.physical_birth() <= self.g.phys.cur_max_txg
+            {
+                self.g.examined += asize_of(&root);
+                self.bytes += root.psize();
+                self.g.items.push(Item { bp: root, ds: dsobj, object: 0 });
+            }
+            if root.birth > self.g.phys.cur_min_txg {
+                // An unreadable root block is in the batch: its failure is reported there.
+                if let Ok(os) = Objset::open(self.reader, &root) {
+                    if self.objset(dsobj, &os, resume) {
+                        return true;
+                    }
+                }
+            }
+        }
+        // This dataset is done: queue what descends from it.
+        if p.next_snap_obj != 0 {
+            self.g.queue.entry(p.next_snap_obj).or_insert(p.creation_txg);
+        }
+        if p.num_children > 1 && p.next_clones_obj != 0 {
+            if let Ok(list) = zap::list(self.mos, p.next_clones_obj) {
+                for e in list {
+                    let clone = if e.name.len() == 8 && e.int_size == 8 {
+                        // u64-keyed ZAP: the key is the object.
+                        Some(u64::from_be_bytes(e.name[..8].try_into().unwrap_or([0; 8])))
+                    } else {
+                        u64::from_str_radix(e.name_string().trim_end_matches('\0'), 16).ok()
+                    };
+                    if let Some(c) = clone.filter(|&c| c != 0) {
+                        self.g.queue.entry(c).or_insert(p.creation_txg);
+                    }
+                }
+            }
+        }
+        false
+    }
+
+    /// The dataset to visit for a queue entry `(ds, txg)`: a head snapshotted since it was
+    /// queued hands over to its oldest snapshot taken after `txg`, which holds what the head
+    /// held then (`dsl_scan_ds_snapshotted` does this as it happens; doing it here too also
+    /// copes with pools whose next-clones entries still name a snapshotted clone head).
+    fn oldest_since(&self, ds: u64, txg: u64) -> u64 {
+        let mut cur = ds;
+        for _ in 0..100_000 {
+            let Some(p) = ds_phys(self.mos, cur) else { return cur };
+            if p.prev_snap_obj == 0 {
+                return cur;
+            }
+            match ds_phys(self.mos, p.prev_snap_obj) {
+                Some(prev) if prev.creation_txg > txg && prev.next_snap_obj == cur => cur = p.prev_snap_obj,
+                _ => return cur,
+            }
+        }
+        cur
+    }
+
+    /// Runs the walk from the state's bookmark until the batch is full or nothing is left
+    /// (`dsl_scan_visit`).
+    fn run(&mut self, mos_os: &Objset) {
+        let bm = self.g.phys.bookmark;
+        if bm[0] == 0 {
+            self.g.phys.cur_min_txg = self.g.phys.min_txg;
+            self.g.phys.cur_max_txg = self.g.phys.max_txg;
+            let resume = (bm != [0; 4]).then_some((bm[1], bm[3]));
+            if self.objset(0, mos_os, resume) {
+                return;
+            }
+            match origin_snapshot(self.mos) {
+                Some(o) => {
+                    self.g.phys.bookmark = [o, 0, 0, 0];
+                    if self.dataset(o, None) {
+                        return;
+                    }
+                }
+                None => {
+                    for (ds, txg) in roots_without_origin(self.mos) {
+                        self.g.queue.entry(ds).or_insert(txg);
+                    }
+                }
+            }
+        } else if bm[0] != ZB_DESTROYED_OBJSET {
+            let resume = (bm[1..] != [0; 3]).then_some((bm[1], bm[3]));
+            if self.dataset(bm[0], resume) {
+                return;
+            }
+        }
+        self.g.phys.bookmark = [0; 4];
+        while let Some((&queued, &txg)) = self.g.queue.iter().next() {
+            self.g.queue.remove(&queued);
+            let ds = self.oldest_since(queued, txg);
+            let Some(p) = ds_phys(self.mos, ds) else { continue };
+            let min = self.g.phys.min_txg;
+            self.g.phys.cur_min_txg = if txg != 0 { min.max(txg) } else { min.max(p.prev_snap_txg) };
+            self.g.phys.cur_max_txg =
+                if p.is_snapshot() { self.g.phys.max_txg.min(p.creation_txg) } else { self.g.phys.max_txg };
+            self.g.phys.bookmark = [ds, 0, 0, 0];
+            if self.dataset(ds, None) {
+                return;
+            }
+            self.g.phys.bookmark = [0; 4];
+        }
+        self.g.phys.bookmark = [ZB_DESTROYED_OBJSET, 0, 0, 0];
+        self.g.finished = true;
+    }
+}
+
+/// First level-0 block id a visited pointer covers.
+fn first_blkid(v: &Visit, os: &Objset) -> u64 {
+    if v.blkid == u64::MAX {
+        return u64::MAX; // spill
+    }
+    let epbs = os.dnode(v.object).map(|d| u32::from(d.indblkshift.saturating_sub(7))).unwrap_or(0);
+    let shift = epbs.saturating_mul(u32::from(v.level));
+    v.blkid.checked_shl(shift).filter(|x| x >> shift == v.blkid).unwrap_or(u64::MAX)
+}
+
+/// First object a visited pointer of the meta-dnode covers.
+fn first_object(v: &Visit, os: &Objset, dnodes_per_block: u64) -> u64 {
+    let epbs = u32::from(os.phys.meta_dnode.indblkshift.saturating_sub(7));
+    let shift = epbs.saturating_mul(u32::from(v.level));
+    let l0 = v.blkid.checked_shl(shift).filter(|x| x >> shift == v.blkid).unwrap_or(u64::MAX);
+    l0.saturating_mul(dnodes_per_block)
+}
+
+/// What issuing a batch found.
+#[derive(Default)]
+struct Issued {
+    issued: AtomicU64,
+    repaired: AtomicU64,
+    errors: Mutex<Vec<(u64, u64, String)>>,
+}
+
+/// Reads every copy of every item, sorted by device offset, on `threads` threads.
+fn issue(tops: &[Arc<Vdev>], reader: &Reader, mut items: Vec<Item>, threads: usize) -> Issued {
+    items.sort_by_key(|it| it.bp.dvas().first().map(|d| (d.vdev(), d.offset())).unwrap_or((u64::MAX, 0)));
+    let out = Issued::default();
+    let next = AtomicUsize::new(0);
+    const CHUNK: usize = 32;
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| loop {
+                let start = next.fetch_add(CHUNK, Ordering::Relaxed);
+                if start >= items.len() {
+                    break;
+                }
+                for it in &items[start..(start + CHUNK).min(items.len())] {
+                    check_block(tops, reader, it, &out);
+                }
+            });
+        }
+    });
+    out
+}
+
+/// Scrubs one block: every DVA through the vdev's thorough read; DVAs that fail are
+/// rewritten from one that verified.
+fn check_block(tops: &[Arc<Vdev>], reader: &Reader, it: &Item, out: &Issued) {
+    let bp = &it.bp;
+    if bp.is_hole() || bp.is_embedded() {
+        return;
+    }
+    let zio = &reader.zio;
+    let asize = asize_of(bp);
+    if bp.dvas().iter().any(|d| d.is_gang()) {
+        // Gang trees are read through the ordinary pipeline (every child verified, one copy).
+        if let Err(e) = zio.read_physical(bp) {
+            lock(&out.errors).push((it.ds, it.object, e.to_string()));
+        }
+        out.issued.fetch_add(asize, Ordering::Relaxed);
+        return;
+    }
+    let verify = |d: &[u8]| zio.checksum_ok(bp, d);
+    let mut good: Option<Vec<u8>> = None;
+    let mut failed = Vec::new();
+    let mut last_err = String::new();
+    for dva in bp.dvas() {
+        let Some(top) = tops.iter().find(|t| t.id() == dva.vdev()) else {
+            last_err = format!("top-level vdev {} is missing", dva.vdev());
+            continue;
+        };
+        match top.scrub(dva.offset(), bp.psize(), &verify) {
+            Ok(r) => {
+                let fixed: u64 = r.repairs.iter().map(|x| x.data.len() as u64).sum();
+                if fixed > 0 && top.apply_repairs(&r.repairs).is_ok() {
+                    out.repaired.fetch_add(fixed, Ordering::Relaxed);
+                }
+                good.get_or_insert(r.data);
+            }
+            Err(e) => {
+                last_err = e.to_string();
+                failed.push((top, dva));
+            }
+        }
+    }
+    match good {
+        Some(data) => {
+            // Ditto copies that did not verify get the good bytes back.
+            for (top, dva) in failed {
+                if top.write(dva.offset(), &data).is_ok() {
+                    out.repaired.fetch_add(dva.asize(), Ordering::Relaxed);
+                }
+            }
+        }
+        None => lock(&out.errors).push((it.ds, it.object, format!("{bp}: {last_err}"))),
+    }
+    out.issued.fetch_add(asize, Ordering::Relaxed);
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Outcome of one step of the scan thread.
+#[derive(Debug, PartialEq, Eq)]
+enum Step {
+    More,
+    /// The pool is suspended: try again later.
+    Wait,
+    Stop,
+}
+
+/// The scan thread: runs batches until the scan finishes, is paused or cancelled, or the
+/// pool goes away.
+pub(crate) fn scan_thread(spa: std::sync::Weak<Spa>) {
+    let lim = Limits::from_env();
+    loop {
+        let Some(s) = spa.upgrade() else { return };
+        match step(&s, lim) {
+            Ok(Step::More) => {
+                drop(s);
+                if !lim.delay.is_zero() {
+                    std::thread::sleep(lim.delay);
+                }
+            }
+            Ok(Step::Wait) => {
+                drop(s);
+                std::thread::sleep(std::time::Duration::from_millis(500));
+            }
+            Ok(Step::Stop) | Err(_) => {
+                s.scan_run().running = false;
+                s.wake_scan_waiters();
+                return;
+            }
+        }
+    }
+}
+
+fn step(spa: &Spa, lim: Limits) -> Result<Step> {
+    // 1. A view and the cursor, under the writer lock.
+    let (view, gen, phys, queue, reader, tops) = {
+        let w = spa.writer_locked();
+        if !w.scan.phys.is_scanning() || w.scan.phys.is_paused() || spa.is_closed() {
+            return Ok(Step::Stop);
+        }
+        if !spa.is_active() {
+            return Ok(Step::Wait);
+        }
+        let ub = w.uberblock.clone().ok_or_else(|| PoolError::Io("no uberblock".into()))?;
+        let root = BlkPtr::parse(&ub.rootbp_raw, ondisk::ByteOrder::Little)?;
+        w.alloc.hold_frees(Some(w.durable_txg() + 1));
+        (root, w.scan.gen, w.scan.phys.clone(), w.scan.queue.clone(), w.reader.clone(), w.tops.clone())
+    };
+    let release = || spa.writer_locked().alloc.hold_frees(None);
+    // 2. Gather a batch from the view, no lock held.
+    let mos = match Objset::open(&reader, &view) {
+        Ok(m) => m,
+        Err(e) => {
+            release();
+            return Err(PoolError::Io(format!("scan: cannot read the MOS: {e}")));
+        }
+    };
+    let mut walk = Walk {
+        reader: &reader,
+        mos: &mos,
+        lim,
+        g: Gathered { items: Vec::new(), phys, queue, examined: 0, finished: false },
+        bytes: 0,
+    };
+    walk.run(&mos);
+    let g = walk.g;
+    // 3. Issue it.
+    let issued = issue(&tops, &reader, g.items, lim.threads);
+    // 4. Install the progress.
+    let mut w = spa.writer_locked();
+    w.alloc.hold_frees(None);
+    if !w.scan.phys.is_scanning() {
+        return Ok(Step::Stop);
+    }
+    let (iss, rep) = (issued.issued.load(Ordering::Relaxed), issued.repaired.load(Ordering::Relaxed));
+    let errs = std::mem::take(&mut *lock(&issued.errors));
+    let nerr = errs.len() as u64;
+    {
+        let mut run = spa.scan_run();
+        run.status.issued += iss;
+        run.status.pass_issued += iss;
+        run.status.pass_examined += g.examined;
+        run.errors.extend(errs);
+    }
+    let now = (w.now)();
+    let s = &mut w.scan;
+    s.phys.processed += rep;
+    s.phys.errors += nerr;
+    if s.gen == gen {
+        s.phys.examined += g.examined;
+        s.phys.bookmark = g.phys.bookmark;
+        s.phys.cur_min_txg = g.phys.cur_min_txg;
+        s.phys.cur_max_txg = g.phys.cur_max_txg;
+        s.queue = g.queue;
+        if g.finished {
+            s.phys.state = state::FINISHED;
+            s.phys.end_time = now;
+        }
+    }
+    let s = &mut w.scan;
+    s.dirty = true;
+    let done = !s.phys.is_scanning();
+    drop(w);
+    spa.mark_dirty();
+    if done {
+        // Make the result durable now, so `zpool status` after an export says finished.
+        let _ = spa.sync_now();
+        Ok(Step::Stop)
+    } else {
+        Ok(Step::More)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phys_words_round_trip_in_openzfs_order() {
+        let p = ScanPhys {
+            func: 1,
+            state: state::SCANNING,
+            queue_obj: 77,
+            max_txg: 9,
+            examined: 4096,
+            bookmark: [54, 3, 0, 12],
+            flags: DSF_SCRUB_PAUSED,
+            ..ScanPhys::default()
+        };
+        let w = p.to_words();
+        assert_eq!(w.len(), SCAN_PHYS_NUMINTS);
+        assert_eq!((w[0], w[1], w[2], w[4], w[10]), (1, 1, 77, 9, 4096));
+        assert_eq!(&w[19..23], &[54, 3, 0, 12]);
+        assert_eq!(w[23], DSF_SCRUB_PAUSED);
+        assert_eq!(ScanPhys::from_words(&w), Some(p.clone()));
+        assert!(p.is_paused());
+        assert_eq!(ScanPhys::from_words(&w[..23]), None);
+    }
+
+    #[test]
+    fn snapshots_and_destroys_move_the_queue() {
+        let mut s = ScanState::default();
+        s.phys.state = state::SCANNING;
+        s.queue.insert(10, 5);
+        s.phys.bookmark = [20, 7, 0, 3];
+        // A queued head is snapshotted: the snapshot takes its place.
+        s.ds_snapshotted(10, 11);
+        assert_eq!(s.queue.get(&11), Some(&5));
+        assert!(!s.queue.contains_key(&10));
+        // The head being walked is snapshotted: the bookmark follows.
+        s.ds_snapshotted(20, 21);
+        assert_eq!(s.phys.bookmark, [21, 7, 0, 3]);
+        // A queued snapshot is destroyed: its next snapshot inherits the entry.
+        let phys = DslDatasetPhys { next_snap_obj: 12, ..DslDatasetPhys::default() };
+        s.ds_destroyed(11, &phys);
+        assert_eq!(s.queue.get(&12), Some(&5));
+        // The current head is destroyed: the walk goes on with the queue.
+        s.ds_destroyed(21, &DslDatasetPhys::default());
+        assert_eq!(s.phys.bookmark[0], ZB_DESTROYED_OBJSET);
+        assert_eq!(s.gen, 4);
+        assert!(s.dirty);
+        // No scan: nothing moves.
+        let mut idle = ScanState::default();
+        idle.queue.insert(1, 1);
+        idle.ds_snapshotted(1, 2);
+        assert!(idle.queue.contains_key(&1) && !idle.dirty);
+    }
+}
