@@ -725,7 +725,11 @@ pub(crate) fn scan_thread(spa: std::sync::Weak<Spa>) {
     let lim = Limits::from_env();
     loop {
         let Some(s) = spa.upgrade() else { return };
-        match step(&s, lim) {
+        // A panic in a batch stops the scan (the state stays SCANNING: the next import resumes,
+        // `zpool scrub -s` cancels it) instead of leaving a dead thread marked running.
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| step(&s, lim)))
+            .unwrap_or_else(|_| Err(PoolError::Io("scan thread panicked".into())));
+        match r {
             Ok(Step::More) => {
                 drop(s);
                 if !lim.delay.is_zero() {
@@ -745,6 +749,20 @@ pub(crate) fn scan_thread(spa: std::sync::Weak<Spa>) {
     }
 }
 
+/// Releases the allocator's hold on frees when a batch ends early.
+struct HoldGuard<'a> {
+    spa: &'a Spa,
+    armed: bool,
+}
+
+impl Drop for HoldGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.spa.writer_locked().alloc.hold_frees(None);
+        }
+    }
+}
+
 fn step(spa: &Spa, lim: Limits) -> Result<Step> {
     // 1. A view and the cursor, under the writer lock.
     let (view, gen, phys, queue, reader, tops) = {
@@ -760,15 +778,12 @@ fn step(spa: &Spa, lim: Limits) -> Result<Step> {
         w.alloc.hold_frees(Some(w.durable_txg() + 1));
         (root, w.scan.gen, w.scan.phys.clone(), w.scan.queue.clone(), w.reader.clone(), w.tops.clone())
     };
-    let release = || spa.writer_locked().alloc.hold_frees(None);
+    // Whatever happens from here (an error, a panic in the walk or the reads), the hold
+    // must not outlive the batch, or freed space would never become allocatable again.
+    let mut hold = HoldGuard { spa, armed: true };
     // 2. Gather a batch from the view, no lock held.
-    let mos = match Objset::open(&reader, &view) {
-        Ok(m) => m,
-        Err(e) => {
-            release();
-            return Err(PoolError::Io(format!("scan: cannot read the MOS: {e}")));
-        }
-    };
+    let mos =
+        Objset::open(&reader, &view).map_err(|e| PoolError::Io(format!("scan: cannot read the MOS: {e}")))?;
     let mut walk = Walk {
         reader: &reader,
         mos: &mos,
@@ -783,6 +798,7 @@ fn step(spa: &Spa, lim: Limits) -> Result<Step> {
     // 4. Install the progress.
     let mut w = spa.writer_locked();
     w.alloc.hold_frees(None);
+    hold.armed = false;
     if !w.scan.phys.is_scanning() {
         return Ok(Step::Stop);
     }

@@ -222,8 +222,8 @@ impl Spa {
     /// while a scan of the same kind runs (OpenZFS: "currently scrubbing").
     pub fn scan_start(self: &Arc<Self>, func: crate::scan::ScanFunc) -> Result<()> {
         use crate::scan::{ScanFunc, DSF_SCRUB_PAUSED};
-        let resumed = std::sync::atomic::AtomicBool::new(false);
-        let resumed = Arc::new(resumed);
+        // Set by the task when it only unpauses a scrub (its counters then carry on).
+        let resumed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let r2 = resumed.clone();
         self.sync_task(
             SpaceCheck::Reserved,
