@@ -11,10 +11,12 @@
 #      disk (status shows what was repaired), and the pool without another disk proves it.
 #   4. rzdb copies a file out without any daemon or mount (the recovery path).
 #   5. rzinject makes a disk fail every write: the pool syncs around it (DEGRADED, the disk
-#      FAULTED with WRITE errors) and `rzpool clear` brings it back; then the pool is filled
-#      until a write gets ENOSPC, files are deleted on the full pool and writes work again;
-#      zdb -bcc checks the result.
-# Replacing a disk (and a resilver onto it) comes with the next steps of issue 13.
+#      FAULTED with WRITE errors) and `rzpool clear` brings it back, resilvering just the
+#      txgs it missed (its DTL); then the pool is filled until a write gets ENOSPC, files
+#      are deleted on the full pool and writes work again; zdb -bcc checks the result.
+#   6. A disk dies for good: `rzpool replace` puts a new one in its place, which resilvers
+#      (status shows the progress), the old one is detached, a scrub finds nothing to
+#      repair, and the pool without another disk proves the new one holds its share.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -23,6 +25,8 @@ cargo build --release --quiet -p rzfs-cli
 BIN=$ROOT/target/release
 WORK=$(mktemp -d /tmp/rzfs-demo.XXXXXX)
 export RZFS_SOCKET=$WORK/rzfsd.sock
+# Scans in small, slightly paced batches, so that a resilver's progress can be seen.
+export RZFS_SCAN_BATCH=64 RZFS_SCAN_DELAY_MS=40
 ZDB=/opt/rzfs-oracles/openzfs/sbin/zdb
 export LD_LIBRARY_PATH=/opt/rzfs-oracles/openzfs/lib/x86_64-linux-gnu
 cleanup() {
@@ -112,8 +116,10 @@ say "sync $WORK/mnt/during-failure.bin   # fsync: the txg is written around the 
 sync "$WORK/mnt/during-failure.bin"
 run "$BIN/rzpool" status demo
 run "$BIN/rzinject" -c all
-run "$BIN/rzpool" clear demo
-run "$BIN/rzpool" status -x demo
+say "rzpool clear demo   # disk2 comes back and resilvers what it missed (its DTL)"
+"$BIN/rzpool" clear demo
+run "$BIN/rzpool" wait -t resilver demo
+run "$BIN/rzpool" status demo
 say "fill the pool: the write that does not fit fails at once with ENOSPC"
 i=0
 while [ $i -lt 200 ] && head -c 16M /dev/urandom >"$WORK/mnt/fill$i" 2>"$WORK/fill.err"; do
@@ -138,4 +144,35 @@ if [ -x "$ZDB" ]; then
   grep -q "No leaks" "$WORK/zdb.out" || { echo "zdb found a problem" >&2; exit 1; }
 fi
 
-echo; echo "demo finished: create, write over FUSE, snapshot, zdb check, degraded raidz1, scrub, copy-out, a disk failing writes, a full pool"
+echo; echo "== 6. a disk dies: a new one takes its place and resilvers"
+rm "$WORK/disk1.img"
+run "$BIN/rzpool" import -d "$WORK" demo
+"$BIN/rzfs" mount demo "$WORK/mnt" 2>/dev/null || true
+run "$BIN/rzpool" status demo
+truncate -s 256M "$WORK/disk3.img"
+run "$BIN/rzpool" replace demo "$WORK/disk1.img" "$WORK/disk3.img"
+run "$BIN/rzpool" status demo
+run "$BIN/rzpool" wait -t resilver demo
+run "$BIN/rzpool" status demo
+"$BIN/rzpool" status demo | grep -q "disk1.img" && { echo "the dead disk was not detached" >&2; exit 1; }
+run "$BIN/rzpool" scrub -w demo
+run "$BIN/rzpool" status demo
+"$BIN/rzpool" status demo | grep -q "scrub repaired 0B.*with 0 errors" || { echo "the scrub after the replace found damage" >&2; exit 1; }
+[ "$sha_orig" = "$(files)" ] || { echo "files differ after the replace" >&2; exit 1; }
+run "$BIN/rzpool" export demo
+say "proof: without disk0, the new disk3 and disk2 hold every file"
+mv "$WORK/disk0.img" "$WORK/disk0.aside"
+run "$BIN/rzpool" import -d "$WORK" -o readonly=on demo
+"$BIN/rzfs" mount demo "$WORK/mnt"
+[ "$sha_orig" = "$(files)" ] || { echo "the new disk does not hold its share" >&2; exit 1; }
+echo "every file identical, read from the new disk and its partner"
+run "$BIN/rzpool" export demo
+mv "$WORK/disk0.aside" "$WORK/disk0.img"
+if [ -x "$ZDB" ]; then
+  say "$ZDB -e -p $WORK -bcc demo"
+  "$ZDB" -e -p "$WORK" -bcc demo >"$WORK/zdb.out" 2>&1 || true
+  grep -E "No leaks|leaked|errors|bp count" "$WORK/zdb.out"
+  grep -q "No leaks" "$WORK/zdb.out" || { echo "zdb found a problem" >&2; exit 1; }
+fi
+
+echo; echo "demo finished: create, write over FUSE, snapshot, zdb check, degraded raidz1, scrub, copy-out, a disk failing writes and resilvering, a full pool, a dead disk replaced and resilvered"

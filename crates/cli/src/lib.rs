@@ -16,6 +16,7 @@ pub mod mountopts;
 pub mod proto;
 pub mod recover;
 pub mod rwadd;
+pub mod rwattach;
 pub mod rwpool;
 pub mod volumes;
 pub mod zplopen;

@@ -91,8 +91,14 @@ pub fn open(state: &Arc<State>, p: Pool) -> Result<Arc<RwPool>, String> {
     let name = p.name().to_string();
     let w = pool::open_rw::open_rw(&p).map_err(|e| format!("cannot import '{name}': {e}"))?;
     let rw = register(state, w, p)?;
-    // The first txg of a read-write import records the new state in the labels.
-    rw.spa.sync_now().map_err(|e| format!("cannot import '{name}': {e}"))?;
+    // The first txg of a read-write import records the new state in the labels. If it
+    // cannot be written, the import is undone (fenced: nothing more reaches the devices)
+    // rather than left suspended.
+    if let Err(e) = rw.spa.sync_or_fail() {
+        let _ = close(state, &name, false, true);
+        state.pools.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
+        return Err(format!("cannot import '{name}': {e}"));
+    }
     Ok(rw)
 }
 
@@ -337,13 +343,19 @@ pub fn now_pair() -> (u64, u64) {
 
 /// `zpool status` of an imported pool: the vdev tree's view plus the owner's (suspended).
 pub fn pool_status(state: &State, p: &Pool) -> pool::status::PoolStatus {
-    let mut st = pool::status::pool_status(p);
-    if let Some(rw) = writer_of(state, p.name()) {
+    let rw = writer_of(state, p.name());
+    let scan = rw.as_ref().and_then(|rw| rw.spa.scan_status());
+    let running = scan.as_ref().filter(|s| s.phys.is_scanning() && !s.phys.is_paused());
+    let resilvering = running.is_some_and(|s| s.phys.func == pool::scan::ScanFunc::Resilver as u64);
+    let activity = running.map(|_| if resilvering { "resilvering" } else { "repairing" });
+    let mut st = pool::status::pool_status_scanning(p, activity);
+    st.resilvering = resilvering;
+    if let Some(rw) = rw {
         if let pool::txg::SpaHealth::Suspended { reason, .. } = rw.spa.health() {
             st.suspended = Some(reason);
         }
         let now = now_pair().0;
-        st.scan = Some(match rw.spa.scan_status() {
+        st.scan = Some(match scan {
             Some(s) => crate::format::scan_text(&s, now),
             None => "none requested\n".into(),
         });

@@ -146,6 +146,10 @@ fn run(layout: &str, nleaves: usize, seed: u64) {
                 d.kill9();
                 lazy_unmount(&mnt);
                 d.ok("rzpool", &["import", "-d", &dir_s, "fm"]);
+                // A leaf that missed txgs (faulted before the crash) resilvers at import;
+                // its syncs would make later changes durable without an fsync, so the
+                // model waits for it before going on.
+                d.ok("rzpool", &["wait", "fm"]);
                 if !mounts_under(&dir).contains(&mnt_s) {
                     d.ok("rzfs", &["mount", "fm", &mnt_s]);
                 }

@@ -24,9 +24,10 @@
 
 mod common;
 
+use common::pools::*;
 use common::tools::*;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn skip(name: &str) -> bool {
     if !fuse_usable() || zdb().is_none() {
@@ -42,24 +43,6 @@ fn seed() -> u64 {
     });
     eprintln!("scrub: seed {s} (RZFS_SCRUB_SEED={s} replays it)");
     s
-}
-
-/// Per-device (READ, WRITE, CKSUM) from `zpool status -p`.
-fn counters(status: &str, devs: &[String]) -> Vec<(u64, u64, u64)> {
-    devs.iter()
-        .map(|d| {
-            let line = status
-                .lines()
-                .find(|l| l.split_whitespace().next() == Some(d.as_str()))
-                .unwrap_or_else(|| panic!("{d} not in status:\n{status}"));
-            let w: Vec<u64> = line.split_whitespace().skip(2).take(3).map(|x| x.parse().unwrap()).collect();
-            (w[0], w[1], w[2])
-        })
-        .collect()
-}
-
-fn scan_line(status: &str) -> String {
-    status.lines().find(|l| l.trim_start().starts_with("scan:")).unwrap_or("").trim().to_string()
 }
 
 /// Overwrites `len` bytes at `off` of a file with noise.
@@ -107,25 +90,6 @@ fn workload(mnt: &Path, d: &Daemon, pool: &str, rng: &mut common::rng::Rng) -> B
     want.insert("late".into(), data);
     d.ok("rzpool", &["sync", pool]);
     want
-}
-
-/// Compares the files under `mnt` with `want`; snapshot entries only when `snapshots`
-/// (the read-write mount has no `.zfs` directory yet; the read-only one has).
-fn check_files(mnt: &Path, want: &BTreeMap<String, Vec<u8>>, what: &str, snapshots: bool) {
-    for (k, v) in want.iter().filter(|(k, _)| snapshots || !k.starts_with(".zfs/")) {
-        let got = std::fs::read(mnt.join(k)).unwrap_or_else(|e| panic!("{what}: reading {k}: {e}"));
-        assert!(got == *v, "{what}: {k} differs ({} bytes, want {})", got.len(), v.len());
-    }
-}
-
-struct Layout {
-    name: &'static str,
-    /// `zpool create` vdev words with `{}` for each device in turn.
-    words: &'static [&'static str],
-    ndev: usize,
-    /// Device groups that share redundancy, and how many of each may be lost.
-    groups: &'static [&'static [usize]],
-    parity: usize,
 }
 
 const LAYOUTS: &[Layout] = &[
@@ -178,30 +142,6 @@ fn scan_words(dir: &Path, pool: &str) -> (String, Vec<u64>) {
         .to_string();
     let words = scan.split('=').nth(1).unwrap().split_whitespace().map(|w| w.parse().unwrap()).collect();
     (scan, words)
-}
-
-/// Imports `pool` from `dir` and mounts its root file system at `mnt`.
-fn import(d: &Daemon, dir: &Path, pool: &str, mnt: &Path, readonly: bool) {
-    let mut args = vec!["import", "-d", dir.to_str().unwrap()];
-    if readonly {
-        args.extend(["-o", "readonly=on"]);
-    }
-    args.push(pool);
-    d.ok("rzpool", &args);
-    d.ok("rzfs", &["mount", pool, mnt.to_str().unwrap()]);
-}
-
-fn create(d: &Daemon, dir: &Path, pool: &str, l: &Layout, size: u64) -> (Vec<String>, PathBuf) {
-    let devs = files(dir, l.ndev, size);
-    let mnt = dir.join("mnt");
-    let mut args: Vec<String> = vec!["create".into(), "-m".into(), mnt.to_string_lossy().into(), pool.into()];
-    let mut next = devs.iter();
-    for w in l.words {
-        args.push(if *w == "{}" { next.next().unwrap().clone() } else { w.to_string() });
-    }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    d.ok("rzpool", &args);
-    (devs, mnt)
 }
 
 #[test]

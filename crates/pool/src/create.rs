@@ -62,7 +62,7 @@ pub struct CreateSpec<'a> {
 }
 
 /// A fresh nonzero guid not in `taken` (which records it).
-fn random_guid(taken: &mut Vec<u64>) -> u64 {
+pub(crate) fn random_guid(taken: &mut Vec<u64>) -> u64 {
     use std::hash::{BuildHasher, Hasher};
     loop {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -80,7 +80,7 @@ fn random_guid(taken: &mut Vec<u64>) -> u64 {
 
 /// Allocatable bytes of a leaf (`vdev_open`: the size is aligned down to a whole label,
 /// minus the front labels + boot area and the back labels).
-fn leaf_asize(dev: &dyn BlockDevice) -> u64 {
+pub(crate) fn leaf_asize(dev: &dyn BlockDevice) -> u64 {
     let osize = dev.size() - dev.size() % VDEV_LABEL_SIZE;
     osize.saturating_sub(VDEV_LABEL_START_SIZE + VDEV_LABEL_END_SIZE)
 }
@@ -341,16 +341,22 @@ fn clear_labels(w: &PoolWriter) -> Result<()> {
 
 /// Zeroes the four label areas of every leaf under `top`.
 pub(crate) fn clear_top_labels(top: &Vdev) -> Result<()> {
-    let zeros = vec![0u8; VDEV_LABEL_SIZE as usize];
     let mut stack = vec![top];
     while let Some(v) = stack.pop() {
         if let Some(d) = v.device() {
-            for l in 0..ondisk::label::VDEV_LABELS {
-                let off = ondisk::label::label_offset(d.size(), l)?;
-                d.write_at(&zeros, off).map_err(|e| PoolError::Invalid(format!("{}: {e}", d.name())))?;
-            }
+            clear_leaf_labels(d.as_ref())?;
         }
         stack.extend(v.children().iter());
+    }
+    Ok(())
+}
+
+/// Zeroes the four label areas of one device.
+pub(crate) fn clear_leaf_labels(d: &dyn BlockDevice) -> Result<()> {
+    let zeros = vec![0u8; VDEV_LABEL_SIZE as usize];
+    for l in 0..ondisk::label::VDEV_LABELS {
+        let off = ondisk::label::label_offset(d.size(), l)?;
+        d.write_at(&zeros, off).map_err(|e| PoolError::Invalid(format!("{}: {e}", d.name())))?;
     }
     Ok(())
 }

@@ -62,6 +62,7 @@ pub fn import(cand: &PoolCandidate, opts: &ImportOpts) -> Result<Pool> {
     check_version(cand)?;
     let tops = assemble(cand)?;
     let ub = select_uberblock(cand)?;
+    stale_leaves_dtl(cand, &tops, ub.txg);
     let rootbp = phase("select_uberblock", BlkPtr::parse(&ub.rootbp_raw, ub.byte_order))?;
     let ios: Vec<Option<Arc<dyn zio::VdevIo>>> = tops
         .iter()
@@ -194,40 +195,11 @@ fn spec_for(
 
 /// Scans every uberblock slot of every valid label and returns the best verified one.
 pub fn select_uberblock(cand: &PoolCandidate) -> Result<UberblockPhys> {
-    let ctx = ChecksumCtx::default();
-    let max_txg = u64::MAX;
     let mut best: Option<UberblockPhys> = None;
     for d in &cand.devices {
-        let ashift = d.config.tree.as_ref().and_then(|t| t.ashift).unwrap_or(9) as u32;
-        let dev = d.device.as_ref();
-        let slot = label::uberblock_slot_size(ashift);
-        for l in 0..VDEV_LABELS {
-            if !d.valid_labels[l as usize] {
-                continue;
-            }
-            let Ok(first) = label::uberblock_device_offset(dev.size(), l, ashift, 0) else {
-                continue;
-            };
-            let mut ring = vec![0u8; label::VDEV_UBERBLOCK_RING];
-            if dev.read_at(&mut ring, first).is_err() {
-                continue;
-            }
-            for (n, s) in ring.chunks_exact(slot).enumerate() {
-                let off = first + (n * slot) as u64;
-                let Ok(ub) = UberblockPhys::parse(s) else {
-                    continue;
-                };
-                if ub.txg == 0 || ub.txg > max_txg {
-                    continue;
-                }
-                if checksum::verify_embedded(ChecksumKind::Sha256, s, checksum::label_verifier(off), &ctx)
-                    .is_err()
-                {
-                    continue;
-                }
-                if best.as_ref().is_none_or(|b| ub.better_than(b)) {
-                    best = Some(ub);
-                }
+        if let Some(ub) = device_uberblock(d) {
+            if best.as_ref().is_none_or(|b| ub.better_than(b)) {
+                best = Some(ub);
             }
         }
     }
@@ -235,6 +207,62 @@ pub fn select_uberblock(cand: &PoolCandidate) -> Result<UberblockPhys> {
         phase: "select_uberblock",
         detail: "no valid uberblock found".into(),
     })
+}
+
+/// The best verified uberblock among the slots of one device's valid labels.
+fn device_uberblock(d: &DeviceLabel) -> Option<UberblockPhys> {
+    let ctx = ChecksumCtx::default();
+    let ashift = d.config.tree.as_ref().and_then(|t| t.ashift).unwrap_or(9) as u32;
+    let dev = d.device.as_ref();
+    let slot = label::uberblock_slot_size(ashift);
+    let mut best: Option<UberblockPhys> = None;
+    for l in 0..VDEV_LABELS {
+        if !d.valid_labels[l as usize] {
+            continue;
+        }
+        let Ok(first) = label::uberblock_device_offset(dev.size(), l, ashift, 0) else {
+            continue;
+        };
+        let mut ring = vec![0u8; label::VDEV_UBERBLOCK_RING];
+        if dev.read_at(&mut ring, first).is_err() {
+            continue;
+        }
+        for (n, s) in ring.chunks_exact(slot).enumerate() {
+            let off = first + (n * slot) as u64;
+            let Ok(ub) = UberblockPhys::parse(s) else {
+                continue;
+            };
+            if ub.txg == 0 {
+                continue;
+            }
+            if checksum::verify_embedded(ChecksumKind::Sha256, s, checksum::label_verifier(off), &ctx)
+                .is_err()
+            {
+                continue;
+            }
+            if best.as_ref().is_none_or(|b| ub.better_than(b)) {
+                best = Some(ub);
+            }
+        }
+    }
+    best
+}
+
+/// Leaves whose newest uberblock is older than the pool's missed the txgs in between:
+/// every healthy leaf gets each txg's uberblock only after that txg's data is flushed on
+/// it, so a leaf stopping at txg L holds nothing newer. Those txgs go into its DTL before
+/// anything is read, so the import's own reads avoid its stale copies (the MOS's DTLs are
+/// added later, by a read-write open). A leaf without any uberblock says nothing.
+fn stale_leaves_dtl(cand: &PoolCandidate, tops: &[Arc<Vdev>], pool_txg: u64) {
+    for d in &cand.devices {
+        let Some(txg) = device_uberblock(d).map(|u| u.txg) else { continue };
+        if txg >= pool_txg {
+            continue;
+        }
+        if let Some(leaf) = tops.iter().find_map(|t| t.find(d.config.guid)) {
+            leaf.dtl_add(txg + 1, pool_txg - txg);
+        }
+    }
 }
 
 /// Returns the names of active read-features rzfs does not know.

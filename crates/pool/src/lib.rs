@@ -10,11 +10,14 @@
 
 pub mod add;
 pub mod admin;
+pub mod attach;
 pub mod compat;
 pub mod create;
 pub mod destroy;
+pub mod devices;
 pub mod discover;
 pub mod dsfeatures;
+pub mod dtl;
 pub mod feature_table;
 pub mod features;
 pub mod history;

@@ -96,13 +96,26 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
         ));
     }
     check_write_features(pool)?;
+    // A top-level vdev that lost more devices than its redundancy covers cannot take the
+    // first txg (OpenZFS refuses such an import: the root vdev cannot be opened).
+    if let Some(t) = pool.tops.iter().find(|t| *t.kind() != VdevKind::Hole && t.state().is_lost()) {
+        return Err(PoolError::Unsupported(format!(
+            "one or more devices is currently unavailable ({} is {}): import it with -o readonly=on to read what is left",
+            t.name(),
+            t.state()
+        )));
+    }
     let infos = top_infos(pool)?;
     let first = pool.tops.first().ok_or_else(|| bad("no top-level vdev"))?;
+    // rzfs's allocator maps psize to asize with one function for the pool: RAID-Z tops must
+    // share parity and width; disks and mirrors (of any width: attach and detach change
+    // them) round to sectors alike.
+    let shape = |v: &vdev::Vdev| match v.kind() {
+        VdevKind::Raidz { nparity } => (Some(*nparity), v.children().len(), v.ashift()),
+        _ => (None, 0, v.ashift()),
+    };
     for t in &pool.tops[1..] {
-        if t.kind() != first.kind()
-            || t.children().len() != first.children().len()
-            || t.ashift() != first.ashift()
-        {
+        if shape(t) != shape(first) {
             return Err(PoolError::Unsupported(
                 "top-level vdevs of different types or widths are not supported by rzfs yet".into(),
             ));
@@ -144,13 +157,46 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
     w.sm = sm;
     w.features_for_read = pool.candidate.best().config.features_for_read.clone();
     w.uberblock = Some(pool.uberblock.clone());
+    let (dtls, offline, config_paths) = leaf_config(pool)?;
+    // Where the configuration says the leaves are (missing ones keep their path), then
+    // where they were found.
+    w.paths.extend(config_paths);
     for d in &pool.candidate.devices {
         w.paths.insert(d.config.guid, d.path.to_string_lossy().into_owned());
     }
     w.kept_config = kept_config(pool)?;
     w.config_dirty = true;
+    w.load_dtls(&pool.mos, &dtls)?;
+    for guid in offline {
+        if let Some(l) = w.tops.iter().find_map(|t| t.find(guid)) {
+            l.set_offline(vdev::Offline::Persistent);
+        }
+    }
     w.load_scan()?;
     Ok(w)
+}
+
+/// From the configuration: the leaves' DTL objects, as (guid, object), the guids of the
+/// leaves recorded as offline, and every leaf's path, as (guid, path).
+type LeafConfig = (Vec<(u64, u64)>, Vec<u64>, Vec<(u64, String)>);
+
+fn leaf_config(pool: &Pool) -> Result<LeafConfig> {
+    let nv = mos_config_nvlist(pool)?;
+    let root = nv.get_nvlist("vdev_tree").ok_or_else(|| bad("MOS config has no vdev_tree"))?;
+    let root = VdevTreeConfig::from_nvlist(root).map_err(|e| bad(e.to_string()))?;
+    let (mut dtls, mut offline, mut paths) = (Vec::new(), Vec::new(), Vec::new());
+    for v in root.walk() {
+        if let Some(obj) = v.dtl.filter(|&o| o != 0) {
+            dtls.push((v.guid, obj));
+        }
+        if v.offline {
+            offline.push(v.guid);
+        }
+        if let (true, Some(p)) = (v.is_leaf(), &v.path) {
+            paths.push((v.guid, p.clone()));
+        }
+    }
+    Ok((dtls, offline, paths))
 }
 
 /// Config entries written by OpenZFS that rzfs must carry over when it rewrites the config:
@@ -160,7 +206,8 @@ fn kept_config(
     pool: &Pool,
 ) -> Result<std::collections::BTreeMap<u64, Vec<(String, ondisk::nvlist::NvValue)>>> {
     fn keep(name: &str) -> bool {
-        name.starts_with("com.") || name.starts_with("org.") || name == "DTL"
+        // DTL objects are the writer's own (`crate::dtl`), written back from `dtl_objs`.
+        name.starts_with("com.") || name.starts_with("org.")
     }
     fn walk(
         nv: &ondisk::nvlist::NvList,

@@ -37,8 +37,15 @@
 //!   which verifies is a permanent error: counted in `scn_errors` and reported by
 //!   `zpool status -v` with its dataset and object.
 //!
-//! Not done yet: DTLs (a resilver reads everything, as a scrub does, and rewrites whatever
-//! differs), the intent log of heads, dedup tables (rzfs writes none).
+//! * **Resilver by DTL.** A resilver covers the txgs the writable leaves' DTLs hold
+//!   (`min_txg`/`max_txg`), and issues only the blocks born in one of them with a copy on a
+//!   top-level vdev whose leaves miss it; the vdev layer rewrites the stale copies without
+//!   reading them (`Vdev::scrub_born`). A scan that finishes without errors excises the
+//!   txgs up to its `max_txg` from the DTL of every leaf that could take writes throughout
+//!   (`crate::dtl`); leaves that were away meanwhile start another resilver. A resilver with
+//!   no DTL to go by (`zpool resilver` on a healthy pool) scans everything, as a scrub.
+//!
+//! Not done yet: the intent log of heads, dedup tables (rzfs writes none).
 
 use crate::txg::Spa;
 use crate::writer::PoolWriter;
@@ -48,8 +55,9 @@ use dmu::{Objset, Reader};
 use ondisk::blkptr::BlkPtr;
 use ondisk::dsl::DslDatasetPhys;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use vdev::dtl::Dtl;
 use vdev::Vdev;
 use zap::write::ZapVal;
 
@@ -284,19 +292,31 @@ impl PoolWriter {
         Ok(())
     }
 
-    /// Sets up a new scan in syncing context (`dsl_scan_setup_sync`).
+    /// Sets up a new scan in syncing context (`dsl_scan_setup_sync`). A resilver covers the
+    /// txgs the writable leaves' DTLs hold (`vdev_resilver_needed`: from one before the
+    /// first to one past the last), or everything when no DTL says what is missing.
     pub(crate) fn scan_setup(&mut self, func: ScanFunc) -> Result<()> {
         let allocated = {
             let s = self.alloc.space();
             s.size.saturating_sub(s.free)
         };
+        let (min_txg, max_txg) = match (func, self.resilver_range()) {
+            (ScanFunc::Resilver, Some((lo, hi))) => (lo.saturating_sub(1), (hi + 1).min(self.txg)),
+            _ => (0, self.txg),
+        };
+        for t in &self.tops {
+            t.scan_reset();
+            for l in t.leaves().into_iter().filter(|l| !l.writable()) {
+                l.mark_scan_gap();
+            }
+        }
         let old_queue = self.scan.phys.queue_obj;
         self.scan.phys = ScanPhys {
             func: func as u64,
             state: state::SCANNING,
             queue_obj: old_queue,
-            min_txg: 0,
-            max_txg: self.txg,
+            min_txg,
+            max_txg,
             start_time: (self.now)(),
             to_examine: allocated,
             ddt_class_max: DDT_CLASS_DUPLICATE,
@@ -440,10 +460,33 @@ struct Walk<'a> {
     lim: Limits,
     g: Gathered,
     bytes: u64,
+    /// For a resilver driven by DTLs: per top-level vdev, the txgs some writable leaf of it
+    /// is missing. Only blocks with a copy there born in one of them are issued
+    /// (`dsl_scan_need_resilver`).
+    need: Option<Vec<Dtl>>,
 }
 
 fn asize_of(bp: &BlkPtr) -> u64 {
     bp.dvas().iter().map(|d| d.asize()).sum()
+}
+
+/// Does block `bp` have a copy on a top-level vdev whose leaves miss its birth txg?
+fn needs_resilver(need: &[Dtl], bp: &BlkPtr) -> bool {
+    let birth = bp.physical_birth();
+    bp.dvas().iter().any(|d| need.get(d.vdev() as usize).is_some_and(|n| n.contains(birth)))
+}
+
+/// Per top-level vdev, the union of the DTLs of its writable leaves.
+fn resilver_need(tops: &[Arc<Vdev>]) -> Vec<Dtl> {
+    tops.iter()
+        .map(|t| {
+            let mut u = Dtl::new();
+            for l in t.leaves().into_iter().filter(|l| l.writable()) {
+                u.union(&l.dtl());
+            }
+            u
+        })
+        .collect()
 }
 
 impl Walk<'_> {
@@ -458,8 +501,13 @@ impl Walk<'_> {
         let bytes = &mut self.bytes;
         let examined = &mut self.g.examined;
         let dnodes_per_block = (u64::from(os.phys.meta_dnode.datablkszsec) << 9) / 512;
+        let need = self.need.as_deref();
         let mut visit = |v: &Visit| -> dmu::Result<()> {
             if v.bp.physical_birth() > max {
+                return Ok(());
+            }
+            if need.is_some_and(|n| !needs_resilver(n, v.bp)) {
+                *examined += asize_of(v.bp);
                 return Ok(());
             }
             if !items.is_empty() && (items.len() >= lim.max_items || *bytes >= lim.max_bytes) {
@@ -499,6 +547,7 @@ impl Walk<'_> {
             if resume.is_none()
                 && root.birth > self.g.phys.cur_min_txg
                 && root.physical_birth() <= self.g.phys.cur_max_txg
+                && self.need.as_deref().is_none_or(|n| needs_resilver(n, &root))
             {
                 self.g.examined += asize_of(&root);
                 self.bytes += root.psize();
@@ -631,7 +680,7 @@ struct Issued {
 }
 
 /// Reads every copy of every item, sorted by device offset, on `threads` threads.
-fn issue(tops: &[Arc<Vdev>], reader: &Reader, mut items: Vec<Item>, threads: usize) -> Issued {
+fn issue(tops: &[Arc<Vdev>], reader: &Reader, mut items: Vec<Item>, threads: usize, abort: &AtomicBool) -> Issued {
     items.sort_by_key(|it| it.bp.dvas().first().map(|d| (d.vdev(), d.offset())).unwrap_or((u64::MAX, 0)));
     let out = Issued::default();
     let next = AtomicUsize::new(0);
@@ -640,7 +689,7 @@ fn issue(tops: &[Arc<Vdev>], reader: &Reader, mut items: Vec<Item>, threads: usi
         for _ in 0..threads.max(1) {
             s.spawn(|| loop {
                 let start = next.fetch_add(CHUNK, Ordering::Relaxed);
-                if start >= items.len() {
+                if start >= items.len() || abort.load(Ordering::Relaxed) {
                     break;
                 }
                 for it in &items[start..(start + CHUNK).min(items.len())] {
@@ -678,11 +727,19 @@ fn check_block(tops: &[Arc<Vdev>], reader: &Reader, it: &Item, out: &Issued) {
             last_err = format!("top-level vdev {} is missing", dva.vdev());
             continue;
         };
-        match top.scrub(dva.offset(), bp.psize(), &verify) {
+        match top.scrub_born(dva.offset(), bp.psize(), Some(bp.physical_birth()), &verify) {
             Ok(r) => {
+                if std::env::var_os("RZFS_DEBUG_SCAN").is_some() {
+                    eprintln!("scan: ds {} obj {} {bp}: {} repairs", it.ds, it.object, r.repairs.len());
+                }
                 let fixed: u64 = r.repairs.iter().map(|x| x.data.len() as u64).sum();
                 if fixed > 0 && top.apply_repairs(&r.repairs).is_ok() {
                     out.repaired.fetch_add(fixed, Ordering::Relaxed);
+                    for x in &r.repairs {
+                        if let Some(v) = top.find(x.vdev_guid) {
+                            v.add_scan_processed(x.data.len() as u64);
+                        }
+                    }
                 }
                 good.get_or_insert(r.data);
             }
@@ -741,7 +798,20 @@ pub(crate) fn scan_thread(spa: std::sync::Weak<Spa>) {
                 std::thread::sleep(std::time::Duration::from_millis(500));
             }
             Ok(Step::Stop) | Err(_) => {
-                s.scan_run().running = false;
+                // A new scan set up meanwhile (a resilver requested as this one ended, or
+                // while the thread was finishing a batch) is this thread's to run. The writer
+                // lock is held across the check and the flag (lock order: writer, then the
+                // scan's), so a setup either is seen here or finds the thread gone.
+                let w = s.writer_locked();
+                let mut run = s.scan_run();
+                let more =
+                    r.is_ok() && w.scan.phys.is_scanning() && !w.scan.phys.is_paused() && !s.is_closed();
+                if more {
+                    continue;
+                }
+                run.running = false;
+                drop(run);
+                drop(w);
                 s.wake_scan_waiters();
                 return;
             }
@@ -751,7 +821,7 @@ pub(crate) fn scan_thread(spa: std::sync::Weak<Spa>) {
 
 /// Releases the allocator's hold on frees when a batch ends early.
 struct HoldGuard<'a> {
-    spa: &'a Spa,
+    spa: &'a Arc<Spa>,
     armed: bool,
 }
 
@@ -763,7 +833,7 @@ impl Drop for HoldGuard<'_> {
     }
 }
 
-fn step(spa: &Spa, lim: Limits) -> Result<Step> {
+fn step(spa: &Arc<Spa>, lim: Limits) -> Result<Step> {
     // 1. A view and the cursor, under the writer lock.
     let (view, gen, phys, queue, reader, tops) = {
         let w = spa.writer_locked();
@@ -784,17 +854,27 @@ fn step(spa: &Spa, lim: Limits) -> Result<Step> {
     // 2. Gather a batch from the view, no lock held.
     let mos =
         Objset::open(&reader, &view).map_err(|e| PoolError::Io(format!("scan: cannot read the MOS: {e}")))?;
+    // A resilver issues what the DTLs say is missing; with no DTL to go by (`zpool
+    // resilver` of a pool whose devices miss nothing), everything, as a scrub.
+    let need = (phys.func == ScanFunc::Resilver as u64)
+        .then(|| resilver_need(&tops))
+        .filter(|n| n.iter().any(|d| !d.is_empty()));
     let mut walk = Walk {
         reader: &reader,
         mos: &mos,
         lim,
         g: Gathered { items: Vec::new(), phys, queue, examined: 0, finished: false },
         bytes: 0,
+        need,
     };
     walk.run(&mos);
     let g = walk.g;
     // 3. Issue it.
-    let issued = issue(&tops, &reader, g.items, lim.threads);
+    let issued = issue(&tops, &reader, g.items, lim.threads, &spa.scan_abort);
+    if spa.scan_abort.load(Ordering::Relaxed) {
+        // The pool closed: this batch's progress is not installed.
+        return Ok(Step::Stop);
+    }
     // 4. Install the progress.
     let mut w = spa.writer_locked();
     w.alloc.hold_frees(None);
@@ -830,11 +910,35 @@ fn step(spa: &Spa, lim: Limits) -> Result<Step> {
     let s = &mut w.scan;
     s.dirty = true;
     let done = !s.phys.is_scanning();
+    let again = if done {
+        let (max_txg, errors) = (w.scan.phys.max_txg, w.scan.phys.errors);
+        w.dtl_scan_done(max_txg, errors);
+        // Replacements whose new device is now whole are done: the old one goes.
+        if errors == 0 {
+            match w.resilver_done() {
+                Ok(gone) => {
+                    for p in gone {
+                        eprintln!("rzfsd: pool '{}': replace done, {p} detached", w.name);
+                    }
+                }
+                Err(e) => eprintln!("rzfsd: pool '{}': finishing a replace: {e}", w.name),
+            }
+        }
+        // Leaves that were away for part of this scan still miss txgs: resilver again
+        // (unless the scan found damage it could not repair: another pass would too).
+        errors == 0 && w.resilver_range().is_some()
+    } else {
+        false
+    };
     drop(w);
+    // The progress (and a finished scan's result, DTLs and detaches) is the open txg's: the
+    // next sync writes it (an export always does). The scan forces no sync of its own, so
+    // it never makes changes durable that nobody asked to sync yet.
     spa.mark_dirty();
     if done {
-        // Make the result durable now, so `zpool status` after an export says finished.
-        let _ = spa.sync_now();
+        if again {
+            spa.request_resilver();
+        }
         Ok(Step::Stop)
     } else {
         Ok(Step::More)

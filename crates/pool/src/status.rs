@@ -19,6 +19,7 @@ pub enum PoolHealth {
     Degraded,
     Faulted,
     Unavail,
+    Offline,
 }
 
 impl PoolHealth {
@@ -29,7 +30,12 @@ impl PoolHealth {
             PoolHealth::Degraded => "DEGRADED",
             PoolHealth::Faulted => "FAULTED",
             PoolHealth::Unavail => "UNAVAIL",
+            PoolHealth::Offline => "OFFLINE",
         }
+    }
+
+    fn is_lost(self) -> bool {
+        matches!(self, PoolHealth::Unavail | PoolHealth::Faulted | PoolHealth::Offline)
     }
 }
 
@@ -56,6 +62,8 @@ pub struct PoolStatus {
     pub suspended: Option<String>,
     /// The scan lines after "  scan: " (None: no scan line, as for read-only pools).
     pub scan: Option<String>,
+    /// A resilver is under way (`ZPOOL_STATUS_RESILVERING`).
+    pub resilvering: bool,
 }
 
 fn kind_name(kind: &VdevKind, id: u64) -> String {
@@ -71,7 +79,7 @@ fn kind_name(kind: &VdevKind, id: u64) -> String {
 
 /// Combines children's health into the parent's by redundancy.
 fn combine(kind: &VdevKind, kids: &[PoolHealth]) -> PoolHealth {
-    let bad = kids.iter().filter(|h| matches!(h, PoolHealth::Unavail | PoolHealth::Faulted)).count();
+    let bad = kids.iter().filter(|h| h.is_lost()).count();
     let degraded = kids.contains(&PoolHealth::Degraded);
     let tolerated = match kind {
         VdevKind::Mirror | VdevKind::Replacing | VdevKind::Spare => kids.len().saturating_sub(1),
@@ -93,19 +101,27 @@ fn health_of(s: vdev::VdevState) -> PoolHealth {
         vdev::VdevState::Degraded => PoolHealth::Degraded,
         vdev::VdevState::Faulted => PoolHealth::Faulted,
         vdev::VdevState::Unavail => PoolHealth::Unavail,
+        vdev::VdevState::Offline => PoolHealth::Offline,
     }
 }
 
-fn vdev_status(v: &Vdev, paths: &dyn Fn(u64) -> Option<String>) -> VdevStatus {
+fn vdev_status(v: &Vdev, paths: &dyn Fn(u64) -> Option<String>, activity: Option<&str>) -> VdevStatus {
     let (read, write, cksum) = v.errors();
     let health = health_of(v.state());
-    let is_leaf = matches!(v.kind(), VdevKind::Disk | VdevKind::File | VdevKind::Missing);
-    let note = match health {
+    let is_leaf = v.kind().is_leaf();
+    let mut note = match health {
         PoolHealth::Unavail if is_leaf => "cannot open".to_string(),
         // A leaf faulted by failed writes or flushes (`VDEV_AUX_ERR_EXCEEDED`).
         PoolHealth::Faulted if is_leaf => "too many errors".to_string(),
         _ => String::new(),
     };
+    // zpool marks the leaves the running scan has rewritten (`vs_scan_processed`).
+    if let Some(what) = activity.filter(|_| v.scan_processed() > 0) {
+        if !note.is_empty() {
+            note.push_str("  ");
+        }
+        note.push_str(&format!("({what})"));
+    }
     // A device that was not found has no name of its own: show the path the config records.
     let name =
         if is_leaf && v.device().is_none() { paths(v.guid()).unwrap_or_else(|| v.name()) } else { v.name() };
@@ -120,18 +136,28 @@ fn vdev_status(v: &Vdev, paths: &dyn Fn(u64) -> Option<String>) -> VdevStatus {
             .children()
             .iter()
             .filter(|c| *c.kind() != VdevKind::Hole)
-            .map(|c| vdev_status(c, paths))
+            .map(|c| vdev_status(c, paths, activity))
             .collect(),
     }
 }
 
 /// Status of an imported pool.
 pub fn pool_status(pool: &Pool) -> PoolStatus {
+    pool_status_scanning(pool, None)
+}
+
+/// Status of an imported pool while a scan runs: `activity` ("resilvering", "repairing")
+/// marks the leaves it has rewritten.
+pub fn pool_status_scanning(pool: &Pool, activity: Option<&str>) -> PoolStatus {
     let paths = |guid: u64| config_path(&pool.candidate, guid);
-    let tops: Vec<VdevStatus> =
-        pool.tops.iter().filter(|t| *t.kind() != VdevKind::Hole).map(|t| vdev_status(t, &paths)).collect();
+    let tops: Vec<VdevStatus> = pool
+        .tops
+        .iter()
+        .filter(|t| *t.kind() != VdevKind::Hole)
+        .map(|t| vdev_status(t, &paths, activity))
+        .collect();
     let health = tops.iter().map(|t| t.health).fold(PoolHealth::Online, |acc, h| match h {
-        PoolHealth::Unavail | PoolHealth::Faulted => PoolHealth::Unavail,
+        PoolHealth::Unavail | PoolHealth::Faulted | PoolHealth::Offline => PoolHealth::Unavail,
         PoolHealth::Degraded if acc == PoolHealth::Online => PoolHealth::Degraded,
         _ => acc,
     });
@@ -151,6 +177,7 @@ pub fn pool_status(pool: &Pool) -> PoolStatus {
         errors: pool.errors(),
         suspended: None,
         scan: None,
+        resilvering: false,
     }
 }
 
@@ -198,8 +225,12 @@ fn tree_width(v: &VdevStatus, depth: usize) -> usize {
     v.children.iter().map(|c| tree_width(c, depth + 1)).fold(own, usize::max)
 }
 
+fn has_leaf_in(v: &VdevStatus, h: PoolHealth) -> bool {
+    (v.children.is_empty() && v.health == h) || v.children.iter().any(|c| has_leaf_in(c, h))
+}
+
 fn has_faulted_leaf(v: &VdevStatus) -> bool {
-    (v.children.is_empty() && v.health == PoolHealth::Faulted) || v.children.iter().any(has_faulted_leaf)
+    has_leaf_in(v, PoolHealth::Faulted)
 }
 
 fn has_errors(v: &VdevStatus) -> bool {
@@ -220,6 +251,10 @@ pub fn render_status(st: &PoolStatus, verbose: bool, parsable: bool) -> String {
         let _ = writeln!(out, " state: {}", st.health.as_str());
     }
     if st.suspended.is_some() {
+    } else if st.resilvering {
+        // libzfs ZPOOL_STATUS_RESILVERING.
+        out.push_str("status: One or more devices is currently being resilvered.  The pool will\n\tcontinue to function, possibly in a degraded state.\n");
+        out.push_str("action: Wait for the resilver to complete.\n");
     } else if has_faulted_leaf(&st.root) {
         if st.health == PoolHealth::Degraded {
             out.push_str("status: One or more devices are faulted in response to persistent errors.\n\tSufficient replicas exist for the pool to continue functioning in a\n\tdegraded state.\n");
@@ -230,7 +265,7 @@ pub fn render_status(st: &PoolStatus, verbose: bool, parsable: bool) -> String {
             "action: Replace the faulted device, or use 'zpool clear' to mark the device\n\trepaired.\n",
         );
         out.push_str("   see: https://openzfs.github.io/openzfs-docs/msg/ZFS-8000-K4\n");
-    } else if st.health != PoolHealth::Online {
+    } else if has_leaf_in(&st.root, PoolHealth::Unavail) {
         out.push_str("status: One or more devices could not be used because the label is missing or\n\tinvalid.  Sufficient replicas exist for the pool to continue\n\tfunctioning in a degraded state.\n");
         out.push_str("action: Replace the device using 'zpool replace'.\n");
     } else if !st.errors.is_empty() {
@@ -242,6 +277,15 @@ pub fn render_status(st: &PoolStatus, verbose: bool, parsable: bool) -> String {
         out.push_str("status: One or more devices has experienced an unrecoverable error.  An\n\tattempt was made to correct the error.  Applications are unaffected.\n");
         out.push_str("action: Determine if the device needs to be replaced, and clear the errors\n\tusing 'zpool clear' or replace the device with 'zpool replace'.\n");
         out.push_str("   see: https://openzfs.github.io/openzfs-docs/msg/ZFS-8000-9P\n");
+    } else if has_leaf_in(&st.root, PoolHealth::Offline) {
+        // libzfs ZPOOL_STATUS_OFFLINE_DEV.
+        out.push_str("status: One or more devices has been taken offline by the administrator.\n\tSufficient replicas exist for the pool to continue functioning in a\n\tdegraded state.\n");
+        out.push_str(
+            "action: Online the device using 'zpool online' or replace the device with\n\t'zpool replace'.\n",
+        );
+    } else if st.health != PoolHealth::Online {
+        out.push_str("status: One or more devices could not be used because the label is missing or\n\tinvalid.  Sufficient replicas exist for the pool to continue\n\tfunctioning in a degraded state.\n");
+        out.push_str("action: Replace the device using 'zpool replace'.\n");
     }
     if let Some(scan) = &st.scan {
         let _ = write!(out, "  scan: {scan}");

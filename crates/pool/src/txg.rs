@@ -113,6 +113,9 @@ pub struct Spa {
     /// The scan's memory-only state (counters of this pass, errors found, thread running).
     scan_run: Mutex<crate::scan::ScanRun>,
     scan_cv: Condvar,
+    /// Set when the pool closes: a scan batch under way stops issuing (so the thread lets go
+    /// of the pool, and with it the devices, promptly).
+    pub(crate) scan_abort: std::sync::atomic::AtomicBool,
 }
 
 /// The open txg of one dataset, lent to a change.
@@ -148,6 +151,7 @@ impl Spa {
             panic_armed: std::sync::atomic::AtomicBool::new(false),
             scan_run: Mutex::new(crate::scan::ScanRun::default()),
             scan_cv: Condvar::new(),
+            scan_abort: std::sync::atomic::AtomicBool::new(false),
         });
         let weak = Arc::downgrade(&spa);
         std::thread::Builder::new()
@@ -165,6 +169,10 @@ impl Spa {
         };
         if resume {
             spa.spawn_scan();
+        } else {
+            // Leaves that miss txgs (offline, absent or failing at the last export) and can
+            // take writes again are resilvered, as OpenZFS does at import.
+            spa.request_resilver();
         }
         spa
     }
@@ -251,15 +259,43 @@ impl Spa {
             },
         )?;
         if !resumed.load(Ordering::SeqCst) {
-            let mut run = lock(&self.scan_run);
-            let running = run.running;
-            run.status = crate::scan::ScanStatus::default();
-            run.errors.clear();
-            run.running = running;
+            self.reset_scan_run();
         }
         // A thread still finishing the previous scan's batch sees the new state and goes on.
         self.spawn_scan();
         Ok(())
+    }
+
+    /// A new scan starts: this pass's counters and errors start over.
+    fn reset_scan_run(&self) {
+        let mut run = lock(&self.scan_run);
+        let running = run.running;
+        run.status = crate::scan::ScanStatus::default();
+        run.errors.clear();
+        run.running = running;
+    }
+
+    /// Starts a resilver when some writable leaf misses txgs (its DTL is not empty): after
+    /// `zpool online`, `zpool clear`, an import, or a scan that could not cover a leaf that
+    /// was away. A resilver already running starts over to cover the new txgs too, and a
+    /// scrub gives way to it (as OpenZFS's `dsl_scan_restart_resilver` without
+    /// resilver_defer). The new scan state is the open txg's, written by whatever sync comes
+    /// next: a request forces no sync of its own (OpenZFS sets the restart up in syncing
+    /// context too).
+    pub fn request_resilver(self: &Arc<Self>) {
+        {
+            let mut w = lock(&self.w);
+            if w.resilver_range().is_none() || !self.is_active() {
+                return;
+            }
+            if let Err(e) = w.scan_setup(crate::scan::ScanFunc::Resilver) {
+                eprintln!("rzfsd: pool '{}': cannot start a resilver: {e}", self.name);
+                return;
+            }
+        }
+        self.note_dirty();
+        self.reset_scan_run();
+        self.spawn_scan();
     }
 
     /// `zpool scrub -p`: pauses the running scrub (its place is kept in the MOS).
@@ -332,31 +368,33 @@ impl Spa {
     /// Waits until no scan runs (finished, cancelled or paused): `zpool scrub -w`,
     /// `zpool wait -t scrub`. Fails if the pool goes away meanwhile.
     pub fn scan_wait(&self) -> Result<()> {
-        let mut run = lock(&self.scan_run);
         loop {
+            // Lock order: the writer before the scan's state, never the other way round.
             let active = {
                 let w = lock(&self.w);
                 w.scan.phys.is_scanning() && !w.scan.phys.is_paused()
             };
-            if !active {
-                return Ok(());
-            }
             if let Mode::Closed { reason } = &lock(&self.st).mode {
                 return Err(PoolError::Io(reason.clone()));
             }
-            if !run.running {
-                // Nothing makes progress (suspended pool): the caller should not hang forever.
-                if !self.is_active() {
-                    return Err(PoolError::Suspended(
-                        "the pool is suspended; the scan waits for 'zpool clear'".into(),
-                    ));
-                }
+            let run = lock(&self.scan_run);
+            // Done once the thread is gone too: it syncs the scan's end (and a replace's
+            // detach) before it leaves.
+            if !active && !run.running {
+                return Ok(());
             }
-            run = self
-                .scan_cv
-                .wait_timeout(run, Duration::from_millis(200))
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            // Nothing makes progress while the pool is suspended: do not hang forever.
+            if active && !self.is_active() {
+                return Err(PoolError::Suspended(
+                    "the pool is suspended; the scan waits for 'zpool clear'".into(),
+                ));
+            }
+            drop(
+                self.scan_cv
+                    .wait_timeout(run, Duration::from_millis(200))
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0,
+            );
         }
     }
 
@@ -597,6 +635,17 @@ impl Spa {
         }
     }
 
+    /// Syncs now and reports failure instead of waiting out a suspension (administrative
+    /// callers that must answer: the first txg of an import).
+    pub fn sync_or_fail(&self) -> Result<()> {
+        self.check_active()?;
+        let mut w = lock(&self.w);
+        if !w.is_dirty() && w.is_durable() {
+            return Ok(());
+        }
+        self.sync_locked(&mut w)
+    }
+
     fn note_dirty(&self) {
         let mut st = lock(&self.st);
         if st.dirty_since.is_none() {
@@ -680,7 +729,16 @@ impl Spa {
 
     /// `zpool clear`: resets device error counts and faults, then, if the pool is
     /// suspended, tries to sync; success resumes it.
-    pub fn clear(&self) -> Result<()> {
+    pub fn clear(self: &Arc<Self>) -> Result<()> {
+        let r = self.clear_faults();
+        // Leaves back from a fault resilver the txgs they missed.
+        if r.is_ok() {
+            self.request_resilver();
+        }
+        r
+    }
+
+    fn clear_faults(&self) -> Result<()> {
         let mut w = lock(&self.w);
         for t in &w.tops {
             for leaf in t.leaves() {
@@ -739,6 +797,8 @@ impl Spa {
         match r {
             Ok(()) => {
                 self.close(&mut w, "pool is exported");
+                drop(w);
+                self.wait_scan_stopped();
                 Ok(())
             }
             Err(e) if force => {
@@ -746,6 +806,8 @@ impl Spa {
                 self.collect_results(&mut w);
                 self.fence(&mut w);
                 self.close(&mut w, "pool is exported");
+                drop(w);
+                self.wait_scan_stopped();
                 eprintln!("rzfsd: pool '{}' exported with -f without a final sync: {e}", self.name);
                 Ok(())
             }
@@ -764,7 +826,31 @@ impl Spa {
 
     fn close(&self, _w: &mut PoolWriter, reason: &str) {
         lock(&self.st).mode = Mode::Closed { reason: reason.to_string() };
+        self.scan_abort.store(true, Ordering::SeqCst);
         self.cv.notify_all();
+        self.scan_cv.notify_all();
+    }
+
+    /// Waits (a bounded time) until no scan thread runs: after a close, so that the thread
+    /// has let go of the pool and its devices can be opened again at once.
+    fn wait_scan_stopped(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut run = lock(&self.scan_run);
+        while run.running && Instant::now() < deadline {
+            run = self.scan_cv.wait_timeout(run, Duration::from_millis(50)).unwrap_or_else(|p| p.into_inner()).0;
+        }
+    }
+
+    /// Stops the pool as a crash would: nothing more is synced, no I/O reaches the devices,
+    /// the scan thread is stopped. The devices are released when the last reference to the
+    /// pool goes. For tests that simulate a crash in-process.
+    pub fn halt(&self) {
+        {
+            let mut w = lock(&self.w);
+            self.fence(&mut w);
+            self.close(&mut w, "pool was halted");
+        }
+        self.wait_scan_stopped();
     }
 
     /// Space as `statfs` and `zfs list` should show it: (usable size, available), in

@@ -314,6 +314,10 @@ struct TxgCheckpoint {
     config_obj: u64,
     pending_snapshots: Vec<(u64, String)>,
     scan: crate::scan::ScanState,
+    dtl_objs: BTreeMap<u64, u64>,
+    dtl_written: BTreeMap<u64, vdev::dtl::Dtl>,
+    /// Every leaf's in-memory DTL (a failed attempt's additions are undone with it).
+    leaf_dtls: BTreeMap<u64, vdev::dtl::Dtl>,
 }
 
 /// Why a sync attempt failed.
@@ -375,6 +379,10 @@ pub struct PoolWriter {
     pub pending_snapshots: Vec<(u64, String)>,
     /// The scan's persistent state (MOS `scan` entry and queue object).
     pub scan: crate::scan::ScanState,
+    /// DTL space map object of each leaf that has one: guid → MOS object (`crate::dtl`).
+    pub dtl_objs: BTreeMap<u64, u64>,
+    /// The DTL each leaf's object holds in the MOS being built.
+    pub dtl_written: BTreeMap<u64, vdev::dtl::Dtl>,
     pub now: fn() -> u64,
     /// Sync tasks queued for the next sync.
     tasks: Vec<SyncTask>,
@@ -437,6 +445,8 @@ impl PoolWriter {
             pending_root: None,
             pending_snapshots: Vec::new(),
             scan: crate::scan::ScanState::default(),
+            dtl_objs: BTreeMap::new(),
+            dtl_written: BTreeMap::new(),
             now: now_secs,
             tasks: Vec::new(),
             task_results: Vec::new(),
@@ -568,6 +578,7 @@ impl PoolWriter {
         // Datasets a task created (or dirtied) are written in the same txg.
         self.sync_datasets(txg)?;
         self.sync_scan()?;
+        self.sync_dtls(txg)?;
         self.sync_mos(txg)?;
         // Everything of the txg must be durable before its uberblock is written.
         self.flush_tops()?;
@@ -597,6 +608,9 @@ impl PoolWriter {
             config_obj: self.config_obj,
             pending_snapshots: self.pending_snapshots.clone(),
             scan: self.scan.clone(),
+            dtl_objs: self.dtl_objs.clone(),
+            dtl_written: self.dtl_written.clone(),
+            leaf_dtls: crate::dtl::all_leaves(&self.tops).iter().map(|l| (l.guid(), l.dtl())).collect(),
         }
     }
 
@@ -620,6 +634,10 @@ impl PoolWriter {
         self.config_dirty = c.config_dirty;
         self.config_obj_dirty = c.config_obj_dirty;
         self.state = c.state;
+        // The read pipeline follows the tree back (attach and detach swap top-level vdevs).
+        for (i, t) in c.tops.iter().enumerate() {
+            self.reader.zio.set_vdev(i, Some(t.clone() as Arc<dyn zio::VdevIo>));
+        }
         self.tops = c.tops;
         self.top_info = c.top_info;
         self.paths = c.paths;
@@ -629,6 +647,17 @@ impl PoolWriter {
         self.config_obj = c.config_obj;
         self.pending_snapshots = c.pending_snapshots;
         self.scan = c.scan;
+        self.dtl_objs = c.dtl_objs;
+        self.dtl_written = c.dtl_written;
+        // The retry writes the whole txg again, to every leaf that can take it: what the
+        // failed attempt noted as missed does not stand (a leaf that cannot take writes now
+        // is noted again by the retry).
+        for l in crate::dtl::all_leaves(&self.tops) {
+            l.take_missed();
+            if let Some(d) = c.leaf_dtls.get(&l.guid()) {
+                l.set_dtl(d.clone());
+            }
+        }
         self.pending_root = None;
         {
             let mut g = self.alloc.lock();
@@ -661,6 +690,7 @@ impl PoolWriter {
         }
         self.config_obj_dirty = false;
         self.committed_root = self.pending_root.take();
+        self.dtl_note_missed(txg);
         self.txg += 1;
         Ok(())
     }
@@ -685,6 +715,7 @@ impl PoolWriter {
             || !self.pending_snapshots.is_empty()
             || !self.tasks.is_empty()
             || self.scan.dirty
+            || self.dtl_pending()
             || self.mos.is_dirty()
             || self.mos_zaps.is_dirty()
             || self.datasets.values().any(|d| d.os.is_dirty() || d.zaps.is_dirty())
@@ -925,15 +956,23 @@ impl PoolWriter {
         nv.add_u64("asize", info.asize);
         nv.add_u64("is_log", 0);
         nv.add_u64("create_txg", info.create_txg);
-        if !top.children().is_empty() {
-            let kids = top.children().iter().enumerate().map(|(j, c)| {
-                let mut k = self.vdev_nvlist(c, j as u64);
-                k.add_u64("create_txg", info.create_txg);
-                k
-            });
-            nv.add_nvlist_array("children", kids.collect());
-        }
+        self.add_children(&mut nv, top, info.create_txg);
         nv
+    }
+
+    /// The `children` array of an interior vdev, recursively (a replacing or spare vdev
+    /// below a mirror or RAID-Z has children of its own).
+    fn add_children(&self, nv: &mut NvList, v: &Vdev, create_txg: u64) {
+        if v.children().is_empty() {
+            return;
+        }
+        let kids = v.children().iter().enumerate().map(|(j, c)| {
+            let mut k = self.vdev_nvlist(c, j as u64);
+            k.add_u64("create_txg", create_txg);
+            self.add_children(&mut k, c, create_txg);
+            k
+        });
+        nv.add_nvlist_array("children", kids.collect());
     }
 
     fn vdev_nvlist(&self, v: &Vdev, id: u64) -> NvList {
@@ -943,6 +982,8 @@ impl PoolWriter {
             VdevKind::File => "file",
             VdevKind::Mirror => "mirror",
             VdevKind::Raidz { .. } => "raidz",
+            VdevKind::Replacing => "replacing",
+            VdevKind::Spare => "spare",
             _ => "missing",
         };
         nv.add_str("type", kind);
@@ -956,6 +997,12 @@ impl PoolWriter {
             if *v.kind() == VdevKind::Disk {
                 nv.add_u64("whole_disk", 0);
             }
+        }
+        if let Some(obj) = self.dtl_objs.get(&v.guid()) {
+            nv.add_u64("DTL", *obj);
+        }
+        if v.offline() == vdev::Offline::Persistent {
+            nv.add_u64("offline", 1);
         }
         self.add_kept(&mut nv, v.guid());
         nv

@@ -10,13 +10,16 @@
 //! - block reads that take the caller's checksum as a `verify` closure, so that mirrors can
 //!   pick a good copy and RAID-Z can do combinatorial reconstruction; reads report the repairs
 //!   they found necessary ([`ReadOutcome`]), and writes lay out parity exactly as OpenZFS;
+//! - dirty time logs ([`dtl`]): the txgs each leaf is missing; reads of a block born in one
+//!   of them avoid that leaf, and a scrub or resilver rewrites it there;
 //! - raw I/O of the label areas ([`label_io`]).
 //!
 //! Not implemented yet: dRAID I/O (configuration is accepted, I/O returns `Unsupported`),
-//! RAID-Z expansion (reflow), DTL-aware child selection, load balancing across mirror children.
+//! RAID-Z expansion (reflow), load balancing across mirror children.
 #![forbid(unsafe_code)]
 
 pub mod device;
+pub mod dtl;
 mod error;
 pub mod inject;
 pub mod label_io;
@@ -28,6 +31,6 @@ pub use device::{BlockDevice, FaultyDevice, FileDevice, MemDevice};
 pub use error::{Result, VdevError};
 pub use raidz::{raidz_asize, RaidzCol, RaidzMap};
 pub use tree::{
-    ReadOutcome, Repair, Vdev, VdevKind, VdevSpec, VdevStat, VdevState, ASHIFT_MAX, ASHIFT_MIN,
+    Offline, ReadOutcome, Repair, Vdev, VdevKind, VdevSpec, VdevStat, VdevState, ASHIFT_MAX, ASHIFT_MIN,
     VDEV_LABEL_END_SIZE, VDEV_LABEL_START_SIZE,
 };

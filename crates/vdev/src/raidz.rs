@@ -30,7 +30,7 @@
 use codec::raidz as math;
 
 use crate::error::{Result, VdevError};
-use crate::tree::{Counters, Repair, Vdev, VdevKind};
+use crate::tree::{Counters, ReadCtx, Repair, Vdev, VdevKind};
 
 /// One column of a RAID-Z map.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,6 +193,9 @@ enum ColState {
     Missing,
     /// The read failed with an I/O error: a repair candidate.
     IoError,
+    /// The child's DTL holds the block's txg: not read (treated as missing), rewritten by a
+    /// thorough read, and read only if the block cannot be rebuilt without it.
+    Stale,
 }
 
 /// The buffers and states of the accessed columns of one read.
@@ -201,6 +204,7 @@ struct Cols<'a> {
     map: RaidzMap,
     bufs: Vec<Vec<u8>>,
     state: Vec<ColState>,
+    txg: Option<u64>,
 }
 
 impl Cols<'_> {
@@ -212,8 +216,10 @@ impl Cols<'_> {
         let child = &self.vd.children[col.devidx];
         self.state[c] = if !child.readable() {
             ColState::Missing
+        } else if child.stale(self.txg) {
+            ColState::Stale
         } else {
-            match child.column_read(col.offset, col.size) {
+            match child.column_read(col.offset, col.size, self.txg) {
                 Ok(b) => {
                     self.bufs[c] = b;
                     ColState::Good
@@ -224,6 +230,23 @@ impl Cols<'_> {
         if self.state[c] != ColState::Good {
             self.bufs[c] = vec![0; col.size as usize];
         }
+    }
+
+    /// Reads the stale columns after all (their DTL may be conservative); true if any was.
+    fn fetch_stale(&mut self) -> bool {
+        let stale: Vec<usize> = (0..self.map.acols).filter(|&c| self.state[c] == ColState::Stale).collect();
+        for &c in &stale {
+            let col = self.map.cols[c];
+            let child = &self.vd.children[col.devidx];
+            match child.column_read(col.offset, col.size, self.txg) {
+                Ok(b) => {
+                    self.bufs[c] = b;
+                    self.state[c] = ColState::Good;
+                }
+                Err(_) => self.state[c] = ColState::IoError,
+            }
+        }
+        !stale.is_empty()
     }
 
     fn assemble(bufs: &[Vec<u8>], np: usize) -> Vec<u8> {
@@ -248,11 +271,13 @@ pub(crate) fn read(
     size: u64,
     check: &dyn Fn(&[u8]) -> bool,
     repairs: &mut Vec<Repair>,
-    thorough: bool,
+    ctx: ReadCtx,
 ) -> Result<Vec<u8>> {
     let map = map_of(vd, offset, size)?;
     let (np, acols) = (map.nparity, map.acols);
-    let mut cols = Cols { vd, bufs: vec![Vec::new(); acols], state: vec![ColState::Untried; acols], map };
+    let thorough = ctx.thorough;
+    let mut cols =
+        Cols { vd, bufs: vec![Vec::new(); acols], state: vec![ColState::Untried; acols], map, txg: ctx.txg };
     for c in np..acols {
         cols.fetch(c);
     }
@@ -275,23 +300,45 @@ pub(crate) fn read(
     for c in 0..np {
         cols.fetch(c);
     }
-    let known = cols.known_bad();
+    let mut known = cols.known_bad();
+    if known.len() > np && cols.fetch_stale() {
+        known = cols.known_bad();
+    }
     if known.len() > np {
         return Err(VdevError::Unavailable {
             vdev: vd.name(),
             detail: format!("{} of {acols} columns unreadable with {np} parity", known.len()),
         });
     }
-    if known.iter().any(|&c| c >= np) {
-        if let Some(bufs) = cols.attempt(&known, check) {
-            return Ok(finish(&cols, bufs, repairs, thorough));
-        }
-    }
-    if let Some(bufs) = combinatorial(&cols, &known, check) {
+    if let Some(bufs) = solve(&cols, &known, check) {
         return Ok(finish(&cols, bufs, repairs, thorough));
+    }
+    // Stale columns left out may hold the block after all (a conservative DTL).
+    if cols.fetch_stale() {
+        let known = cols.known_bad();
+        if known.len() <= np {
+            if let Some(bufs) = solve(&cols, &known, check) {
+                return Ok(finish(&cols, bufs, repairs, thorough));
+            }
+        }
     }
     Counters::bump(&vd.counters.cksum);
     Err(vd.checksum_error(offset, size))
+}
+
+/// The verified columns given the columns `known` to be unusable: rebuilt from parity
+/// when data columns are among them, as read when only parity is, else by combinatorial
+/// reconstruction.
+fn solve(cols: &Cols<'_>, known: &[usize], check: &dyn Fn(&[u8]) -> bool) -> Option<Vec<Vec<u8>>> {
+    let np = cols.map.nparity;
+    if known.iter().any(|&c| c >= np) {
+        if let Some(bufs) = cols.attempt(known, check) {
+            return Some(bufs);
+        }
+    } else if check(&Cols::assemble(&cols.bufs, np)) {
+        return Some(cols.bufs.clone());
+    }
+    combinatorial(cols, known, check)
 }
 
 /// Try every set of 1..=nparity columns (beyond those known bad) as silently corrupt.
@@ -355,11 +402,22 @@ fn finish(cols: &Cols<'_>, mut bufs: Vec<Vec<u8>>, repairs: &mut Vec<Repair>, th
         let wrong = match cols.state[c] {
             ColState::Good => cols.bufs[c] != bufs[c],
             ColState::IoError => true,
+            // Rewritten by a scrub or resilver, never counted against the child.
+            ColState::Stale => {
+                if thorough {
+                    repairs.push(Repair {
+                        vdev_guid: child.guid(),
+                        offset: col.offset,
+                        data: bufs[c].clone(),
+                    });
+                }
+                false
+            }
             ColState::Missing | ColState::Untried => false,
         };
         if !wrong {
             if thorough && cols.state[c] == ColState::Good {
-                child.column_check(col.offset, &bufs[c], repairs);
+                child.column_check(col.offset, &bufs[c], repairs, cols.txg);
             }
             continue;
         }

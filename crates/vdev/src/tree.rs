@@ -8,9 +8,10 @@
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::device::BlockDevice;
+use crate::dtl::Dtl;
 use crate::error::{Result, VdevError};
 use crate::{mirror, raidz};
 
@@ -52,10 +53,12 @@ pub enum VdevKind {
 }
 
 impl VdevKind {
-    fn is_leaf(&self) -> bool {
+    /// A device (disk, file) or a leaf that could not be found.
+    pub fn is_leaf(&self) -> bool {
         matches!(self, VdevKind::Disk | VdevKind::File | VdevKind::Missing)
     }
-    fn is_mirror_like(&self) -> bool {
+    /// Mirror, replacing or spare: every child holds a full copy.
+    pub fn is_mirror_like(&self) -> bool {
         matches!(self, VdevKind::Mirror | VdevKind::Replacing | VdevKind::Spare)
     }
 }
@@ -93,6 +96,15 @@ pub enum VdevState {
     Degraded,
     Faulted,
     Unavail,
+    /// Taken offline by the administrator (`zpool offline`): no I/O until `zpool online`.
+    Offline,
+}
+
+impl VdevState {
+    /// Can no longer serve I/O (what a parent's redundancy has to cover).
+    pub fn is_lost(self) -> bool {
+        matches!(self, VdevState::Faulted | VdevState::Unavail | VdevState::Offline)
+    }
 }
 
 impl fmt::Display for VdevState {
@@ -102,6 +114,7 @@ impl fmt::Display for VdevState {
             VdevState::Degraded => "DEGRADED",
             VdevState::Faulted => "FAULTED",
             VdevState::Unavail => "UNAVAIL",
+            VdevState::Offline => "OFFLINE",
         })
     }
 }
@@ -154,6 +167,31 @@ const FORCED_NONE: u8 = 0;
 const FORCED_DEGRADED: u8 = 1;
 const FORCED_FAULTED: u8 = 2;
 
+/// Whether a leaf is offline (`zpool offline`), and how.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Offline {
+    No,
+    /// Recorded in the configuration (`offline` = 1): stays offline across imports.
+    Persistent,
+    /// `zpool offline -t`: back online at the next import.
+    Temporary,
+}
+
+/// How a block read goes about it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ReadCtx {
+    /// Read and check every copy, not just the first that verifies (scrub, resilver).
+    pub thorough: bool,
+    /// The block's physical birth txg, when known: a child whose DTL holds it is *stale*
+    /// (it may never have received the block), so it is read only when nothing else
+    /// verifies, and a thorough read rewrites it without reading it first.
+    pub txg: Option<u64>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// A node of the live vdev tree.
 pub struct Vdev {
     pub(crate) kind: VdevKind,
@@ -167,6 +205,17 @@ pub struct Vdev {
     /// A write or flush of this leaf failed since the top-level vdev last settled faults
     /// ([`Vdev::settle_faults`]).
     failed: AtomicBool,
+    offline: AtomicU8,
+    /// The txgs this leaf is missing (see [`crate::dtl`]).
+    dtl: Mutex<Dtl>,
+    /// A write to this leaf failed since the txg owner last looked ([`Vdev::take_missed`]):
+    /// the txg being written is missing on it.
+    missed: AtomicBool,
+    /// Bytes the running scan rewrote on this vdev (`vs_scan_processed`).
+    scan_processed: AtomicU64,
+    /// The leaf could not take writes at some point of the running scan, so the scan does not
+    /// prove it complete (OpenZFS excises DTLs only of leaves available throughout).
+    scan_gap: AtomicBool,
 }
 
 impl fmt::Debug for Vdev {
@@ -207,6 +256,11 @@ impl Vdev {
             counters: Counters::default(),
             forced: AtomicU8::new(FORCED_NONE),
             failed: AtomicBool::new(false),
+            offline: AtomicU8::new(0),
+            dtl: Mutex::new(Dtl::new()),
+            missed: AtomicBool::new(false),
+            scan_processed: AtomicU64::new(0),
+            scan_gap: AtomicBool::new(false),
         })
     }
 
@@ -241,6 +295,9 @@ impl Vdev {
     /// Mark a leaf FAULTED (no more I/O to it) or clear it.
     pub fn set_faulted(&self, on: bool) {
         self.forced.store(if on { FORCED_FAULTED } else { FORCED_NONE }, Ordering::SeqCst);
+        if on {
+            self.mark_scan_gap();
+        }
     }
     /// Mark a leaf DEGRADED (still used; e.g. too many checksum errors) or clear it.
     pub fn set_degraded(&self, on: bool) {
@@ -272,6 +329,9 @@ impl Vdev {
     }
 
     fn leaf_state(&self) -> VdevState {
+        if self.offline() != Offline::No {
+            return VdevState::Offline;
+        }
         if self.device.is_none() || self.kind == VdevKind::Missing {
             return VdevState::Unavail;
         }
@@ -285,7 +345,7 @@ impl Vdev {
     /// State of a vdev that survives the loss of up to `tolerate` children.
     fn redundant_state(&self, tolerate: usize) -> VdevState {
         let states: Vec<VdevState> = self.children.iter().map(Vdev::state).collect();
-        let lost = states.iter().filter(|s| matches!(s, VdevState::Faulted | VdevState::Unavail)).count();
+        let lost = states.iter().filter(|s| s.is_lost()).count();
         if lost > tolerate || (self.children.is_empty() && self.kind != VdevKind::Root) {
             VdevState::Unavail
         } else if lost > 0 || states.contains(&VdevState::Degraded) {
@@ -297,7 +357,170 @@ impl Vdev {
 
     /// Can reads be served at all?
     pub(crate) fn readable(&self) -> bool {
-        !matches!(self.state(), VdevState::Faulted | VdevState::Unavail)
+        !self.state().is_lost()
+    }
+
+    /// Is this leaf taking writes (present, neither offline nor faulted)?
+    pub fn writable(&self) -> bool {
+        self.kind.is_leaf() && self.leaf_device().is_ok()
+    }
+
+    /// Takes a leaf offline (`zpool offline [-t]`) or brings it back (`Offline::No`).
+    pub fn set_offline(&self, how: Offline) {
+        let v = match how {
+            Offline::No => 0,
+            Offline::Persistent => 1,
+            Offline::Temporary => 2,
+        };
+        self.offline.store(v, Ordering::SeqCst);
+        if v != 0 {
+            self.mark_scan_gap();
+        }
+    }
+
+    /// Whether this leaf is offline, and how.
+    pub fn offline(&self) -> Offline {
+        match self.offline.load(Ordering::SeqCst) {
+            1 => Offline::Persistent,
+            2 => Offline::Temporary,
+            _ => Offline::No,
+        }
+    }
+
+    /// Is this leaf FAULTED (by failed writes, until `zpool clear`)?
+    pub fn is_faulted(&self) -> bool {
+        self.forced.load(Ordering::SeqCst) == FORCED_FAULTED
+    }
+
+    /// This leaf's DTL (a copy).
+    pub fn dtl(&self) -> Dtl {
+        lock(&self.dtl).clone()
+    }
+
+    /// Replaces this leaf's DTL (import, resilver completion).
+    pub fn set_dtl(&self, d: Dtl) {
+        *lock(&self.dtl) = d;
+    }
+
+    /// Records txgs `[start, start + count)` as missing on this leaf.
+    pub fn dtl_add(&self, start: u64, count: u64) {
+        lock(&self.dtl).add(start, count);
+    }
+
+    /// Did a write to this leaf fail since the last call? (Clears the flag.)
+    pub fn take_missed(&self) -> bool {
+        self.missed.swap(false, Ordering::SeqCst)
+    }
+
+    /// Is this vdev stale for a block born in `txg`: a leaf whose DTL holds it, or a
+    /// mirror-like vdev all of whose readable children are stale?
+    pub(crate) fn stale(&self, txg: Option<u64>) -> bool {
+        let Some(t) = txg else { return false };
+        if self.kind.is_leaf() {
+            return lock(&self.dtl).contains(t);
+        }
+        self.kind.is_mirror_like() && self.children.iter().filter(|c| c.readable()).all(|c| c.stale(txg))
+    }
+
+    /// The txgs this vdev cannot produce the data of (OpenZFS's DTL_OUTAGE folded upward),
+    /// if leaf `gone` (a guid; 0 for none) were taken away as well: a lost leaf misses
+    /// everything, a present one its DTL; a mirror misses what every child misses, a RAID-Z
+    /// what more than `nparity` children miss. Non-empty at a top-level vdev means some
+    /// blocks would be unreadable (`vdev_dtl_required`).
+    pub fn outage(&self, gone: u64) -> Dtl {
+        if self.kind.is_leaf() {
+            if self.guid == gone || self.state().is_lost() {
+                let mut all = Dtl::new();
+                all.add(0, u64::MAX);
+                return all;
+            }
+            return self.dtl();
+        }
+        let kids: Vec<Dtl> = self.children.iter().map(|c| c.outage(gone)).collect();
+        let need = match &self.kind {
+            VdevKind::Raidz { nparity } => usize::from(*nparity) + 1,
+            k if k.is_mirror_like() => kids.len().max(1),
+            VdevKind::Hole => return Dtl::new(),
+            _ => 1,
+        };
+        crate::dtl::at_least(&kids, need)
+    }
+
+    /// Leaves of this subtree whose DTL is not empty.
+    pub fn leaves_with_dtl(&self) -> Vec<&Vdev> {
+        self.leaves().into_iter().filter(|l| !lock(&l.dtl).is_empty()).collect()
+    }
+
+    /// Bytes the running scan rewrote on this vdev.
+    pub fn scan_processed(&self) -> u64 {
+        self.scan_processed.load(Ordering::Relaxed)
+    }
+
+    /// Counts `bytes` rewritten on this vdev by the running scan.
+    pub fn add_scan_processed(&self, bytes: u64) {
+        self.scan_processed.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// A new scan starts: no bytes processed, no gaps.
+    pub fn scan_reset(&self) {
+        self.scan_processed.store(0, Ordering::Relaxed);
+        self.scan_gap.store(false, Ordering::Relaxed);
+        self.children.iter().for_each(Vdev::scan_reset);
+    }
+
+    /// Notes that this leaf could not take writes during the running scan.
+    pub fn mark_scan_gap(&self) {
+        self.scan_gap.store(true, Ordering::Relaxed);
+    }
+
+    /// Was this leaf unable to take writes at some point of the running scan?
+    pub fn scan_gap(&self) -> bool {
+        self.scan_gap.load(Ordering::Relaxed)
+    }
+
+    /// Carries the live state of the leaves of `old` that are also in this tree (same
+    /// guid) over to them: error counters, faults, offline state, DTL, scan progress. Used
+    /// when the tree is rebuilt around a configuration change (attach, detach, replace).
+    pub fn adopt_state(&self, old: &Vdev) {
+        if let Some(o) = old.find(self.guid).filter(|o| o.kind.is_leaf() == self.kind.is_leaf()) {
+            self.copy_state_from(o);
+        }
+        for c in &self.children {
+            c.adopt_state(old);
+        }
+    }
+
+    /// Takes over `o`'s live state (this node alone): counters and, for leaves, faults,
+    /// offline state, DTL and scan progress.
+    pub fn copy_state_from(&self, o: &Vdev) {
+        for (a, b) in [
+            (&self.counters.read, &o.counters.read),
+            (&self.counters.write, &o.counters.write),
+            (&self.counters.cksum, &o.counters.cksum),
+            (&self.scan_processed, &o.scan_processed),
+        ] {
+            a.store(b.load(Ordering::Relaxed), Ordering::Relaxed);
+        }
+        if self.kind.is_leaf() && o.kind.is_leaf() {
+            self.forced.store(o.forced.load(Ordering::SeqCst), Ordering::SeqCst);
+            self.offline.store(o.offline.load(Ordering::SeqCst), Ordering::SeqCst);
+            self.missed.store(o.missed.load(Ordering::SeqCst), Ordering::SeqCst);
+            self.scan_gap.store(o.scan_gap.load(Ordering::SeqCst), Ordering::SeqCst);
+            self.set_dtl(o.dtl());
+        }
+    }
+
+    /// This tree's shape as a spec (same kinds, ids, guids, effective ashifts and devices),
+    /// to build a changed tree from (attach, detach, replace).
+    pub fn to_spec(&self) -> VdevSpec {
+        VdevSpec {
+            kind: self.kind.clone(),
+            id: self.id,
+            guid: self.guid,
+            ashift: self.ashift,
+            children: self.children.iter().map(Vdev::to_spec).collect(),
+            device: self.device.clone(),
+        }
     }
 
     /// Display name as `zpool status` shows it.
@@ -364,11 +587,24 @@ impl Vdev {
     /// block's checksum over exactly `psize` bytes; copies or reconstructions that fail it are
     /// rejected (and counted as checksum errors on the children proven wrong).
     pub fn read(&self, offset: u64, psize: u64, verify: &dyn Fn(&[u8]) -> bool) -> Result<ReadOutcome> {
+        self.read_born(offset, psize, None, verify)
+    }
+
+    /// [`Vdev::read`] of a block born in txg `birth` (when known): children whose DTL holds
+    /// it are read only if no other copy verifies.
+    pub fn read_born(
+        &self,
+        offset: u64,
+        psize: u64,
+        birth: Option<u64>,
+        verify: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<ReadOutcome> {
         let size = self.sectors_of(psize)?;
         let plen = psize as usize;
         let check = |b: &[u8]| b.get(..plen).is_some_and(verify);
         let mut repairs = Vec::new();
-        let mut data = self.read_block(offset, size, &check, &mut repairs, false)?;
+        let ctx = ReadCtx { thorough: false, txg: birth };
+        let mut data = self.read_block(offset, size, &check, &mut repairs, ctx)?;
         data.truncate(plen);
         Ok(ReadOutcome { data, repairs })
     }
@@ -380,6 +616,19 @@ impl Vdev {
     /// failed I/O or differs from the verified bytes gets a [`Repair`]; copies that returned
     /// wrong bytes count a checksum error on their leaf.
     pub fn scrub(&self, offset: u64, psize: u64, verify: &dyn Fn(&[u8]) -> bool) -> Result<ReadOutcome> {
+        self.scrub_born(offset, psize, None, verify)
+    }
+
+    /// [`Vdev::scrub`] of a block born in txg `birth`: children whose DTL holds it are not
+    /// read but rewritten with the verified bytes (the resilver of that block), without
+    /// counting an error against them.
+    pub fn scrub_born(
+        &self,
+        offset: u64,
+        psize: u64,
+        birth: Option<u64>,
+        verify: &dyn Fn(&[u8]) -> bool,
+    ) -> Result<ReadOutcome> {
         let size = self.sectors_of(psize)?;
         let plen = psize as usize;
         // The bytes between psize and the sector end are written as zeros (OpenZFS zero-pads
@@ -387,13 +636,15 @@ impl Vdev {
         // blamed on the parity that no longer matches them.
         let check = |b: &[u8]| b.get(..plen).is_some_and(verify) && b[plen..].iter().all(|&x| x == 0);
         let mut repairs = Vec::new();
-        match self.read_block(offset, size, &check, &mut repairs, true) {
+        match self.read_block(offset, size, &check, &mut repairs, ReadCtx { thorough: true, txg: birth }) {
             Ok(mut data) => {
                 data.truncate(plen);
                 Ok(ReadOutcome { data, repairs })
             }
             // No copy with a clean tail: settle for what an ordinary read accepts.
-            Err(VdevError::Checksum { .. }) if size as usize != plen => self.read(offset, psize, verify),
+            Err(VdevError::Checksum { .. }) if size as usize != plen => {
+                self.read_born(offset, psize, birth, verify)
+            }
             Err(e) => Err(e),
         }
     }
@@ -415,7 +666,7 @@ impl Vdev {
         size: u64,
         check: &dyn Fn(&[u8]) -> bool,
         repairs: &mut Vec<Repair>,
-        thorough: bool,
+        ctx: ReadCtx,
     ) -> Result<Vec<u8>> {
         match &self.kind {
             k if k.is_leaf() => {
@@ -427,8 +678,8 @@ impl Vdev {
                     Err(self.checksum_error(offset, size))
                 }
             }
-            k if k.is_mirror_like() => mirror::read(self, offset, size, check, repairs, thorough),
-            VdevKind::Raidz { .. } => raidz::read(self, offset, size, check, repairs, thorough),
+            k if k.is_mirror_like() => mirror::read(self, offset, size, check, repairs, ctx),
+            VdevKind::Raidz { .. } => raidz::read(self, offset, size, check, repairs, ctx),
             _ => Err(self.no_io("reads")),
         }
     }
@@ -472,6 +723,7 @@ impl Vdev {
     fn write_failed(&self, dev: &Arc<dyn BlockDevice>, e: std::io::Error) -> VdevError {
         Counters::bump(&self.counters.write);
         self.failed.store(true, Ordering::SeqCst);
+        self.missed.store(true, Ordering::SeqCst);
         VdevError::Io { device: dev.name().to_string(), source: e }
     }
 
@@ -505,8 +757,9 @@ impl Vdev {
     }
 
     /// Unverified read of one RAID-Z column from a child: a leaf reads its device; a
-    /// replacing/spare child returns the first copy that reads without error.
-    pub(crate) fn column_read(&self, offset: u64, size: u64) -> Result<Vec<u8>> {
+    /// replacing/spare child returns the first copy that reads without error, trying the
+    /// children not stale for `txg` first.
+    pub(crate) fn column_read(&self, offset: u64, size: u64, txg: Option<u64>) -> Result<Vec<u8>> {
         if self.kind.is_leaf() {
             return self.leaf_read(offset, size);
         }
@@ -514,8 +767,10 @@ impl Vdev {
             return Err(self.no_io("column reads"));
         }
         let mut last = None;
-        for c in self.children.iter().filter(|c| c.readable()) {
-            match c.column_read(offset, size) {
+        let readable = self.children.iter().filter(|c| c.readable());
+        let (fresh, stale): (Vec<&Vdev>, Vec<&Vdev>) = readable.partition(|c| !c.stale(txg));
+        for c in fresh.into_iter().chain(stale) {
+            match c.column_read(offset, size, txg) {
                 Ok(d) => return Ok(d),
                 Err(e) => last = Some(e),
             }
@@ -526,13 +781,24 @@ impl Vdev {
     /// Scrub of one RAID-Z column held by a mirror-like child (replacing, spare): every
     /// readable copy is compared with the column's verified bytes `expected`; a copy that
     /// differs counts a checksum error and, like one that fails I/O, gets a repair.
-    pub(crate) fn column_check(&self, offset: u64, expected: &[u8], repairs: &mut Vec<Repair>) {
+    pub(crate) fn column_check(
+        &self,
+        offset: u64,
+        expected: &[u8],
+        repairs: &mut Vec<Repair>,
+        txg: Option<u64>,
+    ) {
         if !self.kind.is_mirror_like() {
             return;
         }
         for c in self.children.iter().filter(|c| c.readable()) {
+            if c.stale(txg) {
+                // Missing this txg: rewritten, not read, and no error of its own.
+                repairs.push(Repair { vdev_guid: c.guid, offset, data: expected.to_vec() });
+                continue;
+            }
             if c.kind.is_mirror_like() {
-                c.column_check(offset, expected, repairs);
+                c.column_check(offset, expected, repairs, txg);
                 continue;
             }
             match c.leaf_read(offset, expected.len() as u64) {
@@ -600,8 +866,9 @@ impl Vdev {
             let vd = self
                 .find(r.vdev_guid)
                 .ok_or_else(|| VdevError::InvalidRequest(format!("no vdev with guid {}", r.vdev_guid)))?;
-            // A read-only import never writes: repairs wait for a writable one.
-            if vd.device.as_ref().is_some_and(|d| d.writable()) {
+            // A read-only import never writes: repairs wait for a writable one. A repair of
+            // an interior vdev (a replacing or spare column) goes to its leaves.
+            if vd.leaves().iter().any(|l| l.device.as_ref().is_some_and(|d| d.writable())) {
                 let w = vd.column_write(r.offset, &r.data);
                 self.settle_faults();
                 w?;

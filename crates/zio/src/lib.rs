@@ -91,7 +91,9 @@ pub struct ZioStats {
 
 /// The read pipeline of one pool: its top-level vdevs (indexed by id) and checksum context.
 pub struct Zio {
-    vdevs: Vec<Option<Arc<dyn VdevIo>>>,
+    /// Top-level vdevs by id. Replaceable one at a time ([`Zio::set_vdev`]): a configuration
+    /// change (attach, detach, replace) swaps a top-level vdev's tree while reads go on.
+    vdevs: std::sync::RwLock<Vec<Option<Arc<dyn VdevIo>>>>,
     /// Unsalted until the pool's salt is known (MOS blocks never use salted checksums).
     base_ctx: ChecksumCtx,
     salted_ctx: std::sync::OnceLock<ChecksumCtx>,
@@ -101,7 +103,33 @@ pub struct Zio {
 impl Zio {
     /// `vdevs[i]` is top-level vdev `i` (None for holes/missing top-levels).
     pub fn new(vdevs: Vec<Option<Arc<dyn VdevIo>>>, ctx: ChecksumCtx) -> Zio {
-        Zio { vdevs, base_ctx: ctx, salted_ctx: std::sync::OnceLock::new(), stats: ZioStats::default() }
+        Zio {
+            vdevs: std::sync::RwLock::new(vdevs),
+            base_ctx: ctx,
+            salted_ctx: std::sync::OnceLock::new(),
+            stats: ZioStats::default(),
+        }
+    }
+
+    /// Installs `v` as top-level vdev `id` (growing the table if needed). Reads already
+    /// under way finish on the vdev they started with.
+    pub fn set_vdev(&self, id: usize, v: Option<Arc<dyn VdevIo>>) {
+        let mut t = self.vdevs.write().unwrap_or_else(|p| p.into_inner());
+        if t.len() <= id {
+            t.resize(id + 1, None);
+        }
+        t[id] = v;
+    }
+
+    /// Top-level vdev `id`, if present.
+    pub fn vdev(&self, id: u64) -> Option<Arc<dyn VdevIo>> {
+        let t = self.vdevs.read().unwrap_or_else(|p| p.into_inner());
+        t.get(usize::try_from(id).ok()?)?.clone()
+    }
+
+    /// Every present top-level vdev.
+    pub(crate) fn all_vdevs(&self) -> Vec<Arc<dyn VdevIo>> {
+        self.vdevs.read().unwrap_or_else(|p| p.into_inner()).iter().flatten().cloned().collect()
     }
 
     /// Installs the pool's checksum salt once the MOS has been read (first call wins).
@@ -115,7 +143,7 @@ impl Zio {
 
     /// Number of top-level vdevs (for `BlkPtr::verify`).
     pub fn vdev_count(&self) -> u64 {
-        self.vdevs.len() as u64
+        self.vdevs.read().unwrap_or_else(|p| p.into_inner()).len() as u64
     }
 
     /// Reads, verifies and decompresses the block: exactly `lsize` bytes. Encrypted blocks
@@ -208,14 +236,14 @@ impl Zio {
     fn read_dva(&self, bp: &BlkPtr, dva: &Dva) -> Result<Vec<u8>> {
         let vd = self.top_vdev(bp, dva)?;
         let verify = |data: &[u8]| self.checksum_ok(bp, data);
-        vd.read_verified(dva.offset(), bp.psize(), &verify).map_err(|e| match e {
+        vd.read_verified(dva.offset(), bp.psize(), bp.physical_birth(), &verify).map_err(|e| match e {
             vdev_io::ReadError::NoValidCopy => ZioError::Checksum { bp: bp.to_string() },
             vdev_io::ReadError::Io(detail) => ZioError::Io { bp: bp.to_string(), detail },
         })
     }
 
-    fn top_vdev(&self, bp: &BlkPtr, dva: &Dva) -> Result<&Arc<dyn VdevIo>> {
-        self.vdevs.get(dva.vdev() as usize).and_then(|v| v.as_ref()).ok_or_else(|| ZioError::Io {
+    fn top_vdev(&self, bp: &BlkPtr, dva: &Dva) -> Result<Arc<dyn VdevIo>> {
+        self.vdev(dva.vdev()).ok_or_else(|| ZioError::Io {
             bp: bp.to_string(),
             detail: format!("top-level vdev {} is missing", dva.vdev()),
         })
@@ -233,7 +261,7 @@ impl Zio {
             let verify_hdr = |h: &[u8]| {
                 checksum::verify_embedded(checksum::ChecksumKind::Sha256, h, verifier, ctx).is_ok()
             };
-            match vd.read_verified(dva.offset(), SPA_GANGBLOCKSIZE as u64, &verify_hdr) {
+            match vd.read_verified(dva.offset(), SPA_GANGBLOCKSIZE as u64, bp.physical_birth(), &verify_hdr) {
                 Ok(hdr) => {
                     let order = gang_header_order(&hdr);
                     let mut out = Vec::new();
@@ -262,7 +290,7 @@ impl Zio {
         let verify_hdr =
             |h: &[u8]| checksum::verify_embedded(checksum::ChecksumKind::Sha256, h, verifier, ctx).is_ok();
         let hdr = vd
-            .read_verified(dva.offset(), SPA_GANGBLOCKSIZE as u64, &verify_hdr)
+            .read_verified(dva.offset(), SPA_GANGBLOCKSIZE as u64, bp.physical_birth(), &verify_hdr)
             .map_err(|_| ZioError::Checksum { bp: format!("gang header of {bp}") })?;
         // The header's byte order is revealed by its embedded-checksum magic.
         let order = gang_header_order(&hdr);

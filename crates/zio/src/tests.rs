@@ -15,6 +15,7 @@ impl VdevIo for MemVdev {
         &self,
         offset: u64,
         psize: u64,
+        _birth: u64,
         verify: &dyn Fn(&[u8]) -> bool,
     ) -> std::result::Result<Vec<u8>, vdev_io::ReadError> {
         let b = self.bytes.lock().unwrap();

@@ -14,11 +14,14 @@ pub enum ReadError {
 /// A top-level vdev as seen by the pipeline.
 pub trait VdevIo: Send + Sync {
     /// Reads `psize` bytes at `offset` (a DVA offset: relative to the vdev's allocatable
-    /// space), returning the first candidate for which `verify` is true.
+    /// space) of a block born in txg `birth` (0: unknown), returning the first candidate
+    /// for which `verify` is true. The birth lets the vdev avoid children that are missing
+    /// that txg (their DTL).
     fn read_verified(
         &self,
         offset: u64,
         psize: u64,
+        birth: u64,
         verify: &dyn Fn(&[u8]) -> bool,
     ) -> Result<Vec<u8>, ReadError>;
 
@@ -53,9 +56,10 @@ impl VdevIo for vdev::Vdev {
         &self,
         offset: u64,
         psize: u64,
+        birth: u64,
         verify: &dyn Fn(&[u8]) -> bool,
     ) -> Result<Vec<u8>, ReadError> {
-        match self.read(offset, psize, verify) {
+        match self.read_born(offset, psize, (birth != 0).then_some(birth), verify) {
             Ok(out) => {
                 // Repair on read: rewrite the copies proven bad with the verified bytes. On a
                 // read-only import the devices are opened read-only and the writes fail

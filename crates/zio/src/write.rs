@@ -73,8 +73,7 @@ pub trait Allocate: Sync {
 impl Zio {
     /// Allocated size of `psize` physical bytes on top-level vdev `vdev`.
     pub fn top_asize(&self, vdev: u64, psize: u64) -> Option<u64> {
-        let vd = self.vdevs.get(usize::try_from(vdev).ok()?)?.as_ref()?;
-        Some(vd.psize_to_asize(psize))
+        Some(self.vdev(vdev)?.psize_to_asize(psize))
     }
 
     /// Stage 1: compression and hole detection. `sector` is the smallest sector size of the
@@ -171,7 +170,7 @@ impl Zio {
 
     /// Flushes the write caches of every present top-level vdev.
     pub fn flush_all(&self) -> Result<()> {
-        for vd in self.vdevs.iter().flatten() {
+        for vd in self.all_vdevs() {
             vd.flush_writes().map_err(|detail| ZioError::Io { bp: "flush".into(), detail })?;
         }
         Ok(())

@@ -137,6 +137,58 @@ enum Cmd {
         #[arg(required = true)]
         pools: Vec<String>,
     },
+    /// Attach a device to a mirror or a top-level device (making a mirror); it resilvers.
+    Attach {
+        /// Use a device that belongs to an exported pool.
+        #[arg(short = 'f')]
+        force: bool,
+        /// Sequential rebuild: accepted, done as a healing resilver (which verifies checksums).
+        #[arg(short = 's')]
+        sequential: bool,
+        /// Wait until the resilver is done.
+        #[arg(short = 'w')]
+        wait: bool,
+        pool: String,
+        device: String,
+        new_device: String,
+    },
+    /// Replace a device by a new one (or by the device now at its path); the new one
+    /// resilvers, then the old one is detached.
+    Replace {
+        #[arg(short = 'f')]
+        force: bool,
+        /// Sequential rebuild: accepted, done as a healing resilver (which verifies checksums).
+        #[arg(short = 's')]
+        sequential: bool,
+        #[arg(short = 'w')]
+        wait: bool,
+        pool: String,
+        device: String,
+        new_device: Option<String>,
+    },
+    /// Detach a device from a mirror (or cancel a replace by detaching the new device).
+    Detach { pool: String, device: String },
+    /// Take devices offline: no more I/O reaches them until 'rzpool online'.
+    Offline {
+        /// Until the next import only (not recorded in the pool's configuration).
+        #[arg(short = 't')]
+        temporary: bool,
+        /// Fault the device instead of taking it offline.
+        #[arg(short = 'f')]
+        fault: bool,
+        pool: String,
+        #[arg(required = true)]
+        devices: Vec<String>,
+    },
+    /// Bring devices back online; each resilvers what it missed.
+    Online {
+        /// Expand the device to use all its space (not supported by rzfs yet).
+        #[arg(short = 'e')]
+        expand: bool,
+        pool: String,
+        #[arg(required = true)]
+        devices: Vec<String>,
+    },
     /// Wait until background activity (scrub, resilver) of a pool is done.
     Wait {
         /// Activities to wait for (scrub, resilver); all when absent.
@@ -183,6 +235,8 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Set { pool, .. } => Some(pool.clone()),
         Cmd::Add { pool, dryrun: false, .. } => Some(pool.clone()),
         Cmd::Scrub { pools, .. } | Cmd::Resilver { pools } if pools.len() == 1 => Some(pools[0].clone()),
+        Cmd::Offline { pool, .. } | Cmd::Online { pool, .. } => Some(pool.clone()),
+        Cmd::Attach { pool, .. } | Cmd::Replace { pool, .. } | Cmd::Detach { pool, .. } => Some(pool.clone()),
         Cmd::Import { pool: Some(p), newname, props, .. } if !props.iter().any(|x| x == "readonly=on") => {
             Some(newname.clone().unwrap_or_else(|| p.clone()))
         }
@@ -246,6 +300,35 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Clear { pool, .. } => clear(state, &pool),
         Cmd::Scrub { stop, pause, wait, pools } => scrub(state, &pools, stop, pause, wait),
         Cmd::Resilver { pools } => resilver(state, &pools),
+        Cmd::Attach { force, sequential: _, wait, pool, device, new_device } => {
+            let a = crate::rwattach::AttachArgs {
+                pool,
+                device,
+                new_device: Some(new_device),
+                force,
+                wait,
+                replacing: false,
+                cwd: cwd.to_path_buf(),
+            };
+            crate::rwattach::attach(state, &a).map(Response::ok)
+        }
+        Cmd::Replace { force, sequential: _, wait, pool, device, new_device } => {
+            let a = crate::rwattach::AttachArgs {
+                pool,
+                device,
+                new_device,
+                force,
+                wait,
+                replacing: true,
+                cwd: cwd.to_path_buf(),
+            };
+            crate::rwattach::attach(state, &a).map(Response::ok)
+        }
+        Cmd::Detach { pool, device } => crate::rwattach::detach(state, &pool, &device, cwd).map(Response::ok),
+        Cmd::Offline { temporary, fault, pool, devices } => {
+            offline(state, &pool, &devices, temporary, fault, cwd)
+        }
+        Cmd::Online { expand, pool, devices } => online(state, &pool, &devices, expand, cwd),
         Cmd::Wait { activities, pool } => wait(state, &pool, &activities),
         Cmd::Sync { pools } => sync(state, &pools),
         Cmd::Get { scripted, parsable, fields, props, pools } => {
@@ -263,6 +346,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
 /// `zpool clear POOL`: resets the error counts and FAULTED states of the pool's devices; a
 /// suspended pool is synced and, if that works, resumed.
 fn clear(state: &State, name: &str) -> Result<Response, String> {
+    // (Leaves back from a fault resilver the txgs they missed: see Spa::clear.)
     let p = state.pool(name)?;
     match crate::rwpool::writer_of(state, name) {
         Some(rw) => rw.spa.clear().map_err(|e| format!("cannot clear errors for {name}: {e}"))?,
@@ -273,6 +357,68 @@ fn clear(state: &State, name: &str) -> Result<Response, String> {
         }
     }
     Ok(Response::ok(String::new()))
+}
+
+/// A device named on the command line: a relative path is taken from the caller's
+/// directory; bare names and guids are matched by the pool.
+fn device_arg(cwd: &Path, d: &str) -> String {
+    if d.contains('/') && !d.starts_with('/') {
+        abs(cwd, Path::new(d)).display().to_string()
+    } else {
+        d.to_string()
+    }
+}
+
+/// `zpool offline [-t] [-f] POOL DEV...`.
+fn offline(
+    state: &State,
+    name: &str,
+    devices: &[String],
+    temporary: bool,
+    fault: bool,
+    cwd: &Path,
+) -> Result<Response, String> {
+    let rw = rw_pool(state, name, "offline devices of")?;
+    for d in devices {
+        let d = device_arg(cwd, d);
+        let r = if fault { rw.spa.fault(&d, temporary) } else { rw.spa.offline(&d, temporary) };
+        r.map_err(|e| match e {
+            pool::PoolError::NotFound(m) | pool::PoolError::Busy(m) | pool::PoolError::Unsupported(m) => m,
+            e => format!("cannot offline {d}: {e}"),
+        })?;
+    }
+    Ok(Response::ok(String::new()))
+}
+
+/// `zpool online [-e] POOL DEV...`.
+fn online(
+    state: &State,
+    name: &str,
+    devices: &[String],
+    expand: bool,
+    cwd: &Path,
+) -> Result<Response, String> {
+    let rw = rw_pool(state, name, "online devices of")?;
+    if expand {
+        return Err(format!(
+            "cannot expand devices of {name}: rzfs cannot grow a device's space yet (online without -e)"
+        ));
+    }
+    let mut warnings = String::new();
+    for d in devices {
+        let d = device_arg(cwd, d);
+        let w = rw.spa.online(&d).map_err(|e| match e {
+            pool::PoolError::NotFound(m) | pool::PoolError::Unsupported(m) => m,
+            e => format!("cannot online {d}: {e}"),
+        })?;
+        if let Some(w) = w {
+            warnings.push_str(&w);
+            warnings.push('\n');
+        }
+    }
+    let mut r = Response::ok(String::new());
+    r.stderr = warnings;
+    Ok(r)
 }
 
 /// The read-write owner of pool `name`, or the message zpool gives for a read-only one.

@@ -65,6 +65,14 @@ pub struct LibFs {
     pub leaves: Vec<String>,
 }
 
+/// Dropping the owner is a crash: nothing more is written, and its threads let go of the
+/// devices before the next import tries them.
+impl Drop for LibFs {
+    fn drop(&mut self) {
+        self.spa.halt();
+    }
+}
+
 impl LibFs {
     /// Creates pool `name` of `layout` on sparse files of `size` bytes in `dir` (ashift 12)
     /// and starts its owner (syncs only when asked, or past `dirty_max`).

@@ -4,6 +4,7 @@
 
 pub mod libpool;
 pub mod model;
+pub mod pools;
 pub mod rng;
 pub mod tools;
 

@@ -1,0 +1,302 @@
+//! # Changing a top-level vdev's tree: attach, replace, detach (`spa_vdev_attach/detach`)
+//!
+//! Theory. The live tree of a top-level vdev is immutable; a change builds a new tree from
+//! the old one's shape ([`Vdev::to_spec`]), changed, carries the leaves' live state over
+//! ([`Vdev::adopt_state`]: counters, faults, offline state, DTLs), and swaps it in: in the
+//! writer's `tops` and in the read pipeline (`zio::Zio::set_vdev`), under the writer lock,
+//! so no sync is writing meanwhile. Reads and scan batches already under way finish on the
+//! old tree, which holds the same devices. The configuration is then rewritten by the next
+//! sync (labels on every leaf, the new one included), which the caller runs at once.
+//!
+//! * **attach** `OLD NEW`: `NEW` joins `OLD`'s mirror; a top-level leaf becomes a mirror
+//!   of two (the mirror takes over its place, metaslabs and id, with a guid of its own).
+//! * **replace** `OLD NEW`: `OLD` is put under a `replacing` vdev with `NEW` after it;
+//!   wherever `OLD` stands (a top-level vdev, a mirror child, a RAID-Z column). Replacing
+//!   `OLD` by the device now at its own path renames the old one `PATH/old`, as OpenZFS does.
+//! * The new leaf misses every txg up to the open one: its DTL is `[TXG_INITIAL, open + 1)`,
+//!   and the resilver that follows writes it every block (`crate::scan`).
+//! * **detach** `LEAF` (from a mirror, replacing or spare vdev): refused when the leaf holds
+//!   the only copy of some txgs (`Vdev::outage`). A parent left with one child gives way to
+//!   it; a child that thereby becomes a top-level vdev takes the parent's guid (OpenZFS's
+//!   `vdev_remove_parent`: the pool's labels must keep naming the same top-level vdev). The
+//!   detached device's labels are erased and its DTL object freed.
+//! * When a resilver completes, every `replacing` vdev whose last child is whole (empty
+//!   DTL) detaches the children before it ([`PoolWriter::resilver_done`],
+//!   `spa_vdev_resilver_done`): the replace is done.
+
+use crate::create::{leaf_asize, random_guid, NewLeaf};
+use crate::writer::{PoolWriter, TXG_INITIAL};
+use crate::{PoolError, Result};
+use std::sync::Arc;
+use vdev::{Vdev, VdevKind, VdevSpec};
+
+fn invalid(m: String) -> PoolError {
+    PoolError::Invalid(m)
+}
+
+/// The spec node holding child `guid`, and the child's index there.
+fn parent_of(spec: &mut VdevSpec, guid: u64) -> Option<(&mut VdevSpec, usize)> {
+    let i = spec.children.iter().position(|c| c.guid == guid);
+    match i {
+        Some(i) => Some((spec, i)),
+        None => spec.children.iter_mut().find_map(|c| parent_of(c, guid)),
+    }
+}
+
+/// Children's ids are their indexes (`vdev_compact_children`).
+fn renumber(spec: &mut VdevSpec) {
+    for (i, c) in spec.children.iter_mut().enumerate() {
+        c.id = i as u64;
+        renumber(c);
+    }
+}
+
+impl PoolWriter {
+    /// Every guid of the pool's tree.
+    fn guids(&self) -> Vec<u64> {
+        let mut out = vec![self.guid];
+        for t in &self.tops {
+            let mut stack = vec![t.as_ref()];
+            while let Some(v) = stack.pop() {
+                out.push(v.guid());
+                stack.extend(v.children());
+            }
+        }
+        out
+    }
+
+    /// Installs `new` as top-level vdev `id` (writer and read pipeline) and marks the
+    /// configuration dirty.
+    fn install_top(&mut self, id: usize, new: Vdev) {
+        let new = Arc::new(new);
+        new.adopt_state(&self.tops[id]);
+        self.reader.zio.set_vdev(id, Some(new.clone() as Arc<dyn zio::VdevIo>));
+        self.tops[id] = new;
+        self.config_dirty = true;
+    }
+
+    /// `zpool attach` (`replacing` false) or `zpool replace` (true): `new` joins the tree next
+    /// to leaf `old`. Returns the new leaf's guid. The caller syncs and starts the resilver.
+    pub fn attach(&mut self, old: u64, new: &NewLeaf, replacing: bool) -> Result<u64> {
+        let verb = if replacing { "replace" } else { "attach" };
+        let old_name = self.paths.get(&old).cloned().unwrap_or_else(|| old.to_string());
+        let what = || {
+            if replacing {
+                format!("{old_name} with {}", new.path)
+            } else {
+                format!("{} to {old_name}", new.path)
+            }
+        };
+        let top = self.top_of(old).ok_or_else(|| {
+            PoolError::NotFound(format!("cannot {verb} {}: no such device in pool", what()))
+        })?;
+        let id = top.id() as usize;
+        let leaf = top.find(old).ok_or_else(|| invalid("vdev vanished".into()))?;
+        if !leaf.kind().is_leaf() {
+            return Err(PoolError::Unsupported(format!(
+                "cannot {verb} {}: can only attach to mirrors and top-level disks",
+                what()
+            )));
+        }
+        if self.paths.iter().any(|(g, p)| *p == new.path && *g != old) {
+            return Err(invalid(format!("cannot {verb} {}: {} is part of this pool", what(), new.path)));
+        }
+        // The new device must hold what the old one's place holds.
+        let info = &self.top_info[id];
+        let need = match top.kind() {
+            VdevKind::Raidz { .. } => info.asize / top.children().len() as u64,
+            _ => info.asize,
+        };
+        if leaf_asize(new.device.as_ref()) < need {
+            return Err(invalid(format!("cannot {verb} {}: device is too small", what())));
+        }
+        let mut spec = top.to_spec();
+        let mut guids = self.guids();
+        let new_guid = random_guid(&mut guids);
+        let leaf_spec = VdevSpec {
+            kind: if new.is_disk { VdevKind::Disk } else { VdevKind::File },
+            id: 0,
+            guid: new_guid,
+            ashift: top.ashift(),
+            children: Vec::new(),
+            device: Some(new.device.clone()),
+        };
+        let wrap = |old_spec: VdevSpec, kind: VdevKind, guid: u64| VdevSpec {
+            kind,
+            id: old_spec.id,
+            guid,
+            ashift: old_spec.ashift,
+            children: vec![old_spec, leaf_spec.clone()],
+            device: None,
+        };
+        if spec.guid == old {
+            // A top-level leaf: a mirror (attach) or a replacing vdev takes its place.
+            let kind = if replacing { VdevKind::Replacing } else { VdevKind::Mirror };
+            spec = wrap(spec, kind, random_guid(&mut guids));
+        } else {
+            let (parent, i) = parent_of(&mut spec, old).ok_or_else(|| invalid("vdev vanished".into()))?;
+            match (&parent.kind, replacing) {
+                (VdevKind::Mirror, false) | (VdevKind::Replacing, true) => {
+                    parent.children.push(leaf_spec.clone())
+                }
+                (VdevKind::Raidz { .. }, false) => {
+                    return Err(PoolError::Unsupported(format!(
+                        "cannot attach {}: rzfs cannot expand a raidz vdev yet (RAID-Z expansion)",
+                        what()
+                    )))
+                }
+                (_, false) => {
+                    return Err(PoolError::Unsupported(format!(
+                        "cannot attach {}: can only attach to mirrors and top-level disks",
+                        what()
+                    )))
+                }
+                (_, true) => {
+                    let old_spec = parent.children.remove(i);
+                    let g = random_guid(&mut guids);
+                    parent.children.insert(i, wrap(old_spec, VdevKind::Replacing, g));
+                }
+            }
+        }
+        renumber(&mut spec);
+        let built = Vdev::new(spec).map_err(|e| invalid(e.to_string()))?;
+        crate::create::clear_leaf_labels(new.device.as_ref())?;
+        // Replacing a device by the one now at its path: the old one is `PATH/old`.
+        if replacing && self.paths.get(&old) == Some(&new.path) {
+            self.paths.insert(old, format!("{}/old", new.path));
+        }
+        self.paths.insert(new_guid, new.path.clone());
+        self.install_top(id, built);
+        let nl = self.tops[id].find(new_guid).ok_or_else(|| invalid("new leaf vanished".into()))?;
+        nl.dtl_add(TXG_INITIAL, (self.txg + 1).saturating_sub(TXG_INITIAL));
+        Ok(new_guid)
+    }
+
+    /// `zpool detach`: takes leaf `guid` out of its mirror, replacing or spare vdev. The
+    /// caller syncs.
+    pub fn detach(&mut self, guid: u64) -> Result<()> {
+        let name = self.paths.get(&guid).cloned().unwrap_or_else(|| guid.to_string());
+        let top = self
+            .top_of(guid)
+            .ok_or_else(|| PoolError::NotFound(format!("cannot detach {name}: no such device in pool")))?;
+        let id = top.id() as usize;
+        let leaf = top.find(guid).ok_or_else(|| invalid("vdev vanished".into()))?;
+        if !leaf.kind().is_leaf() || top.guid() == guid {
+            return Err(PoolError::Unsupported(format!(
+                "cannot detach {name}: only applicable to mirror and replacing vdevs"
+            )));
+        }
+        let mut spec = top.to_spec();
+        let top_guid = spec.guid;
+        let (parent, i) = parent_of(&mut spec, guid).ok_or_else(|| invalid("vdev vanished".into()))?;
+        if !parent.kind.is_mirror_like() {
+            return Err(PoolError::Unsupported(format!(
+                "cannot detach {name}: only applicable to mirror and replacing vdevs"
+            )));
+        }
+        if !top.outage(guid).is_empty() {
+            return Err(PoolError::Busy(format!("cannot detach {name}: no valid replicas")));
+        }
+        let was_replacing = parent.kind == VdevKind::Replacing;
+        let removed = parent.children.remove(i);
+        let (parent_guid, parent_id) = (parent.guid, parent.id);
+        let last = (parent.children.len() == 1).then(|| parent.children.remove(0));
+        let siblings: Vec<u64> = parent.children.iter().map(|c| c.guid).collect();
+        // Detaching the new side of a replace undoes the `/old` renaming.
+        if was_replacing && i > 0 {
+            let p = self.paths.get(&guid).cloned().unwrap_or_default();
+            for g in siblings.iter().chain(last.iter().map(|l| &l.guid)) {
+                if self.paths.get(g).is_some_and(|q| *q == format!("{p}/old")) {
+                    self.paths.insert(*g, p.clone());
+                }
+            }
+        }
+        // (old guid, new guid) of a leaf that becomes the top-level vdev.
+        let mut promoted = None;
+        if let Some(mut only) = last {
+            // The parent gives way to its last child.
+            only.id = parent_id;
+            if top_guid == parent_guid {
+                // It becomes the top-level vdev: it takes the top's guid and ashift.
+                if let Some(p) = self.paths.remove(&only.guid) {
+                    self.paths.insert(top_guid, p);
+                }
+                self.rekey_leaf(only.guid, top_guid);
+                promoted = Some((only.guid, top_guid));
+                only.guid = top_guid;
+                only.ashift = spec.ashift;
+                spec = only;
+            } else {
+                let (gp, j) =
+                    parent_of(&mut spec, parent_guid).ok_or_else(|| invalid("vdev vanished".into()))?;
+                gp.children[j] = only;
+            }
+        }
+        renumber(&mut spec);
+        let built = Vdev::new(spec).map_err(|e| invalid(e.to_string()))?;
+        if let Some(d) = removed.device.as_ref() {
+            // Its labels go, so it can be used again (a failure is no reason to keep it).
+            let _ = crate::create::clear_leaf_labels(d.as_ref());
+        }
+        let old_top = self.tops[id].clone();
+        self.install_top(id, built);
+        if let Some((was, now)) = promoted {
+            if let (Some(o), Some(n)) = (old_top.find(was), self.tops[id].find(now)) {
+                n.copy_state_from(o);
+            }
+        }
+        self.paths.remove(&guid);
+        self.kept_config.remove(&guid);
+        if let Some(obj) = self.dtl_objs.remove(&guid) {
+            self.mos.free_object(obj)?;
+        }
+        self.dtl_written.remove(&guid);
+        Ok(())
+    }
+
+    /// A leaf's guid changes (it became a top-level vdev): its DTL object and kept
+    /// configuration follow it.
+    fn rekey_leaf(&mut self, from: u64, to: u64) {
+        if let Some(o) = self.dtl_objs.remove(&from) {
+            self.dtl_objs.insert(to, o);
+        }
+        if let Some(d) = self.dtl_written.remove(&from) {
+            self.dtl_written.insert(to, d);
+        }
+        if let Some(k) = self.kept_config.remove(&from) {
+            self.kept_config.insert(to, k);
+        }
+    }
+
+    /// After a resilver: every replacing vdev whose newest child is whole (its DTL empty,
+    /// writable) loses the children before it (`spa_vdev_resilver_done`). Returns the
+    /// paths of the devices detached.
+    pub fn resilver_done(&mut self) -> Result<Vec<String>> {
+        let mut done = Vec::new();
+        loop {
+            let mut next = None;
+            for t in &self.tops {
+                visit(t, &mut |v: &Vdev| {
+                    if next.is_none() && *v.kind() == VdevKind::Replacing && v.children().len() >= 2 {
+                        let last = &v.children()[v.children().len() - 1];
+                        if last.kind().is_leaf() && last.writable() && last.dtl().is_empty() {
+                            next = Some(v.children()[0].guid());
+                        }
+                    }
+                });
+            }
+            let Some(old) = next else { break };
+            let name = self.paths.get(&old).cloned().unwrap_or_else(|| old.to_string());
+            self.detach(old)?;
+            done.push(name);
+        }
+        Ok(done)
+    }
+}
+
+fn visit(v: &Vdev, f: &mut dyn FnMut(&Vdev)) {
+    f(v);
+    for c in v.children() {
+        visit(c, f);
+    }
+}

@@ -1,0 +1,184 @@
+//! # Device management: `zpool offline`, `zpool online`
+//!
+//! Theory. Taking a leaf offline stops all I/O to it; every txg synced meanwhile goes into
+//! its DTL (`crate::dtl`), so bringing it back online resilvers exactly those txgs. A leaf
+//! may go offline only if its top-level vdev can still produce every block without it
+//! (`Vdev::outage` with the leaf taken away must be empty: OpenZFS's
+//! `vdev_dtl_required`): in a mirror whose other side is itself missing txgs, offlining
+//! the complete side would lose them, and is refused. A persistent offline is written
+//! into the configuration (`offline` = 1 on the leaf) and survives export and import;
+//! `-t` lasts until the pool is imported again. Both change the configuration and sync it
+//! before returning, as `spa_vdev_state_exit` does.
+
+use crate::txg::Spa;
+use crate::writer::PoolWriter;
+use crate::{PoolError, Result};
+use std::sync::Arc;
+use vdev::{Offline, Vdev};
+
+/// How the command line names a device: its path, the path without `/dev/`, the last
+/// component of the path when no other leaf shares it, or its guid.
+fn names(path: &str) -> Vec<&str> {
+    let mut v = vec![path];
+    if let Some(p) = path.strip_prefix("/dev/") {
+        v.push(p);
+    }
+    v
+}
+
+impl PoolWriter {
+    /// The vdev `name` designates (a leaf by path or guid, or an interior vdev by its
+    /// `zpool status` name such as `mirror-0`).
+    pub fn find_vdev(&self, name: &str) -> Option<&Vdev> {
+        let all: Vec<&Vdev> = self.tops.iter().flat_map(|t| subtree(t)).collect();
+        if let Ok(g) = name.parse::<u64>() {
+            if let Some(v) = all.iter().find(|v| v.guid() == g) {
+                return Some(v);
+            }
+        }
+        let path_of = |v: &Vdev| self.paths.get(&v.guid()).cloned();
+        if let Some(v) = all.iter().find(|v| path_of(v).is_some_and(|p| names(&p).contains(&name))) {
+            return Some(v);
+        }
+        let base: Vec<&&Vdev> = all
+            .iter()
+            .filter(|v| {
+                path_of(v).is_some_and(|p| std::path::Path::new(&p).file_name().is_some_and(|f| f == name))
+            })
+            .collect();
+        if base.len() == 1 {
+            return Some(base[0]);
+        }
+        all.into_iter().find(|v| !v.kind().is_leaf() && v.name() == name)
+    }
+
+    /// The path recorded for a leaf, or its status name.
+    pub fn vdev_label(&self, v: &Vdev) -> String {
+        self.paths.get(&v.guid()).cloned().unwrap_or_else(|| v.name())
+    }
+
+    /// The top-level vdev holding `guid`.
+    pub fn top_of(&self, guid: u64) -> Option<&Arc<Vdev>> {
+        self.tops.iter().find(|t| t.find(guid).is_some())
+    }
+
+    fn leaf_named(&self, name: &str, verb: &str) -> Result<&Vdev> {
+        let v = self
+            .find_vdev(name)
+            .ok_or_else(|| PoolError::NotFound(format!("cannot {verb} {name}: no such device in pool")))?;
+        if !v.kind().is_leaf() {
+            return Err(PoolError::Unsupported(format!(
+                "cannot {verb} {name}: operation not supported on this type of vdev"
+            )));
+        }
+        Ok(v)
+    }
+}
+
+/// Every vdev of a subtree, pre-order.
+fn subtree(v: &Vdev) -> Vec<&Vdev> {
+    let mut out = vec![v];
+    for c in v.children() {
+        out.extend(subtree(c));
+    }
+    out
+}
+
+impl Spa {
+    /// `zpool offline [-t] POOL DEV`: stops I/O to a leaf. Refused when the pool would lose
+    /// access to some of its blocks without it.
+    pub fn offline(self: &Arc<Self>, name: &str, temporary: bool) -> Result<()> {
+        self.run_syncing(|w| {
+            let leaf = w.leaf_named(name, "offline")?;
+            if leaf.offline() != Offline::No {
+                // Already offline: only a temporary offline may become persistent.
+                if !temporary && leaf.offline() == Offline::Temporary {
+                    leaf.set_offline(Offline::Persistent);
+                    w.config_dirty = true;
+                    w.sync()?;
+                }
+                return Ok(());
+            }
+            let top = w.top_of(leaf.guid()).ok_or_else(|| PoolError::NotFound(name.into()))?;
+            if !top.outage(leaf.guid()).is_empty() {
+                return Err(PoolError::Busy(format!("cannot offline {name}: no valid replicas")));
+            }
+            leaf.set_offline(if temporary { Offline::Temporary } else { Offline::Persistent });
+            w.config_dirty = true;
+            w.sync()
+        })
+    }
+
+    /// `zpool offline -f [-t] POOL DEV`: faults a leaf (as if it had failed), under the same
+    /// rule as offline. rzfs keeps faults until `zpool clear` or `zpool online` in memory
+    /// only; the txgs the leaf misses go to its DTL either way.
+    pub fn fault(self: &Arc<Self>, name: &str, _temporary: bool) -> Result<()> {
+        self.run_syncing(|w| {
+            let leaf = w.leaf_named(name, "fault")?;
+            let top = w.top_of(leaf.guid()).ok_or_else(|| PoolError::NotFound(name.into()))?;
+            if !leaf.is_faulted() && !top.outage(leaf.guid()).is_empty() {
+                return Err(PoolError::Busy(format!("cannot fault {name}: no valid replicas")));
+            }
+            leaf.set_faulted(true);
+            w.sync()
+        })
+    }
+
+    /// `zpool online POOL DEV`: brings an offline or faulted leaf back; a resilver of the
+    /// txgs it missed starts. Returns a warning to print when the leaf stays unusable.
+    pub fn online(self: &Arc<Self>, name: &str) -> Result<Option<String>> {
+        let warn = self.run_syncing(|w| {
+            let leaf = w.leaf_named(name, "online")?;
+            let was_offline = leaf.offline() != Offline::No;
+            leaf.set_offline(Offline::No);
+            leaf.set_faulted(false);
+            if leaf.device().is_none() {
+                return Ok(Some(format!(
+                    "warning: device '{name}' onlined, but remains in faulted state\nuse 'zpool replace' to replace devices that are no longer present"
+                )));
+            }
+            if was_offline {
+                w.config_dirty = true;
+            }
+            w.sync()?;
+            Ok(None)
+        })?;
+        self.request_resilver();
+        Ok(warn)
+    }
+}
+
+impl Spa {
+    /// `zpool attach` (`replacing` false) and `zpool replace` (true): `new` joins the tree
+    /// next to leaf `old`, the configuration is synced, and a resilver writes the new
+    /// device every block (a replace then detaches `old` by itself). With `wait`, returns
+    /// once that resilver is done.
+    pub fn attach(
+        self: &Arc<Self>,
+        old: &str,
+        new: &crate::create::NewLeaf,
+        replacing: bool,
+        wait: bool,
+    ) -> Result<()> {
+        let verb = if replacing { "replace" } else { "attach" };
+        self.run_syncing(|w| {
+            let leaf = w.leaf_named(old, verb)?.guid();
+            w.attach(leaf, new, replacing)?;
+            w.sync()
+        })?;
+        self.request_resilver();
+        if wait {
+            self.scan_wait()?;
+        }
+        Ok(())
+    }
+
+    /// `zpool detach POOL DEV`: takes a leaf out of its mirror, replacing or spare vdev.
+    pub fn detach(self: &Arc<Self>, name: &str) -> Result<()> {
+        self.run_syncing(|w| {
+            let leaf = w.leaf_named(name, "detach")?.guid();
+            w.detach(leaf)?;
+            w.sync()
+        })
+    }
+}
