@@ -55,18 +55,50 @@ pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
     state.pool(name)?;
     let rw = crate::rwpool::writer_of(state, name)
         .ok_or_else(|| format!("cannot add to '{name}': pool is read-only"))?;
-    let specs = pool::vdevspec::parse(&a.vdev_words, &a.cwd)?;
-    let infos = pool::vdevspec::validate(&specs, a.force)?;
+    let (specs, spare_paths) = pool::vdevspec::parse_with_spares(&a.vdev_words, &a.cwd)?;
+    let infos = if specs.is_empty() { Vec::new() } else { pool::vdevspec::validate(&specs, a.force)? };
+    for p in spare_paths.iter().chain(specs.iter().flat_map(|t| t.devs())) {
+        let p = p.to_string_lossy();
+        let ours = rw.spa.read(|w| w.spare_named(&p).is_some() || w.paths.values().any(|q| *q == p));
+        if ours {
+            return Err(format!("cannot add to '{name}': {p} is already part of pool '{name}'"));
+        }
+    }
+    let spares = spare_leaves(&spare_paths, a.force, !a.dryrun)?;
     let tops = new_tops(&specs, &infos, !a.dryrun)?;
     let refuse = |e: pool::PoolError| match e {
         pool::PoolError::Unsupported(m) => m,
         e => format!("cannot add to '{name}': {e}"),
     };
     if a.dryrun {
-        return rw.spa.read(|w| w.check_add(&tops).map(|_| render_dry_run(w, &specs))).map_err(refuse);
+        return rw
+            .spa
+            .read(|w| {
+                if !tops.is_empty() {
+                    w.check_add(&tops)?;
+                }
+                Ok(render_dry_run(w, &specs, &spare_paths))
+            })
+            .map_err(refuse);
     }
-    rw.spa.run_syncing(|w| w.add_tops(&tops)).map_err(refuse)?;
+    if !tops.is_empty() {
+        rw.spa.run_syncing(|w| w.add_tops(&tops)).map_err(refuse)?;
+    }
+    if !spares.is_empty() {
+        rw.spa.add_spares(&spares).map_err(refuse)?;
+    }
     Ok(String::new())
+}
+
+/// Hot spares named after `spare`: checked as any new device, opened (exclusively when
+/// they will be written).
+pub fn spare_leaves(paths: &[PathBuf], force: bool, writable: bool) -> Result<Vec<NewLeaf>, String> {
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let specs: Vec<TopSpec> = paths.iter().cloned().map(TopSpec::Disk).collect();
+    let infos = pool::vdevspec::validate(&specs, force)?;
+    paths.iter().map(|p| open_leaf(p, infos.iter().any(|d| d.path == *p && d.is_block), writable)).collect()
 }
 
 /// A leaf's name as zpool prints it (`zpool_vdev_name`: the path, less `/dev/`).
@@ -76,7 +108,7 @@ fn leaf_name(path: &str) -> &str {
 
 /// `zpool add -n`'s output: the pool's tree (vdevs named with their ids), then the new
 /// vdevs (named by type only).
-fn render_dry_run(w: &PoolWriter, specs: &[TopSpec]) -> String {
+fn render_dry_run(w: &PoolWriter, specs: &[TopSpec], spares: &[PathBuf]) -> String {
     let mut out = format!("would update '{}' to the following configuration:\n\n\t{}\n", w.name, w.name);
     let path_of = |v: &Vdev| w.paths.get(&v.guid()).cloned().unwrap_or_else(|| v.name());
     for t in &w.tops {
@@ -101,6 +133,17 @@ fn render_dry_run(w: &PoolWriter, specs: &[TopSpec]) -> String {
         out.push_str(&format!("\t  {group}\n"));
         for p in s.devs() {
             out.push_str(&format!("\t    {}\n", leaf_name(&p.to_string_lossy())));
+        }
+    }
+    let existing: Vec<&str> = w.spares.iter().map(|s| s.path.as_str()).collect();
+    if !existing.is_empty() || !spares.is_empty() {
+        out.push_str("\tspares\n");
+        for p in existing
+            .into_iter()
+            .map(str::to_string)
+            .chain(spares.iter().map(|p| p.to_string_lossy().into_owned()))
+        {
+            out.push_str(&format!("\t  {}\n", leaf_name(&p)));
         }
     }
     out

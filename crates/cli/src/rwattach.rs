@@ -51,6 +51,20 @@ pub fn attach(state: &Arc<State>, a: &AttachArgs) -> Result<String, String> {
             PathBuf::from(path.ok_or_else(|| format!("cannot {verb} {old}: no such device in pool"))?)
         }
     };
+    let old =
+        if a.device.contains('/') { abs(&a.cwd, &a.device).display().to_string() } else { a.device.clone() };
+    // One of the pool's hot spares stands in (a `spare` vdev rather than `replacing`).
+    let spare = rw.spa.read(|w| w.spare_named(&new_path.to_string_lossy()).map(|s| s.guid));
+    if let Some(guid) = spare.filter(|_| a.replacing) {
+        rw.spa.replace_with_spare(&old, guid, a.wait).map_err(|e| match e {
+            pool::PoolError::NotFound(m)
+            | pool::PoolError::Busy(m)
+            | pool::PoolError::Unsupported(m)
+            | pool::PoolError::Invalid(m) => m,
+            e => format!("cannot replace {old} with {}: {e}", new_path.display()),
+        })?;
+        return Ok(String::new());
+    }
     let infos = pool::vdevspec::validate(&[TopSpec::Disk(new_path.clone())], a.force)
         .map_err(|e| format!("cannot {verb} {} with {}: {e}", a.device, new_path.display()))?;
     let dev = vdev::FileDevice::open_exclusive(&new_path)
@@ -61,8 +75,6 @@ pub fn attach(state: &Arc<State>, a: &AttachArgs) -> Result<String, String> {
         path: p,
         is_disk: infos.first().is_some_and(|d| d.is_block),
     };
-    let old =
-        if a.device.contains('/') { abs(&a.cwd, &a.device).display().to_string() } else { a.device.clone() };
     rw.spa.attach(&old, &leaf, a.replacing, a.wait).map_err(|e| match e {
         pool::PoolError::NotFound(m)
         | pool::PoolError::Busy(m)

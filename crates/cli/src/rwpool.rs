@@ -250,11 +250,12 @@ pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> 
     }
     let po = parse_pool_props(&a.pool_props)?;
     let root_props = parse_fs_props(&a.fs_props, &a.mountpoint)?;
-    let tops = pool::vdevspec::parse(&a.vdev_words, &a.cwd)?;
+    let (tops, spare_paths) = pool::vdevspec::parse_with_spares(&a.vdev_words, &a.cwd)?;
     if tops.is_empty() {
-        return Err("invalid vdev specification: at least one device is required".into());
+        return Err("invalid vdev specification: at least one toplevel vdev must be specified".into());
     }
     let infos = pool::vdevspec::validate(&tops, a.force)?;
+    let spares = crate::rwadd::spare_leaves(&spare_paths, a.force, true)?;
     let (set, _warnings) = pool::feature_table::resolve_create(&po.compat, &po.enable, &po.disable)?;
     let features: Vec<&'static pool::feature_table::Feature> =
         set.iter().filter_map(|n| pool::feature_table::by_name(n)).collect();
@@ -311,7 +312,11 @@ pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> 
     let cand = pool::discover::select(&cands, &a.name).map_err(|e| e.to_string())?;
     let opts = pool::ImportOpts { readonly: true, altroot: po.altroot.clone(), ..Default::default() };
     let base = pool::import(cand, &opts).map_err(|e| format!("cannot open new pool '{}': {e}", a.name))?;
-    register(state, w, base)
+    let rw = register(state, w, base)?;
+    if !spares.is_empty() {
+        rw.spa.add_spares(&spares).map_err(|e| format!("cannot add the hot spares of '{}': {e}", a.name))?;
+    }
+    Ok(rw)
 }
 
 fn settings_from(props: &[(String, ZapVal)]) -> DatasetSettings {

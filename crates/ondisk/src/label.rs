@@ -365,6 +365,9 @@ pub struct VdevTreeConfig {
     pub non_allocating: bool,
     /// `removing`.
     pub removing: bool,
+    /// `unspare`: the original device under a spare vdev came back; the spare is released
+    /// once it has resilvered.
+    pub unspare: bool,
     /// `draid_ndata`: data disks per redundancy group.
     pub draid_ndata: Option<u64>,
     /// `draid_nspares`: distributed spares.
@@ -424,6 +427,7 @@ impl VdevTreeConfig {
             removed: flag("removed"),
             non_allocating: flag("non_allocating"),
             removing: flag("removing"),
+            unspare: flag("unspare"),
             draid_ndata: u("draid_ndata"),
             draid_nspares: u("draid_nspares"),
             draid_ngroups: u("draid_ngroups"),

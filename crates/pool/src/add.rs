@@ -142,7 +142,7 @@ pub fn layout_error(existing: &Vdev, new: &NewTop) -> Option<String> {
 
 impl PoolWriter {
     /// Every guid in use: the pool's (the root vdev's) and every vdev's.
-    fn all_guids(&self) -> Vec<u64> {
+    pub(crate) fn all_guids(&self) -> Vec<u64> {
         let mut out = vec![self.guid];
         for t in &self.tops {
             let mut stack = vec![t.as_ref()];

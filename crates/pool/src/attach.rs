@@ -25,6 +25,7 @@
 //!   `spa_vdev_resilver_done`): the replace is done.
 
 use crate::create::{leaf_asize, random_guid, NewLeaf};
+
 use crate::writer::{PoolWriter, TXG_INITIAL};
 use crate::{PoolError, Result};
 use std::sync::Arc;
@@ -51,20 +52,18 @@ fn renumber(spec: &mut VdevSpec) {
     }
 }
 
-impl PoolWriter {
-    /// Every guid of the pool's tree.
-    fn guids(&self) -> Vec<u64> {
-        let mut out = vec![self.guid];
-        for t in &self.tops {
-            let mut stack = vec![t.as_ref()];
-            while let Some(v) = stack.pop() {
-                out.push(v.guid());
-                stack.extend(v.children());
-            }
-        }
-        out
-    }
+/// How a new leaf joins the tree next to an old one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Graft {
+    /// `zpool attach`: a mirror child (a top-level leaf becomes a mirror).
+    Attach,
+    /// `zpool replace`: under a `replacing` vdev with the old leaf.
+    Replace,
+    /// A hot spare standing in: under a `spare` vdev with the old leaf.
+    Spare,
+}
 
+impl PoolWriter {
     /// Installs `new` as top-level vdev `id` (writer and read pipeline) and marks the
     /// configuration dirty.
     fn install_top(&mut self, id: usize, new: Vdev) {
@@ -79,12 +78,57 @@ impl PoolWriter {
     /// to leaf `old`. Returns the new leaf's guid. The caller syncs and starts the resilver.
     pub fn attach(&mut self, old: u64, new: &NewLeaf, replacing: bool) -> Result<u64> {
         let verb = if replacing { "replace" } else { "attach" };
+        if self.paths.iter().any(|(g, p)| *p == new.path && *g != old) {
+            let old_name = self.paths.get(&old).cloned().unwrap_or_else(|| old.to_string());
+            return Err(invalid(format!(
+                "cannot {verb} {old_name} with {}: {} is part of this pool",
+                new.path, new.path
+            )));
+        }
+        let guid = random_guid(&mut self.all_guids());
+        let how = if replacing { Graft::Replace } else { Graft::Attach };
+        self.graft(old, new.device.clone(), new.is_disk, &new.path, guid, how)?;
+        crate::create::clear_leaf_labels(new.device.as_ref())?;
+        Ok(guid)
+    }
+
+    /// Hot spare `spare` (an available one of the list) stands in for leaf `old`: a `spare`
+    /// vdev holds both, and the spare resilvers.
+    pub fn activate_spare(&mut self, old: u64, spare: u64) -> Result<()> {
+        let s = self
+            .spares
+            .iter()
+            .find(|s| s.guid == spare)
+            .cloned()
+            .ok_or_else(|| invalid(format!("no hot spare {spare}")))?;
+        if self.spare_in_use(spare) {
+            return Err(PoolError::Busy(format!("cannot replace with {}: the hot spare is in use", s.path)));
+        }
+        let dev = s
+            .device
+            .clone()
+            .ok_or_else(|| PoolError::Io(format!("hot spare {} cannot be opened", s.path)))?;
+        self.graft(old, dev, s.is_disk, &s.path, s.guid, Graft::Spare)
+    }
+
+    /// Puts leaf `guid` (device `dev` at `path`) next to leaf `old`, as `how` says; its DTL
+    /// is every txg up to the open one.
+    fn graft(
+        &mut self,
+        old: u64,
+        dev: Arc<dyn vdev::BlockDevice>,
+        is_disk: bool,
+        path: &str,
+        guid: u64,
+        how: Graft,
+    ) -> Result<()> {
+        let verb = if how == Graft::Attach { "attach" } else { "replace" };
         let old_name = self.paths.get(&old).cloned().unwrap_or_else(|| old.to_string());
         let what = || {
-            if replacing {
-                format!("{old_name} with {}", new.path)
+            if how == Graft::Attach {
+                format!("{path} to {old_name}")
             } else {
-                format!("{} to {old_name}", new.path)
+                format!("{old_name} with {path}")
             }
         };
         let top = self.top_of(old).ok_or_else(|| {
@@ -98,82 +142,79 @@ impl PoolWriter {
                 what()
             )));
         }
-        if self.paths.iter().any(|(g, p)| *p == new.path && *g != old) {
-            return Err(invalid(format!("cannot {verb} {}: {} is part of this pool", what(), new.path)));
-        }
         // The new device must hold what the old one's place holds.
-        let info = &self.top_info[id];
-        let need = match top.kind() {
-            VdevKind::Raidz { .. } => info.asize / top.children().len() as u64,
-            _ => info.asize,
-        };
-        if leaf_asize(new.device.as_ref()) < need {
+        if leaf_asize(dev.as_ref()) < self.leaf_need(top) {
             return Err(invalid(format!("cannot {verb} {}: device is too small", what())));
         }
         let mut spec = top.to_spec();
-        let mut guids = self.guids();
-        let new_guid = random_guid(&mut guids);
+        let mut guids = self.all_guids();
+        guids.push(guid);
         let leaf_spec = VdevSpec {
-            kind: if new.is_disk { VdevKind::Disk } else { VdevKind::File },
+            kind: if is_disk { VdevKind::Disk } else { VdevKind::File },
             id: 0,
-            guid: new_guid,
+            guid,
             ashift: top.ashift(),
             children: Vec::new(),
-            device: Some(new.device.clone()),
+            device: Some(dev),
         };
-        let wrap = |old_spec: VdevSpec, kind: VdevKind, guid: u64| VdevSpec {
+        let wrap = |old_spec: VdevSpec, kind: VdevKind, g: u64| VdevSpec {
             kind,
             id: old_spec.id,
-            guid,
+            guid: g,
             ashift: old_spec.ashift,
             children: vec![old_spec, leaf_spec.clone()],
             device: None,
         };
+        let group = match how {
+            Graft::Attach => VdevKind::Mirror,
+            Graft::Replace => VdevKind::Replacing,
+            Graft::Spare => VdevKind::Spare,
+        };
         if spec.guid == old {
-            // A top-level leaf: a mirror (attach) or a replacing vdev takes its place.
-            let kind = if replacing { VdevKind::Replacing } else { VdevKind::Mirror };
-            spec = wrap(spec, kind, random_guid(&mut guids));
+            // A top-level leaf: a mirror, replacing or spare vdev takes its place.
+            spec = wrap(spec, group, random_guid(&mut guids));
         } else {
             let (parent, i) = parent_of(&mut spec, old).ok_or_else(|| invalid("vdev vanished".into()))?;
-            match (&parent.kind, replacing) {
-                (VdevKind::Mirror, false) | (VdevKind::Replacing, true) => {
-                    parent.children.push(leaf_spec.clone())
-                }
-                (VdevKind::Raidz { .. }, false) => {
+            match (&parent.kind, how) {
+                (VdevKind::Mirror, Graft::Attach)
+                | (VdevKind::Replacing, Graft::Replace)
+                | (VdevKind::Spare, Graft::Spare) => parent.children.push(leaf_spec.clone()),
+                (VdevKind::Raidz { .. }, Graft::Attach) => {
                     return Err(PoolError::Unsupported(format!(
                         "cannot attach {}: rzfs cannot expand a raidz vdev yet (RAID-Z expansion)",
                         what()
                     )))
                 }
-                (_, false) => {
+                (_, Graft::Attach) => {
                     return Err(PoolError::Unsupported(format!(
                         "cannot attach {}: can only attach to mirrors and top-level disks",
                         what()
                     )))
                 }
-                (_, true) => {
+                (_, _) => {
                     let old_spec = parent.children.remove(i);
                     let g = random_guid(&mut guids);
-                    parent.children.insert(i, wrap(old_spec, VdevKind::Replacing, g));
+                    parent.children.insert(i, wrap(old_spec, group, g));
                 }
             }
         }
         renumber(&mut spec);
         let built = Vdev::new(spec).map_err(|e| invalid(e.to_string()))?;
-        crate::create::clear_leaf_labels(new.device.as_ref())?;
         // Replacing a device by the one now at its path: the old one is `PATH/old`.
-        if replacing && self.paths.get(&old) == Some(&new.path) {
-            self.paths.insert(old, format!("{}/old", new.path));
+        if how == Graft::Replace && self.paths.get(&old).is_some_and(|p| p == path) {
+            self.paths.insert(old, format!("{path}/old"));
         }
-        self.paths.insert(new_guid, new.path.clone());
+        self.paths.insert(guid, path.to_string());
         self.install_top(id, built);
-        let nl = self.tops[id].find(new_guid).ok_or_else(|| invalid("new leaf vanished".into()))?;
+        let nl = self.tops[id].find(guid).ok_or_else(|| invalid("new leaf vanished".into()))?;
+        nl.set_dtl(Default::default());
         nl.dtl_add(TXG_INITIAL, (self.txg + 1).saturating_sub(TXG_INITIAL));
-        Ok(new_guid)
+        Ok(())
     }
 
     /// `zpool detach`: takes leaf `guid` out of its mirror, replacing or spare vdev. The
-    /// caller syncs.
+    /// caller syncs. A hot spare detached goes back to the list (available again); the
+    /// original device detached from under a spare leaves the spare in its place for good.
     pub fn detach(&mut self, guid: u64) -> Result<()> {
         let name = self.paths.get(&guid).cloned().unwrap_or_else(|| guid.to_string());
         let top = self
@@ -197,18 +238,26 @@ impl PoolWriter {
         if !top.outage(guid).is_empty() {
             return Err(PoolError::Busy(format!("cannot detach {name}: no valid replicas")));
         }
-        let was_replacing = parent.kind == VdevKind::Replacing;
+        let parent_kind = parent.kind.clone();
         let removed = parent.children.remove(i);
         let (parent_guid, parent_id) = (parent.guid, parent.id);
         let last = (parent.children.len() == 1).then(|| parent.children.remove(0));
         let siblings: Vec<u64> = parent.children.iter().map(|c| c.guid).collect();
         // Detaching the new side of a replace undoes the `/old` renaming.
-        if was_replacing && i > 0 {
+        if parent_kind == VdevKind::Replacing && i > 0 {
             let p = self.paths.get(&guid).cloned().unwrap_or_default();
             for g in siblings.iter().chain(last.iter().map(|l| &l.guid)) {
                 if self.paths.get(g).is_some_and(|q| *q == format!("{p}/old")) {
                     self.paths.insert(*g, p.clone());
                 }
+            }
+        }
+        // The original device leaves a spare vdev: the spare stays for good ("unspare").
+        if parent_kind == VdevKind::Spare && i == 0 {
+            let kept: Vec<u64> = siblings.iter().chain(last.iter().map(|l| &l.guid)).copied().collect();
+            if self.spares.iter().any(|s| kept.contains(&s.guid)) {
+                self.spares.retain(|s| !kept.contains(&s.guid));
+                self.spares_dirty = true;
             }
         }
         // (old guid, new guid) of a leaf that becomes the top-level vdev.
@@ -235,8 +284,16 @@ impl PoolWriter {
         renumber(&mut spec);
         let built = Vdev::new(spec).map_err(|e| invalid(e.to_string()))?;
         if let Some(d) = removed.device.as_ref() {
-            // Its labels go, so it can be used again (a failure is no reason to keep it).
-            let _ = crate::create::clear_leaf_labels(d.as_ref());
+            // A spare goes back to the list with its aux label; any other device's labels go,
+            // so it can be used again (a failure is no reason to keep it in the pool).
+            match self.spares.iter().find(|s| s.guid == guid) {
+                Some(s) => {
+                    let _ = crate::spares::write_aux_label(d.as_ref(), s.guid, &s.path);
+                }
+                None => {
+                    let _ = crate::create::clear_leaf_labels(d.as_ref());
+                }
+            }
         }
         let old_top = self.tops[id].clone();
         self.install_top(id, built);
@@ -247,6 +304,7 @@ impl PoolWriter {
         }
         self.paths.remove(&guid);
         self.kept_config.remove(&guid);
+        self.unspare.remove(&guid);
         if let Some(obj) = self.dtl_objs.remove(&guid) {
             self.mos.free_object(obj)?;
         }
@@ -266,29 +324,57 @@ impl PoolWriter {
         if let Some(k) = self.kept_config.remove(&from) {
             self.kept_config.insert(to, k);
         }
+        if self.unspare.remove(&from) {
+            self.unspare.insert(to);
+        }
     }
 
-    /// After a resilver: every replacing vdev whose newest child is whole (its DTL empty,
-    /// writable) loses the children before it (`spa_vdev_resilver_done`). Returns the
+    /// After a resilver (`spa_vdev_resilver_done`): every replacing vdev whose newest child
+    /// is whole (writable, empty DTL) loses the children before it, and when it stood in a
+    /// spare vdev's first place, the spare goes back to the list too; a spare vdev whose
+    /// original device came back (`unspare`) and is whole releases its spare. Returns the
     /// paths of the devices detached.
     pub fn resilver_done(&mut self) -> Result<Vec<String>> {
         let mut done = Vec::new();
+        let whole = |v: &Vdev| v.kind().is_leaf() && v.writable() && v.dtl().is_empty();
         loop {
-            let mut next = None;
+            let mut next: Vec<u64> = Vec::new();
             for t in &self.tops {
                 visit(t, &mut |v: &Vdev| {
-                    if next.is_none() && *v.kind() == VdevKind::Replacing && v.children().len() >= 2 {
-                        let last = &v.children()[v.children().len() - 1];
-                        if last.kind().is_leaf() && last.writable() && last.dtl().is_empty() {
-                            next = Some(v.children()[0].guid());
+                    if !next.is_empty() || v.children().len() < 2 {
+                        return;
+                    }
+                    let first = &v.children()[0];
+                    let last = &v.children()[v.children().len() - 1];
+                    match v.kind() {
+                        VdevKind::Replacing if whole(last) => {
+                            next.push(first.guid());
                         }
+                        VdevKind::Spare => {
+                            // A replace of the spared device finished under it: the spare
+                            // is no longer needed.
+                            if *first.kind() == VdevKind::Replacing {
+                                let nl = &first.children()[first.children().len() - 1];
+                                if whole(nl) && first.children().len() >= 2 {
+                                    next.push(first.children()[0].guid());
+                                    next.push(last.guid());
+                                }
+                            } else if self.unspare.contains(&first.guid()) && whole(first) {
+                                next.push(last.guid());
+                            }
+                        }
+                        _ => {}
                     }
                 });
             }
-            let Some(old) = next else { break };
-            let name = self.paths.get(&old).cloned().unwrap_or_else(|| old.to_string());
-            self.detach(old)?;
-            done.push(name);
+            if next.is_empty() {
+                break;
+            }
+            for g in next {
+                let name = self.paths.get(&g).cloned().unwrap_or_else(|| g.to_string());
+                self.detach(g)?;
+                done.push(name);
+            }
         }
         Ok(done)
     }

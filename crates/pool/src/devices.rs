@@ -140,6 +140,7 @@ impl Spa {
             if was_offline {
                 w.config_dirty = true;
             }
+            w.mark_unspare();
             w.sync()?;
             Ok(None)
         })?;
@@ -180,5 +181,155 @@ impl Spa {
             w.detach(leaf)?;
             w.sync()
         })
+    }
+}
+
+/// The leaves that stand first under a `spare` vdev (the devices a spare stands in for).
+fn spared_originals(v: &Vdev, out: &mut Vec<u64>) {
+    if *v.kind() == vdev::VdevKind::Spare {
+        if let Some(first) = v.children().first().filter(|c| c.kind().is_leaf()) {
+            out.push(first.guid());
+        }
+    }
+    for c in v.children() {
+        spared_originals(c, out);
+    }
+}
+
+impl PoolWriter {
+    /// Leaves a spare stands in for that can take writes again are marked `unspare`: once
+    /// they have resilvered, the spare goes back to the list (`vdev_clear`, `vdev_online`).
+    pub(crate) fn mark_unspare(&mut self) {
+        let mut originals = Vec::new();
+        for t in &self.tops {
+            spared_originals(t, &mut originals);
+        }
+        for g in originals {
+            let back = self.tops.iter().find_map(|t| t.find(g)).is_some_and(|l| l.writable());
+            if back && self.unspare.insert(g) {
+                self.config_dirty = true;
+            }
+        }
+    }
+
+    /// One step of what zed does when devices fail or are swapped: with `autoreplace=on`, a
+    /// leaf that cannot be opened is replaced by a blank device now at its path; otherwise a
+    /// failed leaf gets an available hot spare. Returns what was done, for the log.
+    pub fn retire_step(&mut self) -> Result<Option<String>> {
+        if self.pool_prop_u64("autoreplace").ok().flatten().unwrap_or(0) == 1 {
+            if let Some((guid, path)) = self.autoreplace_candidate() {
+                let dev = vdev::FileDevice::open_exclusive(std::path::Path::new(&path))
+                    .map_err(|e| PoolError::Io(format!("{path}: {e}")))?;
+                let is_disk = std::fs::metadata(&path).is_ok_and(|m| {
+                    use std::os::unix::fs::FileTypeExt;
+                    m.file_type().is_block_device()
+                });
+                let leaf = crate::create::NewLeaf {
+                    device: vdev::inject::InjectDevice::wrap(Arc::new(dev), &path),
+                    path: path.clone(),
+                    is_disk,
+                };
+                self.attach(guid, &leaf, true)?;
+                return Ok(Some(format!("autoreplace: {path} replaced by the new device at its path")));
+            }
+        }
+        if let Some((leaf, spare)) = self.spare_candidate() {
+            let name = self.paths.get(&leaf).cloned().unwrap_or_else(|| leaf.to_string());
+            self.activate_spare(leaf, spare.guid)?;
+            return Ok(Some(format!("hot spare {} stands in for {name}", spare.path)));
+        }
+        Ok(None)
+    }
+
+    /// A leaf that cannot be opened whose configured path now holds a device the size of
+    /// its place and without any pool's label (a new disk in the old slot).
+    fn autoreplace_candidate(&self) -> Option<(u64, String)> {
+        for t in &self.tops {
+            if t.state().is_lost() {
+                continue;
+            }
+            for leaf in t.leaves() {
+                if leaf.device().is_some() || leaf.offline() != Offline::No {
+                    continue;
+                }
+                let Some(path) = self.paths.get(&leaf.guid()) else { continue };
+                let p = std::path::Path::new(path);
+                let Ok(dev) = vdev::FileDevice::open(p, false) else { continue };
+                let labelled =
+                    (0..ondisk::label::VDEV_LABELS).any(|l| crate::discover::read_label(&dev, l).is_some());
+                if !labelled && crate::create::leaf_asize(&dev) >= self.leaf_need(t) {
+                    return Some((leaf.guid(), path.clone()));
+                }
+            }
+        }
+        None
+    }
+}
+
+impl Spa {
+    /// `zpool add POOL spare DEV...`.
+    pub fn add_spares(self: &Arc<Self>, leaves: &[crate::create::NewLeaf]) -> Result<()> {
+        self.run_syncing(|w| {
+            w.add_spares(leaves)?;
+            w.sync()
+        })?;
+        // A failed device may have been waiting for one.
+        self.retire_check();
+        Ok(())
+    }
+
+    /// `zpool remove POOL SPARE`: an inactive hot spare leaves the pool.
+    pub fn remove_spare(self: &Arc<Self>, name: &str) -> Result<()> {
+        self.run_syncing(|w| {
+            w.remove_spare(name)?;
+            w.sync()
+        })
+    }
+
+    /// `zpool replace POOL DEV SPARE` with one of the pool's hot spares.
+    pub fn replace_with_spare(self: &Arc<Self>, old: &str, spare: u64, wait: bool) -> Result<()> {
+        self.run_syncing(|w| {
+            let leaf = w.leaf_named(old, "replace")?.guid();
+            w.activate_spare(leaf, spare)?;
+            w.sync()
+        })?;
+        self.request_resilver();
+        if wait {
+            self.scan_wait()?;
+        }
+        Ok(())
+    }
+
+    /// What zed would do about failed or swapped devices (see
+    /// [`PoolWriter::retire_step`]), until there is nothing left to do. The changes are the
+    /// open txg's (the next sync writes the configuration); each starts a resilver. Run by
+    /// the sync thread and after the pool's devices change.
+    pub fn retire_check(self: &Arc<Self>) {
+        let mut did = false;
+        loop {
+            let r = {
+                let mut w = self.writer_locked();
+                if !self.is_active() {
+                    return;
+                }
+                w.retire_step()
+            };
+            match r {
+                Ok(Some(what)) => {
+                    eprintln!("rzfsd: pool '{}': {what}", self.name());
+                    self.refresh_view(&self.writer_locked());
+                    did = true;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    eprintln!("rzfsd: pool '{}': {e}", self.name());
+                    break;
+                }
+            }
+        }
+        if did {
+            self.mark_dirty();
+            self.request_resilver();
+        }
     }
 }

@@ -26,6 +26,7 @@ pub mod open_rw;
 pub mod scan;
 pub mod space;
 pub mod spacemaps;
+pub mod spares;
 pub mod status;
 pub mod txg;
 pub mod vdevspec;
@@ -139,6 +140,10 @@ pub struct Pool {
     pub mos: Objset,
     pub opts: ImportOpts,
     errors: Mutex<Vec<DataError>>,
+    /// Leaf paths as the owner of a read-write pool knows them (a device replaced at its
+    /// own path is `PATH/old`, a missing one keeps its configured path); empty for a
+    /// read-only import, whose labels say it.
+    pub leaf_paths: std::collections::BTreeMap<u64, String>,
 }
 
 impl Pool {
@@ -150,7 +155,16 @@ impl Pool {
         mos: Objset,
         opts: ImportOpts,
     ) -> Pool {
-        Pool { candidate, tops, uberblock, reader, mos, opts, errors: Mutex::new(Vec::new()) }
+        Pool {
+            candidate,
+            tops,
+            uberblock,
+            reader,
+            mos,
+            opts,
+            errors: Mutex::new(Vec::new()),
+            leaf_paths: Default::default(),
+        }
     }
 
     /// Pool name.

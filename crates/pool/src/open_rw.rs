@@ -157,7 +157,7 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
     w.sm = sm;
     w.features_for_read = pool.candidate.best().config.features_for_read.clone();
     w.uberblock = Some(pool.uberblock.clone());
-    let (dtls, offline, config_paths) = leaf_config(pool)?;
+    let (dtls, offline, config_paths, unspare) = leaf_config(pool)?;
     // Where the configuration says the leaves are (missing ones keep their path), then
     // where they were found.
     w.paths.extend(config_paths);
@@ -167,6 +167,8 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
     w.kept_config = kept_config(pool)?;
     w.config_dirty = true;
     w.load_dtls(&pool.mos, &dtls)?;
+    w.unspare = unspare.into_iter().collect();
+    w.load_spares(&pool.mos)?;
     for guid in offline {
         if let Some(l) = w.tops.iter().find_map(|t| t.find(guid)) {
             l.set_offline(vdev::Offline::Persistent);
@@ -177,14 +179,15 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
 }
 
 /// From the configuration: the leaves' DTL objects, as (guid, object), the guids of the
-/// leaves recorded as offline, and every leaf's path, as (guid, path).
-type LeafConfig = (Vec<(u64, u64)>, Vec<u64>, Vec<(u64, String)>);
+/// leaves recorded as offline, every leaf's path, as (guid, path), and the guids marked
+/// `unspare`.
+type LeafConfig = (Vec<(u64, u64)>, Vec<u64>, Vec<(u64, String)>, Vec<u64>);
 
 fn leaf_config(pool: &Pool) -> Result<LeafConfig> {
     let nv = mos_config_nvlist(pool)?;
     let root = nv.get_nvlist("vdev_tree").ok_or_else(|| bad("MOS config has no vdev_tree"))?;
     let root = VdevTreeConfig::from_nvlist(root).map_err(|e| bad(e.to_string()))?;
-    let (mut dtls, mut offline, mut paths) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut dtls, mut offline, mut paths, mut unspare) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for v in root.walk() {
         if let Some(obj) = v.dtl.filter(|&o| o != 0) {
             dtls.push((v.guid, obj));
@@ -195,8 +198,11 @@ fn leaf_config(pool: &Pool) -> Result<LeafConfig> {
         if let (true, Some(p)) = (v.is_leaf(), &v.path) {
             paths.push((v.guid, p.clone()));
         }
+        if v.unspare {
+            unspare.push(v.guid);
+        }
     }
-    Ok((dtls, offline, paths))
+    Ok((dtls, offline, paths, unspare))
 }
 
 /// Config entries written by OpenZFS that rzfs must carry over when it rewrites the config:
@@ -324,14 +330,16 @@ impl PoolWriter {
         let ub = self.uberblock.clone().ok_or_else(|| bad("nothing synced yet"))?;
         let rootbp = BlkPtr::parse(&ub.rootbp_raw, ByteOrder::Little)?;
         let mos = dmu::Objset::open(&self.reader, &rootbp)?;
-        Ok(Pool::new(
+        let mut p = Pool::new(
             base.candidate.clone(),
             self.tops.clone(),
             ub,
             self.reader.clone(),
             mos,
             base.opts.clone(),
-        ))
+        );
+        p.leaf_paths = self.paths.clone();
+        Ok(p)
     }
 }
 

@@ -680,7 +680,13 @@ struct Issued {
 }
 
 /// Reads every copy of every item, sorted by device offset, on `threads` threads.
-fn issue(tops: &[Arc<Vdev>], reader: &Reader, mut items: Vec<Item>, threads: usize, abort: &AtomicBool) -> Issued {
+fn issue(
+    tops: &[Arc<Vdev>],
+    reader: &Reader,
+    mut items: Vec<Item>,
+    threads: usize,
+    abort: &AtomicBool,
+) -> Issued {
     items.sort_by_key(|it| it.bp.dvas().first().map(|d| (d.vdev(), d.offset())).unwrap_or((u64::MAX, 0)));
     let out = Issued::default();
     let next = AtomicUsize::new(0);
@@ -917,8 +923,11 @@ fn step(spa: &Arc<Spa>, lim: Limits) -> Result<Step> {
         if errors == 0 {
             match w.resilver_done() {
                 Ok(gone) => {
-                    for p in gone {
+                    for p in &gone {
                         eprintln!("rzfsd: pool '{}': replace done, {p} detached", w.name);
+                    }
+                    if !gone.is_empty() {
+                        spa.refresh_view(&w);
                     }
                 }
                 Err(e) => eprintln!("rzfsd: pool '{}': finishing a replace: {e}", w.name),

@@ -64,6 +64,8 @@ pub struct PoolStatus {
     pub scan: Option<String>,
     /// A resilver is under way (`ZPOOL_STATUS_RESILVERING`).
     pub resilvering: bool,
+    /// The hot spares section.
+    pub spares: Vec<crate::spares::SpareRow>,
 }
 
 fn kind_name(kind: &VdevKind, id: u64) -> String {
@@ -149,7 +151,8 @@ pub fn pool_status(pool: &Pool) -> PoolStatus {
 /// Status of an imported pool while a scan runs: `activity` ("resilvering", "repairing")
 /// marks the leaves it has rewritten.
 pub fn pool_status_scanning(pool: &Pool, activity: Option<&str>) -> PoolStatus {
-    let paths = |guid: u64| config_path(&pool.candidate, guid);
+    let paths =
+        |guid: u64| pool.leaf_paths.get(&guid).cloned().or_else(|| config_path(&pool.candidate, guid));
     let tops: Vec<VdevStatus> = pool
         .tops
         .iter()
@@ -178,6 +181,7 @@ pub fn pool_status_scanning(pool: &Pool, activity: Option<&str>) -> PoolStatus {
         suspended: None,
         scan: None,
         resilvering: false,
+        spares: crate::spares::rows(pool),
     }
 }
 
@@ -218,6 +222,10 @@ fn crate_nicenum(n: u64) -> String {
         i += 1;
     }
     format!("{v}{}", UNITS[i])
+}
+
+fn tree_width_with_spares(st: &PoolStatus) -> usize {
+    st.spares.iter().map(|s| 2 + s.name.len()).fold(tree_width(&st.root, 0), usize::max)
 }
 
 fn tree_width(v: &VdevStatus, depth: usize) -> usize {
@@ -291,9 +299,22 @@ pub fn render_status(st: &PoolStatus, verbose: bool, parsable: bool) -> String {
         let _ = write!(out, "  scan: {scan}");
     }
     out.push_str("config:\n\n");
-    let width = tree_width(&st.root, 0).max(10);
+    let width = tree_width_with_spares(st).max(10);
     let _ = writeln!(out, "\t{:<width$}  {:<8} {:>5} {:>5} {:>5}", "NAME", "STATE", "READ", "WRITE", "CKSUM");
     render_tree(&mut out, &st.root, 0, width, parsable);
+    if !st.spares.is_empty() {
+        // zpool's print_spares: state only (AVAIL, INUSE), no error counters.
+        out.push_str("\tspares\n");
+        for sp in &st.spares {
+            let name = format!("  {}", sp.name);
+            let line = format!("\t{name:<width$}  {:<8}", sp.state);
+            if sp.note.is_empty() {
+                let _ = writeln!(out, "{line}");
+            } else {
+                let _ = writeln!(out, "{line}  {}", sp.note);
+            }
+        }
+    }
     out.push('\n');
     if st.errors.is_empty() {
         out.push_str("errors: No known data errors\n");

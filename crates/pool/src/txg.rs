@@ -174,6 +174,9 @@ impl Spa {
             // take writes again are resilvered, as OpenZFS does at import.
             spa.request_resilver();
         }
+        // Devices missing at import get a hot spare (or, with autoreplace, the new device
+        // at their path), as zed would do.
+        spa.retire_check();
         spa
     }
 
@@ -406,6 +409,15 @@ impl Spa {
     /// Sets the callback run after every successful sync.
     pub fn set_on_synced(&self, f: OnSynced) {
         *lock(&self.on_synced) = Some(f);
+    }
+
+    /// Runs the view callback without a sync: the tree changed in memory (a replace
+    /// finished, a spare stepped in) and `status` should show it now; the MOS it shows is
+    /// still the last durable one.
+    pub(crate) fn refresh_view(&self, w: &PoolWriter) {
+        if let Some(cb) = lock(&self.on_synced).as_ref() {
+            cb(w);
+        }
     }
 
     /// Changes the failure mode (`zpool set failmode=`).
@@ -746,6 +758,8 @@ impl Spa {
             }
             t.clear_errors();
         }
+        // A device a spare stood in for is back: the spare goes once it has resilvered.
+        w.mark_unspare();
         let mode = lock(&self.st).mode.clone();
         match mode {
             Mode::Active => Ok(()),
@@ -837,7 +851,11 @@ impl Spa {
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut run = lock(&self.scan_run);
         while run.running && Instant::now() < deadline {
-            run = self.scan_cv.wait_timeout(run, Duration::from_millis(50)).unwrap_or_else(|p| p.into_inner()).0;
+            run = self
+                .scan_cv
+                .wait_timeout(run, Duration::from_millis(50))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
@@ -896,6 +914,7 @@ fn sync_thread(spa: std::sync::Weak<Spa>) {
         let period = match spa.upgrade() {
             Some(s) if !s.is_closed() => {
                 s.tick();
+                s.retire_check();
                 s.tun.txg_timeout
             }
             _ => return,

@@ -8,8 +8,9 @@
 //! that becomes a single-disk top-level vdev. `raidz` means single parity; a keyword with a
 //! bad parity suffix (`raidz0`, `raidz4`, `raidz01`) is not a keyword at all, so zpool treats
 //! it as a device name, and so do we. A mirror needs 2 devices, raidzN needs N+1 and at
-//! most 255. The keywords `log`, `cache`, `spare`, `special`, `dedup` and `draid[...]` are
-//! recognised and refused: rzfs cannot create those vdevs yet. Device words are paths,
+//! most 255. `spare` takes the devices after it as hot spares ([`parse_with_spares`]). The
+//! keywords `log`, `cache`, `special`, `dedup` and `draid[...]` are recognised and refused:
+//! rzfs cannot create those vdevs yet. Device words are paths,
 //! absolute or relative to the caller's working directory (zpool instead looks relative
 //! names up under /dev).
 //!
@@ -99,6 +100,8 @@ enum Word {
     Raidz(u8),
     /// A keyword for a vdev class rzfs cannot create: the name to show.
     Unsupported(&'static str),
+    /// `spare`: the devices after it are hot spares.
+    Spare,
     Device,
 }
 
@@ -130,7 +133,7 @@ fn classify(word: &str) -> Word {
         "mirror" => Word::Mirror,
         "log" => Word::Unsupported("log"),
         "cache" => Word::Unsupported("cache"),
-        "spare" => Word::Unsupported("spare"),
+        "spare" => Word::Spare,
         "special" => Word::Unsupported("special"),
         "dedup" => Word::Unsupported("dedup"),
         w if is_draid(w) => Word::Unsupported("draid"),
@@ -148,14 +151,40 @@ fn device_path(word: &str, cwd: &Path) -> PathBuf {
     }
 }
 
-/// Parses the vdev words of `zpool create` into top-level vdevs.
+/// Parses the vdev words of `zpool create` into top-level vdevs (hot spares refused: see
+/// [`parse_with_spares`]).
 pub fn parse(words: &[String], cwd: &Path) -> Result<Vec<TopSpec>, String> {
+    let (tops, spares) = parse_with_spares(words, cwd)?;
+    if !spares.is_empty() {
+        return Err("'spare' vdevs are not accepted here".into());
+    }
+    if tops.is_empty() {
+        return Err("invalid vdev specification: at least one toplevel vdev must be specified".into());
+    }
+    Ok(tops)
+}
+
+/// Parses vdev words into top-level vdevs and hot spares (`spare DEV...`, the devices after
+/// the keyword up to the next keyword). Either list may be empty.
+pub fn parse_with_spares(words: &[String], cwd: &Path) -> Result<(Vec<TopSpec>, Vec<PathBuf>), String> {
     let mut tops = Vec::new();
+    let mut spares = Vec::new();
     let mut i = 0;
     while let Some(word) = words.get(i) {
         i += 1;
         let parity = match classify(word) {
             Word::Unsupported(k) => return Err(format!("'{k}' vdevs are not supported by rzfs yet")),
+            Word::Spare => {
+                let start = spares.len();
+                while let Some(w) = words.get(i).filter(|w| matches!(classify(w), Word::Device)) {
+                    spares.push(device_path(w, cwd));
+                    i += 1;
+                }
+                if spares.len() == start {
+                    return Err("invalid vdev specification: spare requires at least 1 device".into());
+                }
+                continue;
+            }
             Word::Device => {
                 tops.push(TopSpec::Disk(device_path(word, cwd)));
                 continue;
@@ -178,10 +207,10 @@ pub fn parse(words: &[String], cwd: &Path) -> Result<Vec<TopSpec>, String> {
         check_width(&top, word)?;
         tops.push(top);
     }
-    if tops.is_empty() {
+    if tops.is_empty() && spares.is_empty() {
         return Err("invalid vdev specification: at least one toplevel vdev must be specified".into());
     }
-    Ok(tops)
+    Ok((tops, spares))
 }
 
 /// Device-count limits of a group; `word` is the keyword as typed, for the message.
@@ -502,12 +531,23 @@ mod tests {
     }
 
     #[test]
+    fn spares_follow_their_keyword() {
+        let cwd = Path::new("/d");
+        let (t, s) = parse_with_spares(&words("mirror a b spare c e mirror f g"), cwd).unwrap();
+        assert_eq!(t.len(), 2);
+        assert_eq!(s, vec![PathBuf::from("/d/c"), PathBuf::from("/d/e")]);
+        let (t, s) = parse_with_spares(&words("spare x"), cwd).unwrap();
+        assert!(t.is_empty() && s.len() == 1);
+        assert!(parse_with_spares(&words("a spare"), cwd).unwrap_err().contains("spare requires at least 1"));
+        assert!(parse(&words("a spare b"), cwd).unwrap_err().contains("'spare'"));
+    }
+
+    #[test]
     fn parse_refuses_unsupported_and_short_groups() {
         let cwd = Path::new("/");
         for (spec, kw) in [
             ("a log b", "log"),
             ("a cache b", "cache"),
-            ("spare a", "spare"),
             ("mirror a b special mirror c d", "special"),
             ("a dedup b", "dedup"),
             ("draid a b c", "draid"),

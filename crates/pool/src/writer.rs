@@ -318,6 +318,10 @@ struct TxgCheckpoint {
     dtl_written: BTreeMap<u64, vdev::dtl::Dtl>,
     /// Every leaf's in-memory DTL (a failed attempt's additions are undone with it).
     leaf_dtls: BTreeMap<u64, vdev::dtl::Dtl>,
+    spares: Vec<crate::spares::Spare>,
+    spares_obj: u64,
+    spares_dirty: bool,
+    unspare: std::collections::BTreeSet<u64>,
 }
 
 /// Why a sync attempt failed.
@@ -383,6 +387,13 @@ pub struct PoolWriter {
     pub dtl_objs: BTreeMap<u64, u64>,
     /// The DTL each leaf's object holds in the MOS being built.
     pub dtl_written: BTreeMap<u64, vdev::dtl::Dtl>,
+    /// Hot spares (`crate::spares`), their MOS object, and whether the list changed.
+    pub spares: Vec<crate::spares::Spare>,
+    pub spares_obj: u64,
+    pub spares_dirty: bool,
+    /// Leaves under a spare vdev whose return releases the spare once they are whole
+    /// (`vdev_unspare`, config `unspare`).
+    pub unspare: std::collections::BTreeSet<u64>,
     pub now: fn() -> u64,
     /// Sync tasks queued for the next sync.
     tasks: Vec<SyncTask>,
@@ -447,6 +458,10 @@ impl PoolWriter {
             scan: crate::scan::ScanState::default(),
             dtl_objs: BTreeMap::new(),
             dtl_written: BTreeMap::new(),
+            spares: Vec::new(),
+            spares_obj: 0,
+            spares_dirty: false,
+            unspare: Default::default(),
             now: now_secs,
             tasks: Vec::new(),
             task_results: Vec::new(),
@@ -579,6 +594,7 @@ impl PoolWriter {
         self.sync_datasets(txg)?;
         self.sync_scan()?;
         self.sync_dtls(txg)?;
+        self.sync_spares()?;
         self.sync_mos(txg)?;
         // Everything of the txg must be durable before its uberblock is written.
         self.flush_tops()?;
@@ -611,6 +627,10 @@ impl PoolWriter {
             dtl_objs: self.dtl_objs.clone(),
             dtl_written: self.dtl_written.clone(),
             leaf_dtls: crate::dtl::all_leaves(&self.tops).iter().map(|l| (l.guid(), l.dtl())).collect(),
+            spares: self.spares.clone(),
+            spares_obj: self.spares_obj,
+            spares_dirty: self.spares_dirty,
+            unspare: self.unspare.clone(),
         }
     }
 
@@ -649,6 +669,10 @@ impl PoolWriter {
         self.scan = c.scan;
         self.dtl_objs = c.dtl_objs;
         self.dtl_written = c.dtl_written;
+        self.spares = c.spares;
+        self.spares_obj = c.spares_obj;
+        self.spares_dirty = c.spares_dirty;
+        self.unspare = c.unspare;
         // The retry writes the whole txg again, to every leaf that can take it: what the
         // failed attempt noted as missed does not stand (a leaf that cannot take writes now
         // is noted again by the retry).
@@ -716,6 +740,7 @@ impl PoolWriter {
             || !self.tasks.is_empty()
             || self.scan.dirty
             || self.dtl_pending()
+            || self.spares_dirty
             || self.mos.is_dirty()
             || self.mos_zaps.is_dirty()
             || self.datasets.values().any(|d| d.os.is_dirty() || d.zaps.is_dirty())
@@ -1003,6 +1028,12 @@ impl PoolWriter {
         }
         if v.offline() == vdev::Offline::Persistent {
             nv.add_u64("offline", 1);
+        }
+        if v.kind().is_leaf() && self.spares.iter().any(|s| s.guid == v.guid()) {
+            nv.add_u64("is_spare", 1);
+        }
+        if self.unspare.contains(&v.guid()) {
+            nv.add_u64("unspare", 1);
         }
         self.add_kept(&mut nv, v.guid());
         nv

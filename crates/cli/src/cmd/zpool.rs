@@ -168,6 +168,12 @@ enum Cmd {
     },
     /// Detach a device from a mirror (or cancel a replace by detaching the new device).
     Detach { pool: String, device: String },
+    /// Remove inactive hot spares from a pool (removing other devices is not supported yet).
+    Remove {
+        pool: String,
+        #[arg(required = true)]
+        devices: Vec<String>,
+    },
     /// Take devices offline: no more I/O reaches them until 'rzpool online'.
     Offline {
         /// Until the next import only (not recorded in the pool's configuration).
@@ -237,6 +243,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Scrub { pools, .. } | Cmd::Resilver { pools } if pools.len() == 1 => Some(pools[0].clone()),
         Cmd::Offline { pool, .. } | Cmd::Online { pool, .. } => Some(pool.clone()),
         Cmd::Attach { pool, .. } | Cmd::Replace { pool, .. } | Cmd::Detach { pool, .. } => Some(pool.clone()),
+        Cmd::Remove { pool, .. } => Some(pool.clone()),
         Cmd::Import { pool: Some(p), newname, props, .. } if !props.iter().any(|x| x == "readonly=on") => {
             Some(newname.clone().unwrap_or_else(|| p.clone()))
         }
@@ -325,6 +332,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             crate::rwattach::attach(state, &a).map(Response::ok)
         }
         Cmd::Detach { pool, device } => crate::rwattach::detach(state, &pool, &device, cwd).map(Response::ok),
+        Cmd::Remove { pool, devices } => remove(state, &pool, &devices, cwd),
         Cmd::Offline { temporary, fault, pool, devices } => {
             offline(state, &pool, &devices, temporary, fault, cwd)
         }
@@ -367,6 +375,28 @@ fn device_arg(cwd: &Path, d: &str) -> String {
     } else {
         d.to_string()
     }
+}
+
+/// `zpool remove POOL DEV...`: inactive hot spares only (rzfs has no device removal).
+fn remove(state: &State, name: &str, devices: &[String], cwd: &Path) -> Result<Response, String> {
+    let rw = rw_pool(state, name, "remove devices of")?;
+    for d in devices {
+        let d = device_arg(cwd, d);
+        let is_spare = rw.spa.read(|w| w.spare_named(&d).is_some());
+        if !is_spare {
+            let in_pool = rw.spa.read(|w| w.find_vdev(&d).is_some());
+            return Err(if in_pool {
+                format!("cannot remove {d}: rzfs cannot remove devices that hold data yet (only inactive hot spares)")
+            } else {
+                format!("cannot remove {d}: no such device in pool")
+            });
+        }
+        rw.spa.remove_spare(&d).map_err(|e| match e {
+            pool::PoolError::Busy(m) | pool::PoolError::Unsupported(m) => m,
+            e => format!("cannot remove {d}: {e}"),
+        })?;
+    }
+    Ok(Response::ok(String::new()))
 }
 
 /// `zpool offline [-t] [-f] POOL DEV...`.
