@@ -116,6 +116,11 @@ pub fn groups_of_uid(uid: u32) -> Vec<u32> {
     }
 }
 
+/// The user database's name of `uid`, if it has one.
+pub fn user_name(uid: u32) -> Option<String> {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)).ok().flatten().map(|u| u.name)
+}
+
 /// The daemon's access policy.
 #[derive(Clone, Debug)]
 pub struct Policy {

@@ -148,6 +148,22 @@ pub fn history_time(secs: u64) -> String {
     format!("{y:04}-{m:02}-{d:02}.{:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
+/// An event's time as `zpool events` prints it: `ctime`'s month and day, year, time of
+/// day, then nanoseconds ("Nov 25 2026 08:41:31.123456789").
+pub fn event_time(secs: u64, nanos: u64) -> String {
+    const MONTHS: [&str; 12] =
+        ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+    let (y, m, d) = civil(secs / 86400);
+    let rem = secs % 86400;
+    format!(
+        "{} {d:>2} {y:04} {:02}:{:02}:{:02}.{nanos:09}",
+        MONTHS[(m - 1) as usize],
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 /// A UTC timestamp as zfs prints `creation` ("Sat Nov 21 14:27 2026").
 pub fn ctime(secs: u64) -> String {
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
@@ -264,6 +280,7 @@ mod time_tests {
         assert_eq!(super::ctime(0), "Thu Jan  1 00:00 1970");
         assert_eq!(super::ctime(1_795_271_220), "Sat Nov 21 14:27 2026");
         assert_eq!(super::history_time(1_795_271_220), "2026-11-21.14:27:00");
+        assert_eq!(super::event_time(1_795_271_220, 42), "Nov 21 2026 14:27:00.000000042");
         assert_eq!(super::ctime_secs(1_795_271_225), "Sat Nov 21 14:27:05 2026");
         assert_eq!(super::dhms(3725), "01:02:05");
         assert_eq!(super::dhms(90061), "1 days 01:01:01");

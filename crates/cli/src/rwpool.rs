@@ -81,7 +81,11 @@ pub fn close(state: &State, name: &str, destroy: bool, force: bool) -> Result<()
     let rw = state.writers.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned();
     let Some(rw) = rw else { return Ok(()) };
     let what = if destroy { "destroy" } else { "export" };
+    let id = rw.spa.read(|w| (w.name.clone(), w.guid));
     rw.spa.export(force, destroy).map_err(|e| format!("cannot {what} '{name}': {e}"))?;
+    if destroy {
+        pool::events::sysevent("pool_destroy", (&id.0, id.1), None);
+    }
     state.writers.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
     Ok(())
 }
@@ -99,6 +103,7 @@ pub fn open(state: &Arc<State>, p: Pool) -> Result<Arc<RwPool>, String> {
         state.pools.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
         return Err(format!("cannot import '{name}': {e}"));
     }
+    rw.spa.read(|w| w.event("pool_import", None));
     Ok(rw)
 }
 
@@ -313,6 +318,7 @@ pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> 
     let opts = pool::ImportOpts { readonly: true, altroot: po.altroot.clone(), ..Default::default() };
     let base = pool::import(cand, &opts).map_err(|e| format!("cannot open new pool '{}': {e}", a.name))?;
     let rw = register(state, w, base)?;
+    rw.spa.read(|w| w.event("pool_create", None));
     if !spares.is_empty() {
         rw.spa.add_spares(&spares).map_err(|e| format!("cannot add the hot spares of '{}': {e}", a.name))?;
     }

@@ -10,9 +10,11 @@
 //!   snapshot's too, reads back from what is left: the resilvered device holds the data.
 //! * [`offline_rules`]: no offline without valid replicas (a single disk; the only
 //!   complete side of a mirror), `-t` lasts until the next import (whose resilver then
-//!   runs by itself), unknown devices and interior vdevs refused with zpool's messages.
+//!   runs by itself), unknown devices and interior vdevs refused with zpool's messages;
+//!   `zpool history -i` and `zpool events` record what the pool did.
 //! * [`faulted_device_resilvers_after_clear`]: a raidz1 leaf failing every write is
-//!   faulted while writes go on; `zpool clear` brings it back and resilvers it.
+//!   faulted while writes go on (a `statechange` event says so); `zpool clear` brings it
+//!   back and resilvers it.
 //! * [`absent_device_resilvers_at_import`]: a mirror leg missing for a whole import comes
 //!   back at the next one: the import resilvers it without charging it checksum errors
 //!   (its older uberblocks tell which txgs it missed), and it alone then holds every file.
@@ -245,6 +247,24 @@ fn offline_rules() {
     d.ok("rzpool", &["wait", "or"]);
     let hist = d.ok("rzpool", &["history", "or"]);
     assert!(hist.contains("rzpool offline -t or") && hist.contains("rzpool online or d0"), "{hist}");
+    assert!(!hist.contains("scan setup"), "internal events only with -i:\n{hist}");
+    // What the pool did, in OpenZFS's internal-history and event forms.
+    d.ok("rzpool", &["sync", "or"]);
+    let hist = d.ok("rzpool", &["history", "-i", "or"]);
+    assert!(hist.contains("] scan setup func=2 mintxg=") && hist.contains("] scan done errors=0"), "{hist}");
+    let ev = d.ok("rzpool", &["events", "or"]);
+    for class in ["pool_create", "resilver_start", "resilver_finish", "vdev_online", "pool_import"] {
+        assert!(ev.contains(&format!("sysevent.fs.zfs.{class}")), "no {class} event:\n{ev}");
+    }
+    let ev = d.ok("rzpool", &["events", "-v", "or"]);
+    assert!(
+        ev.contains("        class = \"sysevent.fs.zfs.vdev_online\"") && ev.contains("vdev_path = "),
+        "{ev}"
+    );
+    let (code, _, err) = d.run("rzpool", &["events", "-f"]);
+    assert!(code != 0 && err.contains("not supported"), "{err}");
+    assert!(d.ok("rzpool", &["events", "-c"]).starts_with("cleared "));
+    assert_eq!(d.ok("rzpool", &["events", "-H"]), "");
     d.ok("rzpool", &["export", "or"]);
     zdb_check(&dir, "or");
 
@@ -280,6 +300,16 @@ fn faulted_device_resilvers_after_clear() {
     d.ok("rzpool", &["sync", "fc"]);
     let st = d.ok("rzpool", &["status", "fc"]);
     assert_eq!(dev_state(&st, &devs[2]), "FAULTED", "{st}");
+    // The fault is an event too (resource.fs.zfs.statechange, vdev_state 5 = FAULTED).
+    let t0 = std::time::Instant::now();
+    let ev = loop {
+        let ev = d.ok("rzpool", &["events", "-v", "fc"]);
+        if ev.contains("resource.fs.zfs.statechange") || t0.elapsed().as_secs() > 5 {
+            break ev;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(ev.contains("resource.fs.zfs.statechange") && ev.contains("vdev_state = 0x5"), "{ev}");
     d.ok("rzinject", &["-c", "all"]);
     d.ok("rzpool", &["clear", "fc"]);
     d.ok("rzpool", &["wait", "-t", "resilver", "fc"]);

@@ -209,6 +209,13 @@ impl PoolWriter {
         let nl = self.tops[id].find(guid).ok_or_else(|| invalid("new leaf vanished".into()))?;
         nl.set_dtl(Default::default());
         nl.dtl_add(TXG_INITIAL, (self.txg + 1).saturating_sub(TXG_INITIAL));
+        let text = match how {
+            Graft::Attach => format!("attach vdev={path} to vdev={old_name}"),
+            Graft::Replace => format!("replace vdev={path} for vdev={old_name}"),
+            Graft::Spare => format!("spare in vdev={path} for vdev={old_name}"),
+        };
+        self.note_internal("vdev attach", &text);
+        self.event(if how == Graft::Spare { "vdev_spare" } else { "vdev_attach" }, Some(guid));
         Ok(())
     }
 
@@ -302,6 +309,8 @@ impl PoolWriter {
                 n.copy_state_from(o);
             }
         }
+        self.note_internal("detach", &format!("vdev={name}"));
+        self.event("vdev_remove", Some(guid));
         self.paths.remove(&guid);
         self.kept_config.remove(&guid);
         self.unspare.remove(&guid);

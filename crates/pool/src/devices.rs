@@ -129,6 +129,7 @@ impl Spa {
     pub fn online(self: &Arc<Self>, name: &str) -> Result<Option<String>> {
         let warn = self.run_syncing(|w| {
             let leaf = w.leaf_named(name, "online")?;
+            let guid = leaf.guid();
             let was_offline = leaf.offline() != Offline::No;
             leaf.set_offline(Offline::No);
             leaf.set_faulted(false);
@@ -141,6 +142,7 @@ impl Spa {
                 w.config_dirty = true;
             }
             w.mark_unspare();
+            w.event("vdev_online", Some(guid));
             w.sync()?;
             Ok(None)
         })?;

@@ -76,14 +76,37 @@ impl PoolWriter {
 
     /// Appends a command to the pool history (written with the next txg).
     pub fn log_history(&mut self, command: &str, who: u64) -> Result<()> {
-        let obj = self.history_object()?;
-        let dn = self.mos.dnode(obj)?.ok_or_else(|| bad("history object vanished"))?;
-        let mut h = HistoryPhys::parse(&dn.bonus);
         let mut nv = NvList::new();
         nv.add_u64("history time", (self.now)());
         nv.add_str("history command", command);
         nv.add_u64("history who", who);
         nv.add_str("history hostname", &self.hostname);
+        self.append_history(&nv)
+    }
+
+    /// Appends an internal event to the pool history (`spa_history_log_internal`: what the
+    /// pool did, shown by `zpool history -i` as `[txg:N] NAME TEXT`).
+    pub fn log_internal(&mut self, name: &str, text: &str) -> Result<()> {
+        let mut nv = NvList::new();
+        nv.add_u64("history time", (self.now)());
+        nv.add_str("internal_name", name);
+        nv.add_str("history internal str", text);
+        nv.add_u64("history txg", self.txg);
+        nv.add_str("history hostname", &self.hostname);
+        self.append_history(&nv)
+    }
+
+    /// Internal history that must not fail what it records: an error is only reported.
+    pub(crate) fn note_internal(&mut self, name: &str, text: &str) {
+        if let Err(e) = self.log_internal(name, text) {
+            eprintln!("rzfsd: pool '{}': history: {e}", self.name);
+        }
+    }
+
+    fn append_history(&mut self, nv: &NvList) -> Result<()> {
+        let obj = self.history_object()?;
+        let dn = self.mos.dnode(obj)?.ok_or_else(|| bad("history object vanished"))?;
+        let mut h = HistoryPhys::parse(&dn.bonus);
         let packed = nv.encode_native(ByteOrder::Little);
         let mut rec = (packed.len() as u64).to_le_bytes().to_vec();
         rec.extend_from_slice(&packed);
@@ -131,8 +154,28 @@ impl PoolWriter {
     }
 }
 
+/// One record of a pool's history.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Record {
+    /// A command (`zpool history`): time, command line, uid, host.
+    Command { time: u64, command: String, who: Option<u64>, host: Option<String> },
+    /// An internal event (`zpool history -i`): time, txg, name, text, host.
+    Internal { time: u64, txg: u64, name: String, text: String, host: Option<String> },
+}
+
 /// Reads every record of a pool's history: (time, command) pairs, oldest first.
 pub fn read_history(pool: &crate::Pool) -> Result<Vec<(u64, String)>> {
+    Ok(read_records(pool)?
+        .into_iter()
+        .filter_map(|r| match r {
+            Record::Command { time, command, .. } => Some((time, command)),
+            Record::Internal { .. } => None,
+        })
+        .collect())
+}
+
+/// Reads every record of a pool's history, oldest first.
+pub fn read_records(pool: &crate::Pool) -> Result<Vec<Record>> {
     let mos = &pool.mos;
     let dir = crate::import::DMU_POOL_DIRECTORY_OBJECT;
     let Some(obj) = zap::lookup_u64(mos, dir, "history").map_err(bad)? else { return Ok(Vec::new()) };
@@ -166,8 +209,23 @@ pub fn read_history(pool: &crate::Pool) -> Result<Vec<(u64, String)>> {
                 return Err(bad(format!("record at {off} has length {len}")));
             }
             let rec = NvList::decode(&get(off + 8, len as usize)?).map_err(bad)?;
+            let time = rec.get_u64("history time").unwrap_or(0);
+            let host = rec.get_str("history hostname").map(str::to_string);
             if let Some(cmd) = rec.get_str("history command") {
-                out.push((rec.get_u64("history time").unwrap_or(0), cmd.to_string()));
+                out.push(Record::Command {
+                    time,
+                    command: cmd.to_string(),
+                    who: rec.get_u64("history who"),
+                    host,
+                });
+            } else if let Some(name) = rec.get_str("internal_name") {
+                out.push(Record::Internal {
+                    time,
+                    txg: rec.get_u64("history txg").unwrap_or(0),
+                    name: name.to_string(),
+                    text: rec.get_str("history internal str").unwrap_or("").to_string(),
+                    host,
+                });
             }
             off += 8 + len;
         }

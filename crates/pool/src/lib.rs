@@ -18,6 +18,7 @@ pub mod devices;
 pub mod discover;
 pub mod dsfeatures;
 pub mod dtl;
+pub mod events;
 pub mod feature_table;
 pub mod features;
 pub mod history;

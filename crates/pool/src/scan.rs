@@ -325,7 +325,25 @@ impl PoolWriter {
         self.scan.queue.clear();
         self.scan.gen += 1;
         self.scan.dirty = true;
+        self.note_internal("scan setup", &format!("func={} mintxg={min_txg} maxtxg={max_txg}", func as u64));
+        self.event(if func == ScanFunc::Resilver { "resilver_start" } else { "scrub_start" }, None);
         Ok(())
+    }
+
+    /// The scan ended (finished, or cancelled): history and event, as `dsl_scan_done`.
+    pub(crate) fn scan_ended(&mut self, complete: bool) {
+        let errors = self.scan.phys.errors;
+        self.note_internal(
+            if complete { "scan done" } else { "scan cancelled" },
+            &format!("errors={errors}"),
+        );
+        let resilver = self.scan.phys.func == ScanFunc::Resilver as u64;
+        let what = match (complete, resilver) {
+            (true, true) => "resilver_finish",
+            (true, false) => "scrub_finish",
+            (false, _) => "scrub_abort",
+        };
+        self.event(what, None);
     }
 }
 
@@ -917,6 +935,7 @@ fn step(spa: &Arc<Spa>, lim: Limits) -> Result<Step> {
     s.dirty = true;
     let done = !s.phys.is_scanning();
     let again = if done {
+        w.scan_ended(true);
         let (max_txg, errors) = (w.scan.phys.max_txg, w.scan.phys.errors);
         w.dtl_scan_done(max_txg, errors);
         // Replacements whose new device is now whole are done: the old one goes.

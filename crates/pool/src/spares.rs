@@ -206,6 +206,7 @@ impl PoolWriter {
                 device: Some(l.device.clone()),
                 is_disk: l.is_disk,
             });
+            crate::events::sysevent("vdev_add", (&self.name, self.guid), Some((guid, &l.path)));
         }
         self.spares_dirty = true;
         Ok(())
@@ -229,6 +230,7 @@ impl PoolWriter {
         }
         self.spares.retain(|x| x.guid != s.guid);
         self.spares_dirty = true;
+        crate::events::sysevent("vdev_remove_aux", (&self.name, self.guid), Some((s.guid, &s.path)));
         Ok(())
     }
 

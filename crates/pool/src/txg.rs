@@ -116,6 +116,8 @@ pub struct Spa {
     /// Set when the pool closes: a scan batch under way stops issuing (so the thread lets go
     /// of the pool, and with it the devices, promptly).
     pub(crate) scan_abort: std::sync::atomic::AtomicBool,
+    /// Each leaf's state as last reported (`resource.fs.zfs.statechange` events).
+    leaf_states: Mutex<BTreeMap<u64, vdev::VdevState>>,
 }
 
 /// The open txg of one dataset, lent to a change.
@@ -152,6 +154,7 @@ impl Spa {
             scan_run: Mutex::new(crate::scan::ScanRun::default()),
             scan_cv: Condvar::new(),
             scan_abort: std::sync::atomic::AtomicBool::new(false),
+            leaf_states: Mutex::new(BTreeMap::new()),
         });
         let weak = Arc::downgrade(&spa);
         std::thread::Builder::new()
@@ -255,6 +258,7 @@ impl Spa {
                 if w.scan.phys.is_paused() && func == ScanFunc::Scrub {
                     w.scan.phys.flags &= !DSF_SCRUB_PAUSED;
                     w.scan.dirty = true;
+                    w.event("scrub_resume", None);
                     r2.store(true, Ordering::SeqCst);
                     return Ok(());
                 }
@@ -320,6 +324,7 @@ impl Spa {
             |w| {
                 w.scan.phys.flags |= DSF_SCRUB_PAUSED;
                 w.scan.dirty = true;
+                w.event("scrub_paused", None);
                 Ok(())
             },
         )?;
@@ -345,6 +350,7 @@ impl Spa {
                 w.scan.phys.flags &= !crate::scan::DSF_SCRUB_PAUSED;
                 w.scan.queue.clear();
                 w.scan.dirty = true;
+                w.scan_ended(false);
                 Ok(())
             },
         )?;
@@ -418,6 +424,12 @@ impl Spa {
         if let Some(cb) = lock(&self.on_synced).as_ref() {
             cb(w);
         }
+    }
+
+    /// Posts a state-change event for every leaf whose state changed since the last look.
+    fn post_state_changes(&self) {
+        let w = lock(&self.w);
+        w.post_state_changes(&mut lock(&self.leaf_states));
     }
 
     /// Changes the failure mode (`zpool set failmode=`).
@@ -752,11 +764,19 @@ impl Spa {
 
     fn clear_faults(&self) -> Result<()> {
         let mut w = lock(&self.w);
+        let mut cleared = Vec::new();
         for t in &w.tops {
             for leaf in t.leaves() {
+                let (r, wr, c) = leaf.errors();
+                if leaf.is_faulted() || r + wr + c > 0 {
+                    cleared.push(leaf.guid());
+                }
                 leaf.set_faulted(false);
             }
             t.clear_errors();
+        }
+        for g in cleared {
+            w.event("vdev_clear", Some(g));
         }
         // A device a spare stood in for is back: the spare goes once it has resilvered.
         w.mark_unspare();
@@ -914,6 +934,7 @@ fn sync_thread(spa: std::sync::Weak<Spa>) {
         let period = match spa.upgrade() {
             Some(s) if !s.is_closed() => {
                 s.tick();
+                s.post_state_changes();
                 s.retire_check();
                 s.tun.txg_timeout
             }

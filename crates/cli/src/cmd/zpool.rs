@@ -203,7 +203,31 @@ enum Cmd {
         pool: String,
     },
     /// Show the commands recorded in a pool's history.
-    History { pools: Vec<String> },
+    History {
+        /// Also the pool's internal events (scans, device changes).
+        #[arg(short = 'i')]
+        internal: bool,
+        /// Long format: who ran each command, and where.
+        #[arg(short = 'l')]
+        long: bool,
+        pools: Vec<String>,
+    },
+    /// Show the daemon's pool events (scans, device changes, state changes).
+    Events {
+        /// Every event's payload.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Scripted: no header, fields separated by a tab.
+        #[arg(short = 'H')]
+        scripted: bool,
+        /// Follow (not supported by rzfs yet).
+        #[arg(short = 'f')]
+        follow: bool,
+        /// Clear the event queue.
+        #[arg(short = 'c')]
+        clear: bool,
+        pool: Option<String>,
+    },
     /// Set a pool property (comment, compatibility).
     Set { assignment: String, pool: String },
     /// Show pool properties.
@@ -300,7 +324,10 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             status(state, &pools, verbose, unhealthy_only, parsable)
         }
         Cmd::List { scripted, parsable, props, pools } => list(state, &pools, scripted, parsable, &props),
-        Cmd::History { pools } => history(state, &pools),
+        Cmd::History { internal, long, pools } => history(state, &pools, internal, long),
+        Cmd::Events { verbose, scripted, follow, clear, pool } => {
+            events(verbose, scripted, follow, clear, pool)
+        }
         Cmd::Set { assignment, pool } => {
             crate::rwpool::set_pool_prop(state, &assignment, &pool).map(|_| Response::ok(String::new()))
         }
@@ -518,14 +545,93 @@ fn wait(state: &State, name: &str, activities: &[String]) -> Result<Response, St
     Ok(Response::ok(String::new()))
 }
 
-fn history(state: &State, names: &[String]) -> Result<Response, String> {
+/// `zpool history [-il] [POOL]...`.
+fn history(state: &State, names: &[String], internal: bool, long: bool) -> Result<Response, String> {
+    use pool::history::Record;
     let mut out = String::new();
     for p in selected(state, names)? {
         out.push_str(&format!("History for '{}':\n", p.name()));
-        for (t, cmd) in pool::history::read_history(&p).map_err(|e| e.to_string())? {
-            out.push_str(&format!("{} {cmd}\n", crate::format::history_time(t)));
+        for r in pool::history::read_records(&p).map_err(|e| e.to_string())? {
+            let (time, host, who) = match &r {
+                Record::Command { time, command, who, host } => {
+                    out.push_str(&format!("{} {command}", crate::format::history_time(*time)));
+                    (time, host, *who)
+                }
+                Record::Internal { time, txg, name, text, host } if internal => {
+                    out.push_str(&format!(
+                        "{} [txg:{txg}] {name} {text}",
+                        crate::format::history_time(*time)
+                    ));
+                    (time, host, None)
+                }
+                Record::Internal { .. } => continue,
+            };
+            let _ = time;
+            if long {
+                // zpool's long format: " [user UID (NAME) on HOST]".
+                out.push_str(" [");
+                if let Some(uid) = who {
+                    out.push_str(&format!("user {uid} "));
+                    if let Some(n) = crate::access::user_name(uid as u32) {
+                        out.push_str(&format!("({n}) "));
+                    }
+                }
+                if let Some(h) = host {
+                    out.push_str(&format!("on {h}"));
+                }
+                out.push(']');
+            }
+            out.push('\n');
         }
         out.push('\n');
+    }
+    Ok(Response::ok(out))
+}
+
+/// `zpool events [-vH] [POOL]`, `zpool events -c`.
+fn events(
+    verbose: bool,
+    scripted: bool,
+    follow: bool,
+    clear: bool,
+    pool: Option<String>,
+) -> Result<Response, String> {
+    if clear {
+        if verbose || scripted || follow || pool.is_some() {
+            return Err("invalid options combined with -c".into());
+        }
+        return Ok(Response::ok(format!("cleared {} events\n", pool::events::clear())));
+    }
+    if follow {
+        return Err("rzpool events -f is not supported yet: run rzpool events again to see new events".into());
+    }
+    let (list, dropped) = pool::events::list();
+    let mut out = String::new();
+    if !scripted {
+        out.push_str(&format!("{:<30} {}\n", "TIME", "CLASS"));
+    }
+    if dropped > 0 {
+        out.push_str(&format!("dropped {dropped} events\n"));
+    }
+    for e in list.iter().filter(|e| pool.as_deref().is_none_or(|p| e.pool() == Some(p))) {
+        let sep = if scripted { '\t' } else { ' ' };
+        out.push_str(&format!("{}{sep}{}\n", crate::format::event_time(e.time.0, e.time.1), e.class));
+        if verbose {
+            let val = |v: &pool::events::EvVal| match v {
+                pool::events::EvVal::U64(n) => format!("0x{n:x}"),
+                pool::events::EvVal::Str(s) => format!("\"{s}\""),
+            };
+            let mut fields = e.fields.iter();
+            if let Some((k, v)) = fields.next() {
+                out.push_str(&format!("        {k} = {}\n", val(v)));
+            }
+            out.push_str(&format!("        class = \"{}\"\n", e.class));
+            for (k, v) in fields {
+                out.push_str(&format!("        {k} = {}\n", val(v)));
+            }
+            out.push_str(&format!("        time = 0x{:x} 0x{:x}\n", e.time.0, e.time.1));
+            out.push_str(&format!("        eid = 0x{:x}\n\n", e.eid));
+        }
     }
     Ok(Response::ok(out))
 }
