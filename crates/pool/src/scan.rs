@@ -73,6 +73,12 @@ pub const ZB_DESTROYED_OBJSET: u64 = u64::MAX;
 pub const DSF_SCRUB_PAUSED: u64 = 1 << 1;
 /// `zfs_scrub_ddt_class_max` default (`DDT_CLASS_DUPLICATE`).
 const DDT_CLASS_DUPLICATE: u64 = 1;
+/// `DDT_CLASSES`: the class a DDT bookmark holds once the dedup-table phase of a scan is
+/// over (`ddt_walk` ends with it). rzfs visits dedup'd blocks in the dataset walk (it
+/// writes no dedup tables, and does not import pools using dedup read-write), so its scans
+/// start past that phase; OpenZFS, resuming one, then goes on from `scn_bookmark` (it
+/// asserts a zero bookmark while its DDT phase is open).
+const DDT_CLASSES: u64 = 3;
 
 /// `pool_scan_func_t`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -320,6 +326,7 @@ impl PoolWriter {
             start_time: (self.now)(),
             to_examine: allocated,
             ddt_class_max: DDT_CLASS_DUPLICATE,
+            ddt_bookmark: [DDT_CLASSES, 0, 0, 0],
             ..ScanPhys::default()
         };
         self.scan.queue.clear();

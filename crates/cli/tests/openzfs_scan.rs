@@ -1,0 +1,221 @@
+//! # Scans handed between rzfs and OpenZFS
+//!
+//! OpenZFS's own pool code (libzpool) imports an rzfs pool read-write through `zhack`, whose
+//! txgs run OpenZFS's `dsl_scan_sync`: a scan rzfs left in the MOS is carried on by OpenZFS
+//! and the other way round.
+//!
+//! libzpool asks `/dev/zfs` whether the kernel holds the pool (no kernel module here), and
+//! records imports in `/etc/zfs/zpool.cache`; `zhack` therefore runs in a private mount
+//! namespace (`unshare -m`, private propagation) with a tmpfs `/dev` holding a `zfs` node
+//! whose ioctls fail ("not active") and a tmpfs `/etc/zfs`, so nothing outside changes. The
+//! import is `zhack feature enable` of a made-up feature (enabled, never active: rzfs and
+//! zdb accept it), which syncs txgs.
+//!
+//! * [`openzfs_finishes_a_scrub_rzfs_started`]: an rzfs scrub interrupted by an export
+//!   (zdb: scanning, part examined) is finished by OpenZFS (zdb: finished, bookmark at the
+//!   end); rzfs reports it as done.
+//! * [`a_paused_scrub_stays_paused_through_openzfs`]: a scrub rzfs paused is still paused,
+//!   where it stood, after OpenZFS's import; rzfs resumes and finishes it.
+//! * [`openzfs_resilvers_from_rzfs_dtls_and_rzfs_finishes`]: a device offline in rzfs (`-t`,
+//!   so it is back at the next import) leaves a DTL; OpenZFS's import sets up a resilver
+//!   over exactly its txgs (min/max from the DTL); rzfs resumes OpenZFS's resilver where it
+//!   stood (or shows it finished), the DTL ends empty, and the device then holds every file.
+//!
+//! Needs FUSE, root, zdb/zhack and `unshare` (skipped otherwise).
+
+mod common;
+
+use common::pools::*;
+use common::tools::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+const ZHACK: &str = "/opt/rzfs-oracles/openzfs/sbin/zhack";
+
+fn skip(name: &str) -> bool {
+    if !fuse_usable() || zdb().is_none() || !Path::new(ZHACK).exists() {
+        eprintln!("{name}: needs FUSE, root, zdb and zhack; skipped");
+        return true;
+    }
+    false
+}
+
+/// Imports `pool` (devices in `dir`) read-write with OpenZFS's libzpool, syncs a few txgs
+/// (a feature is enabled) and exports it again; see the module comment.
+fn openzfs_import(dir: &Path, pool: &str, feature: &str) {
+    let (_, lib) = zdb().unwrap();
+    let script = r#"set -e
+mount -t tmpfs none /dev
+mknod /dev/null c 1 3; mknod /dev/zero c 1 5; mknod /dev/random c 1 8; mknod /dev/urandom c 1 9
+mknod /dev/zfs c 1 3
+mkdir -p /etc/zfs; mount -t tmpfs none /etc/zfs
+exec "$@""#;
+    let out = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script, "sh", ZHACK, "-d"])
+        .arg(dir)
+        .args(["feature", "enable", "-d", "rzfs oracle test", pool, feature])
+        .env("LD_LIBRARY_PATH", lib)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "zhack (OpenZFS) could not import {pool} read-write: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The MOS `scan` entry's 24 words (`dsl_scan_phys_t`) as zdb reads them.
+fn scan_words(dir: &Path, pool: &str) -> Vec<i128> {
+    let mos_dir = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-dddd", pool, "1"]);
+    let line = mos_dir
+        .lines()
+        .find(|l| l.trim_start().starts_with("scan = "))
+        .unwrap_or_else(|| panic!("no scan entry:\n{mos_dir}"));
+    line.split('=').nth(1).unwrap().split_whitespace().map(|w| w.parse().unwrap()).collect()
+}
+
+fn write_files(mnt: &Path, n: usize, rng: &mut common::rng::Rng, want: &mut BTreeMap<String, Vec<u8>>) {
+    for i in 0..n {
+        let data = rng.data_in(500_000, 3_000_000);
+        std::fs::write(mnt.join(format!("f{i}")), &data).unwrap();
+        want.insert(format!("f{i}"), data);
+    }
+}
+
+const RAIDZ1: Layout = Layout {
+    name: "raidz1",
+    words: &["raidz1", "{}", "{}", "{}"],
+    ndev: 3,
+    groups: &[&[0, 1, 2]],
+    parity: 1,
+};
+
+#[test]
+fn openzfs_finishes_a_scrub_rzfs_started() {
+    if skip("openzfs_finishes_a_scrub_rzfs_started") {
+        return;
+    }
+    let mut rng = common::rng::Rng::new(61);
+    let dir = scratch("ozscan-finish");
+    let d = Daemon::with_env("ozscan-finish", &[("RZFS_SCAN_BATCH", "8"), ("RZFS_SCAN_DELAY_MS", "300")]);
+    let (_devs, mnt) = create(&d, &dir, "of", &RAIDZ1, 128 << 20);
+    let mut want = BTreeMap::new();
+    write_files(&mnt, 6, &mut rng, &mut want);
+    d.ok("rzfs", &["snapshot", "of@s"]);
+    d.ok("rzpool", &["sync", "of"]);
+    d.ok("rzpool", &["scrub", "of"]);
+    std::thread::sleep(std::time::Duration::from_millis(1200));
+    d.ok("rzpool", &["export", "of"]);
+    let w = scan_words(&dir, "of");
+    assert_eq!((w[0], w[1]), (1, 1), "an interrupted scrub: {w:?}");
+    assert!(w[10] > 0 && w[10] < w[9], "part examined: {w:?}");
+    openzfs_import(&dir, "of", "com.example:rzfs_scan");
+    let w = scan_words(&dir, "of");
+    assert_eq!((w[0], w[1]), (1, 2), "OpenZFS finished the scrub: {w:?}");
+    assert_eq!(w[19], -1, "bookmark at the end (ZB_DESTROYED_OBJSET): {w:?}");
+    zdb_check(&dir, "of");
+    import(&d, &dir, "of", &mnt, false);
+    let st = d.ok("rzpool", &["status", "of"]);
+    assert!(scan_line(&st).starts_with("scan: scrub repaired 0B") && st.contains("with 0 errors"), "{st}");
+    check_files(&mnt, &want, "after OpenZFS's scrub", false);
+    d.ok("rzpool", &["export", "of"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_paused_scrub_stays_paused_through_openzfs() {
+    if skip("a_paused_scrub_stays_paused_through_openzfs") {
+        return;
+    }
+    let mut rng = common::rng::Rng::new(67);
+    let dir = scratch("ozscan-paused");
+    let d = Daemon::with_env("ozscan-paused", &[("RZFS_SCAN_BATCH", "8"), ("RZFS_SCAN_DELAY_MS", "300")]);
+    let (_devs, mnt) = create(&d, &dir, "op", &RAIDZ1, 128 << 20);
+    let mut want = BTreeMap::new();
+    write_files(&mnt, 6, &mut rng, &mut want);
+    d.ok("rzpool", &["sync", "op"]);
+    d.ok("rzpool", &["scrub", "op"]);
+    std::thread::sleep(std::time::Duration::from_millis(900));
+    d.ok("rzpool", &["scrub", "-p", "op"]);
+    d.ok("rzpool", &["export", "op"]);
+    let before = scan_words(&dir, "op");
+    assert_eq!((before[0], before[1], before[23] & 2), (1, 1, 2), "paused: {before:?}");
+    openzfs_import(&dir, "op", "com.example:rzfs_pause");
+    let after = scan_words(&dir, "op");
+    assert_eq!((after[1], after[23] & 2), (1, 2), "still paused after OpenZFS: {after:?}");
+    assert_eq!((&before[10], &before[19..23]), (&after[10], &after[19..23]), "same place: {after:?}");
+    zdb_check(&dir, "op");
+    let d = Daemon::new("ozscan-paused-2");
+    import(&d, &dir, "op", &mnt, false);
+    assert!(d.ok("rzpool", &["status", "op"]).contains("scrub paused since"));
+    d.ok("rzpool", &["scrub", "-w", "op"]);
+    let st = d.ok("rzpool", &["status", "op"]);
+    assert!(scan_line(&st).starts_with("scan: scrub repaired 0B") && st.contains("with 0 errors"), "{st}");
+    check_files(&mnt, &want, "after the resumed scrub", false);
+    d.ok("rzpool", &["export", "op"]);
+    zdb_check(&dir, "op");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn openzfs_resilvers_from_rzfs_dtls_and_rzfs_finishes() {
+    if skip("openzfs_resilvers_from_rzfs_dtls_and_rzfs_finishes") {
+        return;
+    }
+    let mut rng = common::rng::Rng::new(71);
+    let dir = scratch("ozscan-dtl");
+    let d = Daemon::new("ozscan-dtl");
+    let (devs, mnt) = create(&d, &dir, "od", &RAIDZ1, 128 << 20);
+    let mut want = BTreeMap::new();
+    write_files(&mnt, 3, &mut rng, &mut want);
+    d.ok("rzpool", &["sync", "od"]);
+    // Offline until the next import: the txgs written meanwhile are d1's DTL.
+    d.ok("rzpool", &["offline", "-t", "od", &devs[1]]);
+    let mut more = BTreeMap::new();
+    for i in 0..3 {
+        let data = rng.data_in(500_000, 2_000_000);
+        std::fs::write(mnt.join(format!("g{i}")), &data).unwrap();
+        more.insert(format!("g{i}"), data);
+    }
+    want.extend(more);
+    d.ok("rzpool", &["export", "od"]);
+    let ddd = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-ddd", "od"]);
+    let missing = ddd
+        .lines()
+        .find(|l| l.trim_start().starts_with("missing ["))
+        .unwrap_or_else(|| panic!("zdb shows no DTL:\n{ddd}"))
+        .trim()
+        .to_string();
+    // "missing [A,B) length N": the resilver covers (A - 1, B].
+    let range: Vec<i128> = missing
+        .trim_start_matches("missing [")
+        .split(')')
+        .next()
+        .unwrap()
+        .split(',')
+        .map(|x| x.parse().unwrap())
+        .collect();
+    openzfs_import(&dir, "od", "com.example:rzfs_dtl");
+    let w = scan_words(&dir, "od");
+    assert_eq!(w[0], 2, "OpenZFS set up a resilver: {w:?} (DTL {missing})");
+    assert_eq!((w[3], w[4]), (range[0] - 1, range[1]), "over the DTL's txgs: {w:?} (DTL {missing})");
+    zdb_check(&dir, "od");
+    import(&d, &dir, "od", &mnt, false);
+    d.ok("rzpool", &["wait", "od"]);
+    let st = d.ok("rzpool", &["status", "-p", "od"]);
+    assert!(scan_line(&st).starts_with("scan: resilvered") && st.contains("with 0 errors"), "{st}");
+    assert!(counters(&st, &devs).iter().all(|&c| c == (0, 0, 0)), "{st}");
+    d.ok("rzpool", &["export", "od"]);
+    let ddd = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-ddd", "od"]);
+    assert!(!ddd.contains("missing ["), "the DTL is empty after the resilver:\n{ddd}");
+    zdb_check(&dir, "od");
+    let aside = dir.join("aside");
+    std::fs::create_dir_all(&aside).unwrap();
+    std::fs::rename(&devs[0], aside.join("d0")).unwrap();
+    import(&d, &dir, "od", &mnt, true);
+    check_files(&mnt, &want, "without d0: the resilvered d1 holds its share", false);
+    d.ok("rzpool", &["export", "od"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
