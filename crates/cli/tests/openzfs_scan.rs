@@ -20,6 +20,9 @@
 //!   so it is back at the next import) leaves a DTL; OpenZFS's import sets up a resilver
 //!   over exactly its txgs (min/max from the DTL); rzfs resumes OpenZFS's resilver where it
 //!   stood (or shows it finished), the DTL ends empty, and the device then holds every file.
+//! * [`openzfs_takes_spares_and_a_replace_in_progress`]: a pool with hot spares (one in use
+//!   in a `spare` vdev) and a `replacing` vdev still resilvering goes through OpenZFS's
+//!   read-write import and back; rzfs finishes the replace.
 //!
 //! Needs FUSE, root, zdb/zhack and `unshare` (skipped otherwise).
 
@@ -217,5 +220,56 @@ fn openzfs_resilvers_from_rzfs_dtls_and_rzfs_finishes() {
     import(&d, &dir, "od", &mnt, true);
     check_files(&mnt, &want, "without d0: the resilvered d1 holds its share", false);
     d.ok("rzpool", &["export", "od"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn openzfs_takes_spares_and_a_replace_in_progress() {
+    if skip("openzfs_takes_spares_and_a_replace_in_progress") {
+        return;
+    }
+    let mut rng = common::rng::Rng::new(73);
+    let dir = scratch("ozscan-spares");
+    let d = Daemon::with_env("ozscan-spares", &[("RZFS_SCAN_BATCH", "8"), ("RZFS_SCAN_DELAY_MS", "300")]);
+    let devs = files(&dir, 3, 128 << 20);
+    let sp: Vec<String> = ["s0", "s1", "n0"]
+        .iter()
+        .map(|n| {
+            let p = dir.join(n);
+            std::fs::File::create(&p).unwrap().set_len(128 << 20).unwrap();
+            p.to_string_lossy().into_owned()
+        })
+        .collect();
+    let mnt = dir.join("mnt");
+    let m = mnt.to_string_lossy().into_owned();
+    d.ok(
+        "rzpool",
+        &["create", "-m", &m, "os", "raidz1", &devs[0], &devs[1], &devs[2], "spare", &sp[0], &sp[1]],
+    );
+    let mut want = BTreeMap::new();
+    write_files(&mnt, 6, &mut rng, &mut want);
+    // A spare in use, and a replace that is still resilvering at export.
+    d.ok("rzpool", &["replace", "os", &devs[1], &sp[0]]);
+    d.ok("rzpool", &["wait", "os"]);
+    d.ok("rzpool", &["replace", "os", &devs[2], &sp[2]]);
+    let st = d.ok("rzpool", &["status", "os"]);
+    assert!(
+        st.contains("spare-1") && st.contains("replacing-2") && st.contains("resilver in progress"),
+        "{st}"
+    );
+    d.ok("rzpool", &["export", "os"]);
+    zdb_check(&dir, "os");
+    openzfs_import(&dir, "os", "com.example:rzfs_spares");
+    let cfg = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-C", "os"]);
+    assert!(cfg.contains("type: 'spare'") && cfg.contains(&sp[0]), "OpenZFS kept the spare vdev:\n{cfg}");
+    zdb_check(&dir, "os");
+    import(&d, &dir, "os", &mnt, false);
+    d.ok("rzpool", &["wait", "os"]);
+    let st = d.ok("rzpool", &["status", "os"]);
+    assert!(!st.contains("replacing-2") && st.contains(&sp[2]) && st.contains("spare-1"), "{st}");
+    assert!(st.contains("INUSE") && st.contains("AVAIL"), "both spares still listed:\n{st}");
+    check_files(&mnt, &want, "after OpenZFS's import", false);
+    d.ok("rzpool", &["export", "os"]);
+    zdb_check(&dir, "os");
     let _ = std::fs::remove_dir_all(&dir);
 }
