@@ -130,11 +130,14 @@ impl crate::writer::PoolWriter {
 
     /// Posts `resource.fs.zfs.statechange` for every leaf whose state differs from the one
     /// recorded in `last` (which is updated): faults, devices gone or back, offline/online.
-    pub fn post_state_changes(&self, last: &mut std::collections::BTreeMap<u64, vdev::VdevState>) {
+    /// Returns whether any changed.
+    pub fn post_state_changes(&self, last: &mut std::collections::BTreeMap<u64, vdev::VdevState>) -> bool {
+        let mut changed = false;
         for l in self.tops.iter().flat_map(|t| t.leaves()) {
             let now = l.state();
             match last.insert(l.guid(), now) {
                 Some(was) if was != now => {
+                    changed = true;
                     let path = self.paths.get(&l.guid()).cloned().unwrap_or_default();
                     post(
                         "resource.fs.zfs.statechange",
@@ -150,6 +153,7 @@ impl crate::writer::PoolWriter {
                 _ => {}
             }
         }
+        changed
     }
 }
 

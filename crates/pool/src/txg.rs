@@ -427,9 +427,9 @@ impl Spa {
     }
 
     /// Posts a state-change event for every leaf whose state changed since the last look.
-    fn post_state_changes(&self) {
+    fn post_state_changes(&self) -> bool {
         let w = lock(&self.w);
-        w.post_state_changes(&mut lock(&self.leaf_states));
+        w.post_state_changes(&mut lock(&self.leaf_states))
     }
 
     /// Changes the failure mode (`zpool set failmode=`).
@@ -930,12 +930,17 @@ impl Spa {
 
 /// The sync thread: wakes up a few times per timeout until the pool is closed or dropped.
 fn sync_thread(spa: std::sync::Weak<Spa>) {
+    let mut ticks: u64 = 0;
     loop {
+        ticks += 1;
         let period = match spa.upgrade() {
             Some(s) if !s.is_closed() => {
                 s.tick();
-                s.post_state_changes();
-                s.retire_check();
+                // Devices that changed state get a spare at once; otherwise the retire
+                // check (which may open devices for autoreplace) runs every tenth tick.
+                if s.post_state_changes() || ticks.is_multiple_of(10) {
+                    s.retire_check();
+                }
                 s.tun.txg_timeout
             }
             _ => return,
