@@ -117,7 +117,7 @@ fn replace_a_missing_device() {
     assert!(cfg.contains("type: 'replacing'") && cfg.contains(&new), "{cfg}");
     zdb_check(&dir, "rm");
     import(&d, &dir, "rm", &mnt, false);
-    d.ok("rzpool", &["wait", "-t", "resilver", "rm"]);
+    d.ok("rzpool", &["wait", "-t", "replace", "rm"]);
     let st = d.ok("rzpool", &["status", "-p", "rm"]);
     assert!(st.contains("state: ONLINE") && scan_line(&st).contains("with 0 errors"), "{st}");
     let mut all = devs.clone();

@@ -518,7 +518,8 @@ fn resilver(state: &State, names: &[String]) -> Result<Response, String> {
     Ok(Response::ok(String::new()))
 }
 
-/// `zpool wait [-t ACTIVITY,...] POOL`: scrub and resilver are the activities rzfs has.
+/// `zpool wait [-t ACTIVITY,...] POOL`: scrub, resilver and replace are the activities rzfs
+/// has.
 fn wait(state: &State, name: &str, activities: &[String]) -> Result<Response, String> {
     const KNOWN: [&str; 8] =
         ["discard", "free", "initialize", "replace", "remove", "resilver", "scrub", "trim"];
@@ -528,9 +529,10 @@ fn wait(state: &State, name: &str, activities: &[String]) -> Result<Response, St
         }
     }
     let rw = rw_pool(state, name, "wait for")?;
+    // A replace ends with its resilver (the old device is detached then).
     let want = |f: pool::scan::ScanFunc| {
-        let n = if f == pool::scan::ScanFunc::Scrub { "scrub" } else { "resilver" };
-        activities.is_empty() || activities.iter().any(|a| a == n)
+        let n: &[&str] = if f == pool::scan::ScanFunc::Scrub { &["scrub"] } else { &["resilver", "replace"] };
+        activities.is_empty() || activities.iter().any(|a| n.contains(&a.as_str()))
     };
     if let Some(s) = rw.spa.scan_status() {
         let f = if s.phys.func == pool::scan::ScanFunc::Resilver as u64 {
