@@ -151,6 +151,7 @@ run "$BIN/rzpool" import -d "$WORK" demo
 run "$BIN/rzpool" status demo
 truncate -s 256M "$WORK/disk3.img"
 run "$BIN/rzpool" replace demo "$WORK/disk1.img" "$WORK/disk3.img"
+sleep 0.5
 run "$BIN/rzpool" status demo
 run "$BIN/rzpool" wait -t resilver demo
 run "$BIN/rzpool" status demo

@@ -766,9 +766,12 @@ fn check_block(tops: &[Arc<Vdev>], reader: &Reader, it: &Item, out: &Issued) {
                 let fixed: u64 = r.repairs.iter().map(|x| x.data.len() as u64).sum();
                 if fixed > 0 && top.apply_repairs(&r.repairs).is_ok() {
                     out.repaired.fetch_add(fixed, Ordering::Relaxed);
+                    // Charged to the leaves written (those of a replacing or spare column).
                     for x in &r.repairs {
                         if let Some(v) = top.find(x.vdev_guid) {
-                            v.add_scan_processed(x.data.len() as u64);
+                            for l in v.leaves().into_iter().filter(|l| l.writable()) {
+                                l.add_scan_processed(x.data.len() as u64);
+                            }
                         }
                     }
                 }
