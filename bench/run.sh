@@ -4,7 +4,7 @@
 #   bench/run.sh --smoke   tiny sizes, ~2 min after the build; what CI runs to keep the
 #                          harness working. Writes $CARGO_TARGET_DIR/bench-smoke/{RESULTS.md,results.json}
 #                          so it never overwrites the committed results.
-#   bench/run.sh --full    the real run (~10-15 min): writes bench/RESULTS.md and bench/results.json.
+#   bench/run.sh --full    the real run (~40 min, see bench/README.md): writes bench/RESULTS.md and bench/results.json.
 #
 # Extra options are passed to `rzfs-bench run`: --out-dir DIR, --work DIR (pool images; must be on
 # a disk-backed filesystem, default $TMPDIR), --keep (keep the images), --only SECTIONS (a subset of
