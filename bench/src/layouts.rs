@@ -94,7 +94,7 @@ impl Rig<'_> {
 // Generic file I/O (raw files and mounted filesystems)
 
 /// Writes `mib` MiB of PRNG bytes to `path` in 1 MiB writes and fsyncs. Returns seconds.
-fn write_file(path: &Path, mib: u64, seed: u64) -> Result<f64, String> {
+pub(crate) fn write_file(path: &Path, mib: u64, seed: u64) -> Result<f64, String> {
     let mut f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut r = Prng::new(seed);
     let mut buf = vec![0u8; MIB as usize];
@@ -462,7 +462,7 @@ fn zfs_fuse(r: &Rig) -> Result<Value, String> {
 // btrfs, the kernel peer
 
 /// mkfs.btrfs profiles matching a layout: (data, metadata).
-fn btrfs_profile(l: Layout) -> (&'static str, &'static str) {
+pub(crate) fn btrfs_profile(l: Layout) -> (&'static str, &'static str) {
     match l {
         // One device: data single, metadata dup (btrfs's default; ZFS also keeps two copies of
         // its metadata).
@@ -507,7 +507,7 @@ fn btrfs(r: &Rig) -> Result<Value, String> {
 // ---------------------------------------------------------------------------------------------
 // The section
 
-fn images(dir: &Path, l: Layout) -> Vec<PathBuf> {
+pub(crate) fn images(dir: &Path, l: Layout) -> Vec<PathBuf> {
     (0..l.disks()).map(|i| dir.join(format!("d{i}.img"))).collect()
 }
 

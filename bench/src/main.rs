@@ -2,13 +2,15 @@
 //!
 //! ```text
 //! rzfs-bench run (--smoke|--full) --out-dir DIR --bin-dir DIR [--work DIR] [--shim SO] [--keep]
+//!                [--only kernels,raidz,peer,e2e,layouts,meta,scan]
 //! rzfs-bench copyout --dir DISKS --fs POOL/FS --path PATH [--arc-max BYTES] [--hash]
 //! rzfs-bench render --json results.json --md RESULTS.md
 //! ```
 //!
 //! `run` measures, in order: codec kernels (next to memcpy), OpenZFS raidz_test on the same
-//! machine, then end-to-end reads of a big file on a raidz1 pool written by zfs-fuse, and
-//! writes DIR/results.json and DIR/RESULTS.md. `copyout` is one in-process library read, run
+//! machine, end-to-end reads of a big file on a raidz1 pool written by zfs-fuse, the
+//! per-layout end-to-end rates, metadata and the memory walk, then scrub and resilver per
+//! layout, and writes DIR/results.json and DIR/RESULTS.md (`--only` runs a subset). `copyout` is one in-process library read, run
 //! as a child so its peak RSS is its own. bench/run.sh builds everything and calls `run`.
 #![forbid(unsafe_code)]
 
@@ -21,6 +23,7 @@ mod libpool;
 mod meta;
 mod raidz_peer;
 mod report;
+mod scan;
 mod sys;
 
 use serde_json::{json, Value};
@@ -58,7 +61,7 @@ struct RunOpts {
     work: PathBuf,
     shim: Option<PathBuf>,
     keep: bool,
-    /// Sections to run (kernels, raidz, peer, e2e); all by default. For development only:
+    /// Sections to run (kernels, raidz, peer, e2e, layouts, meta, scan); all by default. For development only:
     /// a partial run still writes complete-looking files with empty sections.
     only: Option<String>,
 }
@@ -74,7 +77,7 @@ impl RunOpts {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: rzfs-bench run (--smoke|--full) --out-dir DIR --bin-dir DIR [--work DIR] [--shim SO] [--keep] [--only kernels,raidz,peer,e2e,layouts,meta]\n       \
+        "usage: rzfs-bench run (--smoke|--full) --out-dir DIR --bin-dir DIR [--work DIR] [--shim SO] [--keep] [--only kernels,raidz,peer,e2e,layouts,meta,scan]\n       \
          rzfs-bench copyout --dir DISKS --fs POOL/FS --path PATH [--arc-max BYTES] [--hash]\n       \
          rzfs-bench render --json results.json --md RESULTS.md"
     );
@@ -194,6 +197,7 @@ fn run(o: &RunOpts) -> Result<String, String> {
     let lay =
         if o.wants("layouts") { layouts::run(&ctx, &mut log) } else { json!({"error": "skipped (--only)"}) };
     let meta = if o.wants("meta") { meta::run(&ctx, &mut log) } else { json!({"error": "skipped (--only)"}) };
+    let scan = if o.wants("scan") { scan::run(&ctx, &mut log) } else { json!({"error": "skipped (--only)"}) };
     if !o.keep {
         let _ = std::fs::remove_dir_all(&o.work);
     }
@@ -210,7 +214,12 @@ fn run(o: &RunOpts) -> Result<String, String> {
         "e2e": e2e,
         "layouts": lay,
         "meta": meta,
-        "not_available": not_available(&[("end-to-end by layout (item 2)", &lay), ("metadata and the 225k-file walk (items 3, 4)", &meta)]),
+        "scan": scan,
+        "not_available": not_available(&[
+            ("end-to-end by layout (item 2)", &lay),
+            ("metadata and the 225k-file walk (items 3, 4)", &meta),
+            ("scrub and resilver (issue 13, item 6)", &scan),
+        ]),
         "method": method_notes(),
     });
     write_outputs(&o.out_dir, &results)?;
@@ -231,8 +240,7 @@ fn write_outputs(dir: &Path, results: &Value) -> Result<(), String> {
 
 /// Issue 4 items that cannot be measured (yet), with the reason (never estimated).
 fn not_available(sections: &[(&str, &Value)]) -> Value {
-    let mut v = vec![json!({"what": "rebuild: resilver of a replaced device, and scrub (item 5)",
-        "reason": "rzfs has neither resilver nor scrub yet (a read-write import repairs the blocks it reads, which is not a rebuild); btrfs replace and zfs-fuse replace are not run without an rzfs figure to put next to them"})];
+    let mut v = Vec::new();
     for (what, s) in sections {
         if let Some(e) = s.get("error").and_then(Value::as_str) {
             v.push(json!({"what": what, "reason": e}));

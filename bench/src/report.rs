@@ -51,6 +51,9 @@ pub fn render(r: &Value) -> String {
     memory(&mut o, &r["e2e"], &s(&r["arc_default_mib"]));
     o.push_str(&crate::layouts::render(&r["layouts"]));
     o.push_str(&crate::meta::render(&r["meta"]));
+    if !r["scan"].is_null() {
+        o.push_str(&crate::scan::render(&r["scan"]));
+    }
     let _ = writeln!(o, "## Not available\n");
     for n in r["not_available"].as_array().into_iter().flatten() {
         let _ = writeln!(o, "- **{}**: not available: {}", s(&n["what"]), s(&n["reason"]));
