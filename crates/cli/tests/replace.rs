@@ -23,46 +23,6 @@ use common::tools::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-fn skip(name: &str) -> bool {
-    if !fuse_usable() || zdb().is_none() {
-        eprintln!("{name}: needs FUSE, root and zdb; skipped");
-        return true;
-    }
-    false
-}
-
-fn write_files(
-    mnt: &Path,
-    tag: &str,
-    n: usize,
-    rng: &mut common::rng::Rng,
-    want: &mut BTreeMap<String, Vec<u8>>,
-) {
-    for i in 0..n {
-        let data = rng.data_in(200_000, 2_500_000);
-        std::fs::write(mnt.join(format!("{tag}{i}")), &data).unwrap();
-        want.insert(format!("{tag}{i}"), data);
-    }
-}
-
-/// `n` blank devices `{tag}0`... in `dir` (where imports look for devices).
-fn blank(dir: &Path, tag: &str, n: usize) -> Vec<String> {
-    (0..n)
-        .map(|i| {
-            let p = dir.join(format!("{tag}{i}"));
-            std::fs::File::create(&p).unwrap().set_len(128 << 20).unwrap();
-            p.to_string_lossy().into_owned()
-        })
-        .collect()
-}
-
-fn move_to(dir: &Path, sub: &str, dev: &str) {
-    let to = dir.join(sub);
-    std::fs::create_dir_all(&to).unwrap();
-    let p = Path::new(dev);
-    std::fs::rename(p, to.join(p.file_name().unwrap())).unwrap();
-}
-
 /// The top-level vdev's guid in zdb's view of the exported pool's config.
 fn top_guid(dir: &Path, pool: &str) -> String {
     let cfg = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-C", pool]);
@@ -80,7 +40,7 @@ fn leaf_lines(status: &str) -> Vec<String> {
 
 #[test]
 fn replace_a_missing_device() {
-    if skip("replace_a_missing_device") {
+    if skip_without_fuse_zdb("replace_a_missing_device") {
         return;
     }
     let mut rng = common::rng::Rng::new(31);
@@ -95,14 +55,14 @@ fn replace_a_missing_device() {
     };
     let (devs, mnt) = create(&d, &dir, "rm", &l, 128 << 20);
     let mut want = BTreeMap::new();
-    write_files(&mnt, "a", 6, &mut rng, &mut want);
+    write_files(&mnt, "a", 6, 200_000..2_500_000, &mut rng, &mut want);
     d.ok("rzfs", &["snapshot", "rm@s"]);
     for (k, v) in want.clone() {
         want.insert(format!(".zfs/snapshot/s/{k}"), v);
     }
-    write_files(&mnt, "b", 2, &mut rng, &mut want);
+    write_files(&mnt, "b", 2, 200_000..2_500_000, &mut rng, &mut want);
     d.ok("rzpool", &["export", "rm"]);
-    move_to(&dir, "dead", &devs[1]);
+    set_aside(&dir, &devs, &[1]);
     import(&d, &dir, "rm", &mnt, false);
     let st = d.ok("rzpool", &["status", "rm"]);
     assert!(st.contains("state: DEGRADED") && st.contains("cannot open"), "{st}");
@@ -128,8 +88,7 @@ fn replace_a_missing_device() {
     d.ok("rzpool", &["export", "rm"]);
     zdb_check(&dir, "rm");
     // The new device holds its share: two others may go.
-    move_to(&dir, "aside", &devs[0]);
-    move_to(&dir, "aside", &devs[3]);
+    set_aside(&dir, &devs, &[0, 3]);
     import(&d, &dir, "rm", &mnt, true);
     check_files(&mnt, &want, "raidz2 without d0 and d3 after replacing d1", true);
     d.ok("rzpool", &["export", "rm"]);
@@ -138,7 +97,7 @@ fn replace_a_missing_device() {
 
 #[test]
 fn replace_by_the_device_at_the_same_path() {
-    if skip("replace_by_the_device_at_the_same_path") {
+    if skip_without_fuse_zdb("replace_by_the_device_at_the_same_path") {
         return;
     }
     let mut rng = common::rng::Rng::new(37);
@@ -153,7 +112,7 @@ fn replace_by_the_device_at_the_same_path() {
     };
     let (devs, mnt) = create(&d, &dir, "rs", &l, 128 << 20);
     let mut want = BTreeMap::new();
-    write_files(&mnt, "a", 6, &mut rng, &mut want);
+    write_files(&mnt, "a", 6, 200_000..2_500_000, &mut rng, &mut want);
     d.ok("rzpool", &["export", "rs"]);
     // The disk is swapped for a blank one at the same place.
     std::fs::remove_file(&devs[0]).unwrap();
@@ -165,7 +124,7 @@ fn replace_by_the_device_at_the_same_path() {
     assert_eq!(leaf_lines(&st), devs, "{st}");
     d.ok("rzpool", &["export", "rs"]);
     zdb_check(&dir, "rs");
-    move_to(&dir, "aside", &devs[1]);
+    set_aside(&dir, &devs, &[1]);
     import(&d, &dir, "rs", &mnt, true);
     check_files(&mnt, &want, "raidz1 without d1 after rebuilding d0 in place", false);
     d.ok("rzpool", &["export", "rs"]);
@@ -174,7 +133,7 @@ fn replace_by_the_device_at_the_same_path() {
 
 #[test]
 fn attach_and_detach() {
-    if skip("attach_and_detach") {
+    if skip_without_fuse_zdb("attach_and_detach") {
         return;
     }
     let mut rng = common::rng::Rng::new(41);
@@ -184,11 +143,11 @@ fn attach_and_detach() {
     let (devs, mnt) = create(&d, &dir, "at", &l, 128 << 20);
     let extra = blank(&dir, "more", 2);
     let mut want = BTreeMap::new();
-    write_files(&mnt, "a", 5, &mut rng, &mut want);
+    write_files(&mnt, "a", 5, 200_000..2_500_000, &mut rng, &mut want);
     d.ok("rzpool", &["attach", "-w", "at", &devs[0], &extra[0]]);
     let st = d.ok("rzpool", &["status", "at"]);
     assert!(st.contains("mirror-0") && scan_line(&st).starts_with("scan: resilvered"), "{st}");
-    write_files(&mnt, "b", 2, &mut rng, &mut want);
+    write_files(&mnt, "b", 2, 200_000..2_500_000, &mut rng, &mut want);
     d.ok("rzpool", &["attach", "-w", "at", &extra[0], &extra[1]]);
     assert_eq!(
         leaf_lines(&d.ok("rzpool", &["status", "at"])),
@@ -219,7 +178,7 @@ fn attach_and_detach() {
 
 #[test]
 fn refusals() {
-    if skip("refusals") {
+    if skip_without_fuse_zdb("refusals") {
         return;
     }
     let mut rng = common::rng::Rng::new(43);
@@ -235,7 +194,7 @@ fn refusals() {
     };
     let (devs, mnt) = create(&d, &dir, "rf", &l, 128 << 20);
     let mut want = BTreeMap::new();
-    write_files(&mnt, "a", 2, &mut rng, &mut want);
+    write_files(&mnt, "a", 2, 200_000..2_500_000, &mut rng, &mut want);
     let small = dir.join("small");
     std::fs::File::create(&small).unwrap().set_len(80 << 20).unwrap();
     let small = small.to_string_lossy().into_owned();
