@@ -837,7 +837,11 @@ impl Spa {
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut run = lock(&self.scan_run);
         while run.running && Instant::now() < deadline {
-            run = self.scan_cv.wait_timeout(run, Duration::from_millis(50)).unwrap_or_else(|p| p.into_inner()).0;
+            run = self
+                .scan_cv
+                .wait_timeout(run, Duration::from_millis(50))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
     }
 
