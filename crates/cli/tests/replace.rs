@@ -12,6 +12,11 @@
 //!   loses its original devices (detach) down to the attached one, which alone holds every
 //!   file; the leaf left alone takes over the mirror's guid, so the labels keep naming
 //!   the same top-level vdev (OpenZFS's `vdev_remove_parent`).
+//! * [`replace_is_done_when_the_wait_returns`]: with no periodic sync to help
+//!   (`RZFS_TXG_TIMEOUT=3600`), `zpool wait -t resilver` after a replace, and `replace -w`,
+//!   return with the old device already detached, in `status` and in the new device's
+//!   label (the detach is synced, as OpenZFS's `spa_vdev_resilver_done` does; found by the
+//!   fault atlas, where `status` showed `replacing-N` until the next txg).
 //! * [`refusals`]: what zpool refuses, with its messages.
 //!
 //! Needs FUSE, root and zdb (skipped otherwise).
@@ -173,6 +178,47 @@ fn attach_and_detach() {
     import(&d, &dir, "at", &mnt, true);
     check_files(&mnt, &want, "after export", false);
     d.ok("rzpool", &["export", "at"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn replace_is_done_when_the_wait_returns() {
+    if skip_without_fuse_zdb("replace_is_done_when_the_wait_returns") {
+        return;
+    }
+    let mut rng = common::rng::Rng::new(47);
+    let dir = scratch("replace-done");
+    let d = Daemon::with_env("replace-done", &[("RZFS_TXG_TIMEOUT", "3600")]);
+    let l = Layout {
+        name: "raidz1",
+        words: &["raidz1", "{}", "{}", "{}"],
+        ndev: 3,
+        groups: &[&[0, 1, 2]],
+        parity: 1,
+    };
+    let (mut devs, mnt) = create(&d, &dir, "rd", &l, 128 << 20);
+    let mut want = BTreeMap::new();
+    write_files(&mnt, "a", 4, 200_000..1_000_000, &mut rng, &mut want);
+    d.ok("rzpool", &["export", "rd"]);
+    set_aside(&dir, &devs, &[1]);
+    import(&d, &dir, "rd", &mnt, false);
+    let new = blank(&dir, "new", 2);
+    // A missing device, replaced; `wait` returns once the replace is done.
+    d.ok("rzpool", &["replace", "rd", &devs[1], &new[0]]);
+    d.ok("rzpool", &["wait", "-t", "resilver", "rd"]);
+    let st = d.ok("rzpool", &["status", "rd"]);
+    devs[1] = new[0].clone();
+    assert!(st.contains("state: ONLINE") && leaf_lines(&st) == devs, "{st}");
+    let label = run_zdb(&["-l", &new[0]]);
+    assert!(!label.contains("replacing") && !label.contains("/d1'"), "the detach is not durable:\n{label}");
+    // A healthy device replaced with -w.
+    d.ok("rzpool", &["replace", "-w", "rd", &devs[2], &new[1]]);
+    let st = d.ok("rzpool", &["status", "rd"]);
+    devs[2] = new[1].clone();
+    assert!(st.contains("state: ONLINE") && leaf_lines(&st) == devs, "{st}");
+    check_files(&mnt, &want, "after two replaces", false);
+    d.ok("rzpool", &["export", "rd"]);
+    zdb_check(&dir, "rd");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
