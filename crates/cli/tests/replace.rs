@@ -12,6 +12,11 @@
 //!   loses its original devices (detach) down to the attached one, which alone holds every
 //!   file; the leaf left alone takes over the mirror's guid, so the labels keep naming
 //!   the same top-level vdev (OpenZFS's `vdev_remove_parent`).
+//! * [`replace_is_done_when_the_wait_returns`]: with no periodic sync to help
+//!   (`RZFS_TXG_TIMEOUT=3600`), `zpool wait -t resilver` after a replace, and `replace -w`,
+//!   return with the old device already detached, in `status` and in the new device's
+//!   label (the detach is synced, as OpenZFS's `spa_vdev_resilver_done` does; found by the
+//!   fault atlas, where `status` showed `replacing-N` until the next txg).
 //! * [`refusals`]: what zpool refuses, with its messages.
 //!
 //! Needs FUSE, root and zdb (skipped otherwise).
@@ -22,46 +27,6 @@ use common::pools::*;
 use common::tools::*;
 use std::collections::BTreeMap;
 use std::path::Path;
-
-fn skip(name: &str) -> bool {
-    if !fuse_usable() || zdb().is_none() {
-        eprintln!("{name}: needs FUSE, root and zdb; skipped");
-        return true;
-    }
-    false
-}
-
-fn write_files(
-    mnt: &Path,
-    tag: &str,
-    n: usize,
-    rng: &mut common::rng::Rng,
-    want: &mut BTreeMap<String, Vec<u8>>,
-) {
-    for i in 0..n {
-        let data = rng.data_in(200_000, 2_500_000);
-        std::fs::write(mnt.join(format!("{tag}{i}")), &data).unwrap();
-        want.insert(format!("{tag}{i}"), data);
-    }
-}
-
-/// `n` blank devices `{tag}0`... in `dir` (where imports look for devices).
-fn blank(dir: &Path, tag: &str, n: usize) -> Vec<String> {
-    (0..n)
-        .map(|i| {
-            let p = dir.join(format!("{tag}{i}"));
-            std::fs::File::create(&p).unwrap().set_len(128 << 20).unwrap();
-            p.to_string_lossy().into_owned()
-        })
-        .collect()
-}
-
-fn move_to(dir: &Path, sub: &str, dev: &str) {
-    let to = dir.join(sub);
-    std::fs::create_dir_all(&to).unwrap();
-    let p = Path::new(dev);
-    std::fs::rename(p, to.join(p.file_name().unwrap())).unwrap();
-}
 
 /// The top-level vdev's guid in zdb's view of the exported pool's config.
 fn top_guid(dir: &Path, pool: &str) -> String {
@@ -80,7 +45,7 @@ fn leaf_lines(status: &str) -> Vec<String> {
 
 #[test]
 fn replace_a_missing_device() {
-    if skip("replace_a_missing_device") {
+    if skip_without_fuse_zdb("replace_a_missing_device") {
         return;
     }
     let mut rng = common::rng::Rng::new(31);
@@ -95,14 +60,14 @@ fn replace_a_missing_device() {
     };
     let (devs, mnt) = create(&d, &dir, "rm", &l, 128 << 20);
     let mut want = BTreeMap::new();
-    write_files(&mnt, "a", 6, &mut rng, &mut want);
+    write_files(&mnt, "a", 6, 200_000..2_500_000, &mut rng, &mut want);
     d.ok("rzfs", &["snapshot", "rm@s"]);
     for (k, v) in want.clone() {
         want.insert(format!(".zfs/snapshot/s/{k}"), v);
     }
-    write_files(&mnt, "b", 2, &mut rng, &mut want);
+    write_files(&mnt, "b", 2, 200_000..2_500_000, &mut rng, &mut want);
     d.ok("rzpool", &["export", "rm"]);
-    move_to(&dir, "dead", &devs[1]);
+    set_aside(&dir, &devs, &[1]);
     import(&d, &dir, "rm", &mnt, false);
     let st = d.ok("rzpool", &["status", "rm"]);
     assert!(st.contains("state: DEGRADED") && st.contains("cannot open"), "{st}");
@@ -128,8 +93,7 @@ fn replace_a_missing_device() {
     d.ok("rzpool", &["export", "rm"]);
     zdb_check(&dir, "rm");
     // The new device holds its share: two others may go.
-    move_to(&dir, "aside", &devs[0]);
-    move_to(&dir, "aside", &devs[3]);
+    set_aside(&dir, &devs, &[0, 3]);
     import(&d, &dir, "rm", &mnt, true);
     check_files(&mnt, &want, "raidz2 without d0 and d3 after replacing d1", true);
     d.ok("rzpool", &["export", "rm"]);
@@ -138,7 +102,7 @@ fn replace_a_missing_device() {
 
 #[test]
 fn replace_by_the_device_at_the_same_path() {
-    if skip("replace_by_the_device_at_the_same_path") {
+    if skip_without_fuse_zdb("replace_by_the_device_at_the_same_path") {
         return;
     }
     let mut rng = common::rng::Rng::new(37);
@@ -153,7 +117,7 @@ fn replace_by_the_device_at_the_same_path() {
     };
     let (devs, mnt) = create(&d, &dir, "rs", &l, 128 << 20);
     let mut want = BTreeMap::new();
-    write_files(&mnt, "a", 6, &mut rng, &mut want);
+    write_files(&mnt, "a", 6, 200_000..2_500_000, &mut rng, &mut want);
     d.ok("rzpool", &["export", "rs"]);
     // The disk is swapped for a blank one at the same place.
     std::fs::remove_file(&devs[0]).unwrap();
@@ -165,7 +129,7 @@ fn replace_by_the_device_at_the_same_path() {
     assert_eq!(leaf_lines(&st), devs, "{st}");
     d.ok("rzpool", &["export", "rs"]);
     zdb_check(&dir, "rs");
-    move_to(&dir, "aside", &devs[1]);
+    set_aside(&dir, &devs, &[1]);
     import(&d, &dir, "rs", &mnt, true);
     check_files(&mnt, &want, "raidz1 without d1 after rebuilding d0 in place", false);
     d.ok("rzpool", &["export", "rs"]);
@@ -174,7 +138,7 @@ fn replace_by_the_device_at_the_same_path() {
 
 #[test]
 fn attach_and_detach() {
-    if skip("attach_and_detach") {
+    if skip_without_fuse_zdb("attach_and_detach") {
         return;
     }
     let mut rng = common::rng::Rng::new(41);
@@ -184,11 +148,11 @@ fn attach_and_detach() {
     let (devs, mnt) = create(&d, &dir, "at", &l, 128 << 20);
     let extra = blank(&dir, "more", 2);
     let mut want = BTreeMap::new();
-    write_files(&mnt, "a", 5, &mut rng, &mut want);
+    write_files(&mnt, "a", 5, 200_000..2_500_000, &mut rng, &mut want);
     d.ok("rzpool", &["attach", "-w", "at", &devs[0], &extra[0]]);
     let st = d.ok("rzpool", &["status", "at"]);
     assert!(st.contains("mirror-0") && scan_line(&st).starts_with("scan: resilvered"), "{st}");
-    write_files(&mnt, "b", 2, &mut rng, &mut want);
+    write_files(&mnt, "b", 2, 200_000..2_500_000, &mut rng, &mut want);
     d.ok("rzpool", &["attach", "-w", "at", &extra[0], &extra[1]]);
     assert_eq!(
         leaf_lines(&d.ok("rzpool", &["status", "at"])),
@@ -218,8 +182,49 @@ fn attach_and_detach() {
 }
 
 #[test]
+fn replace_is_done_when_the_wait_returns() {
+    if skip_without_fuse_zdb("replace_is_done_when_the_wait_returns") {
+        return;
+    }
+    let mut rng = common::rng::Rng::new(47);
+    let dir = scratch("replace-done");
+    let d = Daemon::with_env("replace-done", &[("RZFS_TXG_TIMEOUT", "3600")]);
+    let l = Layout {
+        name: "raidz1",
+        words: &["raidz1", "{}", "{}", "{}"],
+        ndev: 3,
+        groups: &[&[0, 1, 2]],
+        parity: 1,
+    };
+    let (mut devs, mnt) = create(&d, &dir, "rd", &l, 128 << 20);
+    let mut want = BTreeMap::new();
+    write_files(&mnt, "a", 4, 200_000..1_000_000, &mut rng, &mut want);
+    d.ok("rzpool", &["export", "rd"]);
+    set_aside(&dir, &devs, &[1]);
+    import(&d, &dir, "rd", &mnt, false);
+    let new = blank(&dir, "new", 2);
+    // A missing device, replaced; `wait` returns once the replace is done.
+    d.ok("rzpool", &["replace", "rd", &devs[1], &new[0]]);
+    d.ok("rzpool", &["wait", "-t", "resilver", "rd"]);
+    let st = d.ok("rzpool", &["status", "rd"]);
+    devs[1] = new[0].clone();
+    assert!(st.contains("state: ONLINE") && leaf_lines(&st) == devs, "{st}");
+    let label = run_zdb(&["-l", &new[0]]);
+    assert!(!label.contains("replacing") && !label.contains("/d1'"), "the detach is not durable:\n{label}");
+    // A healthy device replaced with -w.
+    d.ok("rzpool", &["replace", "-w", "rd", &devs[2], &new[1]]);
+    let st = d.ok("rzpool", &["status", "rd"]);
+    devs[2] = new[1].clone();
+    assert!(st.contains("state: ONLINE") && leaf_lines(&st) == devs, "{st}");
+    check_files(&mnt, &want, "after two replaces", false);
+    d.ok("rzpool", &["export", "rd"]);
+    zdb_check(&dir, "rd");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn refusals() {
-    if skip("refusals") {
+    if skip_without_fuse_zdb("refusals") {
         return;
     }
     let mut rng = common::rng::Rng::new(43);
@@ -235,7 +240,7 @@ fn refusals() {
     };
     let (devs, mnt) = create(&d, &dir, "rf", &l, 128 << 20);
     let mut want = BTreeMap::new();
-    write_files(&mnt, "a", 2, &mut rng, &mut want);
+    write_files(&mnt, "a", 2, 200_000..2_500_000, &mut rng, &mut want);
     let small = dir.join("small");
     std::fs::File::create(&small).unwrap().set_len(80 << 20).unwrap();
     let small = small.to_string_lossy().into_owned();

@@ -26,23 +26,6 @@ mod common;
 use common::pools::*;
 use common::tools::*;
 use std::collections::BTreeMap;
-use std::path::Path;
-
-fn skip(name: &str) -> bool {
-    if !fuse_usable() || zdb().is_none() {
-        eprintln!("{name}: needs FUSE, root and zdb; skipped");
-        return true;
-    }
-    false
-}
-
-fn seed() -> u64 {
-    let s = std::env::var("RZFS_RESILVER_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
-    eprintln!("resilver: seed {s} (RZFS_RESILVER_SEED={s} replays it)");
-    s
-}
 
 const LAYOUTS: &[Layout] = &[
     Layout { name: "mirror2", words: &["mirror", "{}", "{}"], ndev: 2, groups: &[&[0, 1]], parity: 1 },
@@ -62,84 +45,19 @@ const LAYOUTS: &[Layout] = &[
     },
 ];
 
-/// Writes `n` files named `{tag}{i}` of random sizes; records them in `want`.
-fn write_files(
-    mnt: &Path,
-    tag: &str,
-    n: usize,
-    rng: &mut common::rng::Rng,
-    want: &mut BTreeMap<String, Vec<u8>>,
-) {
-    for i in 0..n {
-        let data = rng.data_in(100_000, 2_000_000);
-        std::fs::write(mnt.join(format!("{tag}{i}")), &data).unwrap();
-        want.insert(format!("{tag}{i}"), data);
-    }
-}
-
-/// The device's line in `zpool status`: (state, note).
-fn dev_state(status: &str, dev: &str) -> String {
-    let line = status
-        .lines()
-        .find(|l| l.split_whitespace().next() == Some(dev))
-        .unwrap_or_else(|| panic!("{dev} not in status:\n{status}"));
-    line.split_whitespace().nth(1).unwrap().to_string()
-}
-
-/// Bytes the finished resilver says it wrote ("resilvered 10.1M in ...", `-p` not needed:
-/// parsed from zpool's short units).
-fn resilvered(status: &str) -> u64 {
-    let scan = scan_line(status);
-    let amount = scan
-        .strip_prefix("scan: resilvered ")
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no finished resilver:\n{status}"));
-    let (num, unit) = amount.split_at(amount.len() - 1);
-    let mult = match unit {
-        "B" => 1.0,
-        "K" => 1024.0,
-        "M" => 1048576.0,
-        "G" => 1073741824.0,
-        _ => panic!("unit of {amount}"),
-    };
-    (num.parse::<f64>().unwrap() * mult) as u64
-}
-
-/// Allocated bytes of the pool (`zpool list -Hp -o alloc`).
-fn allocated(d: &Daemon, pool: &str) -> u64 {
-    d.ok("rzpool", &["list", "-Hp", "-o", "alloc", pool]).trim().parse().unwrap()
-}
-
-/// Moves `devs[i]` for each i in `which` into `dir/aside`.
-fn set_aside(dir: &Path, devs: &[String], which: &[usize]) {
-    let aside = dir.join("aside");
-    std::fs::create_dir_all(&aside).unwrap();
-    for &i in which {
-        let p = Path::new(&devs[i]);
-        std::fs::rename(p, aside.join(p.file_name().unwrap())).unwrap();
-    }
-}
-
-fn bring_back(dir: &Path, devs: &[String], which: &[usize]) {
-    for &i in which {
-        let p = Path::new(&devs[i]);
-        std::fs::rename(dir.join("aside").join(p.file_name().unwrap()), p).unwrap();
-    }
-}
-
 #[test]
 fn offline_online_resilvers_what_was_missed() {
-    if skip("offline_online_resilvers_what_was_missed") {
+    if skip_without_fuse_zdb("offline_online_resilvers_what_was_missed") {
         return;
     }
-    let mut rng = common::rng::Rng::new(seed());
+    let mut rng = common::rng::Rng::new(common::rng::env_seed("RZFS_RESILVER_SEED", "resilver"));
     for l in LAYOUTS {
         let pool = format!("rs{}", l.name);
         let dir = scratch(&format!("resilver-{}", l.name));
         let d = Daemon::new(&format!("resilver-{}", l.name));
         let (devs, mnt) = create(&d, &dir, &pool, l, 128 << 20);
         let mut want = BTreeMap::new();
-        write_files(&mnt, "a", 8, &mut rng, &mut want);
+        write_files(&mnt, "a", 8, 100_000..2_000_000, &mut rng, &mut want);
         d.ok("rzpool", &["sync", &pool]);
 
         let k = rng.below(l.ndev as u64) as usize;
@@ -149,7 +67,7 @@ fn offline_online_resilvers_what_was_missed() {
         assert!(st.contains("state: DEGRADED") && st.contains("taken offline by the administrator"), "{st}");
 
         // Writes while it is away: new files, a changed one, a deleted one, a snapshot.
-        write_files(&mnt, "b", 4, &mut rng, &mut want);
+        write_files(&mnt, "b", 4, 100_000..2_000_000, &mut rng, &mut want);
         d.ok("rzfs", &["snapshot", &format!("{pool}@while")]);
         for (k2, v) in want.clone() {
             want.insert(format!(".zfs/snapshot/while/{k2}"), v);
@@ -202,7 +120,7 @@ fn offline_online_resilvers_what_was_missed() {
 
 #[test]
 fn offline_rules() {
-    if skip("offline_rules") {
+    if skip_without_fuse_zdb("offline_rules") {
         return;
     }
     let mut rng = common::rng::Rng::new(17);
@@ -210,7 +128,7 @@ fn offline_rules() {
     let d = Daemon::new("offline-rules");
     let (devs, mnt) = create(&d, &dir, "or", &LAYOUTS[0], 128 << 20);
     let mut want = BTreeMap::new();
-    write_files(&mnt, "x", 3, &mut rng, &mut want);
+    write_files(&mnt, "x", 3, 100_000..2_000_000, &mut rng, &mut want);
 
     // Names zpool refuses.
     let (code, _, err) = d.run("rzpool", &["offline", "or", "/nonexistent"]);
@@ -220,7 +138,7 @@ fn offline_rules() {
 
     // -t: offline until the next import, whose resilver catches the device up.
     d.ok("rzpool", &["offline", "-t", "or", &devs[0]]);
-    write_files(&mnt, "t", 3, &mut rng, &mut want);
+    write_files(&mnt, "t", 3, 100_000..2_000_000, &mut rng, &mut want);
     // The only complete side may not go.
     let (code, _, err) = d.run("rzpool", &["offline", "or", &devs[1]]);
     assert!(code != 0 && err.contains("no valid replicas"), "{code} {err}");
@@ -233,7 +151,7 @@ fn offline_rules() {
 
     // Persistent offline, more writes; d1 is now required, d0 is not.
     d.ok("rzpool", &["offline", "or", &devs[0]]);
-    write_files(&mnt, "p", 2, &mut rng, &mut want);
+    write_files(&mnt, "p", 2, 100_000..2_000_000, &mut rng, &mut want);
     d.ok("rzpool", &["sync", "or"]);
     let (code, _, err) = d.run("rzpool", &["offline", "or", &devs[1]]);
     assert!(code != 0 && err.contains("no valid replicas"), "{err}");
@@ -283,7 +201,7 @@ fn offline_rules() {
 
 #[test]
 fn faulted_device_resilvers_after_clear() {
-    if skip("faulted_device_resilvers_after_clear") {
+    if skip_without_fuse_zdb("faulted_device_resilvers_after_clear") {
         return;
     }
     let mut rng = common::rng::Rng::new(23);
@@ -291,12 +209,12 @@ fn faulted_device_resilvers_after_clear() {
     let d = Daemon::new("fault-clear");
     let (devs, mnt) = create(&d, &dir, "fc", &LAYOUTS[1], 128 << 20);
     let mut want = BTreeMap::new();
-    write_files(&mnt, "a", 4, &mut rng, &mut want);
+    write_files(&mnt, "a", 4, 100_000..2_000_000, &mut rng, &mut want);
     d.ok("rzpool", &["sync", "fc"]);
     d.ok("rzinject", &["-d", &devs[2], "-e", "io", "-T", "write", "fc"]);
-    write_files(&mnt, "b", 4, &mut rng, &mut want);
+    write_files(&mnt, "b", 4, 100_000..2_000_000, &mut rng, &mut want);
     d.ok("rzpool", &["sync", "fc"]);
-    write_files(&mnt, "c", 2, &mut rng, &mut want);
+    write_files(&mnt, "c", 2, 100_000..2_000_000, &mut rng, &mut want);
     d.ok("rzpool", &["sync", "fc"]);
     let st = d.ok("rzpool", &["status", "fc"]);
     assert_eq!(dev_state(&st, &devs[2]), "FAULTED", "{st}");
@@ -328,7 +246,7 @@ fn faulted_device_resilvers_after_clear() {
 
 #[test]
 fn absent_device_resilvers_at_import() {
-    if skip("absent_device_resilvers_at_import") {
+    if skip_without_fuse_zdb("absent_device_resilvers_at_import") {
         return;
     }
     let mut rng = common::rng::Rng::new(29);
@@ -343,11 +261,11 @@ fn absent_device_resilvers_at_import() {
     };
     let (devs, mnt) = create(&d, &dir, "ab", &l, 128 << 20);
     let mut want = BTreeMap::new();
-    write_files(&mnt, "a", 3, &mut rng, &mut want);
+    write_files(&mnt, "a", 3, 100_000..2_000_000, &mut rng, &mut want);
     d.ok("rzpool", &["export", "ab"]);
     set_aside(&dir, &devs, &[2]);
     import(&d, &dir, "ab", &mnt, false);
-    write_files(&mnt, "b", 4, &mut rng, &mut want);
+    write_files(&mnt, "b", 4, 100_000..2_000_000, &mut rng, &mut want);
     std::fs::remove_file(mnt.join("a0")).unwrap();
     want.remove("a0");
     d.ok("rzpool", &["export", "ab"]);

@@ -29,43 +29,6 @@ use common::tools::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-fn skip(name: &str) -> bool {
-    if !fuse_usable() || zdb().is_none() {
-        eprintln!("{name}: needs FUSE, root and zdb; skipped");
-        return true;
-    }
-    false
-}
-
-fn seed() -> u64 {
-    let s = std::env::var("RZFS_SCRUB_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
-    eprintln!("scrub: seed {s} (RZFS_SCRUB_SEED={s} replays it)");
-    s
-}
-
-/// Overwrites `len` bytes at `off` of a file with noise.
-fn noise(path: &Path, off: u64, len: usize, rng: &mut common::rng::Rng) {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    let buf: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-    f.write_all_at(&buf, off).unwrap();
-}
-
-/// Flips one random bit in each of `n` random bytes within `[from, to)`.
-fn flips(path: &Path, from: u64, to: u64, n: usize, rng: &mut common::rng::Rng) {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
-    for _ in 0..n {
-        let off = rng.range(from, to);
-        let mut b = [0u8];
-        f.read_exact_at(&mut b, off).unwrap();
-        b[0] ^= 1 << rng.below(8);
-        f.write_all_at(&b, off).unwrap();
-    }
-}
-
 /// Writes the workload: files, a snapshot, then changes. Returns the expected contents
 /// (path relative to the mount → bytes), including the snapshot's view under
 /// `.zfs/snapshot/s1/`.
@@ -146,10 +109,10 @@ fn scan_words(dir: &Path, pool: &str) -> (String, Vec<u64>) {
 
 #[test]
 fn scrub_repairs_every_layout() {
-    if skip("scrub_repairs_every_layout") {
+    if skip_without_fuse_zdb("scrub_repairs_every_layout") {
         return;
     }
-    let mut rng = common::rng::Rng::new(seed());
+    let mut rng = common::rng::Rng::new(common::rng::env_seed("RZFS_SCRUB_SEED", "scrub"));
     for l in LAYOUTS {
         let pool = format!("sc{}", l.name.replace('-', ""));
         let dir = scratch(&format!("scrub-{}", l.name));
@@ -228,7 +191,7 @@ fn scrub_repairs_every_layout() {
 
 #[test]
 fn scrub_pause_export_resume_cancel() {
-    if skip("scrub_pause_export_resume_cancel") {
+    if skip_without_fuse_zdb("scrub_pause_export_resume_cancel") {
         return;
     }
     let mut rng = common::rng::Rng::new(7);
@@ -291,7 +254,7 @@ fn scrub_pause_export_resume_cancel() {
 
 #[test]
 fn scrub_while_writing() {
-    if skip("scrub_while_writing") {
+    if skip_without_fuse_zdb("scrub_while_writing") {
         return;
     }
     let mut rng = common::rng::Rng::new(11);
@@ -344,7 +307,7 @@ fn scrub_while_writing() {
 
 #[test]
 fn scrub_reports_unrecoverable() {
-    if skip("scrub_reports_unrecoverable") {
+    if skip_without_fuse_zdb("scrub_reports_unrecoverable") {
         return;
     }
     let mut rng = common::rng::Rng::new(13);

@@ -24,39 +24,6 @@ use common::tools::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-fn skip(name: &str) -> bool {
-    if !fuse_usable() || zdb().is_none() {
-        eprintln!("{name}: needs FUSE, root and zdb; skipped");
-        return true;
-    }
-    false
-}
-
-fn write_files(
-    mnt: &Path,
-    tag: &str,
-    n: usize,
-    rng: &mut common::rng::Rng,
-    want: &mut BTreeMap<String, Vec<u8>>,
-) {
-    for i in 0..n {
-        let data = rng.data_in(200_000, 2_000_000);
-        std::fs::write(mnt.join(format!("{tag}{i}")), &data).unwrap();
-        want.insert(format!("{tag}{i}"), data);
-    }
-}
-
-/// Blank devices `{tag}0`... of `size` bytes in `dir`.
-fn blank(dir: &Path, tag: &str, n: usize, size: u64) -> Vec<String> {
-    (0..n)
-        .map(|i| {
-            let p = dir.join(format!("{tag}{i}"));
-            std::fs::File::create(&p).unwrap().set_len(size).unwrap();
-            p.to_string_lossy().into_owned()
-        })
-        .collect()
-}
-
 /// The spares section of `zpool status`: (name, state).
 fn spare_rows(status: &str) -> Vec<(String, String)> {
     let Some(at) = status.find("\tspares\n") else { return Vec::new() };
@@ -82,13 +49,6 @@ fn until(d: &Daemon, pool: &str, ok: impl Fn(&str) -> bool) -> String {
     }
 }
 
-fn move_aside(dir: &Path, dev: &str) {
-    let to = dir.join("aside");
-    std::fs::create_dir_all(&to).unwrap();
-    let p = Path::new(dev);
-    std::fs::rename(p, to.join(p.file_name().unwrap())).unwrap();
-}
-
 const RAIDZ1: Layout = Layout {
     name: "raidz1",
     words: &["raidz1", "{}", "{}", "{}"],
@@ -105,7 +65,7 @@ fn raidz1_with_spares(
     spares: usize,
 ) -> (Vec<String>, Vec<String>, std::path::PathBuf) {
     let devs = files(dir, 3, 128 << 20);
-    let sp = blank(dir, "s", spares, 128 << 20);
+    let sp = blank(dir, "s", spares);
     let mnt = dir.join("mnt");
     let mut args: Vec<&str> = vec!["create", "-m", mnt.to_str().unwrap(), pool, "raidz1"];
     args.extend(devs.iter().map(String::as_str));
@@ -119,7 +79,7 @@ fn raidz1_with_spares(
 
 #[test]
 fn a_spare_stands_in_and_steps_back() {
-    if skip("a_spare_stands_in_and_steps_back") {
+    if skip_without_fuse_zdb("a_spare_stands_in_and_steps_back") {
         return;
     }
     let mut rng = common::rng::Rng::new(51);
@@ -133,11 +93,11 @@ fn a_spare_stands_in_and_steps_back() {
         "{st}"
     );
     let mut want = BTreeMap::new();
-    write_files(&mnt, "a", 5, &mut rng, &mut want);
+    write_files(&mnt, "a", 5, 200_000..2_000_000, &mut rng, &mut want);
     d.ok("rzpool", &["sync", "sa"]);
     // d1 fails every write: it is faulted, and a spare steps in by itself.
     d.ok("rzinject", &["-d", &devs[1], "-e", "io", "-T", "write", "sa"]);
-    write_files(&mnt, "b", 3, &mut rng, &mut want);
+    write_files(&mnt, "b", 3, 200_000..2_000_000, &mut rng, &mut want);
     d.ok("rzpool", &["sync", "sa"]);
     let st = until(&d, "sa", |s| s.contains("spare-1"));
     assert!(st.contains("spare-1") && st.contains("FAULTED"), "{st}");
@@ -168,7 +128,7 @@ fn a_spare_stands_in_and_steps_back() {
     check_files(&mnt, &want, "after import", false);
     d.ok("rzpool", &["export", "sa"]);
     // d1 really holds its share again.
-    move_aside(&dir, &devs[0]);
+    set_aside(&dir, &devs, &[0]);
     import(&d, &dir, "sa", &mnt, true);
     check_files(&mnt, &want, "without d0", false);
     d.ok("rzpool", &["export", "sa"]);
@@ -177,19 +137,19 @@ fn a_spare_stands_in_and_steps_back() {
 
 #[test]
 fn replace_with_a_spare_then_keep_it() {
-    if skip("replace_with_a_spare_then_keep_it") {
+    if skip_without_fuse_zdb("replace_with_a_spare_then_keep_it") {
         return;
     }
     let mut rng = common::rng::Rng::new(53);
     let dir = scratch("spare-keep");
     let d = Daemon::new("spare-keep");
     let devs = files(&dir, 2, 128 << 20);
-    let sp = blank(&dir, "s", 1, 128 << 20);
+    let sp = blank(&dir, "s", 1);
     let mnt = dir.join("mnt");
     d.ok("rzpool", &["create", "-m", mnt.to_str().unwrap(), "sk", "mirror", &devs[0], &devs[1]]);
     d.ok("rzpool", &["add", "sk", "spare", &sp[0]]);
     let mut want = BTreeMap::new();
-    write_files(&mnt, "a", 5, &mut rng, &mut want);
+    write_files(&mnt, "a", 5, 200_000..2_000_000, &mut rng, &mut want);
     d.ok("rzpool", &["replace", "-w", "sk", &devs[0], &sp[0]]);
     let st = d.ok("rzpool", &["status", "sk"]);
     assert!(st.contains("spare-0") && spare_rows(&st) == vec![(sp[0].clone(), "INUSE".into())], "{st}");
@@ -204,7 +164,7 @@ fn replace_with_a_spare_then_keep_it() {
     assert!(!st.contains("spare-0") && spare_rows(&st).is_empty() && st.contains(&sp[0]), "{st}");
     d.ok("rzpool", &["export", "sk"]);
     zdb_check(&dir, "sk");
-    move_aside(&dir, &devs[1]);
+    set_aside(&dir, &devs, &[1]);
     import(&d, &dir, "sk", &mnt, true);
     check_files(&mnt, &want, "from the former spare alone", false);
     d.ok("rzpool", &["export", "sk"]);
@@ -213,7 +173,7 @@ fn replace_with_a_spare_then_keep_it() {
 
 #[test]
 fn a_missing_device_gets_a_spare_until_replaced() {
-    if skip("a_missing_device_gets_a_spare_until_replaced") {
+    if skip_without_fuse_zdb("a_missing_device_gets_a_spare_until_replaced") {
         return;
     }
     let mut rng = common::rng::Rng::new(57);
@@ -221,15 +181,15 @@ fn a_missing_device_gets_a_spare_until_replaced() {
     let d = Daemon::new("spare-missing");
     let (devs, sp, mnt) = raidz1_with_spares(&d, &dir, "sm", 1);
     let mut want = BTreeMap::new();
-    write_files(&mnt, "a", 5, &mut rng, &mut want);
+    write_files(&mnt, "a", 5, 200_000..2_000_000, &mut rng, &mut want);
     d.ok("rzpool", &["export", "sm"]);
-    move_aside(&dir, &devs[2]);
+    set_aside(&dir, &devs, &[2]);
     import(&d, &dir, "sm", &mnt, false);
     d.ok("rzpool", &["wait", "-t", "resilver", "sm"]);
     let st = d.ok("rzpool", &["status", "sm"]);
     assert!(st.contains("spare-2") && spare_rows(&st) == vec![(sp[0].clone(), "INUSE".into())], "{st}");
-    write_files(&mnt, "b", 2, &mut rng, &mut want);
-    let new = blank(&dir, "n", 1, 128 << 20).remove(0);
+    write_files(&mnt, "b", 2, 200_000..2_000_000, &mut rng, &mut want);
+    let new = blank(&dir, "n", 1).remove(0);
     d.ok("rzpool", &["replace", "-w", "sm", &devs[2], &new]);
     let st = until(&d, "sm", |s| !s.contains("spare-2"));
     assert!(!st.contains("spare-2") && !st.contains("replacing") && st.contains("state: ONLINE"), "{st}");
@@ -237,7 +197,7 @@ fn a_missing_device_gets_a_spare_until_replaced() {
     check_files(&mnt, &want, "after the replace", false);
     d.ok("rzpool", &["export", "sm"]);
     zdb_check(&dir, "sm");
-    move_aside(&dir, &devs[0]);
+    set_aside(&dir, &devs, &[0]);
     import(&d, &dir, "sm", &mnt, true);
     check_files(&mnt, &want, "without d0: the new device holds its share", false);
     d.ok("rzpool", &["export", "sm"]);
@@ -246,7 +206,7 @@ fn a_missing_device_gets_a_spare_until_replaced() {
 
 #[test]
 fn autoreplace_takes_the_new_disk_at_the_old_path() {
-    if skip("autoreplace_takes_the_new_disk_at_the_old_path") {
+    if skip_without_fuse_zdb("autoreplace_takes_the_new_disk_at_the_old_path") {
         return;
     }
     let mut rng = common::rng::Rng::new(59);
@@ -255,7 +215,7 @@ fn autoreplace_takes_the_new_disk_at_the_old_path() {
     let (devs, mnt) = create(&d, &dir, "ar", &RAIDZ1, 128 << 20);
     d.ok("rzpool", &["set", "autoreplace=on", "ar"]);
     let mut want = BTreeMap::new();
-    write_files(&mnt, "a", 5, &mut rng, &mut want);
+    write_files(&mnt, "a", 5, 200_000..2_000_000, &mut rng, &mut want);
     d.ok("rzpool", &["export", "ar"]);
     // The disk in slot d1 dies and a blank one is put in its place.
     std::fs::remove_file(&devs[1]).unwrap();
@@ -266,7 +226,7 @@ fn autoreplace_takes_the_new_disk_at_the_old_path() {
     check_files(&mnt, &want, "after autoreplace", false);
     d.ok("rzpool", &["export", "ar"]);
     zdb_check(&dir, "ar");
-    move_aside(&dir, &devs[2]);
+    set_aside(&dir, &devs, &[2]);
     import(&d, &dir, "ar", &mnt, true);
     check_files(&mnt, &want, "without d2: the new d1 holds its share", false);
     d.ok("rzpool", &["export", "ar"]);
@@ -275,13 +235,14 @@ fn autoreplace_takes_the_new_disk_at_the_old_path() {
 
 #[test]
 fn spare_refusals() {
-    if skip("spare_refusals") {
+    if skip_without_fuse_zdb("spare_refusals") {
         return;
     }
     let dir = scratch("spare-refusals");
     let d = Daemon::new("spare-refusals");
     let (devs, sp, _mnt) = raidz1_with_spares(&d, &dir, "sr", 2);
-    let small = blank(&dir, "tiny", 1, 80 << 20).remove(0);
+    let small = dir.join("tiny").to_string_lossy().into_owned();
+    std::fs::File::create(&small).unwrap().set_len(80 << 20).unwrap();
     let expect = |args: &[&str], what: &str| {
         let (code, _, err) = d.run("rzpool", args);
         assert!(code != 0 && err.contains(what), "{args:?}: {code} {err}");

@@ -269,7 +269,7 @@ fn checksum_salt(mos: &dmu::Objset) -> Result<Option<[u8; 32]>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn r(kind: &'static str, children: usize, parity: u8) -> Rep {
@@ -300,7 +300,7 @@ mod tests {
     }
 
     /// A scratch directory with `n` sparse 64 MiB files.
-    fn devices(tag: &str, n: usize) -> (std::path::PathBuf, Vec<crate::create::NewLeaf>) {
+    pub(crate) fn devices(tag: &str, n: usize) -> (std::path::PathBuf, Vec<crate::create::NewLeaf>) {
         let dir = std::env::temp_dir().join(format!("rzfs-pool-add-{}-{tag}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -318,7 +318,8 @@ mod tests {
         (dir, leaves)
     }
 
-    fn create(name: &str, tops: Vec<NewTop>) -> PoolWriter {
+    /// A pool of `tops` written in-process (ashift 9, a few features).
+    pub(crate) fn create(name: &str, tops: Vec<NewTop>) -> PoolWriter {
         let features: Vec<_> = ["async_destroy", "empty_bpobj", "lz4_compress", "enabled_txg"]
             .iter()
             .map(|n| crate::feature_table::by_name(n).unwrap())

@@ -14,7 +14,9 @@
 //!   wherever `OLD` stands (a top-level vdev, a mirror child, a RAID-Z column). Replacing
 //!   `OLD` by the device now at its own path renames the old one `PATH/old`, as OpenZFS does.
 //! * The new leaf misses every txg up to the open one: its DTL is `[TXG_INITIAL, open + 1)`,
-//!   and the resilver that follows writes it every block (`crate::scan`).
+//!   and the resilver that follows writes it every block (`crate::scan`). It is marked as
+//!   a gap of the scan under way, if any (which issues nothing to it and so must not
+//!   excise its DTL when it ends).
 //! * **detach** `LEAF` (from a mirror, replacing or spare vdev): refused when the leaf holds
 //!   the only copy of some txgs (`Vdev::outage`). A parent left with one child gives way to
 //!   it; a child that thereby becomes a top-level vdev takes the parent's guid (OpenZFS's
@@ -209,6 +211,9 @@ impl PoolWriter {
         let nl = self.tops[id].find(guid).ok_or_else(|| invalid("new leaf vanished".into()))?;
         nl.set_dtl(Default::default());
         nl.dtl_add(TXG_INITIAL, (self.txg + 1).saturating_sub(TXG_INITIAL));
+        // It was not there for a scan under way: that scan wrote it nothing, so its end
+        // must not excise the new leaf's DTL (the resilver set up next clears the mark).
+        nl.mark_scan_gap();
         let text = match how {
             Graft::Attach => format!("attach vdev={path} to vdev={old_name}"),
             Graft::Replace => format!("replace vdev={path} for vdev={old_name}"),
@@ -393,5 +398,42 @@ fn visit(v: &Vdev, f: &mut dyn FnMut(&Vdev)) {
     f(v);
     for c in v.children() {
         visit(c, f);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::add::tests::{create, devices};
+    use crate::create::NewTop;
+    use crate::scan::ScanFunc;
+    use crate::writer::TXG_INITIAL;
+
+    /// A device attached while a resilver runs was not there for it: when that resilver
+    /// ends, the new device's DTL stays whole (the resilver that follows writes it). Found
+    /// by the fault atlas: two missing raidz devices replaced back to back, the second
+    /// attached while the first one's resilver was finishing, which excised the second new
+    /// device's DTL up to its `max_txg` and left it without the older blocks.
+    #[test]
+    fn a_scan_does_not_excise_a_device_attached_during_it() {
+        let (dir, mut l) = devices("attach-gap", 4);
+        let new = l.split_off(2);
+        let mut w = create("gap", vec![NewTop::Mirror(l)]);
+        let old: Vec<u64> = w.tops[0].children().iter().map(|c| c.guid()).collect();
+        let first = w.attach(old[0], &new[0], true).unwrap();
+        w.sync().unwrap();
+        w.scan_setup(ScanFunc::Resilver).unwrap();
+        let max_txg = w.scan.phys.max_txg;
+        let second = w.attach(old[1], &new[1], true).unwrap();
+        w.sync().unwrap();
+        w.dtl_scan_done(max_txg, 0);
+        let dtl = |g: u64| w.tops[0].find(g).unwrap().dtl();
+        assert!(
+            dtl(first).is_empty(),
+            "the resilvered device: {:?}",
+            dtl(first).ranges().collect::<Vec<_>>()
+        );
+        let d = dtl(second);
+        assert!(d.contains(TXG_INITIAL) && d.contains(max_txg), "{:?}", d.ranges().collect::<Vec<_>>());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

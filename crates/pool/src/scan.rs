@@ -944,6 +944,7 @@ fn step(spa: &Arc<Spa>, lim: Limits) -> Result<Step> {
     let s = &mut w.scan;
     s.dirty = true;
     let done = !s.phys.is_scanning();
+    let mut detached = false;
     let again = if done {
         w.scan_ended(true);
         let (max_txg, errors) = (w.scan.phys.max_txg, w.scan.phys.errors);
@@ -952,6 +953,7 @@ fn step(spa: &Arc<Spa>, lim: Limits) -> Result<Step> {
         if errors == 0 {
             match w.resilver_done() {
                 Ok(gone) => {
+                    detached = !gone.is_empty();
                     for p in &gone {
                         eprintln!("rzfsd: pool '{}': replace done, {p} detached", w.name);
                     }
@@ -969,11 +971,20 @@ fn step(spa: &Arc<Spa>, lim: Limits) -> Result<Step> {
         false
     };
     drop(w);
-    // The progress (and a finished scan's result, DTLs and detaches) is the open txg's: the
-    // next sync writes it (an export always does). The scan forces no sync of its own, so
-    // it never makes changes durable that nobody asked to sync yet.
+    // The progress (and a finished scan's result and DTLs) is the open txg's: the next sync
+    // writes it (an export always does). The scan forces no sync of its own, so it never
+    // makes changes durable that nobody asked to sync yet — except a finished replace: its
+    // detach changes the configuration, and OpenZFS's `spa_vdev_resilver_done` detaches in
+    // a txg of its own and waits for it (`spa_vdev_exit`). The scan thread syncs it before
+    // it leaves, so `zpool wait` and `replace -w` return with the old device gone from
+    // `status` (which shows the durable tree) and from the labels.
     spa.mark_dirty();
     if done {
+        if detached {
+            if let Err(e) = spa.sync_or_fail() {
+                eprintln!("rzfsd: pool '{}': syncing a finished replace: {e}", spa.name());
+            }
+        }
         if again {
             spa.request_resilver();
         }

@@ -2,8 +2,10 @@
 //! layouts, creating and importing them, reading `zpool status`, comparing files.
 #![allow(dead_code)]
 
+use super::rng::Rng;
 use super::tools::Daemon;
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 /// Per-device (READ, WRITE, CKSUM) from `zpool status -p`.
@@ -65,4 +67,103 @@ pub fn create(d: &Daemon, dir: &Path, pool: &str, l: &Layout, size: u64) -> (Vec
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     d.ok("rzpool", &args);
     (devs, mnt)
+}
+
+/// Writes `n` files named `{tag}{i}` with sizes in `sizes`; records them in `want`.
+pub fn write_files(
+    mnt: &Path,
+    tag: &str,
+    n: usize,
+    sizes: Range<u64>,
+    rng: &mut Rng,
+    want: &mut BTreeMap<String, Vec<u8>>,
+) {
+    for i in 0..n {
+        let data = rng.data_in(sizes.start, sizes.end);
+        std::fs::write(mnt.join(format!("{tag}{i}")), &data).unwrap();
+        want.insert(format!("{tag}{i}"), data);
+    }
+}
+
+/// The device's state in `zpool status` (ONLINE, OFFLINE, UNAVAIL, FAULTED...).
+pub fn dev_state(status: &str, dev: &str) -> String {
+    let line = status
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(dev))
+        .unwrap_or_else(|| panic!("{dev} not in status:\n{status}"));
+    line.split_whitespace().nth(1).unwrap().to_string()
+}
+
+/// Bytes the finished resilver says it wrote ("resilvered 10.1M in ...", `-p` not needed:
+/// parsed from zpool's short units).
+pub fn resilvered(status: &str) -> u64 {
+    let scan = scan_line(status);
+    let amount = scan
+        .strip_prefix("scan: resilvered ")
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no finished resilver:\n{status}"));
+    let (num, unit) = amount.split_at(amount.len() - 1);
+    let mult = match unit {
+        "B" => 1.0,
+        "K" => 1024.0,
+        "M" => 1048576.0,
+        "G" => 1073741824.0,
+        _ => panic!("unit of {amount}"),
+    };
+    (num.parse::<f64>().unwrap() * mult) as u64
+}
+
+/// Allocated bytes of the pool (`zpool list -Hp -o alloc`).
+pub fn allocated(d: &Daemon, pool: &str) -> u64 {
+    d.ok("rzpool", &["list", "-Hp", "-o", "alloc", pool]).trim().parse().unwrap()
+}
+
+/// Moves `devs[i]` for each i in `which` into `dir/aside` (out of the import's sight).
+pub fn set_aside(dir: &Path, devs: &[String], which: &[usize]) {
+    let aside = dir.join("aside");
+    std::fs::create_dir_all(&aside).unwrap();
+    for &i in which {
+        let p = Path::new(&devs[i]);
+        std::fs::rename(p, aside.join(p.file_name().unwrap())).unwrap();
+    }
+}
+
+/// Undoes [`set_aside`].
+pub fn bring_back(dir: &Path, devs: &[String], which: &[usize]) {
+    for &i in which {
+        let p = Path::new(&devs[i]);
+        std::fs::rename(dir.join("aside").join(p.file_name().unwrap()), p).unwrap();
+    }
+}
+
+/// `n` blank 128 MiB devices `{tag}0`... in `dir` (where imports look for devices).
+pub fn blank(dir: &Path, tag: &str, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let p = dir.join(format!("{tag}{i}"));
+            std::fs::File::create(&p).unwrap().set_len(128 << 20).unwrap();
+            p.to_string_lossy().into_owned()
+        })
+        .collect()
+}
+
+/// Overwrites `len` bytes at `off` of a file with noise.
+pub fn noise(path: &Path, off: u64, len: usize, rng: &mut Rng) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    let buf: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+    f.write_all_at(&buf, off).unwrap();
+}
+
+/// Flips one random bit in each of `n` random bytes within `[from, to)`.
+pub fn flips(path: &Path, from: u64, to: u64, n: usize, rng: &mut Rng) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+    for _ in 0..n {
+        let off = rng.range(from, to);
+        let mut b = [0u8];
+        f.read_exact_at(&mut b, off).unwrap();
+        b[0] ^= 1 << rng.below(8);
+        f.write_all_at(&b, off).unwrap();
+    }
 }

@@ -53,3 +53,13 @@ impl Rng {
         out
     }
 }
+
+/// The seed of a randomized test: `$var` if set, else the clock. Printed as
+/// `{tag}: seed N ({var}=N replays)` so that a failing run can be replayed.
+pub fn env_seed(var: &str, tag: &str) -> u64 {
+    let s = std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    });
+    eprintln!("{tag}: seed {s} ({var}={s} replays)");
+    s
+}

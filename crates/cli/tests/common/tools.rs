@@ -200,6 +200,15 @@ pub fn fuse_usable() -> bool {
         })
 }
 
+/// True (after saying so) when a test that needs FUSE, root and zdb cannot run here.
+pub fn skip_without_fuse_zdb(name: &str) -> bool {
+    if !fuse_usable() || zdb().is_none() {
+        eprintln!("{name}: needs FUSE, root and zdb; skipped");
+        return true;
+    }
+    false
+}
+
 /// Mount points at or below `dir` in this mount namespace.
 pub fn mounts_under(dir: &Path) -> Vec<String> {
     let d = dir.to_string_lossy().into_owned();
