@@ -833,6 +833,7 @@ impl Spa {
                 self.close(&mut w, "pool is exported");
                 drop(w);
                 self.wait_scan_stopped();
+                self.release_devices();
                 Ok(())
             }
             Err(e) if force => {
@@ -842,6 +843,7 @@ impl Spa {
                 self.close(&mut w, "pool is exported");
                 drop(w);
                 self.wait_scan_stopped();
+                self.release_devices();
                 eprintln!("rzfsd: pool '{}' exported with -f without a final sync: {e}", self.name);
                 Ok(())
             }
@@ -863,6 +865,23 @@ impl Spa {
         self.scan_abort.store(true, Ordering::SeqCst);
         self.cv.notify_all();
         self.scan_cv.notify_all();
+    }
+
+    /// After a close, once the scan thread is gone: nothing more is written, so the devices
+    /// are free for the next importer at once, whatever thread still holds a reference to
+    /// this pool for a moment (the sync thread finishing a tick).
+    fn release_devices(&self) {
+        let w = lock(&self.w);
+        for leaf in w.tops.iter().flat_map(|t| t.leaves()) {
+            if let Some(d) = leaf.device() {
+                d.release();
+            }
+        }
+        for s in &w.spares {
+            if let Some(d) = &s.device {
+                d.release();
+            }
+        }
     }
 
     /// Waits (a bounded time) until no scan thread runs: after a close, so that the thread
@@ -889,6 +908,7 @@ impl Spa {
             self.close(&mut w, "pool was halted");
         }
         self.wait_scan_stopped();
+        self.release_devices();
     }
 
     /// Space as `statfs` and `zfs list` should show it: (usable size, available), in

@@ -28,6 +28,11 @@ pub trait BlockDevice: Send + Sync {
     fn writable(&self) -> bool {
         true
     }
+    /// Lets go of the exclusive claim on the device (the `flock` of
+    /// [`FileDevice::open_exclusive`]) before the handle itself is dropped: a pool that was
+    /// exported or halted sends it no more I/O, and another importer must not wait for the
+    /// last reference of a thread finishing up. No-op where there is nothing to release.
+    fn release(&self) {}
 }
 
 fn out_of_range(name: &str, off: u64, len: usize, size: u64) -> io::Error {
@@ -133,6 +138,10 @@ impl BlockDevice for FileDevice {
         } else {
             Ok(())
         }
+    }
+    fn release(&self) {
+        // Unlocking a file this handle never locked is harmless.
+        let _ = self.file.unlock();
     }
     fn size(&self) -> u64 {
         self.size
@@ -283,6 +292,9 @@ impl BlockDevice for FaultyDevice {
     fn flush(&self) -> io::Result<()> {
         self.check_present()?;
         self.inner.flush()
+    }
+    fn release(&self) {
+        self.inner.release()
     }
     fn size(&self) -> u64 {
         self.inner.size()

@@ -261,6 +261,9 @@ impl BlockDevice for InjectDevice {
             _ => self.inner.flush(),
         }
     }
+    fn release(&self) {
+        self.inner.release()
+    }
     fn size(&self) -> u64 {
         self.inner.size()
     }
