@@ -19,16 +19,6 @@ fn scratch(tag: &str) -> PathBuf {
     d
 }
 
-fn files(dir: &Path, prefix: &str, n: usize) -> Vec<String> {
-    (0..n)
-        .map(|i| {
-            let p = dir.join(format!("{prefix}{i}"));
-            std::fs::File::create(&p).unwrap().set_len(128 << 20).unwrap();
-            p.to_string_lossy().into_owned()
-        })
-        .collect()
-}
-
 /// Incompressible bytes, different per seed.
 fn noise(len: usize, seed: u32) -> Vec<u8> {
     let mut x = seed.wrapping_mul(2654435761) | 1;
@@ -59,8 +49,8 @@ fn add_case(tag: &str, layout: &[&str], added: &[&str]) {
     let dir = scratch(tag);
     let n_old = layout.iter().filter(|w| **w == "-").count();
     let n_new = added.iter().filter(|w| **w == "-").count();
-    let old = files(&dir, "a", n_old);
-    let new = files(&dir, "b", n_new);
+    let old = common::pools::blank(&dir, "a", n_old);
+    let new = common::pools::blank(&dir, "b", n_new);
     let fill = |words: &[&str], devs: &[String]| -> Vec<String> {
         let mut it = devs.iter();
         words.iter().map(|w| if *w == "-" { it.next().unwrap().clone() } else { w.to_string() }).collect()
@@ -132,7 +122,7 @@ fn add_refusals_and_dry_run() {
         return;
     }
     let dir = scratch("neg");
-    let devs = files(&dir, "d", 6);
+    let devs = common::pools::blank(&dir, "d", 6);
     let d = Daemon::new("neg");
     let dir_s = dir.to_str().unwrap();
     d.ok("rzpool", &["create", "-o", "ashift=9", "-m", "none", "addneg", "mirror", &devs[0], &devs[1]]);

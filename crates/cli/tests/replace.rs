@@ -28,6 +28,14 @@ use common::tools::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
+const RAIDZ1: Layout = Layout {
+    name: "raidz1",
+    words: &["raidz1", "{}", "{}", "{}"],
+    ndev: 3,
+    groups: &[&[0, 1, 2]],
+    parity: 1,
+};
+
 /// The top-level vdev's guid in zdb's view of the exported pool's config.
 fn top_guid(dir: &Path, pool: &str) -> String {
     let cfg = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-C", pool]);
@@ -108,14 +116,7 @@ fn replace_by_the_device_at_the_same_path() {
     let mut rng = common::rng::Rng::new(37);
     let dir = scratch("replace-same");
     let d = Daemon::new("replace-same");
-    let l = Layout {
-        name: "raidz1",
-        words: &["raidz1", "{}", "{}", "{}"],
-        ndev: 3,
-        groups: &[&[0, 1, 2]],
-        parity: 1,
-    };
-    let (devs, mnt) = create(&d, &dir, "rs", &l, 128 << 20);
+    let (devs, mnt) = create(&d, &dir, "rs", &RAIDZ1, 128 << 20);
     let mut want = BTreeMap::new();
     write_files(&mnt, "a", 6, 200_000..2_500_000, &mut rng, &mut want);
     d.ok("rzpool", &["export", "rs"]);
@@ -189,14 +190,7 @@ fn replace_is_done_when_the_wait_returns() {
     let mut rng = common::rng::Rng::new(47);
     let dir = scratch("replace-done");
     let d = Daemon::with_env("replace-done", &[("RZFS_TXG_TIMEOUT", "3600")]);
-    let l = Layout {
-        name: "raidz1",
-        words: &["raidz1", "{}", "{}", "{}"],
-        ndev: 3,
-        groups: &[&[0, 1, 2]],
-        parity: 1,
-    };
-    let (mut devs, mnt) = create(&d, &dir, "rd", &l, 128 << 20);
+    let (mut devs, mnt) = create(&d, &dir, "rd", &RAIDZ1, 128 << 20);
     let mut want = BTreeMap::new();
     write_files(&mnt, "a", 4, 200_000..1_000_000, &mut rng, &mut want);
     d.ok("rzpool", &["export", "rd"]);
@@ -231,14 +225,7 @@ fn refusals() {
     let dir = scratch("refusals");
     // Slow scans, so that a replace can be cancelled while it runs.
     let d = Daemon::with_env("refusals", &[("RZFS_SCAN_BATCH", "8"), ("RZFS_SCAN_DELAY_MS", "200")]);
-    let l = Layout {
-        name: "raidz1",
-        words: &["raidz1", "{}", "{}", "{}"],
-        ndev: 3,
-        groups: &[&[0, 1, 2]],
-        parity: 1,
-    };
-    let (devs, mnt) = create(&d, &dir, "rf", &l, 128 << 20);
+    let (devs, mnt) = create(&d, &dir, "rf", &RAIDZ1, 128 << 20);
     let mut want = BTreeMap::new();
     write_files(&mnt, "a", 2, 200_000..2_500_000, &mut rng, &mut want);
     let small = dir.join("small");

@@ -196,6 +196,9 @@ pub struct ScanState {
     /// Bumped whenever the DSL rewrites the queue or bookmark (snapshot, destroy): a batch
     /// gathered from an older generation must not install its cursor.
     pub gen: u64,
+    /// Bumped by every new scan ([`PoolWriter::scan_setup`]): a batch of the scan it
+    /// replaced (a resilver that starts over) counts nothing toward this one.
+    pub pass: u64,
 }
 
 impl ScanState {
@@ -259,7 +262,7 @@ impl PoolWriter {
                 }
             }
         }
-        self.scan = ScanState { phys, queue, dirty: false, gen: 0 };
+        self.scan = ScanState { phys, queue, dirty: false, gen: 0, pass: 0 };
         Ok(())
     }
 
@@ -331,6 +334,7 @@ impl PoolWriter {
         };
         self.scan.queue.clear();
         self.scan.gen += 1;
+        self.scan.pass += 1;
         self.scan.dirty = true;
         self.note_internal("scan setup", &format!("func={} mintxg={min_txg} maxtxg={max_txg}", func as u64));
         self.event(if func == ScanFunc::Resilver { "resilver_start" } else { "scrub_start" }, None);
@@ -853,38 +857,55 @@ pub(crate) fn scan_thread(spa: std::sync::Weak<Spa>) {
     }
 }
 
-/// Releases the allocator's hold on frees when a batch ends early.
+/// Releases the allocator's hold on frees when a batch has been issued or ends early.
 struct HoldGuard<'a> {
     spa: &'a Arc<Spa>,
-    armed: bool,
 }
 
 impl Drop for HoldGuard<'_> {
     fn drop(&mut self) {
-        if self.armed {
-            self.spa.writer_locked().alloc.hold_frees(None);
-        }
+        self.spa.writer_locked().alloc.hold_frees(None);
     }
 }
 
+/// One scan step: a batch gathered, issued and installed.
 fn step(spa: &Arc<Spa>, lim: Limits) -> Result<Step> {
+    match take_batch(spa, lim)? {
+        Ok(batch) => Ok(install(spa, batch)),
+        Err(step) => Ok(step),
+    }
+}
+
+/// A batch gathered and issued, with the scan and generation it was gathered for.
+struct Batch {
+    gen: u64,
+    pass: u64,
+    g: Gathered,
+    issued: Issued,
+}
+
+/// Steps 1–3: takes a view and the cursor, gathers a batch from the view and issues it (no pool
+/// lock held meanwhile). `Err(step)` when there is nothing to do now.
+fn take_batch(spa: &Arc<Spa>, lim: Limits) -> Result<std::result::Result<Batch, Step>> {
     // 1. A view and the cursor, under the writer lock.
-    let (view, gen, phys, queue, reader, tops) = {
+    let (view, (gen, pass), phys, queue, reader, tops) = {
         let w = spa.writer_locked();
         if !w.scan.phys.is_scanning() || w.scan.phys.is_paused() || spa.is_closed() {
-            return Ok(Step::Stop);
+            return Ok(Err(Step::Stop));
         }
         if !spa.is_active() {
-            return Ok(Step::Wait);
+            return Ok(Err(Step::Wait));
         }
         let ub = w.uberblock.clone().ok_or_else(|| PoolError::Io("no uberblock".into()))?;
         let root = BlkPtr::parse(&ub.rootbp_raw, ondisk::ByteOrder::Little)?;
         w.alloc.hold_frees(Some(w.durable_txg() + 1));
-        (root, w.scan.gen, w.scan.phys.clone(), w.scan.queue.clone(), w.reader.clone(), w.tops.clone())
+        let cursor = (w.scan.gen, w.scan.pass);
+        (root, cursor, w.scan.phys.clone(), w.scan.queue.clone(), w.reader.clone(), w.tops.clone())
     };
     // Whatever happens from here (an error, a panic in the walk or the reads), the hold
-    // must not outlive the batch, or freed space would never become allocatable again.
-    let mut hold = HoldGuard { spa, armed: true };
+    // must not outlive the batch, or freed space would never become allocatable again; once
+    // the batch is issued nothing of it is read or repaired any more, and it goes.
+    let _hold = HoldGuard { spa };
     // 2. Gather a batch from the view, no lock held.
     let mos =
         Objset::open(&reader, &view).map_err(|e| PoolError::Io(format!("scan: cannot read the MOS: {e}")))?;
@@ -902,22 +923,32 @@ fn step(spa: &Arc<Spa>, lim: Limits) -> Result<Step> {
         need,
     };
     walk.run(&mos);
-    let g = walk.g;
+    let mut g = walk.g;
     // 3. Issue it.
-    let issued = issue(&tops, &reader, g.items, lim.threads, &spa.scan_abort);
+    let issued = issue(&tops, &reader, std::mem::take(&mut g.items), lim.threads, &spa.scan_abort);
     if spa.scan_abort.load(Ordering::Relaxed) {
         // The pool closed: this batch's progress is not installed.
-        return Ok(Step::Stop);
+        return Ok(Err(Step::Stop));
     }
-    // 4. Install the progress.
+    Ok(Ok(Batch { gen, pass, g, issued }))
+}
+
+/// Step 4: installs a batch's progress under the writer lock; a finished scan ends (DTLs,
+/// replaces done, another resilver if leaves still miss txgs).
+fn install(spa: &Arc<Spa>, b: Batch) -> Step {
     let mut w = spa.writer_locked();
-    w.alloc.hold_frees(None);
-    hold.armed = false;
     if !w.scan.phys.is_scanning() {
-        return Ok(Step::Stop);
+        return Step::Stop;
     }
-    let (iss, rep) = (issued.issued.load(Ordering::Relaxed), issued.repaired.load(Ordering::Relaxed));
-    let errs = std::mem::take(&mut *lock(&issued.errors));
+    if w.scan.pass != b.pass {
+        // A new scan replaced the one this batch belongs to (a resilver started over): its
+        // reads and repairs are done, but they are not the new scan's, which covers them
+        // again from the start.
+        return Step::More;
+    }
+    let g = b.g;
+    let (iss, rep) = (b.issued.issued.load(Ordering::Relaxed), b.issued.repaired.load(Ordering::Relaxed));
+    let errs = std::mem::take(&mut *lock(&b.issued.errors));
     let nerr = errs.len() as u64;
     {
         let mut run = spa.scan_run();
@@ -930,7 +961,7 @@ fn step(spa: &Arc<Spa>, lim: Limits) -> Result<Step> {
     let s = &mut w.scan;
     s.phys.processed += rep;
     s.phys.errors += nerr;
-    if s.gen == gen {
+    if s.gen == b.gen {
         s.phys.examined += g.examined;
         s.phys.bookmark = g.phys.bookmark;
         s.phys.cur_min_txg = g.phys.cur_min_txg;
@@ -941,35 +972,12 @@ fn step(spa: &Arc<Spa>, lim: Limits) -> Result<Step> {
             s.phys.end_time = now;
         }
     }
-    let s = &mut w.scan;
-    s.dirty = true;
-    let done = !s.phys.is_scanning();
-    let mut detached = false;
-    let again = if done {
-        w.scan_ended(true);
-        let (max_txg, errors) = (w.scan.phys.max_txg, w.scan.phys.errors);
-        w.dtl_scan_done(max_txg, errors);
-        // Replacements whose new device is now whole are done: the old one goes.
-        if errors == 0 {
-            match w.resilver_done() {
-                Ok(gone) => {
-                    detached = !gone.is_empty();
-                    for p in &gone {
-                        eprintln!("rzfsd: pool '{}': replace done, {p} detached", w.name);
-                    }
-                    if !gone.is_empty() {
-                        spa.refresh_view(&w);
-                    }
-                }
-                Err(e) => eprintln!("rzfsd: pool '{}': finishing a replace: {e}", w.name),
-            }
-        }
-        // Leaves that were away for part of this scan still miss txgs: resilver again
-        // (unless the scan found damage it could not repair: another pass would too).
-        errors == 0 && w.resilver_range().is_some()
-    } else {
-        false
-    };
+    w.scan.dirty = true;
+    let done = !w.scan.phys.is_scanning();
+    let (detached, again) = if done { scan_done(&mut w) } else { (false, false) };
+    if detached {
+        spa.refresh_view(&w);
+    }
     drop(w);
     // The progress (and a finished scan's result and DTLs) is the open txg's: the next sync
     // writes it (an export always does). The scan forces no sync of its own, so it never
@@ -979,19 +987,42 @@ fn step(spa: &Arc<Spa>, lim: Limits) -> Result<Step> {
     // it leaves, so `zpool wait` and `replace -w` return with the old device gone from
     // `status` (which shows the durable tree) and from the labels.
     spa.mark_dirty();
-    if done {
-        if detached {
-            if let Err(e) = spa.sync_or_fail() {
-                eprintln!("rzfsd: pool '{}': syncing a finished replace: {e}", spa.name());
-            }
-        }
-        if again {
-            spa.request_resilver();
-        }
-        Ok(Step::Stop)
-    } else {
-        Ok(Step::More)
+    if !done {
+        return Step::More;
     }
+    if detached {
+        if let Err(e) = spa.sync_or_fail() {
+            eprintln!("rzfsd: pool '{}': syncing a finished replace: {e}", spa.name());
+        }
+    }
+    if again {
+        spa.request_resilver();
+    }
+    Step::Stop
+}
+
+/// A scan just finished: DTLs excised, replaces whose new device is whole done. Returns
+/// (a device was detached, another resilver is needed).
+fn scan_done(w: &mut PoolWriter) -> (bool, bool) {
+    w.scan_ended(true);
+    let (max_txg, errors) = (w.scan.phys.max_txg, w.scan.phys.errors);
+    w.dtl_scan_done(max_txg, errors);
+    let mut detached = false;
+    // Replacements whose new device is now whole are done: the old one goes.
+    if errors == 0 {
+        match w.resilver_done() {
+            Ok(gone) => {
+                detached = !gone.is_empty();
+                for p in gone {
+                    eprintln!("rzfsd: pool '{}': replace done, {p} detached", w.name);
+                }
+            }
+            Err(e) => eprintln!("rzfsd: pool '{}': finishing a replace: {e}", w.name),
+        }
+    }
+    // Leaves that were away for part of this scan still miss txgs: resilver again (unless
+    // the scan found damage it could not repair: another pass would too).
+    (detached, errors == 0 && w.resilver_range().is_some())
 }
 
 #[cfg(test)]
@@ -1047,5 +1078,48 @@ mod tests {
         idle.queue.insert(1, 1);
         idle.ds_snapshotted(1, 2);
         assert!(idle.queue.contains_key(&1) && !idle.dirty);
+    }
+
+    /// A resilver that starts over (a second device back while the first one's batch was
+    /// out) must not count the abandoned batch: its repairs are not the new scan's, which
+    /// covers them again. Found by the fault atlas, whose `stale` mirror3 case saw status
+    /// report a two-device resilver as three or four devices' worth.
+    #[test]
+    fn a_batch_of_a_replaced_scan_counts_nothing() {
+        use crate::add::tests::{create, devices};
+        use crate::txg::{FailMode, Tunables};
+        use std::os::unix::fs::FileExt;
+        let (dir, l) = devices("scan-pass", 2);
+        let leg = l[0].path.clone();
+        let mut w = create("scanpass", vec![crate::create::NewTop::Mirror(l)]);
+        let obj = w.mos.alloc_object(
+            ondisk::dmu_types::DmuObjectType::ObjectArray.to_u8(),
+            128 << 10,
+            0,
+            Vec::new(),
+        );
+        w.mos.write(obj.unwrap(), 0, &vec![0x5a; 2 << 20]).unwrap();
+        w.sync().unwrap();
+        // One leg loses what the pool wrote (past the front labels): a scrub repairs it.
+        let f = std::fs::OpenOptions::new().write(true).open(&leg).unwrap();
+        f.write_all_at(&vec![0xa5; 8 << 20], 4 << 20).unwrap();
+        let tun = Tunables { txg_timeout: std::time::Duration::from_secs(3600), ..Default::default() };
+        let spa = Spa::start(w, tun, FailMode::Wait);
+        let lim = Limits { max_items: 1 << 20, max_bytes: 1 << 30, threads: 2, delay: Default::default() };
+        spa.writer_locked().scan_setup(ScanFunc::Scrub).unwrap();
+        let old = take_batch(&spa, lim).unwrap().unwrap();
+        assert!(old.issued.repaired.load(Ordering::Relaxed) > 0, "the batch repaired nothing");
+        // The scan is replaced before the batch is installed.
+        spa.writer_locked().scan_setup(ScanFunc::Scrub).unwrap();
+        assert_eq!(install(&spa, old), Step::More);
+        let phys = spa.writer_locked().scan.phys.clone();
+        assert_eq!((phys.processed, phys.examined, phys.state), (0, 0, state::SCANNING), "{phys:?}");
+        // The new scan's own batch counts (the old one left nothing to repair).
+        let new = take_batch(&spa, lim).unwrap().unwrap();
+        assert_eq!(install(&spa, new), Step::Stop);
+        let phys = spa.writer_locked().scan.phys.clone();
+        assert!(phys.examined > 0 && phys.processed == 0 && phys.state == state::FINISHED, "{phys:?}");
+        spa.export(false, false).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
