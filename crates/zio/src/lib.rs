@@ -89,6 +89,29 @@ pub struct ZioStats {
     pub bytes_written: AtomicU64,
 }
 
+/// The verifier of a gang header's embedded checksum: the *first* DVA of the pointer and
+/// its physical birth, whichever DVA the copy is read from (OpenZFS's
+/// `zio_checksum_gang_verifier` uses `BP_IDENTITY`, i.e. DVA 0: every copy of the header
+/// is sealed with the same verifier).
+fn gang_header_verifier(bp: &BlkPtr) -> codec::checksum::Cksum {
+    let d0 = bp.dvas().first().copied().unwrap_or_default();
+    checksum::gang_verifier(d0.vdev(), d0.offset(), bp.physical_birth())
+}
+
+/// Does `hdr` carry a valid gang header for `bp`? The header's SHA-256 is embedded, with
+/// [`gang_header_verifier`]; for a pointer with the crypt bit (not an objset) only words 0–1
+/// are compared, the computed words 2–3 folded in (the gang-header checksum has no dedup
+/// flag; `zio_checksum_error_impl`'s MAC rule): such headers store zeros there.
+fn gang_header_ok(bp: &BlkPtr, hdr: &[u8], ctx: &ChecksumCtx) -> bool {
+    let v = gang_header_verifier(bp);
+    let objset = dmu_types::DmuObjectType::Objset.to_u8();
+    if bp.uses_crypt() && bp.object_type() != objset {
+        checksum::verify_embedded_mac(checksum::ChecksumKind::Sha256, hdr, v, ctx, true).is_ok()
+    } else {
+        checksum::verify_embedded(checksum::ChecksumKind::Sha256, hdr, v, ctx).is_ok()
+    }
+}
+
 /// The read pipeline of one pool: its top-level vdevs (indexed by id) and checksum context.
 pub struct Zio {
     /// Top-level vdevs by id. Replaceable one at a time ([`Zio::set_vdev`]): a configuration
@@ -256,11 +279,8 @@ impl Zio {
         let mut last = ZioError::Corrupt(format!("{bp} has no gang DVA"));
         for dva in bp.dvas().iter().filter(|d| d.is_gang()) {
             let Ok(vd) = self.top_vdev(bp, dva) else { continue };
-            let verifier = checksum::gang_verifier(dva.vdev(), dva.offset(), bp.physical_birth());
             let ctx = self.ctx();
-            let verify_hdr = |h: &[u8]| {
-                checksum::verify_embedded(checksum::ChecksumKind::Sha256, h, verifier, ctx).is_ok()
-            };
+            let verify_hdr = |h: &[u8]| gang_header_ok(bp, h, ctx);
             match vd.read_verified(dva.offset(), SPA_GANGBLOCKSIZE as u64, bp.physical_birth(), &verify_hdr) {
                 Ok(hdr) => {
                     let order = gang_header_order(&hdr);
@@ -285,10 +305,8 @@ impl Zio {
             return Err(ZioError::Corrupt(format!("gang tree deeper than {MAX_GANG_DEPTH}")));
         }
         let vd = self.top_vdev(bp, dva)?;
-        let verifier = checksum::gang_verifier(dva.vdev(), dva.offset(), bp.physical_birth());
         let ctx = self.ctx();
-        let verify_hdr =
-            |h: &[u8]| checksum::verify_embedded(checksum::ChecksumKind::Sha256, h, verifier, ctx).is_ok();
+        let verify_hdr = |h: &[u8]| gang_header_ok(bp, h, ctx);
         let hdr = vd
             .read_verified(dva.offset(), SPA_GANGBLOCKSIZE as u64, bp.physical_birth(), &verify_hdr)
             .map_err(|_| ZioError::Checksum { bp: format!("gang header of {bp}") })?;

@@ -145,3 +145,50 @@ fn zil_blocks_verify_with_their_embedded_checksum() {
     vd.bytes.lock().unwrap()[65536 + 300] ^= 1;
     assert!(zio.read_physical(&bp).is_err());
 }
+
+/// A gang block of an encrypted dataset, with two copies of its header. OpenZFS seals every
+/// copy with the verifier of DVA 0 (`BP_IDENTITY`) and, for crypt-bit pointers, stores only
+/// the xor-folded words 0..1 of the header's SHA-256 (words 2..3 zero). Found on a ztest pool.
+#[test]
+fn encrypted_gang_header_with_folded_checksum_reads_from_either_copy() {
+    let ctx = ChecksumCtx::default();
+    let data: Vec<u8> = (0..512u32).map(|i| (i * 3) as u8).collect();
+    let (zio, vd, _) = setup(&[0u8; 512]);
+    // The single child: a plain copy of the data at 128 KiB.
+    let mut child = BlkPtr::default();
+    child.dva[0] = Dva::new(0, 131072, 512, false);
+    child.set_prop(512, 512, 2, 7, 19, 0, ByteOrder::Little);
+    child.birth = 5;
+    child.cksum = checksum::compute(ChecksumKind::Fletcher4, &data, false, &ctx).0;
+    let mut bp = BlkPtr::default();
+    bp.dva[0] = Dva::new(0, 4096, 512, true);
+    bp.dva[1] = Dva::new(0, 65536, 512, true);
+    bp.set_prop(512, 512, 2, 7, 19, 0, ByteOrder::Little);
+    bp.prop |= 1 << 61;
+    bp.birth = 5;
+    let full = child.cksum;
+    bp.cksum = [full[0] ^ full[2], full[1] ^ full[3], 0x1111, 0x2222];
+    let mut hdr = vec![0u8; SPA_GANGBLOCKSIZE];
+    hdr[..BLKPTR_SIZE].copy_from_slice(&child.encode(ByteOrder::Little));
+    let v = checksum::gang_verifier(0, 4096, 5);
+    checksum::seal_embedded(ChecksumKind::Sha256, &mut hdr, v, &ctx).unwrap();
+    let tail = SPA_GANGBLOCKSIZE - 32;
+    let w = |i: usize| u64::from_le_bytes(hdr[tail + 8 * i..tail + 8 * i + 8].try_into().unwrap());
+    let folded = [w(0) ^ w(2), w(1) ^ w(3), 0, 0];
+    for (i, x) in folded.iter().enumerate() {
+        hdr[tail + 8 * i..tail + 8 * i + 8].copy_from_slice(&x.to_le_bytes());
+    }
+    {
+        let mut b = vd.bytes.lock().unwrap();
+        b[4096..4096 + 512].copy_from_slice(&hdr);
+        b[65536..65536 + 512].copy_from_slice(&hdr);
+        b[131072..131072 + 512].copy_from_slice(&data);
+    }
+    assert_eq!(zio.read_physical(&bp).unwrap(), data);
+    assert_eq!(zio.gang_children(&bp).unwrap().len(), 1);
+    vd.bytes.lock().unwrap()[4096 + 7] ^= 1; // damage the first header copy
+    assert_eq!(zio.read_physical(&bp).unwrap(), data);
+    assert_eq!(zio.gang_children(&bp).unwrap().len(), 1);
+    vd.bytes.lock().unwrap()[65536 + 7] ^= 1; // and the second
+    assert!(zio.read_physical(&bp).is_err());
+}
