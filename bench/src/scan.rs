@@ -670,10 +670,36 @@ fn one_layout(c: &Ctx, l: Layout, s: Sizes, log: &mut dyn FnMut(&str)) -> Value 
     ));
     let goals = goals(&rz, &bt, &raw);
     let mut v = base;
+    v["shared_ceiling"] = shared_ceiling(l, &rz, &raw);
     v["systems"] = json!([rz, zf, bt]);
     v["raw"] = raw;
     v["goals"] = goals;
     v
+}
+
+/// The resilver's ceiling when every device is a file on one shared disk (as in this bench):
+/// a rebuild must read what the new device's contents are made from and write them, on the
+/// same disk, so it cannot beat reading those bytes at the raw read rate plus writing the new
+/// device's bytes at the raw write rate, one after the other. A mirror reads one copy of what
+/// it writes; RAID-Z reads the other columns of every row, about (disks − 1) × the new
+/// device's share. (On separate disks the reads run on the survivors in parallel and the
+/// ceiling is the raw write rate of one device, the goal's reference.)
+fn shared_ceiling(l: Layout, rz: &Value, raw: &Value) -> Value {
+    let (Some(written), Some(secs), Some(r), Some(w)) = (
+        rz["resilver"]["bytes"].as_u64(),
+        rz["resilver"]["secs"].as_f64(),
+        raw["read_mbps"].as_f64(),
+        raw["write_mbps"].as_f64(),
+    ) else {
+        return json!({"missing": "no rzfs resilver or raw figure"});
+    };
+    let read = match l {
+        Layout::Raidz(_, n) => written * (n as u64 - 1),
+        _ => written,
+    };
+    let ceiling = read as f64 / (r * 1e6) + written as f64 / (w * 1e6);
+    json!({"read_bytes": read, "written_bytes": written, "ceiling_secs": ceiling,
+           "rzfs_secs": secs, "ratio": ceiling / secs})
 }
 
 /// A goal's verdict: the ratio, whether it is met, and by how much it falls short.
@@ -871,6 +897,41 @@ pub fn render(v: &Value) -> String {
     table(&mut o, &layouts, "scrub");
     let _ = writeln!(o, "### Resilver (full rebuild of one device)\n");
     table(&mut o, &layouts, "resilver");
+    let _ = writeln!(
+        o,
+        "Every image here is a file on one disk, so a rebuild's reads and writes share it: its ceiling \
+         is the raw read of the bytes it must read (a mirror: one copy of what it writes; RAID-Z: the \
+         other columns of every row, ≈ (disks − 1) × what it writes) plus the raw write of what it \
+         writes, one after the other (rates from the table above). On separate disks the reads \
+         run in parallel on the survivors and the raw write alone is the ceiling (the goal's \
+         reference).\n"
+    );
+    let _ = writeln!(
+        o,
+        "| layout | read, MiB | written, MiB | shared-disk ceiling s | rzfs resilver s | rzfs / ceiling |"
+    );
+    let _ = writeln!(o, "|---|---:|---:|---:|---:|---:|");
+    for lay in &layouts {
+        let c = &lay["shared_ceiling"];
+        let label = lay["label"].as_str().unwrap_or("?");
+        match c["missing"].as_str() {
+            Some(m) => {
+                let _ = writeln!(o, "| {label} | n/a: {m} |||||");
+            }
+            None => {
+                let _ = writeln!(
+                    o,
+                    "| {label} | {} | {} | {:.2} | {:.2} | {} |",
+                    mb(&c["read_bytes"]),
+                    mb(&c["written_bytes"]),
+                    c["ceiling_secs"].as_f64().unwrap_or(0.0),
+                    c["rzfs_secs"].as_f64().unwrap_or(0.0),
+                    ratio(&c["ratio"]),
+                );
+            }
+        }
+    }
+    let _ = writeln!(o);
     let mut notes = Vec::new();
     for lay in &layouts {
         for s in lay["systems"].as_array().into_iter().flatten() {
@@ -952,6 +1013,14 @@ mod tests {
                          "write": [{"mbps": 100.0, "fresh_mbps": 80.0, "in_place_mbps": 100.0}],
                          "read_mbps": 500.0, "write_mbps": 100.0});
         let g = goals(&rz, &bt, &raw);
+        // RAID-Z of 4: 3 × the written bytes read at 500 MB/s, then written at 100 MB/s.
+        let rz_b = json!({"resilver": {"bytes": 100_000_000u64, "secs": 2.0}});
+        let c = shared_ceiling(Layout::Raidz(1, 4), &rz_b, &raw);
+        assert_eq!(c["read_bytes"], json!(300_000_000u64));
+        assert!((c["ceiling_secs"].as_f64().unwrap() - 1.6).abs() < 1e-9, "{c}");
+        assert!((c["ratio"].as_f64().unwrap() - 0.8).abs() < 1e-9, "{c}");
+        assert_eq!(shared_ceiling(Layout::Mirror(2), &rz_b, &raw)["read_bytes"], json!(100_000_000u64));
+        assert!(shared_ceiling(Layout::Mirror(2), &rz, &raw)["missing"].is_string());
         assert_eq!(g["scrub_raw"]["ratio"], json!(0.9));
         assert_eq!(g["scrub_raw"]["met"], json!(true));
         assert_eq!(g["scrub_btrfs"]["ratio"], json!(0.5));

@@ -577,12 +577,22 @@ fn damaged(r: &mut Rig, fault: Fault) {
         eprintln!("   damage: {}: {what} over its {} KiB of live blocks", r.short(i), used >> 10);
     }
     import(&r.d, &r.dir, POOL, &r.mnt, false);
+    let before = r.status();
+    eprintln!("   imported: {}", r.summary(&before));
     r.rzpool(&["scrub", "-w", POOL]);
     let st = r.status();
     eprintln!("   scrub: {}", r.summary(&st));
     let scan = scan_line(&st);
     assert!(scan.starts_with("scan: scrub repaired") && scan.contains("with 0 errors"), "{}:\n{st}", r.name);
-    assert!(!scan.starts_with("scan: scrub repaired 0B"), "{}: nothing repaired:\n{st}", r.name);
+    // The import's and mount's own reads heal what they read (self-healing reads): damage
+    // confined to such metadata is repaired, and charged, before the scrub starts.
+    let healed_before =
+        counters(&before, &r.devs).iter().enumerate().any(|(i, c)| hit.contains(&i) && c.2 > 0);
+    assert!(
+        healed_before || !scan.starts_with("scan: scrub repaired 0B"),
+        "{}: nothing repaired:\n{st}",
+        r.name
+    );
     assert!(st.contains("errors: No known data errors"), "{}:\n{st}", r.name);
     for (i, (rd, wr, ck)) in counters(&st, &r.devs).into_iter().enumerate() {
         assert_eq!((rd, wr), (0, 0), "{}: {} has I/O errors:\n{st}", r.name, r.short(i));

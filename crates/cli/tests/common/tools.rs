@@ -170,6 +170,17 @@ impl Drop for Daemon {
                 }
             }
         }
+        // The daemon's directory (socket, log) stays for a failed test to be read, and
+        // while anything is still mounted under it (never delete through a live mount).
+        if let Some(dir) = self.sock.parent().filter(|_| !std::thread::panicking()) {
+            let prefix = dir.to_string_lossy().into_owned();
+            let mounts = std::fs::read_to_string("/proc/self/mounts").ok();
+            let busy =
+                |m: &str| m.lines().any(|l| l.split(' ').nth(1).is_some_and(|p| p.starts_with(&prefix)));
+            if mounts.is_some_and(|m| !busy(&m)) {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
     }
 }
 
