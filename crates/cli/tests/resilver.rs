@@ -228,6 +228,14 @@ fn faulted_device_resilvers_after_clear() {
         std::thread::sleep(std::time::Duration::from_millis(100));
     };
     assert!(ev.contains("resource.fs.zfs.statechange") && ev.contains("vdev_state = 0x5"), "{ev}");
+    // Before it, the failed write's error report: an I/O ereport (zio_err EIO) of that leaf.
+    let io = ev.find("ereport.fs.zfs.io").unwrap_or_else(|| panic!("no io ereport:\n{ev}"));
+    assert!(io < ev.find("resource.fs.zfs.statechange").unwrap(), "{ev}");
+    let report = &ev[io..];
+    let report = &report[..report.find("eid = ").unwrap()];
+    assert!(report.contains(&format!("vdev_path = \"{}\"", devs[2])), "{report}");
+    assert!(report.contains("zio_err = 0x5") && report.contains("zio_type = 0x2"), "{report}");
+    assert!(report.contains("parent_type = \"raidz\"") && report.contains("zio_offset = "), "{report}");
     d.ok("rzinject", &["-c", "all"]);
     d.ok("rzpool", &["clear", "fc"]);
     d.ok("rzpool", &["wait", "-t", "resilver", "fc"]);

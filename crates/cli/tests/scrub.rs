@@ -162,6 +162,23 @@ fn scrub_repairs_every_layout() {
                 assert_eq!(c, 0, "{}: undamaged device {i} blamed:\n{st}", l.name);
             }
         }
+        // The errors are error reports too: checksum ereports of the damaged devices only
+        // (every one of them, unless the bounded queue dropped its oldest reports).
+        let ev = d.ok("rzpool", &["events", "-v", &pool]);
+        let reported: std::collections::BTreeSet<usize> = ev
+            .split("\n\n")
+            .filter(|e| e.contains("class = \"ereport.fs.zfs.checksum\""))
+            .map(|e| {
+                let i = devs.iter().position(|p| e.contains(&format!("vdev_path = \"{p}\"")));
+                i.unwrap_or_else(|| panic!("{}: checksum ereport of no leaf:\n{e}", l.name))
+            })
+            .collect();
+        assert!(
+            !reported.is_empty() && reported.iter().all(|i| damaged.contains(i)),
+            "{}: {reported:?}\n{ev}",
+            l.name
+        );
+        assert!(ev.contains("dropped ") || reported.len() == damaged.len(), "{}: {reported:?}\n{ev}", l.name);
         // Everything was repaired: a second scrub finds nothing.
         d.ok("rzpool", &["clear", &pool]);
         d.ok("rzpool", &["scrub", "-w", &pool]);

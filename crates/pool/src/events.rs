@@ -6,8 +6,11 @@
 //! device changes state. zed and `zpool events` read it. The daemon keeps the same queue,
 //! process-wide, with the same classes and payload names (`pool`, `pool_guid`,
 //! `vdev_guid`, `vdev_path`, `vdev_state`, `time`, `eid`); `rzpool events` prints it as
-//! `zpool events` does. Not posted yet: the `ereport.fs.zfs.*` error reports (the error
-//! counters in `status` have them).
+//! `zpool events` does. Errors the vdevs count (a read or write that failed, a copy with
+//! wrong bytes) become error reports, `ereport.fs.zfs.io` and `ereport.fs.zfs.checksum`, with
+//! OpenZFS's payload names (`vdev_*`, `parent_*`, `zio_err`, `zio_offset`, `zio_size`); the
+//! vdevs keep at most [`vdev::ERROR_RECORDS_MAX`] per device between two postings (the
+//! sync thread posts them every tick), as OpenZFS rate-limits its ereports per vdev.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -60,6 +63,11 @@ fn queue() -> std::sync::MutexGuard<'static, Queue> {
 /// Posts an event of `class` about pool `pool` (name, guid) with `extra` payload.
 pub fn post(class: &str, pool: (&str, u64), extra: Vec<(String, EvVal)>) {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    post_at(class, pool, extra, (now.as_secs(), u64::from(now.subsec_nanos())));
+}
+
+/// [`post`] of something that happened at `time` (seconds, nanoseconds since the epoch).
+pub fn post_at(class: &str, pool: (&str, u64), extra: Vec<(String, EvVal)>, time: (u64, u64)) {
     let mut fields = vec![
         ("version".to_string(), EvVal::U64(0)),
         ("pool".to_string(), EvVal::Str(pool.0.to_string())),
@@ -71,12 +79,7 @@ pub fn post(class: &str, pool: (&str, u64), extra: Vec<(String, EvVal)>) {
     let mut q = queue();
     let eid = q.next_eid;
     q.next_eid += 1;
-    q.events.push_back(Event {
-        eid,
-        time: (now.as_secs(), u64::from(now.subsec_nanos())),
-        class: class.to_string(),
-        fields,
-    });
+    q.events.push_back(Event { eid, time, class: class.to_string(), fields });
     while q.events.len() > ZEVENT_LEN_MAX {
         q.events.pop_front();
         q.dropped += 1;
@@ -110,6 +113,14 @@ pub fn clear() -> usize {
     n
 }
 
+/// `zio_err` of an I/O error report (Linux `EIO`).
+const EIO: u64 = 5;
+/// `zio_err` of a checksum report: OpenZFS's `ECKSUM`, which is Linux's `EBADE`.
+const ECKSUM: u64 = 52;
+/// `zio_type_t`: `ZIO_TYPE_READ`, `ZIO_TYPE_WRITE`.
+const ZIO_TYPE_READ: u64 = 1;
+const ZIO_TYPE_WRITE: u64 = 2;
+
 /// `vdev_state_t` numbers as OpenZFS reports them in `vdev_state`.
 pub fn state_number(s: vdev::VdevState) -> u64 {
     match s {
@@ -126,6 +137,49 @@ impl crate::writer::PoolWriter {
     pub fn event(&self, what: &str, vdev: Option<u64>) {
         let path = vdev.and_then(|g| self.paths.get(&g).cloned()).unwrap_or_default();
         sysevent(what, (&self.name, self.guid), vdev.map(|g| (g, path.as_str())));
+    }
+
+    /// Posts the error reports the vdevs kept since the last call (see the module comment).
+    /// Returns how many.
+    /// `failmode` is the pool's property value, as the reports carry it.
+    pub fn post_error_reports(&self, failmode: &str) -> usize {
+        let mut n = 0;
+        for t in &self.tops {
+            for r in t.take_error_reports(self.guid) {
+                let (class, err) = match r.record.kind {
+                    vdev::ErrorKind::Checksum => ("ereport.fs.zfs.checksum", ECKSUM),
+                    vdev::ErrorKind::Read | vdev::ErrorKind::Write => ("ereport.fs.zfs.io", EIO),
+                };
+                let mut extra = vec![
+                    ("pool_failmode".to_string(), EvVal::Str(failmode.to_string())),
+                    ("vdev_guid".to_string(), EvVal::U64(r.vdev_guid)),
+                    ("vdev_type".to_string(), EvVal::Str(r.vdev_type.to_string())),
+                ];
+                if let Some(p) = self.paths.get(&r.vdev_guid) {
+                    extra.push(("vdev_path".to_string(), EvVal::Str(p.clone())));
+                }
+                extra.extend([
+                    ("vdev_read_errors".to_string(), EvVal::U64(r.counts.0)),
+                    ("vdev_write_errors".to_string(), EvVal::U64(r.counts.1)),
+                    ("vdev_cksum_errors".to_string(), EvVal::U64(r.counts.2)),
+                    ("parent_guid".to_string(), EvVal::U64(r.parent_guid)),
+                    ("parent_type".to_string(), EvVal::Str(r.parent_type.to_string())),
+                    ("zio_err".to_string(), EvVal::U64(err)),
+                ]);
+                if r.record.kind == vdev::ErrorKind::Write {
+                    extra.push(("zio_type".to_string(), EvVal::U64(ZIO_TYPE_WRITE)));
+                } else {
+                    extra.push(("zio_type".to_string(), EvVal::U64(ZIO_TYPE_READ)));
+                }
+                if let Some(off) = r.record.offset {
+                    extra.push(("zio_offset".to_string(), EvVal::U64(off)));
+                }
+                extra.push(("zio_size".to_string(), EvVal::U64(r.record.size)));
+                post_at(class, (&self.name, self.guid), extra, r.record.time);
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Posts `resource.fs.zfs.statechange` for every leaf whose state differs from the one

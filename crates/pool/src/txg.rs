@@ -426,9 +426,16 @@ impl Spa {
         }
     }
 
-    /// Posts a state-change event for every leaf whose state changed since the last look.
-    fn post_state_changes(&self) -> bool {
+    /// Posts the vdevs' error reports, then a state-change event for every leaf whose
+    /// state changed since the last look (a fault follows the errors that caused it).
+    /// Returns whether a state changed.
+    pub fn post_state_changes(&self) -> bool {
+        let failmode = match lock(&self.st).failmode {
+            FailMode::Wait => "wait",
+            FailMode::Continue => "continue",
+        };
         let w = lock(&self.w);
+        w.post_error_reports(failmode);
         w.post_state_changes(&mut lock(&self.leaf_states))
     }
 

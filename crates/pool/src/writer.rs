@@ -1003,13 +1003,8 @@ impl PoolWriter {
     fn vdev_nvlist(&self, v: &Vdev, id: u64) -> NvList {
         let mut nv = NvList::new();
         let kind = match v.kind() {
-            VdevKind::Disk => "disk",
-            VdevKind::File => "file",
-            VdevKind::Mirror => "mirror",
-            VdevKind::Raidz { .. } => "raidz",
-            VdevKind::Replacing => "replacing",
-            VdevKind::Spare => "spare",
-            _ => "missing",
+            VdevKind::Root | VdevKind::Hole | VdevKind::Draid { .. } => "missing",
+            k => k.type_name(),
         };
         nv.add_str("type", kind);
         nv.add_u64("id", id);

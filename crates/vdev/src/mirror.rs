@@ -10,7 +10,7 @@
 //! and repaired, and rewrites the stale ones without reading them.
 
 use crate::error::{Result, VdevError};
-use crate::tree::{Counters, ReadCtx, Repair, Vdev};
+use crate::tree::{ErrorKind, ReadCtx, Repair, Vdev};
 
 pub(crate) fn read(
     vd: &Vdev,
@@ -69,7 +69,7 @@ pub(crate) fn read(
     // checksum, that is a checksum error of the mirror itself (as zpool status shows it).
     match last_err {
         _ if failed_cksum => {
-            Counters::bump(&vd.counters.cksum);
+            vd.counters.note(ErrorKind::Checksum, Some(offset), size);
             Err(vd.checksum_error(offset, size))
         }
         Some(e) => Err(e),

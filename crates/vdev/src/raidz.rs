@@ -30,7 +30,7 @@
 use codec::raidz as math;
 
 use crate::error::{Result, VdevError};
-use crate::tree::{Counters, ReadCtx, Repair, Vdev, VdevKind};
+use crate::tree::{ErrorKind, ReadCtx, Repair, Vdev, VdevKind};
 
 /// One column of a RAID-Z map.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,7 +322,7 @@ pub(crate) fn read(
             }
         }
     }
-    Counters::bump(&vd.counters.cksum);
+    vd.counters.note(ErrorKind::Checksum, Some(offset), size);
     Err(vd.checksum_error(offset, size))
 }
 
@@ -422,7 +422,7 @@ fn finish(cols: &Cols<'_>, mut bufs: Vec<Vec<u8>>, repairs: &mut Vec<Repair>, th
             continue;
         }
         if cols.state[c] == ColState::Good {
-            Counters::bump(&child.counters.cksum);
+            child.counters.note(ErrorKind::Checksum, Some(col.offset), bufs[c].len() as u64);
         }
         repairs.push(Repair { vdev_guid: child.guid(), offset: col.offset, data: bufs[c].clone() });
     }

@@ -53,6 +53,21 @@ pub enum VdevKind {
 }
 
 impl VdevKind {
+    /// The `type` of the configuration nvlist (`VDEV_TYPE_*`).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            VdevKind::Disk => "disk",
+            VdevKind::File => "file",
+            VdevKind::Mirror => "mirror",
+            VdevKind::Raidz { .. } => "raidz",
+            VdevKind::Replacing => "replacing",
+            VdevKind::Spare => "spare",
+            VdevKind::Root => "root",
+            VdevKind::Missing => "missing",
+            VdevKind::Hole => "hole",
+            VdevKind::Draid { .. } => "draid",
+        }
+    }
     /// A device (disk, file) or a leaf that could not be found.
     pub fn is_leaf(&self) -> bool {
         matches!(self, VdevKind::Disk | VdevKind::File | VdevKind::Missing)
@@ -149,17 +164,68 @@ pub struct ReadOutcome {
     pub repairs: Vec<Repair>,
 }
 
-/// Error counters of one vdev (OpenZFS vdev_stat_t's vs_read/write/checksum_errors).
+/// What kind of error a vdev counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    Read,
+    Write,
+    Checksum,
+}
+
+/// One error a vdev counted, kept until the pool turns it into an error report
+/// (`ereport.fs.zfs.io` / `.checksum`, see [`Vdev::take_error_reports`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorRecord {
+    pub kind: ErrorKind,
+    /// Offset within the vdev's allocatable space (after the front labels), as OpenZFS's
+    /// `zio_offset`; `None` for a flush.
+    pub offset: Option<u64>,
+    pub size: u64,
+    /// When it happened: (seconds, nanoseconds) since the epoch.
+    pub time: (u64, u64),
+}
+
+/// An [`ErrorRecord`] with the vdev it happened on and that vdev's parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorReport {
+    pub vdev_guid: u64,
+    pub vdev_type: &'static str,
+    pub parent_guid: u64,
+    pub parent_type: &'static str,
+    /// The vdev's (read, write, checksum) counters when the report was taken.
+    pub counts: (u64, u64, u64),
+    pub record: ErrorRecord,
+}
+
+/// Records kept per vdev between two [`Vdev::take_error_reports`]: errors beyond it are
+/// counted but not reported (OpenZFS rate-limits its ereports per vdev the same way,
+/// `zfs_checksum_events_per_second`).
+pub const ERROR_RECORDS_MAX: usize = 20;
+
+/// Error counters of one vdev (OpenZFS vdev_stat_t's vs_read/write/checksum_errors), and
+/// the errors not yet reported.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) read: AtomicU64,
     pub(crate) write: AtomicU64,
     pub(crate) cksum: AtomicU64,
+    records: Mutex<Vec<ErrorRecord>>,
 }
 
 impl Counters {
-    pub(crate) fn bump(counter: &AtomicU64) {
+    /// Counts an error of `kind` over `size` bytes at `offset` and keeps a record of it.
+    pub(crate) fn note(&self, kind: ErrorKind, offset: Option<u64>, size: u64) {
+        let counter = match kind {
+            ErrorKind::Read => &self.read,
+            ErrorKind::Write => &self.write,
+            ErrorKind::Checksum => &self.cksum,
+        };
         counter.fetch_add(1, Ordering::Relaxed);
+        let mut r = lock(&self.records);
+        if r.len() < ERROR_RECORDS_MAX {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            r.push(ErrorRecord { kind, offset, size, time: (now.as_secs(), u64::from(now.subsec_nanos())) });
+        }
     }
 }
 
@@ -314,6 +380,31 @@ impl Vdev {
             c.store(0, Ordering::Relaxed);
         }
         self.children.iter().for_each(Vdev::clear_errors);
+    }
+
+    /// The errors counted in this subtree since the last call, oldest first per vdev, each
+    /// with its vdev and parent (what an error report names); the records are taken. A
+    /// top-level vdev's parent is the root (guid `root_guid`).
+    pub fn take_error_reports(&self, root_guid: u64) -> Vec<ErrorReport> {
+        let mut out = Vec::new();
+        self.collect_reports((root_guid, "root"), &mut out);
+        out
+    }
+
+    fn collect_reports(&self, parent: (u64, &'static str), out: &mut Vec<ErrorReport>) {
+        let records = std::mem::take(&mut *lock(&self.counters.records));
+        let counts = self.errors();
+        out.extend(records.into_iter().map(|record| ErrorReport {
+            vdev_guid: self.guid,
+            vdev_type: self.kind.type_name(),
+            parent_guid: parent.0,
+            parent_type: parent.1,
+            counts,
+            record,
+        }));
+        for c in &self.children {
+            c.collect_reports((self.guid, self.kind.type_name()), out);
+        }
     }
 
     /// Current health, derived bottom-up from the leaves.
@@ -501,6 +592,8 @@ impl Vdev {
         ] {
             a.store(b.load(Ordering::Relaxed), Ordering::Relaxed);
         }
+        let pending = lock(&o.counters.records).clone();
+        *lock(&self.counters.records) = pending;
         if self.kind.is_leaf() && o.kind.is_leaf() {
             self.forced.store(o.forced.load(Ordering::SeqCst), Ordering::SeqCst);
             self.offline.store(o.offline.load(Ordering::SeqCst), Ordering::SeqCst);
@@ -674,7 +767,7 @@ impl Vdev {
                 if check(&data) {
                     Ok(data)
                 } else {
-                    Counters::bump(&self.counters.cksum);
+                    self.counters.note(ErrorKind::Checksum, Some(offset), size);
                     Err(self.checksum_error(offset, size))
                 }
             }
@@ -706,7 +799,7 @@ impl Vdev {
         let off = leaf_offset(offset)?;
         let mut buf = vec![0u8; len];
         dev.read_at(&mut buf, off).map_err(|e| {
-            Counters::bump(&self.counters.read);
+            self.counters.note(ErrorKind::Read, Some(offset), size);
             VdevError::Io { device: dev.name().to_string(), source: e }
         })?;
         Ok(buf)
@@ -715,13 +808,19 @@ impl Vdev {
     fn leaf_write(&self, offset: u64, data: &[u8]) -> Result<()> {
         let dev = self.leaf_device()?;
         let off = leaf_offset(offset)?;
-        dev.write_at(data, off).map_err(|e| self.write_failed(dev, e))
+        dev.write_at(data, off).map_err(|e| self.write_failed(dev, e, Some(offset), data.len() as u64))
     }
 
     /// A write or flush of this leaf failed: count it and mark the leaf for
     /// [`Vdev::settle_faults`], which the top-level vdev runs once the request is done.
-    fn write_failed(&self, dev: &Arc<dyn BlockDevice>, e: std::io::Error) -> VdevError {
-        Counters::bump(&self.counters.write);
+    fn write_failed(
+        &self,
+        dev: &Arc<dyn BlockDevice>,
+        e: std::io::Error,
+        at: Option<u64>,
+        size: u64,
+    ) -> VdevError {
+        self.counters.note(ErrorKind::Write, at, size);
         self.failed.store(true, Ordering::SeqCst);
         self.missed.store(true, Ordering::SeqCst);
         VdevError::Io { device: dev.name().to_string(), source: e }
@@ -804,7 +903,7 @@ impl Vdev {
             match c.leaf_read(offset, expected.len() as u64) {
                 Ok(d) if d == expected => {}
                 Ok(_) => {
-                    Counters::bump(&c.counters.cksum);
+                    c.counters.note(ErrorKind::Checksum, Some(offset), expected.len() as u64);
                     repairs.push(Repair { vdev_guid: c.guid, offset, data: expected.to_vec() });
                 }
                 Err(_) => repairs.push(Repair { vdev_guid: c.guid, offset, data: expected.to_vec() }),
@@ -907,7 +1006,7 @@ impl Vdev {
         for leaf in self.leaves() {
             let Ok(dev) = leaf.leaf_device() else { continue };
             if let Err(e) = dev.flush() {
-                last = Some(leaf.write_failed(dev, e));
+                last = Some(leaf.write_failed(dev, e, None, 0));
             }
         }
         // A leaf that failed but could not be faulted holds data the vdev needs, and what
@@ -939,10 +1038,12 @@ impl Vdev {
         for leaf in self.leaves() {
             let Ok(dev) = leaf.leaf_device() else { continue };
             let writes = data(leaf, dev.as_ref());
-            match writes.iter().try_for_each(|(buf, off)| dev.write_at(buf, *off)) {
+            // Label and uberblock writes are at raw device offsets: reported without one.
+            match writes.iter().try_for_each(|(buf, off)| dev.write_at(buf, *off).map_err(|e| (e, buf.len())))
+            {
                 Ok(()) => good += 1,
-                Err(e) => {
-                    let _ = leaf.write_failed(dev, e);
+                Err((e, len)) => {
+                    let _ = leaf.write_failed(dev, e, None, len as u64);
                 }
             }
         }

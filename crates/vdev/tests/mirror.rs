@@ -139,3 +139,48 @@ fn leaf_top_level_and_bad_configs() {
     let d = Vdev::new(top_spec(draid, 12, kids)).unwrap();
     assert!(matches!(d.read(0, 512, &|_| true), Err(VdevError::Unsupported(_))));
 }
+
+/// Every error a vdev counts is kept for the pool's error reports (`ereport.fs.zfs.*`),
+/// with the vdev and its parent, bounded per vdev between two takes.
+#[test]
+fn errors_are_kept_for_error_reports() {
+    use rzfs_vdev::{ErrorKind, ERROR_RECORDS_MAX};
+    let ls: Vec<Leaf> = (0..2).map(|i| leaf(&format!("r{i}"), 30 + i, DEV)).collect();
+    let kids = ls.iter().enumerate().map(|(i, l)| leaf_spec(l, i as u64)).collect();
+    let vd = Vdev::new(top_spec(VdevKind::Mirror, 9, kids)).unwrap();
+    let data = Rng(5).bytes(4096);
+    vd.write(0x2000, &data).unwrap();
+    scribble(&ls[0], 0x2000, &[0xee; 512]);
+    let out = vd.scrub(0x2000, 4096, &|b| b == &data[..]).unwrap();
+    assert_eq!(out.repairs.len(), 1);
+    let r = vd.take_error_reports(77);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!(
+        (r[0].vdev_guid, r[0].vdev_type, r[0].parent_guid, r[0].parent_type),
+        (30, "file", 1000, "mirror")
+    );
+    assert_eq!(
+        (r[0].record.kind, r[0].record.offset, r[0].record.size),
+        (ErrorKind::Checksum, Some(0x2000), 4096)
+    );
+    assert_eq!(r[0].counts, (0, 0, 1));
+    assert!(vd.take_error_reports(77).is_empty(), "taken once");
+    // A flood of damaged blocks is counted in full but kept bounded.
+    let n = ERROR_RECORDS_MAX as u64 + 5;
+    for i in 0..n {
+        vd.write(0x10000 + i * 4096, &data).unwrap();
+        scribble(&ls[0], 0x10000 + i * 4096, &[0xee; 512]);
+        vd.scrub(0x10000 + i * 4096, 4096, &|b| b == &data[..]).unwrap();
+    }
+    let r = vd.take_error_reports(77);
+    assert_eq!(r.len(), ERROR_RECORDS_MAX);
+    assert!(r.iter().all(|x| x.vdev_guid == 30 && x.record.kind == ErrorKind::Checksum));
+    assert_eq!(r[0].record.offset, Some(0x10000));
+    assert_eq!(vd.find(30).unwrap().errors(), (0, 0, 1 + n));
+    // A failed write of r1: an I/O record (and the leaf is faulted: no more writes to it).
+    ls[1].faulty.set_fail_writes(true);
+    vd.write(0x8000, &data).unwrap();
+    let r = vd.take_error_reports(77);
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert_eq!((r[0].vdev_guid, r[0].record.kind, r[0].record.offset), (31, ErrorKind::Write, Some(0x8000)));
+}

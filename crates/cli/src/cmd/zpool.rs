@@ -326,7 +326,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::List { scripted, parsable, props, pools } => list(state, &pools, scripted, parsable, &props),
         Cmd::History { internal, long, pools } => history(state, &pools, internal, long),
         Cmd::Events { verbose, scripted, follow, clear, pool } => {
-            events(verbose, scripted, follow, clear, pool)
+            events(state, verbose, scripted, follow, clear, pool)
         }
         Cmd::Set { assignment, pool } => {
             crate::rwpool::set_pool_prop(state, &assignment, &pool).map(|_| Response::ok(String::new()))
@@ -592,6 +592,7 @@ fn history(state: &State, names: &[String], internal: bool, long: bool) -> Resul
 
 /// `zpool events [-vH] [POOL]`, `zpool events -c`.
 fn events(
+    state: &State,
     verbose: bool,
     scripted: bool,
     follow: bool,
@@ -606,6 +607,11 @@ fn events(
     }
     if follow {
         return Err("rzpool events -f is not supported yet: run rzpool events again to see new events".into());
+    }
+    // What the pools' sync threads have not posted yet (error reports, state changes).
+    let writers: Vec<_> = state.writers.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+    for w in writers {
+        w.spa.post_state_changes();
     }
     let (list, dropped) = pool::events::list();
     let mut out = String::new();
