@@ -185,6 +185,22 @@ impl Allocator {
         Ok(())
     }
 
+    /// Grows top vdev `vdev` to `usable` allocatable bytes (`zpool online -e`): metaslabs
+    /// `count..usable >> ms_shift` are appended, all free; the existing ones are untouched.
+    /// Returns how many were added (none when `usable` holds no further whole metaslab).
+    pub fn grow_top(&mut self, vdev: u64, usable: u64) -> Result<u64> {
+        let t = self.tops.get_mut(&vdev).ok_or(Error::UnknownVdev(vdev))?;
+        let (have, want) = (t.ms.len() as u64, usable >> t.ms_shift);
+        if want > MAX_MS_COUNT {
+            return Err(Error::Invalid(format!("{want} metaslabs of 2^{} in {usable:#x} bytes", t.ms_shift)));
+        }
+        for i in have..want {
+            t.ms.push(Metaslab::new(i << t.ms_shift, 1 << t.ms_shift)?);
+        }
+        self.rebalance();
+        Ok(want.saturating_sub(have))
+    }
+
     /// Number of metaslabs of `vdev`.
     pub fn metaslab_count(&self, vdev: u64) -> Result<u64> {
         Ok(self.top(vdev)?.ms.len() as u64)

@@ -46,6 +46,26 @@ fn add_top_validates_and_counts() {
 }
 
 #[test]
+fn grow_top_appends_free_metaslabs() {
+    let mut a = one_vdev(2 << 24, 24);
+    let (v, off) = a.alloc(128 * K, 5, 1).unwrap()[0];
+    assert_eq!(a.grow_top(0, (2 << 24) + 12345).unwrap(), 0, "no further whole metaslab");
+    assert_eq!(a.grow_top(0, (5 << 24) + 12345).unwrap(), 3);
+    assert_eq!(a.metaslab_count(0).unwrap(), 5);
+    assert_eq!(a.space().size, 5 << 24);
+    assert_eq!(a.space().alloc, 128 * K, "what was allocated stays allocated");
+    assert!(a.is_allocated(v, off, 128 * K).unwrap());
+    assert!(a.is_free(0, 4 << 24, 1 << 24).unwrap());
+    assert!(a.grow_top(7, 1 << 30).is_err());
+    // The new space is used once the old metaslabs fill.
+    let mut far = 0;
+    for _ in 0..(4 * 8 * 16) {
+        far = far.max(a.alloc(128 * K, 6, 1).unwrap()[0].1);
+    }
+    assert!(far >= 2 << 24, "allocations reached the new metaslabs ({far:#x})");
+}
+
+#[test]
 fn active_metaslab_is_filled_sequentially() {
     let mut a = one_vdev(4 << 24, 24);
     let mut prev = None;

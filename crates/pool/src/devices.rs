@@ -333,5 +333,6 @@ impl Spa {
             self.mark_dirty();
             self.request_resilver();
         }
+        self.autoexpand_check();
     }
 }

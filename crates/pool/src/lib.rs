@@ -19,6 +19,7 @@ pub mod discover;
 pub mod dsfeatures;
 pub mod dtl;
 pub mod events;
+pub mod expand;
 pub mod feature_table;
 pub mod features;
 pub mod history;

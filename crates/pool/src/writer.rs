@@ -143,6 +143,10 @@ impl AllocShared {
     pub fn add_top(&self, vdev: u64, asize: u64, ashift: u8, ms_shift: u32) -> Result<()> {
         self.lock().ms.add_top(vdev, asize, ashift, ms_shift).map_err(err)
     }
+    /// [`metaslab::Allocator::grow_top`].
+    pub fn grow_top(&self, vdev: u64, asize: u64) -> Result<u64> {
+        self.lock().ms.grow_top(vdev, asize).map_err(err)
+    }
 }
 
 impl Allocate for AllocShared {

@@ -9,7 +9,7 @@ use std::io::{self, Seek, SeekFrom};
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 /// Positional, thread-safe access to one device.
@@ -33,6 +33,13 @@ pub trait BlockDevice: Send + Sync {
     /// exported or halted sends it no more I/O, and another importer must not wait for the
     /// last reference of a thread finishing up. No-op where there is nothing to release.
     fn release(&self) {}
+    /// Looks at the device's size again (it may have grown: a file extended, a LUN
+    /// resized) and returns it. A device never shrinks here: a smaller answer keeps the
+    /// size it had (OpenZFS refuses a device that shrank; rzfs's reads would fail past the
+    /// new end anyway). `zpool online -e` and `autoexpand` use it.
+    fn refresh_size(&self) -> io::Result<u64> {
+        Ok(self.size())
+    }
 }
 
 fn out_of_range(name: &str, off: u64, len: usize, size: u64) -> io::Error {
@@ -51,7 +58,8 @@ fn in_range(off: u64, len: usize, size: u64) -> bool {
 #[derive(Debug)]
 pub struct FileDevice {
     file: File,
-    size: u64,
+    /// Bytes, from seeking to the end at open and at each [`BlockDevice::refresh_size`].
+    size: AtomicU64,
     name: String,
     writable: bool,
 }
@@ -62,7 +70,7 @@ impl FileDevice {
     pub fn open(path: impl AsRef<Path>, writable: bool) -> io::Result<Self> {
         let path = path.as_ref();
         let mut file = OpenOptions::new().read(true).write(writable).open(path)?;
-        let size = file.seek(SeekFrom::End(0))?;
+        let size = AtomicU64::new(file.seek(SeekFrom::End(0))?);
         Ok(Self { file, size, name: path.display().to_string(), writable })
     }
 }
@@ -95,7 +103,7 @@ impl FileDevice {
             Err(std::fs::TryLockError::WouldBlock) => return Err(busy()),
             Err(std::fs::TryLockError::Error(e)) => return Err(e),
         }
-        let size = file.seek(SeekFrom::End(0))?;
+        let size = AtomicU64::new(file.seek(SeekFrom::End(0))?);
         Ok(Self { file, size, name: path.display().to_string(), writable: true })
     }
 
@@ -115,8 +123,9 @@ impl FileDevice {
 
 impl BlockDevice for FileDevice {
     fn read_at(&self, buf: &mut [u8], off: u64) -> io::Result<()> {
-        if !in_range(off, buf.len(), self.size) {
-            return Err(out_of_range(&self.name, off, buf.len(), self.size));
+        let size = self.size();
+        if !in_range(off, buf.len(), size) {
+            return Err(out_of_range(&self.name, off, buf.len(), size));
         }
         self.file.read_exact_at(buf, off)
     }
@@ -127,8 +136,9 @@ impl BlockDevice for FileDevice {
                 format!("{} opened read-only", self.name),
             ));
         }
-        if !in_range(off, buf.len(), self.size) {
-            return Err(out_of_range(&self.name, off, buf.len(), self.size));
+        let size = self.size();
+        if !in_range(off, buf.len(), size) {
+            return Err(out_of_range(&self.name, off, buf.len(), size));
         }
         self.file.write_all_at(buf, off)
     }
@@ -144,7 +154,7 @@ impl BlockDevice for FileDevice {
         let _ = self.file.unlock();
     }
     fn size(&self) -> u64 {
-        self.size
+        self.size.load(Ordering::SeqCst)
     }
     fn name(&self) -> &str {
         &self.name
@@ -152,6 +162,12 @@ impl BlockDevice for FileDevice {
 
     fn writable(&self) -> bool {
         self.writable
+    }
+
+    fn refresh_size(&self) -> io::Result<u64> {
+        // Seeking a shared handle moves only the offset, which pread/pwrite never use.
+        let now = (&self.file).seek(SeekFrom::End(0))?;
+        Ok(self.size.fetch_max(now, Ordering::SeqCst).max(now))
     }
 }
 
@@ -295,6 +311,9 @@ impl BlockDevice for FaultyDevice {
     }
     fn release(&self) {
         self.inner.release()
+    }
+    fn refresh_size(&self) -> io::Result<u64> {
+        self.inner.refresh_size()
     }
     fn size(&self) -> u64 {
         self.inner.size()

@@ -264,6 +264,9 @@ impl BlockDevice for InjectDevice {
     fn release(&self) {
         self.inner.release()
     }
+    fn refresh_size(&self) -> io::Result<u64> {
+        self.inner.refresh_size()
+    }
     fn size(&self) -> u64 {
         self.inner.size()
     }

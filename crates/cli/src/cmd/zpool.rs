@@ -188,7 +188,7 @@ enum Cmd {
     },
     /// Bring devices back online; each resilvers what it missed.
     Online {
-        /// Expand the device to use all its space (not supported by rzfs yet).
+        /// Expand the device's top-level vdev into all the space its devices now have.
         #[arg(short = 'e')]
         expand: bool,
         pool: String,
@@ -456,15 +456,11 @@ fn online(
     cwd: &Path,
 ) -> Result<Response, String> {
     let rw = rw_pool(state, name, "online devices of")?;
-    if expand {
-        return Err(format!(
-            "cannot expand devices of {name}: rzfs cannot grow a device's space yet (online without -e)"
-        ));
-    }
     let mut warnings = String::new();
     for d in devices {
         let d = device_arg(cwd, d);
-        let w = rw.spa.online(&d).map_err(|e| match e {
+        let r = if expand { rw.spa.online_expand(&d) } else { rw.spa.online(&d) };
+        let w = r.map_err(|e| match e {
             pool::PoolError::NotFound(m) | pool::PoolError::Unsupported(m) => m,
             e => format!("cannot online {d}: {e}"),
         })?;
@@ -588,6 +584,12 @@ fn history(state: &State, names: &[String], internal: bool, long: bool) -> Resul
         out.push('\n');
     }
     Ok(Response::ok(out))
+}
+
+/// What `zpool online -e` would add to a pool imported read-write; `None` when nothing
+/// (shown as `-`, as zpool does).
+fn expand_size(state: &State, name: &str) -> Option<u64> {
+    crate::rwpool::writer_of(state, name).map(|w| w.spa.expand_size()).filter(|&e| e > 0)
 }
 
 /// `zpool events [-vH] [POOL]`, `zpool events -c`.
@@ -870,7 +872,8 @@ fn list(
                 "size" => Ok(sp.map_or("-".into(), |sp| size(sp.size, parsable))),
                 "alloc" | "allocated" => Ok(sp.map_or("-".into(), |sp| size(sp.alloc, parsable))),
                 "free" => Ok(sp.map_or("-".into(), |sp| size(sp.size.saturating_sub(sp.alloc), parsable))),
-                "ckpoint" | "expandsz" => Ok("-".into()),
+                "ckpoint" => Ok("-".into()),
+                "expandsz" => Ok(expand_size(state, p.name()).map_or("-".into(), |e| size(e, parsable))),
                 "frag" => Ok(if parsable { "0".into() } else { "0%".into() }),
                 "cap" | "capacity" => Ok(sp.map_or("-".into(), |sp| {
                     let pct = (sp.alloc * 100).checked_div(sp.size).unwrap_or(0);
@@ -938,12 +941,14 @@ fn space_of(state: &State, p: &Pool) -> Option<pool::status::Space> {
 }
 
 /// One pool property. `writable`: the daemon holds the pool read-write (the read view is
-/// always opened read-only, so `p.opts.readonly` does not say); `sp`: see [`space_of`].
+/// always opened read-only, so `p.opts.readonly` does not say); `sp`: see [`space_of`];
+/// `esize`: see [`expand_size`].
 fn pool_prop(
     p: &Pool,
     health: &str,
     writable: bool,
     sp: Option<pool::status::Space>,
+    esize: Option<u64>,
     prop: &str,
     parsable: bool,
 ) -> Result<(String, String), String> {
@@ -976,7 +981,8 @@ fn pool_prop(
         "readonly" => none(if writable { "off".into() } else { "on".into() }),
         "dedupratio" => none(if parsable { "1.00".into() } else { "1.00x".into() }),
         "fragmentation" => none(if parsable { "0".into() } else { "0%".into() }),
-        "expandsize" | "checkpoint" => none("-".into()),
+        "expandsize" => none(esize.map_or("-".into(), |e| size(e, parsable))),
+        "checkpoint" => none("-".into()),
         "freeing" | "leaked" => none("0".into()),
         "ashift" => {
             let a = p.tops.first().map(|t| t.ashift()).unwrap_or(0);
@@ -1069,7 +1075,8 @@ fn get(
         let writable = crate::rwpool::writer_of(state, p.name()).is_some();
         let sp = space_of(state, &p);
         for prop in &wanted {
-            let (value, source) = pool_prop(&p, &health, writable, sp, prop, parsable)?;
+            let esize = expand_size(state, p.name());
+            let (value, source) = pool_prop(&p, &health, writable, sp, esize, prop, parsable)?;
             let row = cols
                 .iter()
                 .map(|c| match c.as_str() {
