@@ -108,16 +108,76 @@ pub fn start_daemon(sock: &Path) -> std::io::Result<()> {
     Err(std::io::Error::other(format!("rzfsd did not start within {START_TIMEOUT:?}; see {}", log.display())))
 }
 
+/// `argv` of `rzpool events` with `-f` among its flags, without it; `None` otherwise.
+fn follow_argv(argv: &[String]) -> Option<Vec<String>> {
+    if argv.first().map(String::as_str) != Some("events") {
+        return None;
+    }
+    let mut found = false;
+    let mut out = vec![argv[0].clone()];
+    for a in &argv[1..] {
+        match a.strip_prefix('-') {
+            Some(flags) if !flags.is_empty() && !flags.starts_with('-') && flags.contains('f') => {
+                found = true;
+                let rest: String = flags.chars().filter(|&c| c != 'f').collect();
+                if !rest.is_empty() {
+                    out.push(format!("-{rest}"));
+                }
+            }
+            _ => out.push(a.clone()),
+        }
+    }
+    found.then_some(out)
+}
+
+/// `zpool events -f`: asks for the events after the newest one printed, every half second,
+/// until interrupted (or the daemon goes away).
+fn follow_events(prog: &str, sock: &Path, argv: Vec<String>, cwd: PathBuf) -> ! {
+    use crate::proto::EVENTS_LAST_EID;
+    let mut last = 0u64;
+    loop {
+        let mut a = argv.clone();
+        a.push(format!("--after={last}"));
+        let req = Request { version: PROTOCOL_VERSION, prog: prog.to_string(), argv: a, cwd: cwd.clone() };
+        let r = match call(sock, &req) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("{prog}: cannot reach rzfsd at {}: {e}", sock.display());
+                std::process::exit(1);
+            }
+        };
+        let mut out = std::io::stdout().lock();
+        if out.write_all(r.stdout.as_bytes()).and_then(|_| out.flush()).is_err() {
+            std::process::exit(0); // the reader went away (`| head`)
+        }
+        for line in r.stderr.lines() {
+            match line.strip_prefix(EVENTS_LAST_EID) {
+                Some(n) => last = n.trim().parse().unwrap_or(last),
+                None => eprintln!("{line}"),
+            }
+        }
+        if r.exit != 0 {
+            std::process::exit(r.exit);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// Entry point of `rzpool` and `rzfs`: forward argv to the daemon (starting it if needed).
 pub fn main_forward(prog: &str) -> ! {
     let argv: Vec<String> = std::env::args().skip(1).collect();
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
-    let req = Request { version: PROTOCOL_VERSION, prog: prog.to_string(), argv, cwd };
     let sock = socket_path();
     if let Err(e) = access::check_dir(socket_dir(&sock), &trusted_owners()) {
         eprintln!("{prog}: {e}");
         std::process::exit(1);
     }
+    if prog == "rzpool" {
+        if let Some(argv) = follow_argv(&argv) {
+            follow_events(prog, &sock, argv, cwd);
+        }
+    }
+    let req = Request { version: PROTOCOL_VERSION, prog: prog.to_string(), argv, cwd };
     let resp = match UnixStream::connect(&sock) {
         Ok(s) => exchange(&s, &req),
         Err(e) if e.kind() == ErrorKind::PermissionDenied => {
@@ -144,5 +204,21 @@ pub fn main_forward(prog: &str) -> ! {
             eprintln!("{prog}: cannot reach rzfsd at {}: {e}", sock.display());
             std::process::exit(1);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn follow_flag_is_taken_out() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(follow_argv(&v(&["events", "-vf", "tank"])), Some(v(&["events", "-v", "tank"])));
+        assert_eq!(follow_argv(&v(&["events", "-f"])), Some(v(&["events"])));
+        assert_eq!(follow_argv(&v(&["events", "-H", "-f", "p"])), Some(v(&["events", "-H", "p"])));
+        assert_eq!(follow_argv(&v(&["events", "-v", "tank"])), None);
+        assert_eq!(follow_argv(&v(&["status", "-f"])), None);
+        assert_eq!(follow_argv(&v(&["events", "--foo"])), None);
     }
 }

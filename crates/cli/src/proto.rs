@@ -21,6 +21,11 @@ pub const MAX_REQUEST_BYTES: usize = 64 << 10;
 /// the daemon is the trusted side, so this only guards the client against a runaway.
 pub const MAX_RESPONSE_BYTES: usize = 256 << 20;
 
+/// `zpool events -f` is followed by the client, which asks for the events after the last
+/// one it printed (hidden `--after EID`); the daemon ends its answer's stderr with this
+/// marker and the newest event id, a line the client takes out.
+pub const EVENTS_LAST_EID: &str = "rzfs-events-last-eid ";
+
 /// A command to run.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Request {

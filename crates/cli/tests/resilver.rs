@@ -179,10 +179,34 @@ fn offline_rules() {
         ev.contains("        class = \"sysevent.fs.zfs.vdev_online\"") && ev.contains("vdev_path = "),
         "{ev}"
     );
-    let (code, _, err) = d.run("rzpool", &["events", "-f"]);
-    assert!(code != 0 && err.contains("not supported"), "{err}");
     assert!(d.ok("rzpool", &["events", "-c"]).starts_with("cleared "));
     assert_eq!(d.ok("rzpool", &["events", "-H"]), "");
+    // `events -f` prints what comes, once each, under one header, until killed.
+    let mut follow = std::process::Command::new(env!("CARGO_BIN_EXE_rzpool"))
+        .args(["events", "-f", "or"])
+        .env("RZFS_SOCKET", &d.sock)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut pipe = follow.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut text);
+        text
+    });
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    d.ok("rzpool", &["offline", "-t", "or", &devs[1]]);
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    d.ok("rzpool", &["online", "or", &devs[1]]);
+    d.ok("rzpool", &["wait", "or"]);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    follow.kill().unwrap();
+    let _ = follow.wait();
+    let seen = reader.join().unwrap();
+    assert_eq!(seen.matches("CLASS").count(), 1, "{seen}");
+    assert_eq!(seen.matches("sysevent.fs.zfs.vdev_online").count(), 1, "{seen}");
+    let state = seen.find("resource.fs.zfs.statechange").unwrap_or_else(|| panic!("{seen}"));
+    assert!(state < seen.find("sysevent.fs.zfs.vdev_online").unwrap(), "{seen}");
     d.ok("rzpool", &["export", "or"]);
     zdb_check(&dir, "or");
 

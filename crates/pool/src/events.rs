@@ -6,7 +6,8 @@
 //! device changes state. zed and `zpool events` read it. The daemon keeps the same queue,
 //! process-wide, with the same classes and payload names (`pool`, `pool_guid`,
 //! `vdev_guid`, `vdev_path`, `vdev_state`, `time`, `eid`); `rzpool events` prints it as
-//! `zpool events` does. Errors the vdevs count (a read or write that failed, a copy with
+//! `zpool events` does (`-f` is followed by the client, which asks for the events after the
+//! newest it printed). Errors the vdevs count (a read or write that failed, a copy with
 //! wrong bytes) become error reports, `ereport.fs.zfs.io` and `ereport.fs.zfs.checksum`, with
 //! OpenZFS's payload names (`vdev_*`, `parent_*`, `zio_err`, `zio_offset`, `zio_size`); the
 //! vdevs keep at most [`vdev::ERROR_RECORDS_MAX`] per device between two postings (the

@@ -220,9 +220,12 @@ enum Cmd {
         /// Scripted: no header, fields separated by a tab.
         #[arg(short = 'H')]
         scripted: bool,
-        /// Follow (not supported by rzfs yet).
+        /// Follow: print new events as they come, until interrupted.
         #[arg(short = 'f')]
         follow: bool,
+        /// The events after this id only (how the client follows).
+        #[arg(long = "after", hide = true)]
+        after: Option<u64>,
         /// Clear the event queue.
         #[arg(short = 'c')]
         clear: bool,
@@ -325,8 +328,8 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         }
         Cmd::List { scripted, parsable, props, pools } => list(state, &pools, scripted, parsable, &props),
         Cmd::History { internal, long, pools } => history(state, &pools, internal, long),
-        Cmd::Events { verbose, scripted, follow, clear, pool } => {
-            events(state, verbose, scripted, follow, clear, pool)
+        Cmd::Events { verbose, scripted, follow, clear, after, pool } => {
+            events(state, verbose, scripted, follow, clear, after, pool)
         }
         Cmd::Set { assignment, pool } => {
             crate::rwpool::set_pool_prop(state, &assignment, &pool).map(|_| Response::ok(String::new()))
@@ -599,6 +602,7 @@ fn events(
     scripted: bool,
     follow: bool,
     clear: bool,
+    after: Option<u64>,
     pool: Option<String>,
 ) -> Result<Response, String> {
     if clear {
@@ -608,7 +612,8 @@ fn events(
         return Ok(Response::ok(format!("cleared {} events\n", pool::events::clear())));
     }
     if follow {
-        return Err("rzpool events -f is not supported yet: run rzpool events again to see new events".into());
+        // The client follows (see `client::follow_events`); a raw request cannot.
+        return Err("rzpool events -f is followed by the rzpool command, not by the daemon".into());
     }
     // What the pools' sync threads have not posted yet (error reports, state changes).
     let writers: Vec<_> = state.writers.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
@@ -617,13 +622,16 @@ fn events(
     }
     let (list, dropped) = pool::events::list();
     let mut out = String::new();
-    if !scripted {
+    // A follow's later answers are continuations: no header again.
+    let first = after.unwrap_or(0) == 0;
+    if !scripted && first {
         out.push_str(&format!("{:<30} {}\n", "TIME", "CLASS"));
     }
-    if dropped > 0 {
+    if dropped > 0 && first {
         out.push_str(&format!("dropped {dropped} events\n"));
     }
-    for e in list.iter().filter(|e| pool.as_deref().is_none_or(|p| e.pool() == Some(p))) {
+    let newer = |e: &&pool::events::Event| after.is_none_or(|a| e.eid > a);
+    for e in list.iter().filter(newer).filter(|e| pool.as_deref().is_none_or(|p| e.pool() == Some(p))) {
         let sep = if scripted { '\t' } else { ' ' };
         out.push_str(&format!("{}{sep}{}\n", crate::format::event_time(e.time.0, e.time.1), e.class));
         if verbose {
@@ -643,7 +651,12 @@ fn events(
             out.push_str(&format!("        eid = 0x{:x}\n\n", e.eid));
         }
     }
-    Ok(Response::ok(out))
+    let mut r = Response::ok(out);
+    if let Some(a) = after {
+        let last = list.last().map_or(a, |e| e.eid.max(a));
+        r.stderr = format!("{}{last}\n", crate::proto::EVENTS_LAST_EID);
+    }
+    Ok(r)
 }
 
 fn parse_import_opts(props: &[String]) -> Result<ImportOpts, String> {
