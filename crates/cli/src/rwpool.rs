@@ -426,13 +426,38 @@ fn writable(state: &State, name: &str, what: &str) -> Result<Arc<RwPool>, String
 }
 
 /// `rzfs snapshot POOL/FS@NAME...`: all in one txg, synced at once.
-pub fn snapshot(state: &State, names: &[String]) -> Result<(), String> {
+pub fn snapshot(state: &State, names: &[String], props: &[String], recursive: bool) -> Result<(), String> {
     let Some(first) = names.first() else { return Ok(()) };
     let rw = writable(state, first, &format!("cannot create snapshot '{first}'"))?;
     if let Some(other) = names.iter().find(|n| pool_of(n) != rw.name) {
         return Err(format!("cannot create snapshot '{other}': snapshots must be in the same pool"));
     }
-    rw.spa.snapshot(names, now_pair().0).map_err(|e| e.to_string())
+    // Snapshots take user properties only.
+    if let Some(p) =
+        props.iter().find(|p| !p.split_once('=').is_some_and(|(k, _)| dsl::props::is_user_prop(k)))
+    {
+        let k = p.split_once('=').map_or(p.as_str(), |(k, _)| k);
+        return Err(format!(
+            "cannot create snapshot '{first}': property '{k}': only user properties can be set on snapshots"
+        ));
+    }
+    let parsed = parse_fs_props(props, &None)?;
+    let mut all = names.to_vec();
+    if recursive {
+        // Every descendant file system and volume, as of the open txg's changes.
+        rw.sync()?;
+        let pool = state.pool(&rw.name)?;
+        let list = pool.dsl().list().map_err(|e| e.to_string())?;
+        for n in names {
+            let Some((fs, snap)) = n.split_once('@') else { continue };
+            for ds in list.iter().filter(|d| d.kind != dsl::DatasetKind::Snapshot) {
+                if ds.name.starts_with(&format!("{fs}/")) {
+                    all.push(format!("{}@{snap}", ds.name));
+                }
+            }
+        }
+    }
+    rw.spa.snapshot(&all, parsed, now_pair().0).map_err(|e| e.to_string())
 }
 
 /// The ZPL's initial content of a new file system.
@@ -571,21 +596,29 @@ fn set_volsize(state: &State, name: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `rzfs set PROP=VALUE NAME...`.
-pub fn set(state: &State, assignment: &str, names: &[String]) -> Result<(), String> {
-    match assignment.split_once('=') {
-        Some(("volsize", v)) => {
+/// `rzfs set PROP=VALUE... NAME...`.
+pub fn set(state: &State, assignments: &[String], names: &[String]) -> Result<(), String> {
+    let mut rest = Vec::new();
+    for a in assignments {
+        match a.split_once('=') {
+            Some(("volblocksize", _)) => {
+                return Err("cannot set property: 'volblocksize' is readonly".into());
+            }
+            Some(("volsize", _)) => {}
+            _ => rest.push(a.clone()),
+        }
+    }
+    let parsed = parse_fs_props(&rest, &None)?;
+    for a in assignments {
+        if let Some(("volsize", v)) = a.split_once('=') {
             for name in names {
                 set_volsize(state, name, v)?;
             }
-            return Ok(());
         }
-        Some(("volblocksize", _)) => {
-            return Err("cannot set property: 'volblocksize' is readonly".into());
-        }
-        _ => {}
     }
-    let parsed = parse_fs_props(&[assignment.to_string()], &None)?;
+    if parsed.is_empty() {
+        return Ok(());
+    }
     for name in names {
         let rw = writable(state, name, &format!("cannot set property for '{name}'"))?;
         let props = parsed.iter().map(|(k, v)| (k.clone(), Some(v.clone()))).collect();

@@ -195,10 +195,39 @@ pub fn is_inheritable(prop: &str) -> bool {
     )
 }
 
+/// A user property (`module:name`): only lowercase letters, digits, `-`, `_`, `.` and
+/// `:`, with at least one `:` (OpenZFS `zfs_prop_user`, `zprop_valid_char`). They are
+/// stored as strings in the same props ZAPs as native properties and inherited the same
+/// way; a snapshot's own are in its `ds_props_obj`.
+pub fn is_user_prop(name: &str) -> bool {
+    name.contains(':')
+        && name.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"-_.:".contains(&c))
+}
+
+/// Longest property name (`ZAP_MAXNAMELEN`, counting the NUL).
+pub const MAX_PROP_NAME: usize = 256;
+/// Longest property value (`ZAP_MAXVALUELEN`, counting the NUL).
+pub const MAX_PROP_VALUE: usize = 8192;
+
 /// Parses `zfs set`/`-O` input for a property rzfs can set, into the value stored in a
 /// props ZAP. Errors name the problem the way zfs(8) does.
 pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, String> {
     let bad = || format!("'{prop}' must be one of {}", choices(prop));
+    if is_user_prop(prop) {
+        if prop.len() >= MAX_PROP_NAME {
+            return Err(format!("property name '{prop}' is too long"));
+        }
+        if value.len() >= MAX_PROP_VALUE {
+            return Err("property value too long".into());
+        }
+        if value.contains('\0') {
+            return Err("property values cannot contain NUL".into());
+        }
+        return Ok(RawProp::Str(value.to_string()));
+    }
+    if prop.contains(':') {
+        return Err("user property names are lowercase letters, digits, '-', '_', '.' and ':'".into());
+    }
     match prop {
         "mountpoint" => {
             if value == "none" || value == "legacy" || value.starts_with('/') {
@@ -349,6 +378,21 @@ mod tests {
             Ok(RawProp::Num(n)) => n,
             other => panic!("{prop}={v}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn user_properties() {
+        for ok in ["com.sun:auto-snapshot", "syncoid:sync", "a:b", ":x", "org.znapzend:src_plan"] {
+            assert!(is_user_prop(ok), "{ok}");
+        }
+        for bad in ["compression", "Com.sun:x", "a b:c", "a:b@c", "", "a/b:c"] {
+            assert!(!is_user_prop(bad), "{bad}");
+        }
+        assert_eq!(parse_value("com.sun:auto-snapshot", "true"), Ok(RawProp::Str("true".into())));
+        assert_eq!(parse_value("x:y", ""), Ok(RawProp::Str(String::new())));
+        assert!(parse_value("x:y", &"v".repeat(MAX_PROP_VALUE)).unwrap_err().contains("too long"));
+        assert!(parse_value(&format!("x:{}", "n".repeat(300)), "1").unwrap_err().contains("too long"));
+        assert!(is_inheritable("x:y"));
     }
 
     #[test]

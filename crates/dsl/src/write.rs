@@ -508,6 +508,30 @@ pub fn set_prop(
     }
 }
 
+/// Sets or removes a snapshot's own property (user properties, the only ones a snapshot
+/// takes) in its `ds_props_obj`, created on first use as OpenZFS creates it
+/// (`dsl_prop_set_sync_impl`: a `DMU_OT_DSL_PROPS` ZAP).
+pub fn set_snapshot_prop(
+    os: &mut DirtyObjset,
+    zaps: &mut ZapCache,
+    ds: u64,
+    name: &str,
+    val: Option<ZapVal>,
+) -> Result<()> {
+    let mut p = ds_phys(os, ds)?;
+    if p.props_obj == 0 {
+        if val.is_none() {
+            return Ok(());
+        }
+        p.props_obj = zaps.create(os, T::DslProps.to_u8(), 0, Vec::new()).map_err(zerr)?;
+        set_ds_phys(os, ds, &p)?;
+    }
+    match val {
+        Some(v) => zaps.update(os, p.props_obj, name.as_bytes(), v).map_err(zerr),
+        None => zaps.remove(os, p.props_obj, name.as_bytes()).map(|_| ()).map_err(zerr),
+    }
+}
+
 /// Appends blocks killed from head `ds` but still referenced by its latest snapshot to the
 /// head's deadlist (`dsl_deadlist_insert`: the bpobj of the largest key below the block's
 /// birth), and credits the latest snapshot's unique space for blocks no older snapshot

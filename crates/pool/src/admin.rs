@@ -228,9 +228,10 @@ impl Spa {
         )
     }
 
-    /// `zfs snapshot FS@SNAP...`: every snapshot in one txg, after the file systems' pending
-    /// changes are written (so each holds its file system exactly as of that txg).
-    pub fn snapshot(&self, names: &[String], now: u64) -> Result<()> {
+    /// `zfs snapshot [-o PROP=VALUE]... FS@SNAP...`: every snapshot in one txg, after the
+    /// file systems' pending changes are written (so each holds its file system exactly as of
+    /// that txg), each with the user properties `props`.
+    pub fn snapshot(&self, names: &[String], props: Vec<(String, ZapVal)>, now: u64) -> Result<()> {
         fn check(w: &mut PoolWriter, names: &[String]) -> Result<Vec<(Found, String)>> {
             let mut out = Vec::new();
             for full in names {
@@ -261,6 +262,9 @@ impl Spa {
                 let txg = w.txg;
                 for (f, snap) in check(w, &n)? {
                     let s = dslw::snapshot(&mut w.mos, &mut w.mos_zaps, f.ds, &snap, txg, now)?;
+                    for (k, v) in &props {
+                        dslw::set_snapshot_prop(&mut w.mos, &mut w.mos_zaps, s, k, Some(v.clone()))?;
+                    }
                     w.scan.ds_snapshotted(f.ds, s);
                     for feat in w.ds_features(f.ds)? {
                         w.ds_activate(s, feat)?;
@@ -275,7 +279,8 @@ impl Spa {
     pub fn set_props(&self, name: &str, props: Vec<(String, Option<ZapVal>)>) -> Result<()> {
         fn check(w: &mut PoolWriter, name: &str, props: &[(String, Option<ZapVal>)]) -> Result<Found> {
             let f = must_find(w, name)?;
-            if name.contains('@') {
+            // Snapshots take user properties only (libzfs `zfs_valid_proplist`).
+            if name.contains('@') && !props.iter().all(|(k, _)| dsl::props::is_user_prop(k)) {
                 return Err(PoolError::Invalid(format!(
                     "cannot set property for '{name}': this property can not be modified for snapshots"
                 )));
@@ -294,7 +299,11 @@ impl Spa {
             move |w| {
                 let f = check(w, &n, &p)?;
                 for (k, v) in &p {
-                    set_one_prop(w, f.dir, f.ds, k, v.clone())?;
+                    if n.contains('@') {
+                        dslw::set_snapshot_prop(&mut w.mos, &mut w.mos_zaps, f.ds, k, v.clone())?;
+                    } else {
+                        set_one_prop(w, f.dir, f.ds, k, v.clone())?;
+                    }
                 }
                 let set: Vec<(String, ZapVal)> =
                     p.iter().filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v))).collect();

@@ -71,6 +71,12 @@ enum Cmd {
     },
     /// Create snapshots (POOL/FS@NAME).
     Snapshot {
+        /// Snapshot every descendant file system and volume too, in the same txg.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// A user property of the new snapshots (PROP=VALUE).
+        #[arg(short = 'o')]
+        props: Vec<String>,
         #[arg(required = true)]
         names: Vec<String>,
     },
@@ -80,11 +86,10 @@ enum Cmd {
         #[arg(required = true)]
         names: Vec<String>,
     },
-    /// Set a property.
+    /// Set properties: PROP=VALUE... NAME... (all in one txg per dataset).
     Set {
-        assignment: String,
-        #[arg(required = true)]
-        names: Vec<String>,
+        #[arg(required = true, value_name = "PROP=VALUE... NAME")]
+        args: Vec<String>,
     },
     /// Mount a dataset over FUSE (read-write on pools imported read-write); with no
     /// arguments, list mounts.
@@ -150,8 +155,9 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
     };
     let logged = match &cli.cmd {
         Cmd::Create { name, .. } => Some(name.clone()),
-        Cmd::Snapshot { names } => names.first().cloned(),
-        Cmd::Set { names, .. } | Cmd::Inherit { names, .. } => names.first().cloned(),
+        Cmd::Snapshot { names, .. } => names.first().cloned(),
+        Cmd::Set { args } => args.iter().find(|a| !a.contains('=')).cloned(),
+        Cmd::Inherit { names, .. } => names.first().cloned(),
         Cmd::Destroy { name, dry_run: false, .. } => Some(name.clone()),
         Cmd::Clone { name, .. } => Some(name.clone()),
         _ => None,
@@ -171,15 +177,28 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Destroy { recursive, dry_run, verbose, name, force, .. } => {
             destroy(state, &name, recursive, dry_run, verbose, force)
         }
-        Cmd::Snapshot { names } => {
-            crate::rwpool::snapshot(state, &names).map(|_| Response::ok(String::new()))
+        Cmd::Snapshot { names, props, recursive } => {
+            crate::rwpool::snapshot(state, &names, &props, recursive).map(|_| Response::ok(String::new()))
         }
         Cmd::Inherit { prop, names } => {
             with_remount(state, &prop, &names, || crate::rwpool::inherit(state, &prop, &names))
         }
-        Cmd::Set { assignment, names } => {
-            let prop = assignment.split_once('=').map_or(assignment.as_str(), |(k, _)| k).to_string();
-            with_remount(state, &prop, &names, || crate::rwpool::set(state, &assignment, &names))
+        Cmd::Set { args } => {
+            // `zfs set P=V [P=V]... NAME...`: the assignments come first.
+            let n = args.iter().take_while(|a| a.contains('=')).count();
+            let (assignments, names) = args.split_at(n);
+            if assignments.is_empty() {
+                Err(format!("missing property=value argument(s) before '{}'", names[0]))
+            } else if names.is_empty() {
+                Err("missing dataset name(s)".to_string())
+            } else {
+                let keys: Vec<&str> =
+                    assignments.iter().filter_map(|a| a.split_once('=').map(|(k, _)| k)).collect();
+                // Remounting follows the mount properties among them.
+                let prop =
+                    ["mountpoint", "canmount"].into_iter().find(|p| keys.contains(p)).unwrap_or(keys[0]);
+                with_remount(state, prop, names, || crate::rwpool::set(state, assignments, names))
+            }
         }
         Cmd::Mount { all: true, .. } => mount_all(state),
         Cmd::Mount { dataset: None, .. } => Ok(list_mounts(state)),
@@ -384,6 +403,15 @@ fn ratio(uncomp: u64, comp: u64) -> PropVal {
 /// Resolves an inheritable property: local value on the dataset's directory, else the
 /// nearest ancestor's, else the default.
 fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<PropVal, String> {
+    let user = dsl::props::is_user_prop(prop);
+    if user && ds.kind == DatasetKind::Snapshot {
+        // A snapshot's own user properties are in its dataset's props object.
+        let own = dsl::props::read_props_zap(dsl.mos(), ds.ds.props_obj).map_err(|e| e.to_string())?;
+        if let Some((_, v)) = own.into_iter().find(|(k, _)| k == prop) {
+            let shown = dsl::props::display_value(prop, &v);
+            return Ok(text(shown, "local"));
+        }
+    }
     let found = dsl::props::resolve(ds.dir_obj, prop, |obj| -> Result<_, String> {
         let dir =
             if obj == ds.dir_obj { ds.dir.clone() } else { dsl.dir_phys(obj).map_err(|e| e.to_string())? };
@@ -443,6 +471,11 @@ fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<Pro
     if prop == "mountpoint" {
         let base = ds.name.split('@').next().unwrap_or(&ds.name);
         return Ok(text(format!("/{base}"), "default"));
+    }
+    if user {
+        // An unset user property is shown as `-`, not refused (scripts such as syncoid
+        // rely on it).
+        return Ok(text("-", "-"));
     }
     let d = dsl::props::DEFAULTS.iter().find(|(k, _)| *k == prop).map(|(_, v)| *v);
     match d {
@@ -592,6 +625,26 @@ const GET_ALL: &[&str] = &[
     "acltype",
 ];
 
+/// The user properties that apply to `ds` (set on it or on an ancestor), by name.
+fn user_props(dsl: &DslPool, ds: &Dataset) -> Result<Vec<String>, String> {
+    let err = |e: dsl::DslError| e.to_string();
+    let mut names = std::collections::BTreeSet::new();
+    if ds.kind == DatasetKind::Snapshot {
+        names.extend(
+            dsl::props::read_props_zap(dsl.mos(), ds.ds.props_obj).map_err(err)?.into_iter().map(|p| p.0),
+        );
+    }
+    let mut dir = ds.dir.clone();
+    for _ in 0..256 {
+        names.extend(dsl.local_props(&dir).map_err(err)?.into_iter().map(|p| p.0));
+        if dir.parent_obj == 0 {
+            break;
+        }
+        dir = dsl.dir_phys(dir.parent_obj).map_err(err)?;
+    }
+    Ok(names.into_iter().filter(|n| dsl::props::is_user_prop(n)).collect())
+}
+
 #[allow(clippy::too_many_arguments)]
 fn get(
     state: &State,
@@ -619,6 +672,10 @@ fn get(
     let mut t = Table::new(&hdr, &vec![false; fields.len()]);
     for e in &entries {
         let dsl = e.pool.dsl();
+        let mut plist = plist.clone();
+        if props == "all" {
+            plist.extend(user_props(&dsl, &e.ds)?);
+        }
         for p in &plist {
             let v = prop_value(&e.pool, &dsl, &e.ds, p)?;
             let value = if parsable { v.exact.clone() } else { v.human.clone() };

@@ -1,0 +1,89 @@
+//! # User properties (`module:name`), as zfs-auto-snapshot, sanoid and syncoid use them
+//!
+//! Through a private rzfsd on a file vdev: `set` (several at once), `get` (an unset one is
+//! `-`, not an error), inheritance and its source, `inherit`, `create -o`, `snapshot -r -o`,
+//! user properties on snapshots (their own `ds_props_obj`), `get all`, `list -o`, the
+//! refusals, persistence across export/import, and OpenZFS's zdb finding no leaked or
+//! damaged object (also after destroying a snapshot with properties).
+//!
+//! Needs FUSE, root and zdb (skipped otherwise).
+
+mod common;
+
+use common::pools::*;
+use common::tools::*;
+
+const SINGLE: Layout = Layout { name: "single", words: &["{}"], ndev: 1, groups: &[&[0]], parity: 0 };
+
+fn get(d: &Daemon, props: &str, names: &[&str]) -> String {
+    let mut args = vec!["get", "-H", "-o", "name,property,value,source", props];
+    args.extend(names);
+    d.ok("rzfs", &args)
+}
+
+#[test]
+fn user_properties() {
+    if skip_without_fuse_zdb("user_properties") {
+        return;
+    }
+    let dir = scratch("user-props");
+    let d = Daemon::new("user-props");
+    let (_devs, mnt) = create(&d, &dir, "up", &SINGLE, 256 << 20);
+    d.ok("rzfs", &["create", "up/a"]);
+    d.ok("rzfs", &["create", "up/a/b"]);
+    // Unset: `-`, exit 0 (syncoid's first call).
+    assert_eq!(get(&d, "syncoid:sync", &["up"]), "up\tsyncoid:sync\t-\t-\n");
+    d.ok("rzfs", &["set", "com.sun:auto-snapshot=true", "foo:bar=x y", "up/a"]);
+    assert_eq!(
+        get(&d, "com.sun:auto-snapshot,foo:bar", &["up", "up/a", "up/a/b"]),
+        "up\tcom.sun:auto-snapshot\t-\t-\nup\tfoo:bar\t-\t-\n\
+         up/a\tcom.sun:auto-snapshot\ttrue\tlocal\nup/a\tfoo:bar\tx y\tlocal\n\
+         up/a/b\tcom.sun:auto-snapshot\ttrue\tinherited from up/a\nup/a/b\tfoo:bar\tx y\tinherited from up/a\n"
+    );
+    d.ok("rzfs", &["set", "com.sun:auto-snapshot=false", "up/a/b"]);
+    d.ok("rzfs", &["create", "-o", "x:y=1", "up/c"]);
+    assert_eq!(get(&d, "x:y", &["up/c"]), "up/c\tx:y\t1\tlocal\n");
+    // Recursive snapshot with a property: every snapshot gets it, in one txg.
+    d.ok("rzfs", &["snapshot", "-r", "-o", "my:tag=one", "up/a@s1"]);
+    assert_eq!(
+        get(&d, "my:tag,foo:bar", &["up/a@s1", "up/a/b@s1"]),
+        "up/a@s1\tmy:tag\tone\tlocal\nup/a@s1\tfoo:bar\tx y\tinherited from up/a\n\
+         up/a/b@s1\tmy:tag\tone\tlocal\nup/a/b@s1\tfoo:bar\tx y\tinherited from up/a\n"
+    );
+    d.ok("rzfs", &["set", "my:tag=two", "up/a@s1"]);
+    d.ok("rzfs", &["inherit", "my:tag", "up/a/b@s1"]);
+    assert_eq!(
+        get(&d, "my:tag", &["up/a@s1", "up/a/b@s1"]),
+        "up/a@s1\tmy:tag\ttwo\tlocal\nup/a/b@s1\tmy:tag\t-\t-\n"
+    );
+    let all = d.ok("rzfs", &["get", "-H", "-o", "property,value,source", "all", "up/a/b"]);
+    assert!(all.contains("com.sun:auto-snapshot\tfalse\tlocal\n"), "{all}");
+    assert!(all.contains("foo:bar\tx y\tinherited from up/a\n"), "{all}");
+    assert!(all.contains("compression\t"), "native ones too:\n{all}");
+    let list = d.ok("rzfs", &["list", "-H", "-t", "all", "-o", "name,my:tag,com.sun:auto-snapshot"]);
+    assert!(list.contains("up/a@s1\ttwo\ttrue\n") && list.contains("up/a/b\t-\tfalse\n"), "{list}");
+    d.ok("rzfs", &["inherit", "foo:bar", "up/a"]);
+    assert_eq!(get(&d, "foo:bar", &["up/a/b"]), "up/a/b\tfoo:bar\t-\t-\n");
+    // Refusals, with the reason.
+    let refused = |args: &[&str], why: &str| {
+        let (code, _, err) = d.run("rzfs", args);
+        assert!(code != 0 && err.contains(why), "{args:?}: {err}");
+    };
+    refused(&["set", "compression=off", "up/a@s1"], "can not be modified for snapshots");
+    refused(&["snapshot", "-o", "compression=off", "up@x"], "only user properties");
+    refused(&["set", "Foo:x=1", "up"], "lowercase");
+    refused(&["set", &format!("a:b={}", "v".repeat(9000)), "up"], "too long");
+    refused(&["set", "a:b=1"], "missing");
+    assert!(!d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name"]).contains("up@x"));
+
+    d.ok("rzpool", &["export", "up"]);
+    zdb_check(&dir, "up");
+    import(&d, &dir, "up", &mnt, false);
+    assert_eq!(get(&d, "my:tag", &["up/a@s1"]), "up/a@s1\tmy:tag\ttwo\tlocal\n");
+    assert_eq!(get(&d, "com.sun:auto-snapshot", &["up/a"]), "up/a\tcom.sun:auto-snapshot\ttrue\tlocal\n");
+    // Destroying a snapshot frees its properties object (zdb would count it leaked).
+    d.ok("rzfs", &["destroy", "up/a@s1"]);
+    d.ok("rzpool", &["export", "up"]);
+    zdb_check(&dir, "up");
+    let _ = std::fs::remove_dir_all(&dir);
+}
