@@ -87,3 +87,47 @@ fn user_properties() {
     zdb_check(&dir, "up");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// What zfs-auto-snapshot and sanoid ask `list`/`get` for: `-t snapshot FS` (FS's own
+/// snapshots), `-s`/`-S` sorting, `-d`, `get -s SOURCES`.
+#[test]
+fn listing_options() {
+    if skip_without_fuse_zdb("listing_options") {
+        return;
+    }
+    let dir = scratch("list-opts");
+    let d = Daemon::new("list-opts");
+    let (_devs, _mnt) = create(&d, &dir, "lo", &SINGLE, 256 << 20);
+    d.ok("rzfs", &["create", "lo/a"]);
+    d.ok("rzfs", &["create", "lo/a/b"]);
+    d.ok("rzfs", &["snapshot", "-r", "lo/a@s1"]);
+    // Creation times are in seconds: the second snapshot is a second younger.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    d.ok("rzfs", &["snapshot", "lo/a@s2"]);
+    let names = |args: &[&str]| {
+        let mut a = vec!["list", "-H", "-o", "name"];
+        a.extend(args);
+        d.ok("rzfs", &a)
+    };
+    assert_eq!(names(&["-t", "snapshot", "lo/a"]), "lo/a@s1\nlo/a@s2\n");
+    assert_eq!(names(&["-t", "snapshot", "-r", "lo/a"]), "lo/a@s1\nlo/a@s2\nlo/a/b@s1\n");
+    assert_eq!(names(&["-t", "snapshot", "-S", "creation", "lo/a"]), "lo/a@s2\nlo/a@s1\n");
+    assert_eq!(names(&["-t", "snapshot", "-s", "creation", "lo/a"]), "lo/a@s1\nlo/a@s2\n");
+    assert_eq!(names(&["-S", "name", "-r", "lo"]), "lo/a/b\nlo/a\nlo\n");
+    assert_eq!(names(&["-d", "1", "lo"]), "lo\nlo/a\n");
+    assert_eq!(names(&["-t", "all", "-d", "1", "lo/a"]), "lo/a\nlo/a@s1\nlo/a@s2\nlo/a/b\n");
+    d.ok("rzfs", &["set", "x:y=1", "lo/a"]);
+    let got = d.ok("rzfs", &["get", "-H", "-s", "local", "-o", "name,property,value", "all", "lo/a"]);
+    assert_eq!(got, "lo/a\tx:y\t1\n");
+    let got = d.ok("rzfs", &["get", "-H", "-s", "inherited,none", "-o", "name,source", "x:y", "-r", "lo"]);
+    let inh = "inherited from lo/a";
+    assert_eq!(got, format!("lo\t-\nlo/a@s1\t{inh}\nlo/a@s2\t{inh}\nlo/a/b\t{inh}\nlo/a/b@s1\t{inh}\n"));
+    let got = d.ok("rzfs", &["get", "-H", "-d", "1", "-o", "name", "type", "lo"]);
+    assert_eq!(got, "lo\nlo/a\n");
+    let got = d.ok("rzfs", &["get", "-H", "-t", "snapshot", "-o", "name", "type", "lo/a"]);
+    assert_eq!(got, "lo/a@s1\nlo/a@s2\n");
+    let (code, _, err) = d.run("rzfs", &["get", "-s", "bogus", "all", "lo"]);
+    assert!(code != 0 && err.contains("invalid source 'bogus'"), "{err}");
+    d.ok("rzpool", &["export", "lo"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -33,6 +33,12 @@ enum Cmd {
         types: Vec<String>,
         #[arg(short = 'o', value_delimiter = ',')]
         props: Vec<String>,
+        /// Sort by this property, ascending (repeatable: later ones break ties).
+        #[arg(short = 's', action = clap::ArgAction::Append)]
+        sort_asc: Vec<String>,
+        /// Sort by this property, descending.
+        #[arg(short = 'S', action = clap::ArgAction::Append)]
+        sort_desc: Vec<String>,
         names: Vec<String>,
     },
     /// Show dataset properties.
@@ -47,6 +53,12 @@ enum Cmd {
         fields: Vec<String>,
         #[arg(short = 't', value_delimiter = ',')]
         types: Vec<String>,
+        /// Walk at most this many levels below each named dataset.
+        #[arg(short = 'd')]
+        depth: Option<usize>,
+        /// Only values from these sources: local, default, inherited, temporary, received, none.
+        #[arg(short = 's', value_delimiter = ',')]
+        sources: Vec<String>,
         /// Comma-separated properties, or "all".
         props: String,
         names: Vec<String>,
@@ -163,11 +175,19 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         _ => None,
     };
     let r = match cli.cmd {
-        Cmd::List { scripted, parsable, recursive, depth, types, props, names } => {
-            list(state, &names, recursive, depth, &types, &props).map(|t| render(t, scripted, parsable))
+        Cmd::List { scripted, parsable, recursive, depth, types, props, sort_asc, sort_desc, names } => {
+            // -s keys, then -S keys (each in the order given).
+            let sort: Vec<(String, bool)> = sort_asc
+                .into_iter()
+                .map(|k| (k, false))
+                .chain(sort_desc.into_iter().map(|k| (k, true)))
+                .collect();
+            list(state, &names, recursive, depth, &types, &props, &sort)
+                .map(|t| render(t, scripted, parsable))
         }
-        Cmd::Get { scripted, parsable, recursive, fields, types, props, names } => {
-            get(state, &props, &names, recursive, &fields, &types, scripted, parsable)
+        Cmd::Get { scripted, parsable, recursive, fields, types, depth, sources, props, names } => {
+            let walk = Walk { recursive, depth, types };
+            get(state, &props, &names, &walk, &fields, &sources, scripted, parsable)
         }
         Cmd::Create { props, name, parents, volsize: None, .. } => create(state, &name, &props, parents),
         Cmd::Create { props, name, parents, volsize: Some(v), blocksize, sparse } => {
@@ -281,9 +301,17 @@ fn collect(
         }
         v
     };
-    let recursive = recursive || depth.is_some();
+    // `zfs list -t snapshot FS` (and `get`): FS's own snapshots, as a depth-1 walk
+    // (zfs_main.c does the same for -t snapshot or bookmark alone, without -r or -d).
+    let (recursive, depth) =
+        if types == [DatasetKind::Snapshot] && !names.is_empty() && !recursive && depth.is_none() {
+            (true, Some(1))
+        } else {
+            (recursive || depth.is_some(), depth)
+        };
     for p in pools {
         let all = p.dsl().list().map_err(|e| format!("cannot list datasets of '{}': {e}", p.name()))?;
+        let exists: std::collections::BTreeSet<String> = all.iter().map(|d| d.name.clone()).collect();
         for ds in all {
             let keep = if names.is_empty() {
                 true
@@ -294,13 +322,15 @@ fn collect(
                     None => false,
                 })
             };
-            let explicitly_named = names.contains(&ds.name);
+            // A dataset named without recursion is shown whatever its type; in a walk, the
+            // types filter every dataset (zfs_for_each).
+            let explicitly_named = !recursive && names.contains(&ds.name);
             if keep && (types.contains(&ds.kind) || explicitly_named) {
                 out.push(Entry { pool: p.clone(), ds });
             }
         }
         for n in names {
-            if pool_of(n) == p.name() && !out.iter().any(|e| e.ds.name == *n) {
+            if pool_of(n) == p.name() && !exists.contains(n) {
                 return Err(format!("cannot open '{n}': dataset does not exist"));
             }
         }
@@ -323,6 +353,28 @@ fn render(l: Listing, scripted: bool, parsable: bool) -> Response {
     Response::ok(t.render(scripted))
 }
 
+/// Which datasets `zfs get` walks.
+struct Walk {
+    recursive: bool,
+    depth: Option<usize>,
+    types: Vec<String>,
+}
+
+/// Orders two values of a sort key as libzfs's `zfs_sort` does: numbers numerically,
+/// other values as strings, a missing value (`-`) after every present one.
+fn sort_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    match (a == "-", b == "-") {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        _ => match (a.parse::<f64>(), b.parse::<f64>()) {
+            (Ok(x), Ok(y)) => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
+            _ => a.cmp(b),
+        },
+    }
+}
+
 fn list(
     state: &State,
     names: &[String],
@@ -330,6 +382,7 @@ fn list(
     depth: Option<usize>,
     types: &[String],
     props: &[String],
+    sort: &[(String, bool)],
 ) -> Result<Listing, String> {
     let kinds = wanted_types(types, true)?;
     let entries = collect(state, names, recursive, depth, &kinds)?;
@@ -345,8 +398,27 @@ fn list(
             let v = prop_value(&e.pool, &dsl, &e.ds, c)?;
             row.push((v.human, v.exact));
         }
-        rows.push(row);
+        // The sort keys' exact values (a key need not be a column).
+        let keys = sort
+            .iter()
+            .map(|(k, _)| prop_value(&e.pool, &dsl, &e.ds, k).map(|v| v.exact))
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.push((keys, row));
     }
+    if !sort.is_empty() {
+        // Stable: datasets equal on every key keep the walk's (name) order.
+        rows.sort_by(|(a, _), (b, _)| {
+            for (i, (_, desc)) in sort.iter().enumerate() {
+                let o = sort_cmp(&a[i], &b[i]);
+                let o = if *desc { o.reverse() } else { o };
+                if o.is_ne() {
+                    return o;
+                }
+            }
+            std::cmp::Ordering::Equal
+        });
+    }
+    let rows = rows.into_iter().map(|(_, r)| r).collect();
     Ok(Listing { table: Table::new(&hdr, &right), rows })
 }
 
@@ -645,19 +717,39 @@ fn user_props(dsl: &DslPool, ds: &Dataset) -> Result<Vec<String>, String> {
     Ok(names.into_iter().filter(|n| dsl::props::is_user_prop(n)).collect())
 }
 
+/// Does a value's source pass `zfs get -s`'s list?
+fn source_wanted(source: &str, wanted: &[String]) -> Result<bool, String> {
+    if wanted.is_empty() {
+        return Ok(true);
+    }
+    let mut ok = false;
+    for w in wanted {
+        ok |= match w.as_str() {
+            "local" => source == "local",
+            "default" => source == "default",
+            "inherited" => source.starts_with("inherited"),
+            "none" => source == "-",
+            "temporary" | "received" => false,
+            other => return Err(format!("invalid source '{other}'")),
+        };
+    }
+    Ok(ok)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn get(
     state: &State,
     props: &str,
     names: &[String],
-    recursive: bool,
+    walk: &Walk,
     fields: &[String],
-    types: &[String],
+    sources: &[String],
     scripted: bool,
     parsable: bool,
 ) -> Result<Response, String> {
-    let kinds = wanted_types(types, false)?;
-    let entries = collect(state, names, recursive, None, &kinds)?;
+    let kinds = wanted_types(&walk.types, false)?;
+    source_wanted("-", sources)?;
+    let entries = collect(state, names, walk.recursive, walk.depth, &kinds)?;
     let plist: Vec<String> = if props == "all" {
         GET_ALL.iter().map(|s| s.to_string()).collect()
     } else {
@@ -678,6 +770,9 @@ fn get(
         }
         for p in &plist {
             let v = prop_value(&e.pool, &dsl, &e.ds, p)?;
+            if !source_wanted(&v.source, sources)? {
+                continue;
+            }
             let value = if parsable { v.exact.clone() } else { v.human.clone() };
             let row = fields
                 .iter()
