@@ -861,6 +861,11 @@ fn table(o: &mut String, layouts: &[Value], op: &str) {
 pub fn render(v: &Value) -> String {
     let mut o = String::new();
     let _ = writeln!(o, "## Scrub and resilver (issue 13, item 6)\n");
+    // A section measured in a run of its own (`--only scan`) and merged into a full run's
+    // results says when, on what, with which command.
+    if let Some(run) = v["separate_run"].as_str() {
+        let _ = writeln!(o, "*{run}*\n");
+    }
     if let Some(e) = v["error"].as_str() {
         let _ = writeln!(o, "not available: {e}\n");
         return o;
