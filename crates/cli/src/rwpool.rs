@@ -644,10 +644,10 @@ pub fn inherit(state: &State, prop: &str, names: &[String]) -> Result<(), String
 }
 
 /// `rzfs destroy` of `names`, in order (snapshots and deeper datasets first), in one txg.
-pub fn destroy(state: &State, names: &[String], objs: &[u64]) -> Result<(), String> {
+pub fn destroy(state: &State, names: &[String], objs: &[u64], defer: bool) -> Result<(), String> {
     let Some(first) = names.first() else { return Ok(()) };
     let rw = writable(state, first, &format!("cannot destroy '{first}'"))?;
-    rw.spa.destroy_datasets(names).map_err(|e| e.to_string())?;
+    rw.spa.destroy_datasets_defer(names, defer).map_err(|e| e.to_string())?;
     // Their object numbers may be reused by the next dataset created.
     let mut z = rw.zpl.lock().unwrap_or_else(|p| p.into_inner());
     for o in objs {

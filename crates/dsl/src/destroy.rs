@@ -161,6 +161,11 @@ fn remove_int(os: &DirtyObjset, zaps: &mut ZapCache, zap: u64, obj: u64) -> Resu
     Ok(())
 }
 
+/// Entries of ZAP `zap` (0 = none) in the open txg.
+pub fn zap_count(os: &DirtyObjset, zaps: &mut ZapCache, zap: u64) -> Result<usize> {
+    zap_len(os, zaps, zap)
+}
+
 fn zap_len(os: &DirtyObjset, zaps: &mut ZapCache, zap: u64) -> Result<usize> {
     if zap == 0 {
         return Ok(0);

@@ -316,6 +316,12 @@ impl Spa {
     /// `zfs destroy` of `names` (snapshots and file systems, in the order given: deepest and
     /// snapshots first), all in one txg. Mounted file systems must be unmounted first.
     pub fn destroy_datasets(&self, names: &[String]) -> Result<()> {
+        self.destroy_datasets_defer(names, false)
+    }
+
+    /// [`Spa::destroy_datasets`]; with `defer` (`zfs destroy -d`), snapshots that clones or
+    /// holds keep are marked for deferred destruction instead of refused.
+    pub fn destroy_datasets_defer(&self, names: &[String], defer: bool) -> Result<()> {
         fn check(w: &mut PoolWriter, names: &[String]) -> Result<Vec<(String, Found)>> {
             names.iter().map(|n| Ok((n.clone(), must_find(w, n)?))).collect()
         }
@@ -326,7 +332,11 @@ impl Spa {
             |w| check(w, names).map(|_| ()),
             move |w| {
                 for (name, f) in check(w, &n)? {
-                    let r = if name.contains('@') { w.destroy_snapshot(f.ds) } else { w.destroy_head(f.ds) };
+                    let r = match (name.contains('@'), defer) {
+                        (true, true) => w.defer_destroy_snapshot(f.ds).map(|_| ()),
+                        (true, false) => w.destroy_snapshot(f.ds),
+                        (false, _) => w.destroy_head(f.ds),
+                    };
                     r.map_err(|e| match e {
                         PoolError::Unsupported(m) => {
                             PoolError::Unsupported(format!("cannot destroy '{name}': {m}"))

@@ -45,8 +45,46 @@ impl PoolWriter {
         Ok(())
     }
 
-    /// Destroys head dataset `ds` (no snapshots, no children) and its directory.
+    /// `zfs destroy -d` of snapshot `snap`: destroyed now when it can be; a snapshot held
+    /// by clones or user holds is marked `DS_FLAG_DEFER_DESTROY` instead (OpenZFS
+    /// `dsl_destroy_snapshot_check` with `defer`) and goes when its last clone does
+    /// ([`PoolWriter::destroy_head`]). Returns whether it was destroyed now.
+    pub fn defer_destroy_snapshot(&mut self, snap: u64) -> Result<bool> {
+        let mut phys = dsl::write::ds_phys(&self.mos, snap)?;
+        let held = phys.num_children > 1
+            || dsl::destroy::zap_count(&self.mos, &mut self.mos_zaps, phys.next_clones_obj)? > 0
+            || dsl::destroy::zap_count(&self.mos, &mut self.mos_zaps, phys.userrefs_obj)? > 0;
+        if !held {
+            self.destroy_snapshot(snap)?;
+            return Ok(true);
+        }
+        if phys.flags & ondisk::dsl::DS_FLAG_DEFER_DESTROY == 0 {
+            phys.flags |= ondisk::dsl::DS_FLAG_DEFER_DESTROY;
+            dsl::write::set_ds_phys(&mut self.mos, snap, &phys)?;
+        }
+        Ok(false)
+    }
+
+    /// Destroys head dataset `ds` (no snapshots, no children) and its directory. A clone's
+    /// origin snapshot marked for deferred destruction goes with its last clone, when
+    /// nothing else holds it.
     pub fn destroy_head(&mut self, ds: u64) -> Result<()> {
+        let origin = dsl::write::ds_phys(&self.mos, ds)
+            .and_then(|p| dsl::write::dir_phys(&self.mos, p.dir_obj))
+            .map(|d| d.origin_obj)?;
+        self.destroy_head_only(ds)?;
+        if origin != 0 {
+            let o = dsl::write::ds_phys(&self.mos, origin)?;
+            if o.flags & ondisk::dsl::DS_FLAG_DEFER_DESTROY != 0
+                && dsl::destroy::check_destroy_snapshot(&self.mos, &mut self.mos_zaps, origin).is_ok()
+            {
+                self.destroy_snapshot(origin)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn destroy_head_only(&mut self, ds: u64) -> Result<()> {
         dsl::destroy::check_destroy_head(&self.mos, &mut self.mos_zaps, ds)?;
         let phys = dsl::write::ds_phys(&self.mos, ds)?;
         let root = BlkPtr::parse(&phys.bp, ByteOrder::Little)?;

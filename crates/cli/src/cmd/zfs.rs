@@ -143,6 +143,10 @@ enum Cmd {
         /// Parsable output of -v (accepted for compatibility).
         #[arg(short = 'p')]
         parsable: bool,
+        /// Snapshots kept by clones or holds are marked for deferred destruction instead.
+        #[arg(short = 'd')]
+        defer: bool,
+        /// FS, VOL, or FS@SNAP where SNAP may be a list `a,b,c` with ranges `a%b`.
         name: String,
     },
     /// Unmount a dataset (by name or mount point).
@@ -194,8 +198,9 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             create_volume(state, &name, &props, parents, &v, blocksize.as_deref(), sparse)
         }
         Cmd::Clone { props, parents, snapshot, name } => clone(state, &snapshot, &name, &props, parents),
-        Cmd::Destroy { recursive, dry_run, verbose, name, force, .. } => {
-            destroy(state, &name, recursive, dry_run, verbose, force)
+        Cmd::Destroy { recursive, dry_run, verbose, name, force, defer, .. } => {
+            let how = DestroyHow { recursive, dry_run, verbose, force, defer };
+            destroy(state, &name, &how)
         }
         Cmd::Snapshot { names, props, recursive } => {
             crate::rwpool::snapshot(state, &names, &props, recursive).map(|_| Response::ok(String::new()))
@@ -638,6 +643,11 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
         "usedbyrefreservation" if !snap => num(d.used_breakdown[ondisk::dsl::DD_USED_REFRSRV]),
         "usedbydataset" | "usedbysnapshots" | "usedbychildren" | "usedbyrefreservation" => text("-", "-"),
         "refreservation" if snap => text("-", "-"),
+        "defer_destroy" if snap => {
+            let on = p.flags & ondisk::dsl::DS_FLAG_DEFER_DESTROY != 0;
+            text(if on { "on" } else { "off" }, "-")
+        }
+        "defer_destroy" => text("-", "-"),
         "mountpoint" => with_altroot(pool, inherited(pool, dsl, ds, prop)?),
         _ => inherited(pool, dsl, ds, prop)?,
     })
@@ -853,23 +863,78 @@ fn create_volume(
 
 /// `zfs destroy [-rnv] NAME`: the datasets go deepest first, each file system after its
 /// snapshots; mounted ones are unmounted first. Everything is destroyed in one txg.
-fn destroy(
-    state: &Arc<State>,
-    name: &str,
+/// The flags of `zfs destroy`.
+struct DestroyHow {
     recursive: bool,
     dry_run: bool,
     verbose: bool,
     force: bool,
-) -> Result<Response, String> {
+    defer: bool,
+}
+
+/// The snapshots `FS@SPEC` names: SPEC is a comma-separated list of snapshot names and
+/// ranges `a%b` (either end may be left out: from the oldest, to the newest), in creation
+/// order; with `recursive`, the same SPEC in every descendant file system and volume too
+/// (where a name is missing, it is skipped). OpenZFS `zfs destroy` snapshot specs.
+fn snapshot_spec(all: &[Dataset], fs: &str, spec: &str, recursive: bool) -> Result<Vec<Dataset>, String> {
+    let below = format!("{fs}/");
+    let bases: Vec<&Dataset> = all
+        .iter()
+        .filter(|d| d.kind != DatasetKind::Snapshot)
+        .filter(|d| d.name == fs || (recursive && d.name.starts_with(&below)))
+        .collect();
+    if bases.is_empty() {
+        return Err(format!("cannot open '{fs}': dataset does not exist"));
+    }
+    let mut out: Vec<Dataset> = Vec::new();
+    for b in bases {
+        let prefix = format!("{}@", b.name);
+        let mut snaps: Vec<&Dataset> = all.iter().filter(|d| d.name.starts_with(&prefix)).collect();
+        snaps.sort_by_key(|d| d.ds.creation_txg);
+        let short = |d: &Dataset| d.name[prefix.len()..].to_string();
+        let pos = |n: &str| snaps.iter().position(|d| short(d) == n);
+        for item in spec.split(',').filter(|i| !i.is_empty()) {
+            let picked: Vec<&Dataset> = match item.split_once('%') {
+                Some((a, z)) => {
+                    let from = if a.is_empty() { Some(0) } else { pos(a) };
+                    let to = if z.is_empty() { snaps.len().checked_sub(1) } else { pos(z) };
+                    match (from, to) {
+                        (Some(f), Some(t)) if f <= t => snaps[f..=t].to_vec(),
+                        _ => Vec::new(),
+                    }
+                }
+                None => pos(item).map(|i| vec![snaps[i]]).unwrap_or_default(),
+            };
+            for d in picked {
+                if !out.iter().any(|x| x.name == d.name) {
+                    out.push(d.clone());
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err("could not find any snapshots to destroy; check snapshot names.".into());
+    }
+    Ok(out)
+}
+
+fn destroy(state: &Arc<State>, name: &str, how: &DestroyHow) -> Result<Response, String> {
+    let DestroyHow { recursive, dry_run, verbose, force, defer } = *how;
     let pool =
         state.pool(pool_of(name)).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
     let dsl = pool.dsl();
-    let target = dsl.find(name).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
     let is_root = !name.contains('/') && !name.contains('@');
-    let mut order: Vec<(String, u64, bool)> = Vec::new();
-    if target.kind == DatasetKind::Snapshot {
-        order.push((name.to_string(), target.ds_obj, true));
+    let order: Vec<(String, u64, bool)>;
+    if let Some((fs, spec)) = name.split_once('@') {
+        let all = dsl.list().map_err(|e| e.to_string())?;
+        let snaps =
+            snapshot_spec(&all, fs, spec, recursive).map_err(|e| format!("cannot destroy '{name}': {e}"))?;
+        order = snaps.into_iter().map(|d| (d.name, d.ds_obj, true)).collect();
     } else {
+        if defer {
+            return Err(format!("cannot destroy '{name}': -d applies to snapshots only"));
+        }
+        dsl.find(name).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
         let all = dsl.list().map_err(|e| e.to_string())?;
         let prefix = format!("{name}/");
         let mut below: Vec<&Dataset> = all
@@ -926,7 +991,7 @@ fn destroy(
         }
     }
     let objs: Vec<u64> = order.iter().map(|(_, o, _)| *o).collect();
-    if let Err(e) = crate::rwpool::destroy(state, &names, &objs) {
+    if let Err(e) = crate::rwpool::destroy(state, &names, &objs, defer) {
         // Nothing was destroyed: the volumes are served again.
         for v in &vols {
             crate::volumes::serve(state, v);
