@@ -35,6 +35,10 @@ pub struct State {
     pub writers: Mutex<BTreeMap<String, Arc<crate::rwpool::RwPool>>>,
     /// Volumes served as files and loop devices.
     pub vols: crate::volumes::Volumes,
+    /// The pool cache this daemon keeps (`crate::cache`), if any.
+    pub cachefile: Option<PathBuf>,
+    /// Serializes changes of the cache file.
+    pub cache_lock: Mutex<()>,
 }
 
 impl State {
@@ -130,7 +134,9 @@ pub fn serve_with(sock: &Path, cfg: &Config) -> std::io::Result<()> {
     std::fs::set_permissions(sock, std::fs::Permissions::from_mode(mode))?;
 
     let policy = Arc::new(access::Policy { daemon_uid: me, read_group: group });
-    let state = Arc::new(State::default());
+    let state = Arc::new(State { cachefile: crate::cache::path_for(sock), ..State::default() });
+    // Pools recorded in the cache come back before the first request is served.
+    crate::cache::import_all(&state);
     let active = Arc::new(AtomicUsize::new(0));
     for conn in listener.incoming() {
         let conn = match conn {

@@ -7,6 +7,7 @@
 
 pub mod access;
 pub mod blockstats;
+pub mod cache;
 pub mod client;
 pub mod cmd;
 pub mod daemon;

@@ -269,6 +269,16 @@ impl PoolWriter {
 }
 
 impl Spa {
+    /// The paths of every device the pool knows (leaves and hot spares).
+    pub fn leaf_paths(&self) -> Vec<String> {
+        self.writer_locked().paths.values().cloned().collect()
+    }
+
+    /// The pool's guid.
+    pub fn guid(&self) -> u64 {
+        self.writer_locked().guid
+    }
+
     /// `zpool add POOL spare DEV...`.
     pub fn add_spares(self: &Arc<Self>, leaves: &[crate::create::NewLeaf]) -> Result<()> {
         self.run_syncing(|w| {

@@ -1183,6 +1183,16 @@ fn with_remount(
 /// `zfs mount -a`: every file system of every pool whose properties say it mounts
 /// (canmount=on, a path as mountpoint) and that is not mounted yet, parents before children.
 /// Failures are reported and the rest still mounted (exit 1), as zfs does.
+/// `zfs mount -a` for the daemon itself (after importing cached pools): the errors, if any.
+pub(crate) fn mount_all_pub(state: &Arc<State>) -> Result<(), String> {
+    let r = mount_all(state)?;
+    if r.exit == 0 {
+        Ok(())
+    } else {
+        Err(r.stderr)
+    }
+}
+
 fn mount_all(state: &Arc<State>) -> Result<Response, String> {
     prune_mounts(state);
     let mut todo: Vec<(usize, String)> = Vec::new();

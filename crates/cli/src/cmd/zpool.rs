@@ -292,7 +292,11 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             };
             let name = args.name.clone();
             let mp = args.mountpoint.clone();
+            let cached = !uncached(&args.pool_props);
             crate::rwpool::create(state, args).and_then(|_| {
+                if cached {
+                    crate::cache::record(state, &name);
+                }
                 // Like zpool create: the root file system is mounted unless mountpoint=none.
                 if matches!(mp.as_deref(), Some("none") | Some("legacy")) {
                     return Ok(Response::ok(String::new()));
@@ -331,9 +335,23 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Events { verbose, scripted, follow, clear, after, pool } => {
             events(state, verbose, scripted, follow, clear, after, pool)
         }
-        Cmd::Set { assignment, pool } => {
-            crate::rwpool::set_pool_prop(state, &assignment, &pool).map(|_| Response::ok(String::new()))
-        }
+        Cmd::Set { assignment, pool } => match assignment.strip_prefix("cachefile=") {
+            Some(v) => check_cachefile(v).and_then(|_| {
+                state.pool(&pool)?;
+                if crate::rwpool::writer_of(state, &pool).is_none() {
+                    return Err(format!("cannot set property for '{pool}': pool is read-only"));
+                }
+                if v == "none" {
+                    crate::cache::forget(state, &pool);
+                } else {
+                    crate::cache::record(state, &pool);
+                }
+                Ok(Response::ok(String::new()))
+            }),
+            None => {
+                crate::rwpool::set_pool_prop(state, &assignment, &pool).map(|_| Response::ok(String::new()))
+            }
+        },
         Cmd::Clear { pool, .. } => clear(state, &pool),
         Cmd::Scrub { stop, pause, wait, pools } => scrub(state, &pools, stop, pause, wait),
         Cmd::Resilver { pools } => resilver(state, &pools),
@@ -690,14 +708,16 @@ fn parse_import_opts(props: &[String]) -> Result<ImportOpts, String> {
     Ok(o)
 }
 
-/// rzfs keeps no pool cache file: `cachefile=none` (or empty, the default) is accepted,
-/// anything else refused rather than silently ignored.
+/// `cachefile=none` (out of the daemon's cache) or empty (in it, the default) are
+/// accepted; another path is refused rather than silently ignored (each daemon keeps one
+/// cache, see `crate::cache`).
 pub fn check_cachefile(v: &str) -> Result<(), String> {
     if v.is_empty() || v == "none" {
         return Ok(());
     }
     Err(format!(
-        "cachefile={v} is not supported: rzfs keeps no pool cache file (find pools with 'rzpool import -d DIR')"
+        "cachefile={v} is not supported: rzfsd keeps one pool cache ({} for the system daemon,          RZFS_CACHEFILE otherwise); use cachefile=none or cachefile=",
+        crate::cache::SYSTEM_CACHEFILE
     ))
 }
 
@@ -764,11 +784,30 @@ fn import(
         } else {
             crate::rwpool::open(state, p)?;
             warnings.push_str(&crate::volumes::serve_pool(state, &name));
+            if !uncached(props) {
+                crate::cache::record(state, &name);
+            }
         }
     }
     let mut r = Response::ok(String::new());
     r.stderr = warnings;
     Ok(r)
+}
+
+/// Imports the pool with `guid` from `dirs` read-write, as a cached pool at daemon start.
+pub(crate) fn import_cached(state: &Arc<State>, dirs: &[PathBuf], guid: u64) -> Result<(), String> {
+    let r = import(state, dirs, &[], false, false, false, Some(guid.to_string()), None)?;
+    if r.exit == 0 {
+        Ok(())
+    } else {
+        Err(format!("{}{}", r.stdout, r.stderr))
+    }
+}
+
+/// Does a create's or import's `-o` list keep the pool out of the cache (`cachefile=none`,
+/// or an altroot)?
+fn uncached(props: &[String]) -> bool {
+    props.iter().any(|p| p == "cachefile=none" || p.starts_with("altroot="))
 }
 
 /// `zpool export [-f]`: unmounts the pool's datasets (refused while busy unless `-f`, which
@@ -798,6 +837,7 @@ fn release(state: &State, name: &str, destroy: bool, force: bool) -> Result<(), 
     }
     r?;
     state.pools.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+    crate::cache::forget(state, name);
     Ok(())
 }
 
@@ -1089,7 +1129,14 @@ fn get(
         let sp = space_of(state, &p);
         for prop in &wanted {
             let esize = expand_size(state, p.name());
-            let (value, source) = pool_prop(&p, &health, writable, sp, esize, prop, parsable)?;
+            let (value, source) = match prop.as_str() {
+                // Kept out of the daemon's cache (set none, imported read-only, or a
+                // daemon without one): `none`, as zpool says for such pools.
+                "cachefile" if p.opts.altroot.is_none() && !crate::cache::contains(state, p.name()) => {
+                    ("none".to_string(), "local".to_string())
+                }
+                _ => pool_prop(&p, &health, writable, sp, esize, prop, parsable)?,
+            };
             let row = cols
                 .iter()
                 .map(|c| match c.as_str() {
