@@ -30,8 +30,20 @@ if [ ! -f "$BP" ]; then
     "$uris" "$signed" | $SUDO tee "$BP" >/dev/null
 fi
 
+# --- bookworm contrib (zfs-auto-snapshot), the same way. ----------------------------------
+CONTRIB=/etc/apt/sources.list.d/rzfs-contrib.sources
+if [ ! -f "$CONTRIB" ]; then
+  uris=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+  signed=$(awk '/^Signed-By:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
+  printf 'Types: deb\nURIs: %s\nSuites: bookworm\nComponents: contrib\nSigned-By: %s\n' \
+    "$uris" "$signed" | $SUDO tee "$CONTRIB" >/dev/null
+  need_apt_update=1
+fi
+
 # --- Debian packages ----------------------------------------------------------------------
-pkgs=(fuse3 zfs-fuse bzip2 pkg-config attr acl xxd btrfs-progs time)
+# sanoid runs unchanged against rzfs in tests/snapshot_tools.rs (its zfs dependency is met
+# by zfs-fuse).
+pkgs=(fuse3 zfs-fuse bzip2 pkg-config attr acl xxd btrfs-progs time sanoid)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -53,6 +65,21 @@ if [ ! -x "$ORACLE_PREFIX/sbin/zdb" ]; then
       libzfs6linux libnvpair3linux libuutil3linux >/dev/null
     $SUDO mkdir -p "$ORACLE_PREFIX"
     for d in ./*.deb; do $SUDO dpkg -x "$d" "$ORACLE_PREFIX"; done
+  )
+  rm -rf "$tmp"
+fi
+
+# --- zfs-auto-snapshot: its package depends on zfsutils-linux, so only the script is unpacked
+# into a private prefix (as the oracles are), never installed. --------------------------------
+ZAS_PREFIX=${RZFS_ZAS_PREFIX:-/opt/rzfs-oracles/zfs-auto-snapshot}
+if [ ! -x "$ZAS_PREFIX/usr/sbin/zfs-auto-snapshot" ]; then
+  apt_update
+  tmp=$(mktemp -d)
+  (
+    cd "$tmp"
+    apt-get download -qq zfs-auto-snapshot >/dev/null
+    $SUDO mkdir -p "$ZAS_PREFIX"
+    for d in ./*.deb; do $SUDO dpkg -x "$d" "$ZAS_PREFIX"; done
   )
   rm -rf "$tmp"
 fi

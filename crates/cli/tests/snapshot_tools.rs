@@ -1,0 +1,172 @@
+//! # Snapshot tools run unchanged against rzfs (issue 14)
+//!
+//! With `zfs` and `zpool` on PATH resolving to rzfs and rzpool (two-line wrappers in a
+//! private bin directory), Debian's own packages run as cron would run them:
+//! * [`zfs_auto_snapshot`]: zfs-auto-snapshot 1.2.4 (unpacked by
+//!   `scripts/install-test-deps.sh`): `//` honours `com.sun:auto-snapshot=false`, sets
+//!   `com.sun:auto-snapshot-desc`, `--keep` destroys the oldest of the label (newest first
+//!   by `creation`) with `zfs destroy -d`, `-r NAME` snapshots a subtree atomically.
+//! * [`sanoid`]: sanoid 2.1.0: `--take-snapshots` (hourly, daily, `recursive = yes`),
+//!   `--monitor-snapshots`, `--monitor-health`, and `--prune-snapshots` once a frequent
+//!   snapshot is older than its one-minute period (the test waits for it).
+//!
+//! Each pool is checked by zdb at the end. Needs FUSE, root, zdb and the tools (skipped
+//! otherwise).
+
+mod common;
+
+use common::pools::*;
+use common::tools::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const SINGLE: Layout = Layout { name: "single", words: &["{}"], ndev: 1, groups: &[&[0]], parity: 0 };
+const ZAS: &str = "/opt/rzfs-oracles/zfs-auto-snapshot/usr/sbin/zfs-auto-snapshot";
+const SANOID: &str = "/usr/sbin/sanoid";
+
+/// A bin directory whose `zfs` and `zpool` are this build's rzfs and rzpool on `d`'s socket.
+fn wrappers(dir: &Path, d: &Daemon) -> PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for (name, exe) in [("zfs", env!("CARGO_BIN_EXE_rzfs")), ("zpool", env!("CARGO_BIN_EXE_rzpool"))] {
+        let p = bin.join(name);
+        let text = format!("#!/bin/sh\nRZFS_SOCKET='{}' exec '{exe}' \"$@\"\n", d.sock.display());
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    }
+    bin
+}
+
+/// Runs `prog args` with the wrappers first on PATH; (exit code, stdout + stderr).
+fn tool(bin: &Path, prog: &str, args: &[&str]) -> (i32, String) {
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new(prog).args(args).env("PATH", path).env("LC_ALL", "C").output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+fn snapshots(d: &Daemon, of: &str) -> Vec<String> {
+    d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name", of]).lines().map(str::to_string).collect()
+}
+
+#[test]
+fn zfs_auto_snapshot() {
+    if skip_without_fuse_zdb("zfs_auto_snapshot") {
+        return;
+    }
+    if !Path::new(ZAS).exists() {
+        eprintln!("zfs_auto_snapshot: skipped ({ZAS} missing; scripts/install-test-deps.sh unpacks it)");
+        return;
+    }
+    let dir = scratch("zas");
+    let d = Daemon::new("zas");
+    let (_devs, _mnt) = create(&d, &dir, "za", &SINGLE, 256 << 20);
+    for fs in ["za/a", "za/a/b", "za/c"] {
+        d.ok("rzfs", &["create", fs]);
+    }
+    d.ok("rzfs", &["set", "com.sun:auto-snapshot=false", "za/c"]);
+    // Three older hourly snapshots of za/a, a second apart (creation has second resolution).
+    for t in ["0000", "0100", "0200"] {
+        d.ok("rzfs", &["snapshot", &format!("za/a@zfs-auto-snap_hourly-2020-01-01-{t}")]);
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+    }
+    let bin = wrappers(&dir, &d);
+    let (code, out) = tool(&bin, ZAS, &["--label=hourly", "--keep=2", "//"]);
+    assert_eq!(code, 0, "{out}");
+    let a = snapshots(&d, "za/a");
+    assert_eq!(a.len(), 2, "keep=2 on za/a: {a:?}\n{out}");
+    assert_eq!(a[0], "za/a@zfs-auto-snap_hourly-2020-01-01-0200", "the newest old one stays: {a:?}");
+    assert!(a[1].starts_with("za/a@zfs-auto-snap_hourly-2"), "{a:?}");
+    assert_eq!(snapshots(&d, "za").len(), 1);
+    assert_eq!(snapshots(&d, "za/a/b").len(), 1);
+    assert!(snapshots(&d, "za/c").is_empty(), "com.sun:auto-snapshot=false is honoured");
+    let desc = d.ok("rzfs", &["get", "-H", "-o", "value", "com.sun:auto-snapshot-desc", &a[1]]);
+    assert_eq!(desc, "-\n");
+    // -r on a subtree: one recursive snapshot.
+    let (code, out) = tool(&bin, ZAS, &["-r", "--label=daily", "--keep=1", "za/a"]);
+    assert_eq!(code, 0, "{out}");
+    for fs in ["za/a", "za/a/b"] {
+        let s = snapshots(&d, fs);
+        assert_eq!(s.iter().filter(|n| n.contains("_daily-")).count(), 1, "{fs}: {s:?}");
+    }
+    d.ok("rzpool", &["export", "za"]);
+    zdb_check(&dir, "za");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sanoid() {
+    if skip_without_fuse_zdb("sanoid") {
+        return;
+    }
+    if !Path::new(SANOID).exists() {
+        eprintln!("sanoid: skipped ({SANOID} missing; scripts/install-test-deps.sh installs it)");
+        return;
+    }
+    let dir = scratch("sanoid");
+    let d = Daemon::new("sanoid");
+    let (_devs, _mnt) = create(&d, &dir, "sn", &SINGLE, 256 << 20);
+    d.ok("rzfs", &["create", "sn/data"]);
+    d.ok("rzfs", &["create", "sn/data/child"]);
+    let conf = dir.join("conf");
+    let state = dir.join("state");
+    std::fs::create_dir_all(&conf).unwrap();
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(
+        conf.join("sanoid.conf"),
+        "[sn/data]\n\tuse_template = test\n\trecursive = yes\n\n\
+         [template_test]\n\tfrequent_period = 1\n\tfrequently = 1\n\thourly = 2\n\tdaily = 1\n\
+         \tmonthly = 0\n\tyearly = 0\n\tautosnap = yes\n\tautoprune = yes\n\
+         \tfrequently_warn = 0\n\tfrequently_crit = 0\n\thourly_warn = 90m\n\thourly_crit = 360m\n\
+         \tdaily_warn = 48h\n\tdaily_crit = 60h\n",
+    )
+    .unwrap();
+    // sanoid needs the defaults file beside its config.
+    std::fs::copy("/usr/share/sanoid/sanoid.defaults.conf", conf.join("sanoid.defaults.conf")).unwrap();
+    let bin = wrappers(&dir, &d);
+    let dirs = [
+        format!("--configdir={}", conf.display()),
+        format!("--cache-dir={}", state.display()),
+        format!("--run-dir={}", state.display()),
+    ];
+    let run = |what: &str| {
+        let mut args: Vec<&str> = dirs.iter().map(String::as_str).collect();
+        args.push(what);
+        tool(&bin, SANOID, &args)
+    };
+    let (code, out) = run("--take-snapshots");
+    assert_eq!(code, 0, "{out}");
+    for fs in ["sn/data", "sn/data/child"] {
+        let s = snapshots(&d, fs);
+        for kind in ["frequently", "hourly", "daily"] {
+            assert_eq!(
+                s.iter().filter(|n| n.ends_with(&format!("_{kind}"))).count(),
+                1,
+                "{fs} {kind}: {s:?}"
+            );
+        }
+    }
+    assert!(snapshots(&d, "sn").is_empty(), "only the configured tree");
+    let (code, out) = run("--monitor-snapshots");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.starts_with("OK"), "{out}");
+    let (code, out) = run("--monitor-health");
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("OK"), "{out}");
+    // One frequent snapshot a minute is kept: once the first is older than that, the next
+    // run takes another and the prune removes the old one.
+    std::thread::sleep(std::time::Duration::from_secs(62));
+    let (code, out) = run("--take-snapshots");
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(snapshots(&d, "sn/data").iter().filter(|n| n.ends_with("_frequently")).count(), 2);
+    let (code, out) = run("--prune-snapshots");
+    assert_eq!(code, 0, "{out}");
+    for fs in ["sn/data", "sn/data/child"] {
+        let s = snapshots(&d, fs);
+        assert_eq!(s.iter().filter(|n| n.ends_with("_frequently")).count(), 1, "{fs}: {s:?}\n{out}");
+        assert_eq!(s.iter().filter(|n| n.ends_with("_daily")).count(), 1, "{fs}: {s:?}");
+    }
+    d.ok("rzpool", &["export", "sn"]);
+    zdb_check(&dir, "sn");
+    let _ = std::fs::remove_dir_all(&dir);
+}
