@@ -182,3 +182,45 @@ fn destroy_snapshot_specs() {
     zdb_check(&dir, "ds");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `zfs hold`/`holds`/`release` (`-r`), `userrefs`: a held snapshot cannot be destroyed;
+/// `destroy -d` defers it until the last hold is released. Checked by zdb.
+#[test]
+fn holds_and_release() {
+    if skip_without_fuse_zdb("holds_and_release") {
+        return;
+    }
+    let dir = scratch("holds");
+    let d = Daemon::new("holds");
+    let (_devs, _mnt) = create(&d, &dir, "ho", &SINGLE, 256 << 20);
+    d.ok("rzfs", &["create", "ho/a"]);
+    d.ok("rzfs", &["create", "ho/a/b"]);
+    d.ok("rzfs", &["snapshot", "-r", "ho/a@s1"]);
+    d.ok("rzfs", &["hold", "-r", "keep", "ho/a@s1"]);
+    d.ok("rzfs", &["hold", "backup", "ho/a@s1"]);
+    let (code, _, err) = d.run("rzfs", &["hold", "keep", "ho/a@s1"]);
+    assert!(code != 0 && err.contains("already exists"), "{err}");
+    let h = d.ok("rzfs", &["holds", "-H", "-r", "ho/a@s1"]);
+    let rows: Vec<Vec<&str>> = h.lines().map(|l| l.split('\t').collect()).collect();
+    let pairs: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(pairs, [("ho/a@s1", "backup"), ("ho/a@s1", "keep"), ("ho/a/b@s1", "keep")], "{h}");
+    assert!(rows.iter().all(|r| r.len() == 3 && !r[2].is_empty()), "{h}");
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "userrefs", "ho/a@s1"]), "2\n");
+    let (code, _, err) = d.run("rzfs", &["destroy", "ho/a/b@s1"]);
+    assert!(code != 0 && err.contains("holds"), "{err}");
+    d.ok("rzfs", &["destroy", "-d", "ho/a@s1"]);
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "defer_destroy", "ho/a@s1"]), "on\n");
+    d.ok("rzfs", &["release", "-r", "keep", "ho/a@s1"]);
+    d.ok("rzfs", &["destroy", "ho/a/b@s1"]);
+    assert_eq!(d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name", "-r", "ho"]), "ho/a@s1\n");
+    let (code, _, err) = d.run("rzfs", &["release", "keep", "ho/a@s1"]);
+    assert!(code != 0 && err.contains("no such tag"), "{err}");
+    // The last hold goes: the deferred destroy is carried out.
+    d.ok("rzfs", &["release", "backup", "ho/a@s1"]);
+    assert_eq!(d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name", "-r", "ho"]), "");
+    d.ok("rzfs", &["snapshot", "ho/a@s2"]);
+    d.ok("rzfs", &["hold", "t", "ho/a@s2"]);
+    d.ok("rzpool", &["export", "ho"]);
+    zdb_check(&dir, "ho");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -532,6 +532,30 @@ pub fn set_snapshot_prop(
     }
 }
 
+/// `zfs hold TAG SNAP`: adds `tag` (with the time it was placed) to snapshot `ds`'s user
+/// holds, the `ds_userrefs_obj` ZAP, created on first use (`DMU_OT_USERREFS`, as
+/// `dsl_dataset_user_hold_sync_one_impl`). A held snapshot cannot be destroyed.
+pub fn hold(os: &mut DirtyObjset, zaps: &mut ZapCache, ds: u64, tag: &str, now: u64) -> Result<()> {
+    let mut p = ds_phys(os, ds)?;
+    if p.userrefs_obj == 0 {
+        p.userrefs_obj = zaps.create(os, T::Userrefs.to_u8(), 0, Vec::new()).map_err(zerr)?;
+        set_ds_phys(os, ds, &p)?;
+    } else if zaps.lookup_u64(os, p.userrefs_obj, tag).map_err(zerr)?.is_some() {
+        return Err(DslError::Unsupported(format!("tag '{tag}' already exists on this dataset")));
+    }
+    zaps.update(os, p.userrefs_obj, tag.as_bytes(), ZapVal::u64(now)).map_err(zerr)
+}
+
+/// `zfs release TAG SNAP`: removes the hold; returns how many holds are left.
+pub fn release(os: &mut DirtyObjset, zaps: &mut ZapCache, ds: u64, tag: &str) -> Result<usize> {
+    let p = ds_phys(os, ds)?;
+    let gone = p.userrefs_obj != 0 && zaps.remove(os, p.userrefs_obj, tag.as_bytes()).map_err(zerr)?;
+    if !gone {
+        return Err(DslError::Unsupported(format!("no such tag '{tag}' on this dataset")));
+    }
+    zaps.len(os, p.userrefs_obj).map_err(zerr)
+}
+
 /// Appends blocks killed from head `ds` but still referenced by its latest snapshot to the
 /// head's deadlist (`dsl_deadlist_insert`: the bpobj of the largest key below the block's
 /// birth), and credits the latest snapshot's unique space for blocks no older snapshot

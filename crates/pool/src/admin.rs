@@ -275,6 +275,66 @@ impl Spa {
         )
     }
 
+    /// `zfs hold TAG SNAP...` (`now`: the hold's timestamp), all in one txg.
+    pub fn hold(&self, names: &[String], tag: &str, now: u64) -> Result<()> {
+        fn check(w: &mut PoolWriter, names: &[String], tag: &str) -> Result<Vec<Found>> {
+            if tag.is_empty() || tag.len() >= 256 {
+                return Err(PoolError::Invalid(format!("invalid hold tag '{tag}'")));
+            }
+            names
+                .iter()
+                .map(|n| {
+                    if !n.contains('@') {
+                        return Err(PoolError::Invalid(format!("cannot hold '{n}': not a snapshot")));
+                    }
+                    must_find(w, n)
+                })
+                .collect()
+        }
+        let (n, t) = (names.to_vec(), tag.to_string());
+        self.sync_task(
+            SpaceCheck::Reserved,
+            Reserve::Meta,
+            |w| check(w, names, tag).map(|_| ()),
+            move |w| {
+                for (f, name) in check(w, &n, &t)?.into_iter().zip(&n) {
+                    dslw::hold(&mut w.mos, &mut w.mos_zaps, f.ds, &t, now)
+                        .map_err(|e| PoolError::Invalid(format!("cannot hold snapshot '{name}': {e}")))?;
+                }
+                Ok(())
+            },
+        )
+    }
+
+    /// `zfs release TAG SNAP...`, in one txg; a snapshot marked `defer_destroy` that nothing
+    /// holds any more is destroyed with it (`dsl_dataset_user_release_sync_one`).
+    pub fn release(&self, names: &[String], tag: &str) -> Result<()> {
+        fn check(w: &mut PoolWriter, names: &[String]) -> Result<Vec<Found>> {
+            names.iter().map(|n| must_find(w, n)).collect()
+        }
+        let (n, t) = (names.to_vec(), tag.to_string());
+        self.sync_task(
+            SpaceCheck::ExtraReserved,
+            Reserve::Meta,
+            |w| check(w, names).map(|_| ()),
+            move |w| {
+                for (f, name) in check(w, &n)?.into_iter().zip(&n) {
+                    let left = dslw::release(&mut w.mos, &mut w.mos_zaps, f.ds, &t).map_err(|e| {
+                        PoolError::Invalid(format!("cannot release hold from snapshot '{name}': {e}"))
+                    })?;
+                    let phys = dslw::ds_phys(&w.mos, f.ds)?;
+                    if left == 0
+                        && phys.flags & ondisk::dsl::DS_FLAG_DEFER_DESTROY != 0
+                        && dsl::destroy::check_destroy_snapshot(&w.mos, &mut w.mos_zaps, f.ds).is_ok()
+                    {
+                        w.destroy_snapshot(f.ds)?;
+                    }
+                }
+                Ok(())
+            },
+        )
+    }
+
     /// `zfs set` (`Some`) or `zfs inherit` (`None`) of properties of dataset `name`.
     pub fn set_props(&self, name: &str, props: Vec<(String, Option<ZapVal>)>) -> Result<()> {
         fn check(w: &mut PoolWriter, name: &str, props: &[(String, Option<ZapVal>)]) -> Result<Found> {

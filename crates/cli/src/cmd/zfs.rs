@@ -149,6 +149,34 @@ enum Cmd {
         /// FS, VOL, or FS@SNAP where SNAP may be a list `a,b,c` with ranges `a%b`.
         name: String,
     },
+    /// Place a user hold TAG on snapshots (a held snapshot cannot be destroyed).
+    Hold {
+        /// The same snapshot of every descendant too.
+        #[arg(short = 'r')]
+        recursive: bool,
+        tag: String,
+        #[arg(required = true)]
+        snapshots: Vec<String>,
+    },
+    /// List the user holds of snapshots.
+    Holds {
+        #[arg(short = 'r')]
+        recursive: bool,
+        #[arg(short = 'H')]
+        scripted: bool,
+        #[arg(short = 'p')]
+        parsable: bool,
+        #[arg(required = true)]
+        snapshots: Vec<String>,
+    },
+    /// Remove user hold TAG from snapshots.
+    Release {
+        #[arg(short = 'r')]
+        recursive: bool,
+        tag: String,
+        #[arg(required = true)]
+        snapshots: Vec<String>,
+    },
     /// Unmount a dataset (by name or mount point).
     #[command(alias = "umount")]
     Unmount {
@@ -176,6 +204,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Inherit { names, .. } => names.first().cloned(),
         Cmd::Destroy { name, dry_run: false, .. } => Some(name.clone()),
         Cmd::Clone { name, .. } => Some(name.clone()),
+        Cmd::Hold { snapshots, .. } | Cmd::Release { snapshots, .. } => snapshots.first().cloned(),
         _ => None,
     };
     let r = match cli.cmd {
@@ -224,6 +253,17 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
                     ["mountpoint", "canmount"].into_iter().find(|p| keys.contains(p)).unwrap_or(keys[0]);
                 with_remount(state, prop, names, || crate::rwpool::set(state, assignments, names))
             }
+        }
+        Cmd::Hold { recursive, tag, snapshots } => hold_release(state, &snapshots, recursive, |rw, names| {
+            rw.spa.hold(names, &tag, crate::rwpool::now_pair().0).map_err(|e| e.to_string())
+        }),
+        Cmd::Release { recursive, tag, snapshots } => {
+            hold_release(state, &snapshots, recursive, |rw, names| {
+                rw.spa.release(names, &tag).map_err(|e| e.to_string())
+            })
+        }
+        Cmd::Holds { recursive, scripted, parsable, snapshots } => {
+            holds(state, &snapshots, recursive, scripted, parsable)
         }
         Cmd::Mount { all: true, .. } => mount_all(state),
         Cmd::Mount { dataset: None, .. } => Ok(list_mounts(state)),
@@ -648,6 +688,15 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
             text(if on { "on" } else { "off" }, "-")
         }
         "defer_destroy" => text("-", "-"),
+        "userrefs" if snap => {
+            let n = if p.userrefs_obj == 0 {
+                0
+            } else {
+                zap::list(dsl.mos(), p.userrefs_obj).map_err(|e| e.to_string())?.len() as u64
+            };
+            text(n.to_string(), "-")
+        }
+        "userrefs" => text("-", "-"),
         "mountpoint" => with_altroot(pool, inherited(pool, dsl, ds, prop)?),
         _ => inherited(pool, dsl, ds, prop)?,
     })
@@ -863,6 +912,79 @@ fn create_volume(
 
 /// `zfs destroy [-rnv] NAME`: the datasets go deepest first, each file system after its
 /// snapshots; mounted ones are unmounted first. Everything is destroyed in one txg.
+/// The snapshots `zfs hold`/`release`/`holds` act on: each named one, with `recursive`
+/// the same snapshot of every descendant that has it.
+fn named_snapshots(
+    state: &State,
+    names: &[String],
+    recursive: bool,
+) -> Result<Vec<(Arc<Pool>, Dataset)>, String> {
+    let mut out = Vec::new();
+    for n in names {
+        let Some((fs, snap)) = n.split_once('@') else {
+            return Err(format!("'{n}' is not a snapshot"));
+        };
+        let pool =
+            state.pool(pool_of(n)).map_err(|_| format!("cannot open '{n}': dataset does not exist"))?;
+        let all = pool.dsl().list().map_err(|e| e.to_string())?;
+        if !all.iter().any(|d| d.name == *n) {
+            return Err(format!("cannot open '{n}': dataset does not exist"));
+        }
+        for d in snapshot_spec(&all, fs, snap, recursive)? {
+            out.push((pool.clone(), d));
+        }
+    }
+    Ok(out)
+}
+
+/// `zfs hold` and `zfs release`: `act` runs once per pool with its snapshots' names.
+fn hold_release(
+    state: &State,
+    names: &[String],
+    recursive: bool,
+    act: impl Fn(&crate::rwpool::RwPool, &[String]) -> Result<(), String>,
+) -> Result<Response, String> {
+    let snaps = named_snapshots(state, names, recursive)?;
+    let mut by_pool: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (p, d) in snaps {
+        by_pool.entry(p.name().to_string()).or_default().push(d.name);
+    }
+    for (pool, names) in by_pool {
+        let rw =
+            crate::rwpool::writer_of(state, &pool).ok_or_else(|| format!("pool '{pool}' is read-only"))?;
+        act(&rw, &names)?;
+    }
+    Ok(Response::ok(String::new()))
+}
+
+/// `zfs holds [-rHp] SNAPSHOT...`: NAME, TAG, TIMESTAMP of every hold.
+fn holds(
+    state: &State,
+    names: &[String],
+    recursive: bool,
+    scripted: bool,
+    parsable: bool,
+) -> Result<Response, String> {
+    let mut t = Table::new(&["name", "tag", "timestamp"], &[false, false, false]);
+    for (pool, d) in named_snapshots(state, names, recursive)? {
+        let dsl = pool.dsl();
+        if d.ds.userrefs_obj == 0 {
+            continue;
+        }
+        let mut tags: Vec<(String, u64)> = zap::list(dsl.mos(), d.ds.userrefs_obj)
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|e| (e.name_string(), e.first_u64().unwrap_or(0)))
+            .collect();
+        tags.sort();
+        for (tag, when) in tags {
+            let ts = if parsable { when.to_string() } else { crate::format::ctime(when) };
+            t.rows.push(vec![d.name.clone(), tag, ts]);
+        }
+    }
+    Ok(Response::ok(t.render(scripted)))
+}
+
 /// The flags of `zfs destroy`.
 struct DestroyHow {
     recursive: bool,
