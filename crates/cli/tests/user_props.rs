@@ -224,3 +224,61 @@ fn holds_and_release() {
     zdb_check(&dir, "ho");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `zfs rename`: a file system moved under another parent (space and inherited properties
+/// follow, mounts move), snapshots renamed (`-r`, `@new` shorthand), refusals. zdb clean.
+#[test]
+fn rename_datasets() {
+    if skip_without_fuse_zdb("rename_datasets") {
+        return;
+    }
+    let dir = scratch("rename");
+    let d = Daemon::new("rename");
+    let (_devs, mnt) = create(&d, &dir, "rn", &SINGLE, 256 << 20);
+    for fs in ["rn/a", "rn/a/b", "rn/x"] {
+        d.ok("rzfs", &["create", fs]);
+    }
+    d.ok("rzfs", &["set", "u:p=from-x", "rn/x"]);
+    std::fs::write(mnt.join("a/b/f"), vec![7u8; 300_000]).unwrap();
+    d.ok("rzfs", &["snapshot", "-r", "rn/a@s1"]);
+    d.ok("rzpool", &["sync", "rn"]);
+    let used =
+        |n: &str| -> u64 { d.ok("rzfs", &["get", "-Hp", "-o", "value", "used", n]).trim().parse().unwrap() };
+    let (a0, x0, b0) = (used("rn/a"), used("rn/x"), used("rn/a/b"));
+    d.ok("rzfs", &["rename", "rn/a/b", "rn/x/c"]);
+    assert_eq!(std::fs::read(mnt.join("x/c/f")).unwrap(), vec![7u8; 300_000], "mounted at its new place");
+    assert!(!mnt.join("a/b/f").exists());
+    assert_eq!((used("rn/a"), used("rn/x")), (a0 - b0, x0 + b0), "space moves with it");
+    assert_eq!(
+        d.ok("rzfs", &["get", "-H", "-o", "value,source", "u:p", "rn/x/c"]),
+        "from-x\tinherited from rn/x\n"
+    );
+    assert_eq!(
+        d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name", "-r", "rn"]),
+        "rn/a@s1\nrn/x/c@s1\n"
+    );
+    d.ok("rzfs", &["rename", "-r", "rn/x/c@s1", "rn/x/c@t1"]);
+    d.ok("rzfs", &["rename", "rn/a@s1", "@t2"]);
+    assert_eq!(
+        d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name", "-r", "rn"]),
+        "rn/a@t2\nrn/x/c@t1\n"
+    );
+    let refused = |args: &[&str], why: &str| {
+        let (code, _, err) = d.run("rzfs", args);
+        assert!(code != 0 && err.contains(why), "{args:?}: {err}");
+    };
+    refused(&["rename", "rn/a", "rn/a/z"], "below itself");
+    refused(&["rename", "rn/a", "other/a"], "same pool");
+    refused(&["rename", "rn/a", "rn/x"], "already exists");
+    refused(&["rename", "rn/a", "rn/nope/a"], "does not exist");
+    refused(&["rename", "rn/a@t2", "rn/x@t2"], "same dataset");
+    refused(&["rename", "-r", "rn/a", "rn/z"], "only be used on snapshots");
+    d.ok("rzpool", &["sync", "rn"]);
+    let x1 = used("rn/x");
+    d.ok("rzpool", &["export", "rn"]);
+    zdb_check(&dir, "rn");
+    import(&d, &dir, "rn", &mnt, true);
+    assert_eq!(used("rn/x"), x1, "after import");
+    d.ok("rzpool", &["export", "rn"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

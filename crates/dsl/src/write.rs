@@ -532,6 +532,86 @@ pub fn set_snapshot_prop(
     }
 }
 
+/// `zfs rename` of snapshot `snap` of head dataset `head` from `old` to `new` (its key in
+/// the head's snapshot-name ZAP; nothing else names it).
+pub fn rename_snapshot(
+    os: &mut DirtyObjset,
+    zaps: &mut ZapCache,
+    head: u64,
+    snap: u64,
+    old: &str,
+    new: &str,
+) -> Result<()> {
+    let names = ds_phys(os, head)?.snapnames_zapobj;
+    if zaps.lookup_u64(os, names, new).map_err(zerr)?.is_some() {
+        return Err(DslError::Unsupported(format!("a snapshot named '{new}' already exists")));
+    }
+    if zaps.lookup_u64(os, names, old).map_err(zerr)? != Some(snap) {
+        return Err(bad(format!("snapshot {snap} is not '{old}' of dataset {head}")));
+    }
+    zaps.remove(os, names, old.as_bytes()).map_err(zerr)?;
+    zaps.update(os, names, new.as_bytes(), ZapVal::u64(snap)).map_err(zerr)
+}
+
+/// `zfs rename` of directory `dir` (a file system or volume, with everything below it) to
+/// `new_leaf` under `new_parent` (`dsl_dir_rename_sync`): its entry moves between the
+/// parents' child maps, and its space moves from the old parent's chain to the new one's
+/// (charged there as CHILD). Properties follow the new chain by themselves (inheritance is
+/// resolved by walking parents).
+pub fn rename_dir(
+    os: &mut DirtyObjset,
+    zaps: &mut ZapCache,
+    dir: u64,
+    new_parent: u64,
+    new_leaf: &str,
+) -> Result<()> {
+    let mut d = dir_phys(os, dir)?;
+    let old_parent = d.parent_obj;
+    if old_parent == 0 {
+        return Err(DslError::Unsupported("the pool's root file system cannot be renamed".into()));
+    }
+    // The new parent must not be the directory itself or below it.
+    let mut cur = new_parent;
+    for _ in 0..256 {
+        if cur == dir {
+            return Err(DslError::Unsupported("a file system cannot be moved below itself".into()));
+        }
+        let p = dir_phys(os, cur)?.parent_obj;
+        if p == 0 {
+            break;
+        }
+        cur = p;
+    }
+    let new_children = dir_phys(os, new_parent)?.child_dir_zapobj;
+    if zaps.lookup_u64(os, new_children, new_leaf).map_err(zerr)?.is_some() {
+        return Err(DslError::Unsupported("dataset already exists".into()));
+    }
+    let old_children = dir_phys(os, old_parent)?.child_dir_zapobj;
+    let old_leaf = zaps
+        .entries(os, old_children)
+        .map_err(zerr)?
+        .into_iter()
+        .find(|(_, v)| v.values.first() == Some(&dir))
+        .map(|(k, _)| k)
+        .ok_or_else(|| bad(format!("directory {dir} is not in its parent's child map")))?;
+    zaps.remove(os, old_children, &old_leaf).map_err(zerr)?;
+    zaps.update(os, new_children, new_leaf.as_bytes(), ZapVal::u64(dir)).map_err(zerr)?;
+    if new_parent != old_parent {
+        let moved = SpaceDelta {
+            used: d.used_bytes as i64,
+            comp: d.compressed_bytes as i64,
+            uncomp: d.uncompressed_bytes as i64,
+        };
+        let neg = SpaceDelta { used: -moved.used, comp: -moved.comp, uncomp: -moved.uncomp };
+        dir_diduse(os, old_parent, DD_USED_CHILD, neg)?;
+        dir_diduse(os, new_parent, DD_USED_CHILD, moved)?;
+        d = dir_phys(os, dir)?;
+        d.parent_obj = new_parent;
+        set_dir_phys(os, dir, &d)?;
+    }
+    Ok(())
+}
+
 /// `zfs hold TAG SNAP`: adds `tag` (with the time it was placed) to snapshot `ds`'s user
 /// holds, the `ds_userrefs_obj` ZAP, created on first use (`DMU_OT_USERREFS`, as
 /// `dsl_dataset_user_hold_sync_one_impl`). A held snapshot cannot be destroyed.

@@ -275,6 +275,80 @@ impl Spa {
         )
     }
 
+    /// `zfs rename OLD NEW` of a file system or volume (moved under another parent of the
+    /// same pool if NEW says so), or of snapshots: `FS@A` to `FS@B`, with `recursive` the
+    /// `@A` of every descendant too (`names`: the snapshots, found by the caller). One txg.
+    pub fn rename(&self, old: &str, new: &str, snapshots: &[String]) -> Result<()> {
+        let fail = |m: String| PoolError::Invalid(format!("cannot rename '{old}': {m}"));
+        if let (Some((ofs, osnap)), Some((nfs, nsnap))) = (old.split_once('@'), new.split_once('@')) {
+            if ofs != nfs {
+                return Err(fail("snapshots must be part of same dataset".into()));
+            }
+            if nsnap.is_empty() || nsnap.contains(['@', '/']) || new.len() > 255 {
+                return Err(fail(format!("invalid snapshot name '{new}'")));
+            }
+            let (osnap, nsnap) = (format!("@{osnap}"), format!("@{nsnap}"));
+            let list = snapshots.to_vec();
+            let check = move |w: &mut PoolWriter| -> Result<Vec<(Found, String, String)>> {
+                list.iter()
+                    .map(|n| {
+                        let f = must_find(w, n)?;
+                        let base = n.strip_suffix(&osnap).unwrap_or(n).to_string();
+                        if lookup(w, &format!("{base}{nsnap}"))?.is_some() {
+                            return Err(PoolError::Exists(format!(
+                                "cannot rename to '{base}{nsnap}': dataset already exists"
+                            )));
+                        }
+                        Ok((f, osnap[1..].to_string(), nsnap[1..].to_string()))
+                    })
+                    .collect()
+            };
+            let check2 = check.clone();
+            return self.sync_task(
+                SpaceCheck::Reserved,
+                Reserve::Meta,
+                move |w| check(w).map(|_| ()),
+                move |w| {
+                    for (f, o, n) in check2(w)? {
+                        let head = dslw::dir_phys(&w.mos, f.dir)?.head_dataset_obj;
+                        dslw::rename_snapshot(&mut w.mos, &mut w.mos_zaps, head, f.ds, &o, &n)?;
+                    }
+                    Ok(())
+                },
+            );
+        }
+        if old.contains('@') || new.contains('@') {
+            return Err(fail("snapshots can only be renamed to snapshots".into()));
+        }
+        if old.split('/').next() != new.split('/').next() {
+            return Err(fail("datasets must be within same pool".into()));
+        }
+        let (parent, leaf) = check_new_name(new).map_err(|_| fail(format!("invalid name '{new}'")))?;
+        let (o, p, l) = (old.to_string(), parent.to_string(), leaf.to_string());
+        let leaf = l.clone();
+        let check = move |w: &mut PoolWriter| -> Result<(Found, Found)> {
+            let f = must_find(w, &o)?;
+            let np = lookup(w, &p)?.ok_or_else(|| {
+                PoolError::NotFound(format!("cannot rename '{o}': parent '{p}' does not exist"))
+            })?;
+            if lookup(w, &format!("{p}/{l}"))?.is_some() {
+                return Err(PoolError::Exists(format!("cannot rename to '{p}/{l}': dataset already exists")));
+            }
+            Ok((f, np))
+        };
+        let check2 = check.clone();
+        self.sync_task(
+            SpaceCheck::Reserved,
+            Reserve::Meta,
+            move |w| check(w).map(|_| ()),
+            move |w| {
+                let (f, np) = check2(w)?;
+                dslw::rename_dir(&mut w.mos, &mut w.mos_zaps, f.dir, np.dir, &leaf)?;
+                Ok(())
+            },
+        )
+    }
+
     /// `zfs hold TAG SNAP...` (`now`: the hold's timestamp), all in one txg.
     pub fn hold(&self, names: &[String], tag: &str, now: u64) -> Result<()> {
         fn check(w: &mut PoolWriter, names: &[String], tag: &str) -> Result<Vec<Found>> {

@@ -149,6 +149,18 @@ enum Cmd {
         /// FS, VOL, or FS@SNAP where SNAP may be a list `a,b,c` with ranges `a%b`.
         name: String,
     },
+    /// Rename a file system or volume (moving it under another parent of the pool), or a
+    /// snapshot (FS@A to FS@B; -r: the same snapshot of every descendant).
+    Rename {
+        /// Snapshots: rename the snapshot of every descendant too.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// Unmount busy file systems by force.
+        #[arg(short = 'f')]
+        force: bool,
+        old: String,
+        new: String,
+    },
     /// Place a user hold TAG on snapshots (a held snapshot cannot be destroyed).
     Hold {
         /// The same snapshot of every descendant too.
@@ -205,6 +217,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Destroy { name, dry_run: false, .. } => Some(name.clone()),
         Cmd::Clone { name, .. } => Some(name.clone()),
         Cmd::Hold { snapshots, .. } | Cmd::Release { snapshots, .. } => snapshots.first().cloned(),
+        Cmd::Rename { new, .. } => Some(new.clone()),
         _ => None,
     };
     let r = match cli.cmd {
@@ -262,6 +275,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
                 rw.spa.release(names, &tag).map_err(|e| e.to_string())
             })
         }
+        Cmd::Rename { recursive, force, old, new } => rename(state, &old, &new, recursive, force),
         Cmd::Holds { recursive, scripted, parsable, snapshots } => {
             holds(state, &snapshots, recursive, scripted, parsable)
         }
@@ -935,6 +949,89 @@ fn named_snapshots(
         }
     }
     Ok(out)
+}
+
+/// `zfs rename [-r] [-f] OLD NEW`. A file system's mounts at or below it are unmounted and
+/// mounted again under the new names: where the mountpoint property had put them, at the
+/// property's new value (an inherited mountpoint follows the name); elsewhere (`zfs mount
+/// FS DIR`), at the same directory. Volumes are served again under their new names.
+fn rename(
+    state: &Arc<State>,
+    old: &str,
+    new: &str,
+    recursive: bool,
+    force: bool,
+) -> Result<Response, String> {
+    let pool =
+        state.pool(pool_of(old)).map_err(|_| format!("cannot open '{old}': dataset does not exist"))?;
+    let rw = crate::rwpool::writer_of(state, pool.name())
+        .ok_or_else(|| format!("cannot rename '{old}': pool is read-only"))?;
+    let dsl = pool.dsl();
+    let all = dsl.list().map_err(|e| e.to_string())?;
+    if !all.iter().any(|d| d.name == old) {
+        return Err(format!("cannot open '{old}': dataset does not exist"));
+    }
+    if let Some((fs, snap)) = old.split_once('@') {
+        let new_full = if new.starts_with('@') { format!("{fs}{new}") } else { new.to_string() };
+        let snaps: Vec<String> = if recursive {
+            snapshot_spec(&all, fs, snap, true)?.into_iter().map(|d| d.name).collect()
+        } else {
+            vec![old.to_string()]
+        };
+        rw.spa.rename(old, &new_full, &snaps).map_err(|e| e.to_string())?;
+        return Ok(Response::ok(String::new()));
+    }
+    if recursive {
+        return Err("-r can only be used on snapshots".into());
+    }
+    let below = |n: &str| n == old || n.starts_with(&format!("{old}/"));
+    // Mounts at or below, deepest first, with where the property put each.
+    prune_mounts(state);
+    let mut mounted: Vec<(String, PathBuf, bool)> = Vec::new();
+    for m in state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter().filter(|m| below(&m.dataset)) {
+        let ds = all.iter().find(|d| d.name == m.dataset);
+        let by_prop = ds
+            .and_then(|d| prop_value(&pool, &dsl, d, "mountpoint").ok())
+            .is_some_and(|v| Path::new(&v.exact) == m.dir);
+        mounted.push((m.dataset.clone(), m.dir.clone(), by_prop));
+    }
+    mounted.sort_by_key(|(n, _, _)| std::cmp::Reverse(n.matches('/').count()));
+    let vols: Vec<String> = all
+        .iter()
+        .map(|d| d.name.clone())
+        .filter(|n| below(n) && crate::volumes::device_known(state, n))
+        .collect();
+    crate::volumes::unserve(state, &vols, force)
+        .map_err(|v| format!("cannot rename '{v}': dataset is busy"))?;
+    for (n, _, _) in &mounted {
+        unmount(state, n, Path::new("/"), force)?;
+    }
+    let renamed = |n: &str| format!("{new}{}", &n[old.len()..]);
+    let r = rw.spa.rename(old, new, &[]).map_err(|e| e.to_string());
+    // Whatever happened, mount and serve what was there (under the names they now have).
+    let names = |n: &str| if r.is_ok() { renamed(n) } else { n.to_string() };
+    let mut warnings = String::new();
+    for (n, dir, by_prop) in mounted.iter().rev() {
+        let res = if *by_prop {
+            automount(state, &names(n))
+        } else {
+            mount(state, &names(n), Some(dir.clone())).map(|r| r.stderr)
+        };
+        match res {
+            Ok(w) => warnings.push_str(&w),
+            Err(e) => warnings.push_str(&format!(
+                "{e}
+"
+            )),
+        }
+    }
+    for v in &vols {
+        crate::volumes::serve(state, &names(v));
+    }
+    r?;
+    let mut resp = Response::ok(String::new());
+    resp.stderr = warnings;
+    Ok(resp)
 }
 
 /// `zfs hold` and `zfs release`: `act` runs once per pool with its snapshots' names.
