@@ -255,6 +255,13 @@ fn openzfs_takes_spares_and_a_replace_in_progress() {
     assert!(!st.contains("replacing-2") && st.contains(&sp[2]) && st.contains("spare-1"), "{st}");
     assert!(st.contains("INUSE") && st.contains("AVAIL"), "both spares still listed:\n{st}");
     check_files(&mnt, &want, "after OpenZFS's import", false);
+    // OpenZFS gave every vdev its ZAPs (the AVZ); a vdev leaving the pool here takes its
+    // ZAPs with it (zdb would call them leaked): the spare goes back to AVAIL.
+    let cfg = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-C", "os"]);
+    assert!(cfg.contains("com.delphix:vdev_zap_leaf"), "OpenZFS made per-vdev ZAPs:\n{cfg}");
+    d.ok("rzpool", &["detach", "os", &sp[0]]);
+    let st = d.ok("rzpool", &["status", "os"]);
+    assert!(!st.contains("spare-1"), "{st}");
     d.ok("rzpool", &["export", "os"]);
     zdb_check(&dir, "os");
     let _ = std::fs::remove_dir_all(&dir);

@@ -317,12 +317,42 @@ impl PoolWriter {
         self.note_internal("detach", &format!("vdev={name}"));
         self.event("vdev_remove", Some(guid));
         self.paths.remove(&guid);
-        self.kept_config.remove(&guid);
+        if let Some(kept) = self.kept_config.remove(&guid) {
+            self.drop_vdev_zaps(&kept)?;
+        }
         self.unspare.remove(&guid);
         if let Some(obj) = self.dtl_objs.remove(&guid) {
             self.mos.free_object(obj)?;
         }
         self.dtl_written.remove(&guid);
+        Ok(())
+    }
+
+    /// A vdev leaves the pool: the per-vdev ZAPs OpenZFS gave it (`com.delphix:vdev_zap_leaf`,
+    /// `vdev_zap_top`, kept in its configuration) are destroyed and taken out of the pool's
+    /// list of them (the AVZ, MOS directory `com.delphix:vdev_zap_map`, keyed by the object
+    /// number in hex), as `vdev_destroy_unlink_zap` does; left behind they would be leaked
+    /// objects.
+    fn drop_vdev_zaps(&mut self, kept: &[(String, ondisk::nvlist::NvValue)]) -> Result<()> {
+        let avz = self
+            .mos_zaps
+            .lookup_u64(&self.mos, ondisk::dsl::mos_keys::DIRECTORY_OBJECT, "com.delphix:vdev_zap_map")
+            .map_err(|e| invalid(e.to_string()))?;
+        for (k, v) in kept {
+            if k != "com.delphix:vdev_zap_leaf" && k != "com.delphix:vdev_zap_top" {
+                continue;
+            }
+            let ondisk::nvlist::NvValue::Uint64(obj) = v else { continue };
+            if *obj == 0 {
+                continue;
+            }
+            self.mos_zaps.destroy(&mut self.mos, *obj).map_err(|e| invalid(e.to_string()))?;
+            if let Some(avz) = avz {
+                self.mos_zaps
+                    .remove(&self.mos, avz, format!("{obj:x}").as_bytes())
+                    .map_err(|e| invalid(e.to_string()))?;
+            }
+        }
         Ok(())
     }
 
