@@ -21,24 +21,20 @@ apt_update() {
   fi
 }
 
-# --- bookworm-backports with contrib, without naming a host: reuse the URIs line. --------
-BP=/etc/apt/sources.list.d/rzfs-backports.sources
-if [ ! -f "$BP" ]; then
+# --- Extra apt sources, without naming a host: the URIs line of the system's own. ----------
+# add_source FILE SUITE COMPONENTS
+add_source() {
+  [ -f "$1" ] && return 0
+  local uris signed
   uris=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
   signed=$(awk '/^Signed-By:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
-  printf 'Types: deb\nURIs: %s\nSuites: bookworm-backports\nComponents: main contrib\nSigned-By: %s\n' \
-    "$uris" "$signed" | $SUDO tee "$BP" >/dev/null
-fi
-
-# --- bookworm contrib (zfs-auto-snapshot), the same way. ----------------------------------
-CONTRIB=/etc/apt/sources.list.d/rzfs-contrib.sources
-if [ ! -f "$CONTRIB" ]; then
-  uris=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
-  signed=$(awk '/^Signed-By:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources)
-  printf 'Types: deb\nURIs: %s\nSuites: bookworm\nComponents: contrib\nSigned-By: %s\n' \
-    "$uris" "$signed" | $SUDO tee "$CONTRIB" >/dev/null
+  printf 'Types: deb\nURIs: %s\nSuites: %s\nComponents: %s\nSigned-By: %s\n' \
+    "$uris" "$2" "$3" "$signed" | $SUDO tee "$1" >/dev/null
   need_apt_update=1
-fi
+}
+# bookworm-backports with contrib (the OpenZFS oracles); bookworm contrib (zfs-auto-snapshot).
+add_source /etc/apt/sources.list.d/rzfs-backports.sources bookworm-backports "main contrib"
+add_source /etc/apt/sources.list.d/rzfs-contrib.sources bookworm contrib
 
 # --- Debian packages ----------------------------------------------------------------------
 # sanoid runs unchanged against rzfs in tests/snapshot_tools.rs (its zfs dependency is met

@@ -18,17 +18,6 @@ use common::pools::*;
 use common::tools::*;
 use std::collections::BTreeMap;
 
-const MIRROR2: Layout =
-    Layout { name: "mirror2", words: &["mirror", "{}", "{}"], ndev: 2, groups: &[&[0, 1]], parity: 1 };
-
-const RAIDZ1: Layout = Layout {
-    name: "raidz1",
-    words: &["raidz1", "{}", "{}", "{}"],
-    ndev: 3,
-    groups: &[&[0, 1, 2]],
-    parity: 1,
-};
-
 fn prop(d: &Daemon, pool: &str, p: &str) -> String {
     d.ok("rzpool", &["list", "-Hp", "-o", p, pool]).trim().to_string()
 }

@@ -79,14 +79,6 @@ fn scan_words(dir: &Path, pool: &str) -> Vec<i128> {
     line.split('=').nth(1).unwrap().split_whitespace().map(|w| w.parse().unwrap()).collect()
 }
 
-const RAIDZ1: Layout = Layout {
-    name: "raidz1",
-    words: &["raidz1", "{}", "{}", "{}"],
-    ndev: 3,
-    groups: &[&[0, 1, 2]],
-    parity: 1,
-};
-
 #[test]
 fn openzfs_finishes_a_scrub_rzfs_started() {
     if skip("openzfs_finishes_a_scrub_rzfs_started") {

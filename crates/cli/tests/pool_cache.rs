@@ -14,9 +14,6 @@ mod common;
 use common::pools::*;
 use common::tools::*;
 
-const MIRROR2: Layout =
-    Layout { name: "mirror2", words: &["mirror", "{}", "{}"], ndev: 2, groups: &[&[0, 1]], parity: 1 };
-
 fn cached_names(path: &std::path::Path) -> Vec<String> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap_or(serde_json::json!([]));

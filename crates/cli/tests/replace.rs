@@ -28,14 +28,6 @@ use common::tools::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-const RAIDZ1: Layout = Layout {
-    name: "raidz1",
-    words: &["raidz1", "{}", "{}", "{}"],
-    ndev: 3,
-    groups: &[&[0, 1, 2]],
-    parity: 1,
-};
-
 /// The top-level vdev's guid in zdb's view of the exported pool's config.
 fn top_guid(dir: &Path, pool: &str) -> String {
     let cfg = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-C", pool]);

@@ -20,7 +20,6 @@ use common::tools::*;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const SINGLE: Layout = Layout { name: "single", words: &["{}"], ndev: 1, groups: &[&[0]], parity: 0 };
 const ZAS: &str = "/opt/rzfs-oracles/zfs-auto-snapshot/usr/sbin/zfs-auto-snapshot";
 const SANOID: &str = "/usr/sbin/sanoid";
 

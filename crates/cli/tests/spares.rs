@@ -49,14 +49,6 @@ fn until(d: &Daemon, pool: &str, ok: impl Fn(&str) -> bool) -> String {
     }
 }
 
-const RAIDZ1: Layout = Layout {
-    name: "raidz1",
-    words: &["raidz1", "{}", "{}", "{}"],
-    ndev: 3,
-    groups: &[&[0, 1, 2]],
-    parity: 1,
-};
-
 /// Creates a raidz1 of 3 with `spares` hot spares (`s0`...): (devices, spares, mount).
 fn raidz1_with_spares(
     d: &Daemon,

@@ -13,8 +13,6 @@ mod common;
 use common::pools::*;
 use common::tools::*;
 
-const SINGLE: Layout = Layout { name: "single", words: &["{}"], ndev: 1, groups: &[&[0]], parity: 0 };
-
 fn get(d: &Daemon, props: &str, names: &[&str]) -> String {
     let mut args = vec!["get", "-H", "-o", "name,property,value,source", props];
     args.extend(names);

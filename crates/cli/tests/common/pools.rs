@@ -45,6 +45,20 @@ pub struct Layout {
     pub parity: usize,
 }
 
+/// One file vdev.
+pub const SINGLE: Layout = Layout { name: "single", words: &["{}"], ndev: 1, groups: &[&[0]], parity: 0 };
+/// A mirror of two.
+pub const MIRROR2: Layout =
+    Layout { name: "mirror2", words: &["mirror", "{}", "{}"], ndev: 2, groups: &[&[0, 1]], parity: 1 };
+/// A raidz1 of three.
+pub const RAIDZ1: Layout = Layout {
+    name: "raidz1",
+    words: &["raidz1", "{}", "{}", "{}"],
+    ndev: 3,
+    groups: &[&[0, 1, 2]],
+    parity: 1,
+};
+
 /// Imports `pool` from `dir` and mounts its root file system at `mnt`.
 pub fn import(d: &Daemon, dir: &Path, pool: &str, mnt: &Path, readonly: bool) {
     let mut args = vec!["import", "-d", dir.to_str().unwrap()];
