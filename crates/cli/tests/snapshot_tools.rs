@@ -6,7 +6,8 @@
 //!   `scripts/install-test-deps.sh`): `//` honours `com.sun:auto-snapshot=false`, sets
 //!   `com.sun:auto-snapshot-desc`, `--keep` destroys the oldest of the label (newest first
 //!   by `creation`) with `zfs destroy -d`, `-r NAME` snapshots a subtree atomically.
-//! * [`sanoid`]: sanoid 2.1.0: `--take-snapshots` (hourly, daily, `recursive = yes`),
+//! * [`sanoid`]: sanoid 2.1.0: `--take-snapshots` (hourly, daily, `recursive = yes` and
+//!   `recursive = zfs`),
 //!   `--monitor-snapshots`, `--monitor-health`, and `--prune-snapshots` once a frequent
 //!   snapshot is older than its one-minute period (the test waits for it).
 //!
@@ -105,8 +106,9 @@ fn sanoid() {
     let dir = scratch("sanoid");
     let d = Daemon::new("sanoid");
     let (_devs, _mnt) = create(&d, &dir, "sn", &SINGLE, 256 << 20);
-    d.ok("rzfs", &["create", "sn/data"]);
-    d.ok("rzfs", &["create", "sn/data/child"]);
+    for fs in ["sn/data", "sn/data/child", "sn/other", "sn/other/kid"] {
+        d.ok("rzfs", &["create", fs]);
+    }
     let conf = dir.join("conf");
     let state = dir.join("state");
     std::fs::create_dir_all(&conf).unwrap();
@@ -114,6 +116,7 @@ fn sanoid() {
     std::fs::write(
         conf.join("sanoid.conf"),
         "[sn/data]\n\tuse_template = test\n\trecursive = yes\n\n\
+         [sn/other]\n\tuse_template = test\n\trecursive = zfs\n\n\
          [template_test]\n\tfrequent_period = 1\n\tfrequently = 1\n\thourly = 2\n\tdaily = 1\n\
          \tmonthly = 0\n\tyearly = 0\n\tautosnap = yes\n\tautoprune = yes\n\
          \tfrequently_warn = 0\n\tfrequently_crit = 0\n\thourly_warn = 90m\n\thourly_crit = 360m\n\
@@ -135,7 +138,8 @@ fn sanoid() {
     };
     let (code, out) = run("--take-snapshots");
     assert_eq!(code, 0, "{out}");
-    for fs in ["sn/data", "sn/data/child"] {
+    // recursive = yes: one snapshot per dataset; recursive = zfs: one `zfs snapshot -r`.
+    for fs in ["sn/data", "sn/data/child", "sn/other", "sn/other/kid"] {
         let s = snapshots(&d, fs);
         for kind in ["frequently", "hourly", "daily"] {
             assert_eq!(
@@ -160,7 +164,7 @@ fn sanoid() {
     assert_eq!(snapshots(&d, "sn/data").iter().filter(|n| n.ends_with("_frequently")).count(), 2);
     let (code, out) = run("--prune-snapshots");
     assert_eq!(code, 0, "{out}");
-    for fs in ["sn/data", "sn/data/child"] {
+    for fs in ["sn/data", "sn/data/child", "sn/other", "sn/other/kid"] {
         let s = snapshots(&d, fs);
         assert_eq!(s.iter().filter(|n| n.ends_with("_frequently")).count(), 1, "{fs}: {s:?}\n{out}");
         assert_eq!(s.iter().filter(|n| n.ends_with("_daily")).count(), 1, "{fs}: {s:?}");
