@@ -135,9 +135,13 @@ fn follow_argv(argv: &[String]) -> Option<Vec<String>> {
 fn follow_events(prog: &str, sock: &Path, argv: Vec<String>, cwd: PathBuf) -> ! {
     use crate::proto::EVENTS_LAST_EID;
     let mut last = 0u64;
+    let mut first = true;
     loop {
         let mut a = argv.clone();
         a.push(format!("--after={last}"));
+        if !std::mem::take(&mut first) {
+            a.push("--continued".into());
+        }
         let req = Request { version: PROTOCOL_VERSION, prog: prog.to_string(), argv: a, cwd: cwd.clone() };
         let r = match call(sock, &req) {
             Ok(r) => r,

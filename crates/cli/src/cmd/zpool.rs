@@ -226,6 +226,9 @@ enum Cmd {
         /// The events after this id only (how the client follows).
         #[arg(long = "after", hide = true)]
         after: Option<u64>,
+        /// A follow's later request: no header again.
+        #[arg(long = "continued", hide = true)]
+        continued: bool,
         /// Clear the event queue.
         #[arg(short = 'c')]
         clear: bool,
@@ -332,8 +335,8 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         }
         Cmd::List { scripted, parsable, props, pools } => list(state, &pools, scripted, parsable, &props),
         Cmd::History { internal, long, pools } => history(state, &pools, internal, long),
-        Cmd::Events { verbose, scripted, follow, clear, after, pool } => {
-            events(state, verbose, scripted, follow, clear, after, pool)
+        Cmd::Events { verbose, scripted, follow, clear, after, continued, pool } => {
+            events(state, verbose, scripted, follow, clear, (after, continued), pool)
         }
         Cmd::Set { assignment, pool } => match assignment.strip_prefix("cachefile=") {
             Some(v) => check_cachefile(v).and_then(|_| {
@@ -620,7 +623,7 @@ fn events(
     scripted: bool,
     follow: bool,
     clear: bool,
-    after: Option<u64>,
+    (after, continued): (Option<u64>, bool),
     pool: Option<String>,
 ) -> Result<Response, String> {
     if clear {
@@ -641,7 +644,7 @@ fn events(
     let (list, dropped) = pool::events::list();
     let mut out = String::new();
     // A follow's later answers are continuations: no header again.
-    let first = after.unwrap_or(0) == 0;
+    let first = !continued;
     if !scripted && first {
         out.push_str(&format!("{:<30} {}\n", "TIME", "CLASS"));
     }
