@@ -73,6 +73,16 @@ fn cached_pools_come_back_after_a_restart() {
     assert!(cached_names(&cache).is_empty());
     d.kill9();
     assert_eq!(d.ok("rzpool", &["list", "-H", "-o", "name"]), "");
+    // A damaged cache, or one naming a pool whose devices are gone, does not keep the
+    // daemon from starting; the entry that could not be imported stays for a later start.
+    std::fs::write(&cache, b"\x00not json{").unwrap();
+    d.kill9();
+    assert_eq!(d.ok("rzpool", &["list", "-H", "-o", "name"]), "");
+    let gone = r#"[{"name": "gone", "guid": 12345, "dirs": ["/nonexistent-rzfs-dir"]}]"#;
+    std::fs::write(&cache, gone).unwrap();
+    d.kill9();
+    assert_eq!(d.ok("rzpool", &["list", "-H", "-o", "name"]), "");
+    assert_eq!(cached_names(&cache), ["gone"]);
     zdb_check(&dir, "pc");
     let _ = std::fs::remove_dir_all(&dir);
 }

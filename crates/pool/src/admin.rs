@@ -396,12 +396,8 @@ impl Spa {
                     let left = dslw::release(&mut w.mos, &mut w.mos_zaps, f.ds, &t).map_err(|e| {
                         PoolError::Invalid(format!("cannot release hold from snapshot '{name}': {e}"))
                     })?;
-                    let phys = dslw::ds_phys(&w.mos, f.ds)?;
-                    if left == 0
-                        && phys.flags & ondisk::dsl::DS_FLAG_DEFER_DESTROY != 0
-                        && dsl::destroy::check_destroy_snapshot(&w.mos, &mut w.mos_zaps, f.ds).is_ok()
-                    {
-                        w.destroy_snapshot(f.ds)?;
+                    if left == 0 {
+                        w.finish_deferred_destroy(f.ds)?;
                     }
                 }
                 Ok(())

@@ -74,14 +74,23 @@ impl PoolWriter {
             .map(|d| d.origin_obj)?;
         self.destroy_head_only(ds)?;
         if origin != 0 {
-            let o = dsl::write::ds_phys(&self.mos, origin)?;
-            if o.flags & ondisk::dsl::DS_FLAG_DEFER_DESTROY != 0
-                && dsl::destroy::check_destroy_snapshot(&self.mos, &mut self.mos_zaps, origin).is_ok()
-            {
-                self.destroy_snapshot(origin)?;
-            }
+            self.finish_deferred_destroy(origin)?;
         }
         Ok(())
+    }
+
+    /// Carries out the deferred destruction of snapshot `snap` (`zfs destroy -d`) once
+    /// nothing keeps it: no clone, no hold, and nothing rzfs cannot destroy around. Run when
+    /// a clone goes and when a hold is released. Returns whether it was destroyed.
+    pub fn finish_deferred_destroy(&mut self, snap: u64) -> Result<bool> {
+        let phys = dsl::write::ds_phys(&self.mos, snap)?;
+        if phys.flags & ondisk::dsl::DS_FLAG_DEFER_DESTROY == 0
+            || dsl::destroy::check_destroy_snapshot(&self.mos, &mut self.mos_zaps, snap).is_err()
+        {
+            return Ok(false);
+        }
+        self.destroy_snapshot(snap)?;
+        Ok(true)
     }
 
     fn destroy_head_only(&mut self, ds: u64) -> Result<()> {

@@ -1130,8 +1130,10 @@ fn get(
         let health = crate::rwpool::health_str(state, &p);
         let writable = crate::rwpool::writer_of(state, p.name()).is_some();
         let sp = space_of(state, &p);
+        // Looks at the devices' sizes: once per pool, only when asked for.
+        let esize =
+            if wanted.iter().any(|w| w == "expandsize") { expand_size(state, p.name()) } else { None };
         for prop in &wanted {
-            let esize = expand_size(state, p.name());
             let (value, source) = match prop.as_str() {
                 // Kept out of the daemon's cache (set none, imported read-only, or a
                 // daemon without one): `none`, as zpool says for such pools.
