@@ -396,3 +396,55 @@ fn destroy_dir(os: &mut DirtyObjset, zaps: &mut ZapCache, dir: u64) -> Result<()
     zaps.remove(os, parent.child_dir_zapobj, &name).map_err(zerr)?;
     zaps.destroy(os, dir).map_err(zerr)
 }
+
+/// Rolls head dataset `ds` back to its latest snapshot, after the pool layer freed every
+/// block born since that snapshot (total `freed`). OpenZFS (`dsl_dataset_rollback_sync`)
+/// swaps in a clone of the snapshot and destroys the old head; the outcome written here is
+/// the same:
+///
+/// - the head's root pointer and referenced sizes become the snapshot's; head and snapshot
+///   then share every block, so both have no unique space;
+/// - the blocks the head killed since the snapshot (its deadlist) are referenced by the head
+///   again: their space moves from the SNAP breakdown back to HEAD, and the head starts an
+///   empty deadlist with the same keys;
+/// - the freed blocks leave HEAD; with a `refreservation`, the unused part of the
+///   reservation grows back to the whole reservation (`max(refreservation - unique, 0)`).
+pub fn rollback_head(os: &mut DirtyObjset, zaps: &mut ZapCache, ds: u64, freed: SpaceDelta) -> Result<()> {
+    let mut h = ds_phys(os, ds)?;
+    let snap = h.prev_snap_obj;
+    if h.next_snap_obj != 0 {
+        return Err(bad(format!("dataset {ds} is a snapshot")));
+    }
+    let mut s = if snap != 0 { ds_phys(os, snap)? } else { Default::default() };
+    if snap == 0 || s.dir_obj != h.dir_obj {
+        return Err(refuse("the dataset has no snapshot to roll back to"));
+    }
+    let reserved = crate::write::head_reserved(os, zaps, ds)?;
+    let dir = h.dir_obj;
+    dir_diduse(os, dir, DD_USED_HEAD, freed.negated())?;
+    let grown = h.unique_bytes.min(reserved) as i64;
+    if grown != 0 {
+        dir_diduse(os, dir, ondisk::dsl::DD_USED_REFRSRV, SpaceDelta { used: grown, comp: 0, uncomp: 0 })?;
+    }
+    let killed = dl_used(os, h.deadlist_obj)?;
+    if killed != 0 {
+        let mut d = dir_phys(os, dir)?;
+        d.used_breakdown[DD_USED_SNAP] = d.used_breakdown[DD_USED_SNAP].saturating_sub(killed);
+        d.used_breakdown[DD_USED_HEAD] = d.used_breakdown[DD_USED_HEAD].saturating_add(killed);
+        set_dir_phys(os, dir, &d)?;
+    }
+    let old_dl = h.deadlist_obj;
+    h.deadlist_obj = crate::write::clone_deadlist(os, zaps, old_dl, u64::MAX)?;
+    dl_free(os, zaps, old_dl)?;
+    h.bp = s.bp;
+    h.referenced_bytes = s.referenced_bytes;
+    h.compressed_bytes = s.compressed_bytes;
+    h.uncompressed_bytes = s.uncompressed_bytes;
+    h.unique_bytes = 0;
+    set_ds_phys(os, ds, &h)?;
+    if s.unique_bytes != 0 {
+        s.unique_bytes = 0;
+        set_ds_phys(os, snap, &s)?;
+    }
+    Ok(())
+}

@@ -479,6 +479,60 @@ impl Spa {
         )
     }
 
+    /// `zfs rollback [-r] FS@SNAP`: the snapshots in `later` (the ones taken after SNAP,
+    /// newest first; `-r`) are destroyed and FS returns to SNAP's contents, all in one txg.
+    /// Refused, changing nothing, unless SNAP is then FS's latest snapshot.
+    pub fn rollback(&self, snapshot: &str, later: &[String]) -> Result<()> {
+        fn check(w: &mut PoolWriter, snapshot: &str, later: &[String]) -> Result<(Found, Vec<Found>)> {
+            let (fs, _) = snapshot
+                .split_once('@')
+                .ok_or_else(|| PoolError::Invalid(format!("cannot rollback '{snapshot}': not a snapshot")))?;
+            let snap = must_find(w, snapshot)?;
+            let head = must_find(w, fs)?;
+            let gone = later.iter().map(|n| must_find(w, n)).collect::<Result<Vec<_>>>()?;
+            // Walking back from the head over the snapshots to destroy must reach SNAP.
+            let mut cur = dslw::ds_phys(&w.mos, head.ds)?.prev_snap_obj;
+            for g in &gone {
+                if cur != g.ds {
+                    return Err(PoolError::Invalid(format!(
+                        "cannot rollback to '{snapshot}': more recent snapshots or bookmarks exist\nuse '-r' to force deletion of the following snapshots and bookmarks:\n{}",
+                        later.join("\n")
+                    )));
+                }
+                cur = dslw::ds_phys(&w.mos, g.ds)?.prev_snap_obj;
+            }
+            if cur != snap.ds {
+                return Err(PoolError::Invalid(format!(
+                    "cannot rollback to '{snapshot}': more recent snapshots or bookmarks exist"
+                )));
+            }
+            Ok((head, gone))
+        }
+        let (s, l) = (snapshot.to_string(), later.to_vec());
+        self.sync_task(
+            SpaceCheck::ExtraReserved,
+            Reserve::Meta,
+            |w| check(w, snapshot, later).map(|_| ()),
+            move |w| {
+                let (head, gone) = check(w, &s, &l)?;
+                for (g, name) in gone.iter().zip(&l) {
+                    w.destroy_snapshot(g.ds).map_err(|e| match e {
+                        PoolError::Unsupported(m) => {
+                            PoolError::Unsupported(format!("cannot destroy '{name}': {m}"))
+                        }
+                        e => e,
+                    })?;
+                }
+                w.rollback_head(head.ds).map_err(|e| match e {
+                    PoolError::Unsupported(m) => {
+                        PoolError::Unsupported(format!("cannot rollback to '{s}': {m}"))
+                    }
+                    e => e,
+                })
+            },
+        )
+    }
+
     /// `zpool set PROP=VALUE` for properties stored in the MOS `pool_props` ZAP.
     pub fn set_pool_prop(&self, prop: &str, value: PoolPropValue) -> Result<()> {
         let (k, v) = (prop.to_string(), value.clone());

@@ -93,45 +93,48 @@ impl PoolWriter {
         Ok(true)
     }
 
-    fn destroy_head_only(&mut self, ds: u64) -> Result<()> {
-        dsl::destroy::check_destroy_head(&self.mos, &mut self.mos_zaps, ds)?;
+    /// The blocks head dataset `ds` alone references: those born after its previous
+    /// snapshot (or origin), found by walking its objset, and its root block if that is as
+    /// young. Refuses when a block cannot be read (nothing may then be freed) or when the
+    /// objset has an intent log (its blocks are not in the walk).
+    fn blocks_born_since_snapshot(&self, ds: u64, what: &str) -> Result<Vec<BlkPtr>> {
         let phys = dsl::write::ds_phys(&self.mos, ds)?;
         let root = BlkPtr::parse(&phys.bp, ByteOrder::Little)?;
         let mut doomed = Vec::new();
-        if !root.is_hole() {
-            let os = Objset::open(&self.reader, &root)?;
-            if !os.phys.zil.log.is_hole() {
-                return Err(refuse(
-                    "the dataset's intent log is not empty; import it with OpenZFS to replay it first",
-                ));
-            }
-            let mut errors = Vec::new();
-            let opts = TraverseOpts { min_birth: phys.prev_snap_txg, read_data: false, resume: None };
-            traverse_objset(
-                &os,
-                opts,
-                &mut |v| {
-                    doomed.push(*v.bp);
-                    Ok(())
-                },
-                &mut |bp, obj, e| errors.push(format!("object {obj} {bp}: {e}")),
-            )?;
-            if let Some(e) = errors.first() {
-                return Err(refuse(format!(
-                    "cannot read every block of the dataset ({e}); nothing was destroyed"
-                )));
-            }
-            if root.logical_birth() > phys.prev_snap_txg {
-                doomed.push(root);
-            }
+        if root.is_hole() {
+            return Ok(doomed);
         }
-        // The dataset's open writer, if any, goes (back again if this txg is undone).
-        self.remove_dataset_writer(ds);
-        self.scan.ds_destroyed(ds, &phys);
-        self.ds_release_features(ds)?;
+        let os = Objset::open(&self.reader, &root)?;
+        if !os.phys.zil.log.is_hole() {
+            return Err(refuse(
+                "the dataset's intent log is not empty; import it with OpenZFS to replay it first",
+            ));
+        }
+        let mut errors = Vec::new();
+        let opts = TraverseOpts { min_birth: phys.prev_snap_txg, read_data: false, resume: None };
+        traverse_objset(
+            &os,
+            opts,
+            &mut |v| {
+                doomed.push(*v.bp);
+                Ok(())
+            },
+            &mut |bp, obj, e| errors.push(format!("object {obj} {bp}: {e}")),
+        )?;
+        if let Some(e) = errors.first() {
+            return Err(refuse(format!("cannot read every block of the dataset ({e}); nothing was {what}")));
+        }
+        if root.logical_birth() > phys.prev_snap_txg {
+            doomed.push(root);
+        }
+        Ok(doomed)
+    }
+
+    /// Frees `blocks` in the open txg; returns their total space.
+    fn free_blocks(&mut self, blocks: &[BlkPtr]) -> Result<SpaceDelta> {
         let ratios: Vec<u64> = self.top_info.iter().map(|t| t.deflate_ratio).collect();
         let mut freed = SpaceDelta::default();
-        for bp in &doomed {
+        for bp in blocks {
             if bp.is_hole() || bp.is_embedded() {
                 continue;
             }
@@ -140,6 +143,36 @@ impl PoolWriter {
                 self.alloc.free_dva(&d, bp.logical_birth(), self.txg)?;
             }
         }
+        Ok(freed)
+    }
+
+    /// `zfs rollback` of head dataset `ds` to its latest snapshot in the open txg: the
+    /// blocks born since are freed, the DSL then points the head at the snapshot's objset
+    /// (`dsl::destroy::rollback_head`). Changes of the dataset not yet synced are dropped
+    /// with its open writer.
+    pub fn rollback_head(&mut self, ds: u64) -> Result<()> {
+        let phys = dsl::write::ds_phys(&self.mos, ds)?;
+        if phys.prev_snap_obj == 0
+            || dsl::write::ds_phys(&self.mos, phys.prev_snap_obj)?.dir_obj != phys.dir_obj
+        {
+            return Err(refuse("the dataset has no snapshot to roll back to"));
+        }
+        let doomed = self.blocks_born_since_snapshot(ds, "rolled back")?;
+        self.remove_dataset_writer(ds);
+        let freed = self.free_blocks(&doomed)?;
+        dsl::destroy::rollback_head(&mut self.mos, &mut self.mos_zaps, ds, freed)?;
+        Ok(())
+    }
+
+    fn destroy_head_only(&mut self, ds: u64) -> Result<()> {
+        dsl::destroy::check_destroy_head(&self.mos, &mut self.mos_zaps, ds)?;
+        let phys = dsl::write::ds_phys(&self.mos, ds)?;
+        let doomed = self.blocks_born_since_snapshot(ds, "destroyed")?;
+        // The dataset's open writer, if any, goes (back again if this txg is undone).
+        self.remove_dataset_writer(ds);
+        self.scan.ds_destroyed(ds, &phys);
+        self.ds_release_features(ds)?;
+        let freed = self.free_blocks(&doomed)?;
         // A zapified directory (OpenZFS adds fields to some) holds an extensible_dataset
         // reference, given back when its object is freed (`dmu_object_free_zapified`).
         let dir_zapified = self

@@ -189,6 +189,21 @@ enum Cmd {
         #[arg(required = true)]
         snapshots: Vec<String>,
     },
+    /// Roll a file system or volume back to a snapshot (its latest, or with -r an older one,
+    /// destroying the later snapshots).
+    Rollback {
+        /// Destroy snapshots more recent than the one named.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// As -r, and clones of those snapshots too (refused when there are any: rzfs
+        /// does not destroy clones by rollback yet).
+        #[arg(short = 'R')]
+        clones: bool,
+        /// Unmount by force when the file system is busy.
+        #[arg(short = 'f')]
+        force: bool,
+        snapshot: String,
+    },
     /// Unmount a dataset (by name or mount point).
     #[command(alias = "umount")]
     Unmount {
@@ -218,6 +233,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Clone { name, .. } => Some(name.clone()),
         Cmd::Hold { snapshots, .. } | Cmd::Release { snapshots, .. } => snapshots.first().cloned(),
         Cmd::Rename { new, .. } => Some(new.clone()),
+        Cmd::Rollback { snapshot, .. } => Some(snapshot.clone()),
         _ => None,
     };
     let r = match cli.cmd {
@@ -278,6 +294,9 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Rename { recursive, force, old, new } => rename(state, &old, &new, recursive, force),
         Cmd::Holds { recursive, scripted, parsable, snapshots } => {
             holds(state, &snapshots, recursive, scripted, parsable)
+        }
+        Cmd::Rollback { recursive, clones, force, snapshot } => {
+            rollback(state, &snapshot, recursive || clones, force).map(|_| Response::ok(String::new()))
         }
         Cmd::Mount { all: true, .. } => mount_all(state),
         Cmd::Mount { dataset: None, .. } => Ok(list_mounts(state)),
@@ -1218,6 +1237,72 @@ fn destroy(state: &Arc<State>, name: &str, how: &DestroyHow) -> Result<Response,
         return Err(e);
     }
     Ok(Response::ok(out))
+}
+
+/// Runs `f` with file system or volume `name` out of service: unmounted (by force with
+/// `force`) or its volume device withdrawn, and the ZPL's cached state of it dropped
+/// afterwards, since `f` replaces its contents (rollback, receive). The dataset is mounted
+/// or served again afterwards whether `f` succeeded or not.
+pub(crate) fn offline_while<R>(
+    state: &Arc<State>,
+    name: &str,
+    force: bool,
+    f: impl FnOnce() -> Result<R, String>,
+) -> Result<R, String> {
+    prune_mounts(state);
+    let mounted = state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|m| m.dataset == name);
+    if mounted {
+        unmount(state, name, Path::new("/"), force)?;
+    }
+    let vol = crate::volumes::device_known(state, name);
+    if vol {
+        crate::volumes::unserve(state, &[name.to_string()], force)
+            .map_err(|v| format!("cannot change '{v}': dataset is busy"))?;
+    }
+    let r = f();
+    if let Some(rw) = crate::rwpool::writer_of(state, name) {
+        if let Ok(ds) = state.pool(pool_of(name)).and_then(|p| p.dsl().find(name).map_err(|e| e.to_string()))
+        {
+            rw.zpl.lock().unwrap_or_else(|p| p.into_inner()).remove(&ds.ds_obj);
+        }
+    }
+    if mounted {
+        if let Err(e) = mount(state, name, None) {
+            eprintln!("rzfsd: cannot mount '{name}' again: {e}");
+        }
+    }
+    if vol {
+        crate::volumes::serve(state, name);
+    }
+    r
+}
+
+/// `zfs rollback [-rRf] SNAPSHOT`.
+fn rollback(state: &Arc<State>, snapshot: &str, recursive: bool, force: bool) -> Result<(), String> {
+    let Some((fs, _)) = snapshot.split_once('@') else {
+        return Err(format!("cannot rollback '{snapshot}': not a snapshot"));
+    };
+    let pool =
+        state.pool(pool_of(fs)).map_err(|_| format!("cannot open '{snapshot}': dataset does not exist"))?;
+    let dsl = pool.dsl();
+    let snap = dsl.find(snapshot).map_err(|_| format!("cannot open '{snapshot}': dataset does not exist"))?;
+    let all = dsl.list().map_err(|e| e.to_string())?;
+    let prefix = format!("{fs}@");
+    let mut later: Vec<&Dataset> = all
+        .iter()
+        .filter(|d| d.name.starts_with(&prefix) && d.ds.creation_txg > snap.ds.creation_txg)
+        .collect();
+    later.sort_by_key(|d| std::cmp::Reverse(d.ds.creation_txg));
+    let later: Vec<String> = later.into_iter().map(|d| d.name.clone()).collect();
+    if !later.is_empty() && !recursive {
+        return Err(format!(
+            "cannot rollback to '{snapshot}': more recent snapshots or bookmarks exist\nuse '-r' to force deletion of the following snapshots and bookmarks:\n{}",
+            later.join("\n")
+        ));
+    }
+    let rw = crate::rwpool::writer_of(state, fs)
+        .ok_or_else(|| format!("cannot rollback '{fs}': pool is read-only"))?;
+    offline_while(state, fs, force, || rw.spa.rollback(snapshot, &later).map_err(|e| e.to_string()))
 }
 
 /// `zfs clone [-p] [-o prop=value]... SNAPSHOT FILESYSTEM`, mounted like a new file system.
