@@ -40,7 +40,7 @@ pub const INDBLKSHIFT: u8 = 17;
 /// Size of a dnode's bonus area with one block pointer in a 512-byte dnode.
 pub const DN_MAX_BONUSLEN_512: usize = 320;
 /// Largest object number we hand out (object numbers fit 48 bits in OpenZFS).
-const OBJECT_LIMIT: u64 = 1 << 48;
+pub const OBJECT_LIMIT: u64 = 1 << 48;
 
 /// Where new and dead blocks are reported during a sync.
 pub trait BlockSink {
@@ -67,9 +67,22 @@ pub struct SyncCtx<'a> {
     pub policy: &'a dyn WritePolicy,
     /// Deflated size of a DVA (`vdev_deflated_space`), for `dn_used`.
     pub dsize: &'a (dyn Fn(&ondisk::blkptr::Dva) -> u64 + Sync),
+    /// The pool's `hole_birth` feature is active: holes written now keep their birth
+    /// ([`BlkPtr::hole_born`]), which incremental sends (OpenZFS's and ours) rely on to
+    /// send the frees of ranges that existed in the earlier snapshot.
+    pub hole_birth: bool,
 }
 
 impl SyncCtx<'_> {
+    /// The pointer of a hole written in this txg in place of a block of `lsize` bytes.
+    fn hole(&self, lsize: u64, object_type: u8, level: u8) -> BlkPtr {
+        if self.hole_birth {
+            BlkPtr::hole_born(lsize, object_type, level, self.txg)
+        } else {
+            BlkPtr::default()
+        }
+    }
+
     fn bp_dsize(&self, bp: &BlkPtr) -> u64 {
         if bp.is_hole() || bp.is_embedded() {
             return 0;
@@ -977,9 +990,11 @@ impl<'a, 'b> TreeUpdate<'a, 'b> {
         // A block already killed by a free range of this sync has no old version left.
         let already_freed = self.changes[0].contains_key(&blkid);
         let old = if already_freed { None } else { self.old_bp(0, blkid)?.filter(|b| !b.is_hole()) };
-        let bp = self.place_counted(p, &props, old.as_ref())?;
-        let mut bp = bp;
-        if !bp.is_hole() {
+        let lsize = p.lsize;
+        let mut bp = self.place_counted(p, &props, old.as_ref())?;
+        if bp.is_hole() {
+            bp = self.ctx.hole(lsize, self.new.object_type, 0);
+        } else {
             bp.fill = fill;
         }
         self.changes[0].insert(blkid, bp);
@@ -1018,7 +1033,8 @@ impl<'a, 'b> TreeUpdate<'a, 'b> {
                 continue;
             }
             self.kill(&bp)?;
-            self.changes[0].insert(blkid, BlkPtr::default());
+            let hole = self.ctx.hole(self.new.data_block_size(), self.new.object_type, 0);
+            self.changes[0].insert(blkid, hole);
         }
         Ok(())
     }
@@ -1131,7 +1147,9 @@ impl<'a, 'b> TreeUpdate<'a, 'b> {
                     Prepared { phys: Vec::new(), lsize: ibs as u64, compress: props.compress, hole: true }
                 };
                 let mut nbp = self.place_counted(p, &props, old_p.filter(|b| !b.is_hole()).as_ref())?;
-                if !nbp.is_hole() {
+                if nbp.is_hole() {
+                    nbp = self.ctx.hole(ibs as u64, self.new.object_type, level + 1);
+                } else {
                     nbp.fill = fill;
                 }
                 up.insert(pblk, nbp);

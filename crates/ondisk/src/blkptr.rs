@@ -379,6 +379,19 @@ impl BlkPtr {
         Ok(BlkPtr::from_words(&w))
     }
 
+    /// A hole written in txg `txg` as OpenZFS writes holes once `hole_birth` is active
+    /// (`zio_write_compress`, `free_blocks` in dnode_sync.c): no DVA, but the logical size,
+    /// object type, level and logical birth of the block it replaces, so an incremental send
+    /// sees when the range was freed. `lsize` is a multiple of 512 up to 16 MiB.
+    pub fn hole_born(lsize: u64, object_type: u8, level: u8, txg: u64) -> BlkPtr {
+        let lsize_bits = (lsize >> 9).saturating_sub(1) & 0xffff;
+        BlkPtr {
+            prop: lsize_bits | (u64::from(object_type) << 48) | (u64::from(level & 0x1f) << 56),
+            birth: txg,
+            ..Default::default()
+        }
+    }
+
     /// Sets the prop word of an ordinary pointer (writers).
     #[allow(clippy::too_many_arguments)]
     pub fn set_prop(

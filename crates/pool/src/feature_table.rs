@@ -157,6 +157,7 @@ pub const IMPLEMENTED_FOR_WRITE: &[&str] = &[
     "skein",
     "edonr",
     "enabled_txg",
+    "hole_birth",
     "zstd_compress",
     "blake3",
 ];

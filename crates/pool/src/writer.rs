@@ -750,6 +750,12 @@ impl PoolWriter {
             || self.datasets.values().any(|d| d.os.is_dirty() || d.zaps.is_dirty())
     }
 
+    /// Is `hole_birth` active (it is from the moment it is enabled)? Without it holes stay
+    /// all-zero pointers.
+    fn hole_birth_active(&mut self) -> Result<bool> {
+        Ok(self.feature_refcount("hole_birth")?.is_some_and(|c| c > 0))
+    }
+
     fn sync_datasets(&mut self, txg: u64) -> Result<()> {
         let ids: Vec<u64> = self.datasets.keys().copied().collect();
         for ds in ids {
@@ -768,6 +774,7 @@ impl PoolWriter {
         }
         let mut phys = dslw::ds_phys(&self.mos, ds)?;
         let sector = self.sector();
+        let hole_birth = self.hole_birth_active()?;
         let ratios = self.ratios();
         let dsize = |bp: &BlkPtr| bp_dsize(&ratios, bp);
         let zio = self.reader.zio.clone();
@@ -783,7 +790,15 @@ impl PoolWriter {
                 features: Vec::new(),
             };
             let dsz = |d: &Dva| dva_dsize(&ratios, d);
-            let ctx = SyncCtx { zio: &zio, alloc: &self.alloc, txg, sector, policy: &w.policy, dsize: &dsz };
+            let ctx = SyncCtx {
+                zio: &zio,
+                alloc: &self.alloc,
+                txg,
+                sector,
+                policy: &w.policy,
+                dsize: &dsz,
+                hole_birth,
+            };
             let bp = w.os.sync(&ctx, &mut sink)?;
             (bp, sink.born, sink.freed, sink.dead, sink.features)
         };
@@ -807,6 +822,7 @@ impl PoolWriter {
         }
         let sector = self.sector();
         let zio = self.reader.zio.clone();
+        let hole_birth = self.hole_birth_active()?;
         let policy =
             Policy { mos: true, data_checksum: FLETCHER4, data_compress: LZ4, zstd_level: 0, copies: 3 };
         let mut pass = 0;
@@ -834,8 +850,15 @@ impl PoolWriter {
                 let mut sink =
                     MosSink { alloc: &self.alloc, txg, delta: SpaceDelta::default(), dsize: &dsize };
                 let dsz = |d: &Dva| dva_dsize(&ratios, d);
-                let ctx =
-                    SyncCtx { zio: &zio, alloc: &self.alloc, txg, sector, policy: &policy, dsize: &dsz };
+                let ctx = SyncCtx {
+                    zio: &zio,
+                    alloc: &self.alloc,
+                    txg,
+                    sector,
+                    policy: &policy,
+                    dsize: &dsz,
+                    hole_birth,
+                };
                 let bp = self.mos.sync(&ctx, &mut sink)?;
                 self.pending_root = Some(bp);
                 sink.delta
