@@ -270,6 +270,15 @@ pub fn fletcher4(data: &[u8], big_endian: bool) -> Cksum {
     Cksum(fletcher::fletcher4(data, big_endian))
 }
 
+/// Continues the four fletcher-4 running sums `state` (`[a, b, c, d]`) over `data`, read as
+/// 32-bit words in the given byte order; a trailing partial word is ignored, as OpenZFS's
+/// `fletcher_4_incremental_*` do. `fletcher4_incremental([0; 4], x)` equals [`fletcher4`]`(x)`,
+/// and feeding a buffer in pieces cut at 4-byte boundaries gives the sums of the whole. Used for
+/// the running checksum of send streams, which covers every byte of the stream.
+pub fn fletcher4_incremental(state: [u64; 4], data: &[u8], big_endian: bool) -> [u64; 4] {
+    fletcher::fletcher4_incremental(state, data, big_endian)
+}
+
 pub use embedded::{
     gang_verifier, label_verifier, seal_embedded, seal_embedded_order, seal_zil_chain, verify_embedded,
     verify_embedded_mac, verify_zil_chain, EmbeddedError, ZEC_MAGIC, ZIL_CHAIN_ECK_OFFSET,

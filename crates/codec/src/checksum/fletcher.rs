@@ -144,6 +144,63 @@ pub(crate) fn fletcher4(data: &[u8], big_endian: bool) -> [u64; 4] {
     fletcher4_scalar(fold_lanes(&lanes), tail, big_endian)
 }
 
+/// Number of words below which [`fletcher4_incremental`] runs the scalar recurrence directly:
+/// for short pieces (a 312-byte send record is 78 words) the lane setup and the fold cost more.
+const INCREMENTAL_SCALAR_WORDS: usize = 64;
+
+/// `C(n+1, 2) = n(n+1)/2` modulo 2^64 (one of the two factors is even: halve it first).
+fn tri(n: u64) -> u64 {
+    let m = n.wrapping_add(1);
+    if n.is_multiple_of(2) {
+        (n / 2).wrapping_mul(m)
+    } else {
+        n.wrapping_mul(m / 2)
+    }
+}
+
+/// `C(n+2, 3) = n(n+1)(n+2)/6` modulo 2^64. Among three consecutive integers one is a multiple
+/// of 3 and one is even; dividing those out first keeps the quotient exact before the wrapping
+/// product. (If the multiple of 3 is also the only even one, it is a multiple of 6, so its
+/// quotient by 3 is still even.) `n` is a word count of an in-memory slice, far below 2^62.
+fn tet(n: u64) -> u64 {
+    let mut f = [n, n.wrapping_add(1), n.wrapping_add(2)];
+    if let Some(x) = f.iter_mut().find(|x| x.is_multiple_of(3)) {
+        *x /= 3;
+    }
+    if let Some(x) = f.iter_mut().find(|x| x.is_multiple_of(2)) {
+        *x /= 2;
+    }
+    let [x, y, z] = f;
+    x.wrapping_mul(y).wrapping_mul(z)
+}
+
+/// Continues the fletcher4 sums `state` over `data` (32-bit words in the given byte order; a
+/// trailing partial word is ignored). Equals running [`fletcher4_scalar`] from `state`, but long
+/// inputs take the lane path: the sums of `data` alone are computed from zero and merged into
+/// `state`. Starting `data` (n words) from `state` instead of zero adds `a0` to every later `a`,
+/// so the closed forms give: `a = a0 + a'`, `b = b0 + n·a0 + b'`,
+/// `c = c0 + n·b0 + C(n+1,2)·a0 + c'`, `d = d0 + n·c0 + C(n+1,2)·b0 + C(n+2,3)·a0 + d'`.
+pub(crate) fn fletcher4_incremental(state: [u64; 4], data: &[u8], big_endian: bool) -> [u64; 4] {
+    let words = data.len() / 4;
+    if words < INCREMENTAL_SCALAR_WORDS {
+        return fletcher4_scalar(state, data, big_endian);
+    }
+    let [a, b, c, d] = fletcher4(data, big_endian);
+    let [a0, b0, c0, d0] = state;
+    // usize -> u64 is lossless on every supported target.
+    let n = words as u64;
+    let (t2, t3) = (tri(n), tet(n));
+    [
+        a0.wrapping_add(a),
+        b0.wrapping_add(n.wrapping_mul(a0)).wrapping_add(b),
+        c0.wrapping_add(n.wrapping_mul(b0)).wrapping_add(t2.wrapping_mul(a0)).wrapping_add(c),
+        d0.wrapping_add(n.wrapping_mul(c0))
+            .wrapping_add(t2.wrapping_mul(b0))
+            .wrapping_add(t3.wrapping_mul(a0))
+            .wrapping_add(d),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,5 +256,49 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn incremental_matches_whole_buffer() {
+        let data: Vec<u8> = (0..2000u32).map(|i| (i.wrapping_mul(2_246_822_519) >> 11) as u8).collect();
+        for be in [false, true] {
+            let whole = fletcher4(&data, be);
+            assert_eq!(fletcher4_incremental([0; 4], &data, be), whole);
+            // Split at every 4-byte boundary: the continuation must give the same sums.
+            for cut in (0..=data.len()).step_by(4) {
+                let (x, y) = data.split_at(cut);
+                let st = fletcher4_incremental([0; 4], x, be);
+                assert_eq!(fletcher4_incremental(st, y, be), whole, "cut {cut} be {be}");
+            }
+            // Three pieces, lengths crossing the scalar/lane threshold.
+            for (i, j) in [(4usize, 1000usize), (256, 260), (1996, 2000), (400, 1600)] {
+                let s1 = fletcher4_incremental([0; 4], &data[..i], be);
+                let s2 = fletcher4_incremental(s1, &data[i..j], be);
+                assert_eq!(fletcher4_incremental(s2, &data[j..], be), whole);
+            }
+        }
+    }
+
+    #[test]
+    fn incremental_from_large_state_wraps_like_scalar() {
+        let data = vec![0xa5u8; 1 << 20];
+        let state = [u64::MAX - 3, 0x8000_0000_0000_0001, 12345, u64::MAX];
+        for be in [false, true] {
+            assert_eq!(fletcher4_incremental(state, &data, be), fletcher4_scalar(state, &data, be));
+        }
+        // Trailing partial word ignored, as in fletcher4.
+        assert_eq!(fletcher4_incremental([0; 4], &data[..1027], false), fletcher4(&data[..1024], false));
+    }
+
+    #[test]
+    fn combinatorial_coefficients() {
+        for n in 0..200u64 {
+            assert_eq!(tri(n), n * (n + 1) / 2);
+            assert_eq!(tet(n), n * (n + 1) * (n + 2) / 6);
+        }
+        let n = (1u64 << 40) + 7;
+        let exact = (u128::from(n) * u128::from(n + 1) * u128::from(n + 2) / 6) as u64;
+        assert_eq!(tet(n), exact);
+        assert_eq!(tri(n), (u128::from(n) * u128::from(n + 1) / 2) as u64);
     }
 }
