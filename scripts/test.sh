@@ -30,7 +30,7 @@ fi
 if has oracle; then
   echo "== tier oracle: pools written by OpenZFS and zfs-fuse"
   ./tests/oracle/make_all.sh "$RZFS_TESTDATA"
-  RZFS_ORACLE=1 cargo test --release -p rzfs-cli --tests -- --test-threads=2 2>&1 | tee /tmp/rzfs-oracle.log
+  RZFS_ORACLE=1 cargo test --release -p rzfs-cli -p rzfs-send --tests -- --test-threads=2 2>&1 | tee /tmp/rzfs-oracle.log
   echo "== tier oracle: the demo (its pool must pass zdb -bcc)"
   ./scripts/demo.sh >/tmp/rzfs-demo.log 2>&1 || { tail -40 /tmp/rzfs-demo.log; exit 1; }
   tail -1 /tmp/rzfs-demo.log

@@ -21,7 +21,7 @@
 
 use crate::proto::Response;
 use std::fs::{DirBuilder, File, OpenOptions};
-use std::io::{ErrorKind, Read};
+use std::io::ErrorKind;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -194,6 +194,22 @@ impl ReadFail {
 /// complete within `timeout`. End of input also ends the line (the parser then judges it).
 /// Memory stays bounded by `limit`: the read stops one byte past it.
 pub fn read_request(conn: &UnixStream, limit: usize, timeout: Duration) -> Result<Vec<u8>, ReadFail> {
+    read_request_fds(conn, limit, timeout, &mut Vec::new())
+}
+
+/// Most file descriptors a client may pass with its request (`rzfs send` passes its
+/// standard output, `rzfs receive` its standard input).
+pub const MAX_PASSED_FDS: usize = 2;
+
+/// [`read_request`], also collecting the file descriptors the client passed with the
+/// request (`SCM_RIGHTS`; closed when `fds` is dropped). Descriptors beyond
+/// [`MAX_PASSED_FDS`] are closed and refused.
+pub fn read_request_fds(
+    conn: &UnixStream,
+    limit: usize,
+    timeout: Duration,
+    fds: &mut Vec<std::os::fd::OwnedFd>,
+) -> Result<Vec<u8>, ReadFail> {
     let deadline = Instant::now() + timeout;
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 16 << 10];
@@ -204,7 +220,7 @@ pub fn read_request(conn: &UnixStream, limit: usize, timeout: Duration) -> Resul
         }
         conn.set_read_timeout(Some(left)).map_err(ReadFail::Io)?;
         let want = (limit + 1 - buf.len()).min(chunk.len());
-        match (&*conn).read(&mut chunk[..want]) {
+        match recv_with_fds(conn, &mut chunk[..want], fds) {
             Ok(0) => return Ok(buf),
             Ok(n) => {
                 if let Some(i) = chunk[..n].iter().position(|&b| b == b'\n') {
@@ -226,6 +242,33 @@ pub fn read_request(conn: &UnixStream, limit: usize, timeout: Duration) -> Resul
             Err(e) => return Err(ReadFail::Io(e)),
         }
     }
+}
+
+/// One `recvmsg` on the control connection: data into `buf`, passed descriptors onto `fds`.
+fn recv_with_fds(
+    conn: &UnixStream,
+    buf: &mut [u8],
+    fds: &mut Vec<std::os::fd::OwnedFd>,
+) -> std::io::Result<usize> {
+    use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut space = [std::mem::MaybeUninit::<u8>::uninit(); rustix::cmsg_space!(ScmRights(MAX_PASSED_FDS))];
+    let mut control = RecvAncillaryBuffer::new(&mut space);
+    let got = rustix::net::recvmsg(
+        conn,
+        &mut [std::io::IoSliceMut::new(buf)],
+        &mut control,
+        RecvFlags::CMSG_CLOEXEC,
+    )?;
+    for msg in control.drain() {
+        if let RecvAncillaryMessage::ScmRights(passed) = msg {
+            fds.extend(passed);
+        }
+    }
+    if got.flags.contains(rustix::net::ReturnFlags::CTRUNC) || fds.len() > MAX_PASSED_FDS {
+        fds.clear();
+        return Err(std::io::Error::other(format!("more than {MAX_PASSED_FDS} file descriptors passed")));
+    }
+    Ok(got.bytes)
 }
 
 /// Checks an existing directory that holds (or will hold) the socket: a directory, not a

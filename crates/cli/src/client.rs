@@ -4,6 +4,7 @@
 use crate::access;
 use crate::proto::{Request, Response, MAX_RESPONSE_BYTES, PROTOCOL_VERSION};
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -58,12 +59,29 @@ pub fn call(sock: &Path, req: &Request) -> std::io::Result<Response> {
 
 /// Sends `req` over a connected socket and reads the answer.
 fn exchange(s: &UnixStream, req: &Request) -> std::io::Result<Response> {
+    exchange_fds(s, req, &[])
+}
+
+/// [`exchange`], passing `fds` with the request (`SCM_RIGHTS` on its first bytes).
+fn exchange_fds(s: &UnixStream, req: &Request, fds: &[std::os::fd::BorrowedFd]) -> std::io::Result<Response> {
     let mut line = serde_json::to_vec(req).map_err(std::io::Error::other)?;
     line.push(b'\n');
+    let mut line = &line[..];
+    if !fds.is_empty() {
+        use rustix::net::{SendAncillaryBuffer, SendAncillaryMessage, SendFlags};
+        let mut space = [std::mem::MaybeUninit::<u8>::uninit();
+            rustix::cmsg_space!(ScmRights(crate::access::MAX_PASSED_FDS))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        if !control.push(SendAncillaryMessage::ScmRights(fds)) {
+            return Err(std::io::Error::other("too many file descriptors to pass"));
+        }
+        let n = rustix::net::sendmsg(s, &[std::io::IoSlice::new(line)], &mut control, SendFlags::empty())?;
+        line = &line[n..];
+    }
     // A daemon that refuses a request early ("request too large", "too many connections")
     // answers and closes without reading the rest, so the write may fail while the answer
     // is already waiting: read it either way, and report the write error only if none came.
-    let sent = (&*s).write_all(&line).and_then(|_| s.shutdown(std::net::Shutdown::Write));
+    let sent = (&*s).write_all(line).and_then(|_| s.shutdown(std::net::Shutdown::Write));
     let mut buf = Vec::new();
     let read = BufReader::new(s.take(MAX_RESPONSE_BYTES as u64)).read_until(b'\n', &mut buf);
     match (serde_json::from_slice::<Response>(&buf), sent, read) {
@@ -167,6 +185,29 @@ fn follow_events(prog: &str, sock: &Path, argv: Vec<String>, cwd: PathBuf) -> ! 
     }
 }
 
+/// Which standard stream a command passes to the daemon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StreamFd {
+    In,
+    Out,
+}
+
+/// `rzfs send` (with `-n`, a dry run, nothing) passes standard output, `rzfs receive`
+/// standard input: the subcommand is the first argument.
+fn stream_fd(prog: &str, argv: &[String]) -> Option<StreamFd> {
+    if prog != "rzfs" {
+        return None;
+    }
+    match argv.first().map(String::as_str) {
+        Some("send") => {
+            let dry = argv[1..].iter().any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('n'));
+            (!dry).then_some(StreamFd::Out)
+        }
+        Some("receive" | "recv") => Some(StreamFd::In),
+        _ => None,
+    }
+}
+
 /// Entry point of `rzpool` and `rzfs`: forward argv to the daemon (starting it if needed).
 pub fn main_forward(prog: &str) -> ! {
     let argv: Vec<String> = std::env::args().skip(1).collect();
@@ -181,9 +222,22 @@ pub fn main_forward(prog: &str) -> ! {
             follow_events(prog, &sock, argv, cwd);
         }
     }
+    // `zfs send` writes its stream to standard output and `zfs receive` reads it from
+    // standard input: the daemon gets that descriptor and does the I/O itself.
+    let passed = stream_fd(prog, &argv);
+    if passed == Some(StreamFd::Out) && std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        eprintln!("Error: Stream can not be written to a terminal.\nYou must redirect standard output.");
+        std::process::exit(1);
+    }
+    let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
+    let fds: Vec<std::os::fd::BorrowedFd> = match passed {
+        Some(StreamFd::Out) => vec![stdout.as_fd()],
+        Some(StreamFd::In) => vec![stdin.as_fd()],
+        None => Vec::new(),
+    };
     let req = Request { version: PROTOCOL_VERSION, prog: prog.to_string(), argv, cwd };
     let resp = match UnixStream::connect(&sock) {
-        Ok(s) => exchange(&s, &req),
+        Ok(s) => exchange_fds(&s, &req, &fds),
         Err(e) if e.kind() == ErrorKind::PermissionDenied => {
             eprintln!(
                 "{prog}: permission denied: cannot connect to rzfsd at {} (it serves root, its own user and its read group only)",
@@ -194,7 +248,9 @@ pub fn main_forward(prog: &str) -> ! {
         // Only when no daemon listens is one started: after any other failure the request
         // may have run already, and must not be sent twice.
         Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::ConnectionRefused) => {
-            start_daemon(&sock).and_then(|_| call(&sock, &req))
+            start_daemon(&sock)
+                .and_then(|_| UnixStream::connect(&sock))
+                .and_then(|s| exchange_fds(&s, &req, &fds))
         }
         Err(e) => Err(e),
     };

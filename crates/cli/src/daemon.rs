@@ -201,7 +201,8 @@ fn handle(
             return reply(conn, &Response::err(format!("permission denied: cannot identify the client: {e}")))
         }
     };
-    let line = match access::read_request(conn, MAX_REQUEST_BYTES, timeout) {
+    let mut fds = Vec::new();
+    let line = match access::read_request_fds(conn, MAX_REQUEST_BYTES, timeout, &mut fds) {
         Ok(l) => l,
         Err(f) => return reply(conn, &f.response(MAX_REQUEST_BYTES, timeout)),
     };
@@ -225,7 +226,7 @@ fn handle(
     // (pool::txg), which catches panics around every change it lends out.
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match req.prog.as_str() {
         "rzpool" => cmd::zpool::run(state, &req.argv, &req.cwd),
-        "rzfs" => cmd::zfs::run(state, &req.argv, &req.cwd),
+        "rzfs" => cmd::zfs::run_with(state, &req.argv, &req.cwd, std::mem::take(&mut fds)),
         "rzinject" => cmd::zinject::run(state, &req.argv, &req.cwd),
         other => Response::err(format!("unknown program '{other}'")),
     }));

@@ -19,5 +19,6 @@ pub mod recover;
 pub mod rwadd;
 pub mod rwattach;
 pub mod rwpool;
+pub mod sendrecv;
 pub mod volumes;
 pub mod zplopen;

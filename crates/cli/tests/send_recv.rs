@@ -64,3 +64,256 @@ fn rollback() {
     zdb_check(&dir, "rb");
     rzdb_space_check(&dir, "rb");
 }
+
+/// `rzfs send ARGS > out`: exit code and stderr.
+fn send_to(d: &Daemon, args: &[&str], out: &std::path::Path) -> (i32, String) {
+    let f = std::fs::File::create(out).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_rzfs"))
+        .arg("send")
+        .args(args)
+        .env("RZFS_SOCKET", &d.sock)
+        .stdout(f)
+        .output()
+        .unwrap();
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// `rzfs receive ARGS < input`: exit code and stderr.
+fn recv_from(d: &Daemon, args: &[&str], input: &std::path::Path) -> (i32, String) {
+    let f = std::fs::File::open(input).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_rzfs"))
+        .arg("receive")
+        .args(args)
+        .env("RZFS_SOCKET", &d.sock)
+        .stdin(f)
+        .output()
+        .unwrap();
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+/// OpenZFS's `zstream dump -v` of a stream file: asserts it parses with every checksum
+/// right, returns its output.
+fn zstream_dump(stream: &std::path::Path) -> String {
+    let (zdb, lib) = zdb().expect("zdb");
+    let zstream = zdb.with_file_name("zstream");
+    let o = std::process::Command::new(zstream)
+        .args(["dump", "-v"])
+        .stdin(std::fs::File::open(stream).unwrap())
+        .env("LD_LIBRARY_PATH", lib)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "zstream dump of {}:\n{text}", stream.display());
+    assert!(!text.to_lowercase().contains("checksum mismatch") && !text.contains("invalid"), "{text}");
+    text
+}
+
+/// Every file's contents under `root` (relative path → bytes; symlinks as their target).
+fn tree(root: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
+    fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let md = std::fs::symlink_metadata(&p).unwrap();
+            if md.file_type().is_symlink() {
+                out.insert(rel, std::fs::read_link(&p).unwrap().to_string_lossy().into_owned().into_bytes());
+            } else if md.is_dir() {
+                if rel != ".zfs" {
+                    out.insert(format!("{rel}/"), Vec::new());
+                    walk(root, &p, out);
+                }
+            } else {
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+fn assert_same(a: &BTreeMap<String, Vec<u8>>, b: &BTreeMap<String, Vec<u8>>, what: &str) {
+    let ka: Vec<&String> = a.keys().collect();
+    let kb: Vec<&String> = b.keys().collect();
+    assert_eq!(ka, kb, "{what}: names differ");
+    for (k, v) in a {
+        assert!(b[k] == *v, "{what}: {k} differs ({} vs {} bytes)", v.len(), b[k].len());
+    }
+}
+
+#[test]
+fn send_receive() {
+    if skip_without_fuse_zdb("send_receive") {
+        return;
+    }
+    let dir = scratch("sendrecv");
+    let d = Daemon::new("sendrecv");
+    let (_devs, _mnt) = create(&d, &dir, "sr", &SINGLE, 512 << 20);
+    let src = dir.join("src");
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "sr/src"]);
+    let mut rng = Rng::new(11);
+    let mut want = BTreeMap::new();
+    write_files(&src, "f", 30, 0..200_000, &mut rng, &mut want);
+    std::fs::create_dir_all(src.join("sub/deeper")).unwrap();
+    std::fs::write(src.join("sub/deeper/big"), rng.data(3 << 20)).unwrap();
+    std::fs::write(src.join("sub/big2"), rng.data(3 << 20)).unwrap();
+    std::os::unix::fs::symlink("f1", src.join("link")).unwrap();
+    // A sparse file: data, a hole, data.
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::create(src.join("sparse")).unwrap();
+        f.write_all_at(&rng.data(5000), 0).unwrap();
+        f.write_all_at(&rng.data(5000), 2 << 20).unwrap();
+    }
+    d.ok("rzfs", &["snapshot", "sr/src@a"]);
+    let at_a = tree(&src);
+
+    // Full stream: OpenZFS's zstream accepts it; received into a new file system it holds
+    // the same files.
+    let full = dir.join("full.zs");
+    let (code, err) = send_to(&d, &["sr/src@a"], &full);
+    assert_eq!(code, 0, "send: {err}");
+    let dump = zstream_dump(&full);
+    assert!(dump.contains("Total DRR_WRITE records"), "{dump}");
+    let est = d.ok("rzfs", &["send", "-nP", "sr/src@a"]);
+    assert!(est.ends_with(&format!("size\t{}\n", std::fs::metadata(&full).unwrap().len())), "{est}");
+    let dst = dir.join("dst");
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", dst.display()), "sr/backup"]);
+    let (code, err) = recv_from(&d, &["-e", "sr/backup"], &full);
+    assert_eq!(code, 0, "receive: {err}");
+    let dst = dst.join("src");
+    assert_same(&at_a, &tree(&dst), "full receive");
+    let guids = d.ok("rzfs", &["get", "-H", "-o", "value", "guid", "sr/src@a", "sr/backup/src@a"]);
+    let g: Vec<&str> = guids.lines().collect();
+    assert_eq!(g[0], g[1], "the received snapshot keeps the sender's guid");
+
+    // Incremental: rewritten, removed, truncated, punched, new files.
+    std::fs::write(src.join("f0"), b"rewritten").unwrap();
+    std::fs::remove_file(src.join("f2")).unwrap();
+    // Truncated, then written past the old end again: the blocks in between are holes
+    // punched after @a, which only their hole births tell an incremental send about.
+    std::fs::OpenOptions::new().write(true).open(src.join("sub/big2")).unwrap().set_len(1 << 20).unwrap();
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(src.join("sub/big2")).unwrap();
+        f.write_all_at(b"tail after a truncation", 2 << 20).unwrap();
+    }
+    write_files(&src, "g", 5, 0..100_000, &mut rng, &mut want);
+    std::fs::remove_dir_all(src.join("sub/deeper")).ok();
+    std::fs::create_dir_all(src.join("sub/deeper")).unwrap();
+    std::fs::write(src.join("sub/deeper/again"), b"again").unwrap();
+    d.ok("rzfs", &["snapshot", "sr/src@b"]);
+    let at_b = tree(&src);
+    let inc = dir.join("inc.zs");
+    let (code, err) = send_to(&d, &["-i", "@a", "sr/src@b"], &inc);
+    assert_eq!(code, 0, "send -i: {err}");
+    zstream_dump(&inc);
+    assert!(
+        std::fs::metadata(&inc).unwrap().len() < std::fs::metadata(&full).unwrap().len(),
+        "an incremental stream carries only the changes"
+    );
+    // A second full copy, then bad streams against it change nothing.
+    let (code, err) = recv_from(&d, &["-u", "sr/copy"], &full);
+    assert_eq!(code, 0, "receive: {err}");
+    let cut = dir.join("cut.zs");
+    let bytes = std::fs::read(&inc).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let (code, err) = recv_from(&d, &["sr/copy"], &cut);
+    assert!(code != 0 && err.contains("incomplete"), "truncated stream: {err}");
+    let mut flipped = bytes.clone();
+    let at = flipped.len() / 2;
+    flipped[at] ^= 0x10;
+    let flip = dir.join("flip.zs");
+    std::fs::write(&flip, &flipped).unwrap();
+    let (code, err) = recv_from(&d, &["sr/copy"], &flip);
+    assert!(code != 0 && err.contains("checksum"), "damaged stream: {err}");
+    let snaps = d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name", "sr/copy"]);
+    assert_eq!(snaps, "sr/copy@a\n", "failed receives leave no snapshot");
+    let (code, err) = recv_from(&d, &["sr/copy"], &full);
+    assert!(code != 0 && err.contains("exists"), "a full stream onto an existing file system: {err}");
+    let (code, _) = recv_from(&d, &["-u", "sr/fresh"], &inc);
+    assert!(code != 0, "an incremental stream needs its source");
+    assert!(d.run("rzfs", &["list", "sr/fresh"]).0 != 0);
+    let (code, err) = recv_from(&d, &["sr/copy"], &inc);
+    assert_eq!(code, 0, "receive -i into the copy after the failures: {err}");
+
+    // The incremental onto the mounted backup.
+    let (code, err) = recv_from(&d, &["-e", "sr/backup"], &inc);
+    assert_eq!(code, 0, "receive incremental: {err}");
+    assert_same(&at_b, &tree(&dst), "incremental receive");
+    // Modified since its snapshot: refused without -F, rolled back with it.
+    std::fs::write(dst.join("local"), b"local change").unwrap();
+    let c = dir.join("c.zs");
+    std::fs::write(src.join("h"), b"third").unwrap();
+    d.ok("rzfs", &["snapshot", "sr/src@c"]);
+    assert_eq!(send_to(&d, &["-i", "sr/src@b", "sr/src@c"], &c).0, 0);
+    let (code, err) = recv_from(&d, &["-e", "sr/backup"], &c);
+    assert!(code != 0 && err.contains("modified"), "{err}");
+    let (code, err) = recv_from(&d, &["-F", "-e", "sr/backup"], &c);
+    assert_eq!(code, 0, "receive -F: {err}");
+    let at_c = tree(&src);
+    assert_same(&at_c, &tree(&dst), "receive -F");
+
+    d.ok("rzpool", &["export", "sr"]);
+    zdb_check(&dir, "sr");
+    // OpenZFS's own send of the received file system (zdb -B) is received by rzfs.
+    let ds_line = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-d", "sr/backup/src@c"]);
+    let id = ds_line
+        .split("ID ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .unwrap_or_else(|| panic!("no objset id in {ds_line}"))
+        .trim()
+        .to_string();
+    let ozfs = dir.join("openzfs.zs");
+    let (zdb, lib) = zdb().unwrap();
+    let o = std::process::Command::new(zdb)
+        .args(["-e", "-p", dir.to_str().unwrap(), "-B", &format!("sr/{id}")])
+        .env("LD_LIBRARY_PATH", lib)
+        .stdout(std::fs::File::create(&ozfs).unwrap())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "zdb -B: {}", String::from_utf8_lossy(&o.stderr));
+    zstream_dump(&ozfs);
+    let mnt2 = dir.join("mnt");
+    import(&d, &dir, "sr", &mnt2, false);
+    let (code, err) = recv_from(&d, &["sr/fromzdb@x"], &ozfs);
+    assert_eq!(code, 0, "receiving OpenZFS's stream: {err}");
+    d.ok("rzfs", &["set", &format!("mountpoint={}", dir.join("z").display()), "sr/fromzdb"]);
+    assert_same(&at_c, &tree(&dir.join("z")), "the stream zdb -B wrote");
+    d.ok("rzpool", &["export", "sr"]);
+    zdb_check(&dir, "sr");
+}
+
+/// Holes punched into a file carry their birth txg (`hole_birth`), as OpenZFS writes them:
+/// OpenZFS's incremental send relies on it to send frees of ranges that existed in the
+/// earlier snapshot. zdb shows the births.
+#[test]
+fn holes_keep_births() {
+    if skip_without_fuse_zdb("holes_keep_births") {
+        return;
+    }
+    let dir = scratch("holebirth");
+    let d = Daemon::new("holebirth");
+    let (_devs, _) = create(&d, &dir, "hb", &SINGLE, 256 << 20);
+    let mnt = dir.join("fs");
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", mnt.display()), "hb/fs"]);
+    let mut rng = Rng::new(3);
+    std::fs::write(mnt.join("file"), rng.data(4 << 20)).unwrap();
+    d.ok("rzfs", &["snapshot", "hb/fs@a"]);
+    std::fs::OpenOptions::new().write(true).open(mnt.join("file")).unwrap().set_len(128 << 10).unwrap();
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(mnt.join("file")).unwrap();
+        f.write_all_at(b"end", (4 << 20) - 3).unwrap();
+    }
+    d.ok("rzpool", &["export", "hb"]);
+    zdb_check(&dir, "hb");
+    // zdb prints a hole with a birth as "OFFSET L0 LSIZE B=TXG" (no DVA, no checksum) and
+    // skips holes without one. The file's 32 blocks: the first, 30 punched, the last.
+    let out = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-dddddd", "hb/fs"]);
+    let holes: Vec<&str> =
+        out.lines().filter(|l| l.contains(" L0 ") && !l.contains("cksum=") && l.contains(" B=")).collect();
+    assert_eq!(holes.len(), 30, "zdb shows the 30 punched holes with their birth:\n{out}");
+    assert!(holes.iter().all(|l| !l.ends_with(" B=0")), "{}", holes.join("\n"));
+}

@@ -479,6 +479,54 @@ impl Spa {
         )
     }
 
+    /// The end of `zfs receive`: snapshot `name` (FS@SNAP) of the received file system,
+    /// after its data is written, carrying the sender's snapshot guid and creation time (an
+    /// incremental stream names its source by that guid; OpenZFS `dmu_recv_end_sync` sets
+    /// both the same way). The file system's open writer is dropped with the sync, so the
+    /// next user starts from what was received.
+    pub fn snapshot_received(&self, name: &str, guid: u64, creation_time: u64) -> Result<()> {
+        let (fs, snap) = name
+            .split_once('@')
+            .ok_or_else(|| PoolError::Invalid(format!("cannot create snapshot '{name}': missing '@'")))?;
+        let (f, sn) = (fs.to_string(), snap.to_string());
+        self.sync_task(
+            SpaceCheck::Normal,
+            Reserve::Meta,
+            |w| must_find(w, fs).map(|_| ()),
+            move |w| {
+                let head = must_find(w, &f)?;
+                let txg = w.txg;
+                let snap = dslw::snapshot(&mut w.mos, &mut w.mos_zaps, head.ds, &sn, txg, creation_time)?;
+                let mut p = dslw::ds_phys(&w.mos, snap)?;
+                p.guid = guid;
+                dslw::set_ds_phys(&mut w.mos, snap, &p)?;
+                w.scan.ds_snapshotted(head.ds, snap);
+                for feat in w.ds_features(head.ds)? {
+                    w.ds_activate(snap, feat)?;
+                }
+                w.remove_dataset_writer(head.ds);
+                Ok(())
+            },
+        )
+    }
+
+    /// Writes what dataset `name` has pending and drops its open writer (with its caches of
+    /// parsed objects), so the next change starts from the dataset as it is on disk: for
+    /// changes below the ZPL such as a receive.
+    pub fn reset_dataset_writer(&self, name: &str) -> Result<()> {
+        let n = name.to_string();
+        self.sync_task(
+            SpaceCheck::Normal,
+            Reserve::None,
+            |w| must_find(w, name).map(|_| ()),
+            move |w| {
+                let f = must_find(w, &n)?;
+                w.remove_dataset_writer(f.ds);
+                Ok(())
+            },
+        )
+    }
+
     /// `zfs rollback [-r] FS@SNAP`: the snapshots in `later` (the ones taken after SNAP,
     /// newest first; `-r`) are destroyed and FS returns to SNAP's contents, all in one txg.
     /// Refused, changing nothing, unless SNAP is then FS's latest snapshot.

@@ -24,4 +24,6 @@
 //! checksums) and [`stream::StreamReader`] (verifies them, bounds every payload).
 #![forbid(unsafe_code)]
 
+pub mod recv;
+pub mod send;
 pub mod stream;

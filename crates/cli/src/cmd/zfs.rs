@@ -204,6 +204,53 @@ enum Cmd {
         force: bool,
         snapshot: String,
     },
+    /// Write a send stream of a snapshot to standard output (full, or with -i incremental).
+    Send {
+        /// Incremental from this earlier snapshot (`@snap` or `fs@snap`).
+        #[arg(short = 'i', value_name = "SNAPSHOT")]
+        from: Option<String>,
+        /// Keep blocks larger than 128 KiB whole.
+        #[arg(short = 'L', long = "large-block")]
+        large_blocks: bool,
+        /// Send embedded blocks as they are stored.
+        #[arg(short = 'e', long = "embed")]
+        embed: bool,
+        /// Send compressed blocks as they are stored.
+        #[arg(short = 'c', long = "compressed")]
+        compressed: bool,
+        /// Dry run: only the estimate.
+        #[arg(short = 'n', long = "dryrun")]
+        dry_run: bool,
+        #[arg(short = 'v', long = "verbose")]
+        verbose: bool,
+        /// Parsable estimate.
+        #[arg(short = 'P', long = "parsable")]
+        parsable: bool,
+        snapshot: String,
+    },
+    /// Create a snapshot (and for a full stream its file system) from a send stream read
+    /// from standard input.
+    #[command(alias = "recv")]
+    Receive {
+        /// Roll the destination back to the stream's source first (and destroy later
+        /// snapshots).
+        #[arg(short = 'F')]
+        force: bool,
+        /// Do not mount what was received.
+        #[arg(short = 'u')]
+        no_mount: bool,
+        #[arg(short = 'v')]
+        verbose: bool,
+        #[arg(short = 'n')]
+        dry_run: bool,
+        /// Name it after the sent file system without its pool name, below TARGET.
+        #[arg(short = 'd', conflicts_with = "last_only")]
+        discard_first: bool,
+        /// Name it after the last component of the sent file system, below TARGET.
+        #[arg(short = 'e')]
+        last_only: bool,
+        target: String,
+    },
     /// Unmount a dataset (by name or mount point).
     #[command(alias = "umount")]
     Unmount {
@@ -220,6 +267,13 @@ enum Cmd {
 
 /// Runs one `rzfs` command.
 pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
+    run_with(state, argv, cwd, Vec::new())
+}
+
+/// Runs one `rzfs` command with the file descriptors its client passed: `send` writes its
+/// stream into the first, `receive` reads its stream from it (the client's standard output
+/// and input, as OpenZFS's ioctls take them).
+pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::os::fd::OwnedFd>) -> Response {
     let cli = match Cli::try_parse_from(std::iter::once("rzfs".to_string()).chain(argv.iter().cloned())) {
         Ok(c) => c,
         Err(e) => return clap_error(e),
@@ -234,6 +288,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Hold { snapshots, .. } | Cmd::Release { snapshots, .. } => snapshots.first().cloned(),
         Cmd::Rename { new, .. } => Some(new.clone()),
         Cmd::Rollback { snapshot, .. } => Some(snapshot.clone()),
+        Cmd::Receive { target, dry_run: false, .. } => Some(target.clone()),
         _ => None,
     };
     let r = match cli.cmd {
@@ -297,6 +352,22 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         }
         Cmd::Rollback { recursive, clones, force, snapshot } => {
             rollback(state, &snapshot, recursive || clones, force).map(|_| Response::ok(String::new()))
+        }
+        Cmd::Send { from, large_blocks, embed, compressed, dry_run, verbose, parsable, snapshot } => {
+            let o = crate::sendrecv::SendOpts {
+                from,
+                large_blocks,
+                embed,
+                compressed,
+                dry_run,
+                verbose,
+                parsable,
+            };
+            crate::sendrecv::send(state, &snapshot, &o, fds)
+        }
+        Cmd::Receive { force, no_mount, verbose, dry_run, discard_first, last_only, target } => {
+            let o = crate::sendrecv::RecvOpts { force, no_mount, discard_first, last_only, verbose, dry_run };
+            crate::sendrecv::receive(state, &target, &o, fds)
         }
         Cmd::Mount { all: true, .. } => mount_all(state),
         Cmd::Mount { dataset: None, .. } => Ok(list_mounts(state)),

@@ -1,0 +1,393 @@
+//! `rzfs send` and `rzfs receive`: the daemon's side of replication.
+//!
+//! The client passes its standard output (send) or input (receive) with the request, and
+//! the daemon does the stream I/O on it directly (`access::read_request_fds`), as OpenZFS's
+//! ioctls take the caller's descriptor. The stream format and the DMU work live in the
+//! `send` crate; here: names, checks against the pool, the dataset's life around a receive
+//! (created, taken offline, rolled back or destroyed when the stream fails, snapshotted when
+//! it ends) and the messages and output of zfs(8).
+//!
+//! Not yet: replication (`-R`), `-I`, properties (`-p`), raw (`-w`), resumable receives
+//! (`-s`, tokens), bookmarks as sources. A receive that fails leaves the target as it was:
+//! a new file system is destroyed, an existing one rolled back to the stream's source. A
+//! daemon killed in the middle of a receive leaves the target holding part of the stream
+//! until it is rolled back by hand (OpenZFS receives into a hidden clone instead).
+
+use crate::daemon::State;
+use crate::proto::Response;
+use send::recv::{self, RecvState};
+use send::send::SendParams;
+use send::stream::*;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Write};
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+/// Options of `zfs send`.
+#[derive(Clone, Debug, Default)]
+pub struct SendOpts {
+    pub from: Option<String>,
+    pub large_blocks: bool,
+    pub embed: bool,
+    pub compressed: bool,
+    pub dry_run: bool,
+    pub verbose: bool,
+    pub parsable: bool,
+}
+
+/// Options of `zfs receive`.
+#[derive(Clone, Debug, Default)]
+pub struct RecvOpts {
+    pub force: bool,
+    pub no_mount: bool,
+    pub discard_first: bool,
+    pub last_only: bool,
+    pub verbose: bool,
+    pub dry_run: bool,
+}
+
+fn pool_of(name: &str) -> &str {
+    name.split(['/', '@', '#']).next().unwrap_or(name)
+}
+
+/// Is pool feature `short` active (refcount above zero)?
+fn feature_active(p: &pool::Pool, short: &str) -> bool {
+    let Some(f) = pool::feature_table::by_name(short) else { return false };
+    let dir = pool::import::DMU_POOL_DIRECTORY_OBJECT;
+    let key = if f.readonly_compat() { "features_for_write" } else { "features_for_read" };
+    zap::lookup_u64(&p.mos, dir, key)
+        .ok()
+        .flatten()
+        .and_then(|obj| zap::lookup_u64(&p.mos, obj, f.guid).ok().flatten())
+        .is_some_and(|c| c > 0)
+}
+
+/// Counts bytes (the `-n` estimate).
+struct Counter(u64);
+impl Write for Counter {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0 += b.len() as u64;
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `zfs send [-Lecnv] [-P] [-i SNAP] SNAPSHOT`.
+pub fn send(state: &Arc<State>, snapshot: &str, o: &SendOpts, fds: Vec<OwnedFd>) -> Result<Response, String> {
+    let Some((fs, _)) = snapshot.split_once('@') else {
+        return Err(format!("cannot send '{snapshot}': not a snapshot (rzfs sends snapshots only)"));
+    };
+    let pool =
+        state.pool(pool_of(fs)).map_err(|_| format!("cannot open '{snapshot}': dataset does not exist"))?;
+    let dsl = pool.dsl();
+    let to = dsl.find(snapshot).map_err(|_| format!("cannot open '{snapshot}': dataset does not exist"))?;
+    let mut p = SendParams {
+        toname: snapshot.to_string(),
+        toguid: to.ds.guid,
+        creation_time: to.ds.creation_time,
+        ..Default::default()
+    };
+    let mut from_name = None;
+    if let Some(f) = &o.from {
+        if f.contains('#') {
+            return Err(format!("cannot send from bookmark '{f}': rzfs has no bookmarks yet"));
+        }
+        let full = if let Some(s) = f.strip_prefix('@') { format!("{fs}@{s}") } else { f.clone() };
+        if !full.contains('@') {
+            return Err(format!("cannot send '{snapshot}': incremental source '{f}' is not a snapshot"));
+        }
+        let from = dsl.find(&full).map_err(|_| format!("cannot open '{full}': dataset does not exist"))?;
+        let same_fs = from.ds.dir_obj == to.ds.dir_obj;
+        let origin = dsl.find(fs).ok().map(|h| h.dir.origin_obj) == Some(from.ds_obj);
+        if !(same_fs || origin) || from.ds.creation_txg >= to.ds.creation_txg {
+            return Err(format!(
+                "cannot send '{snapshot}': incremental source ({full}) is not earlier than it"
+            ));
+        }
+        if origin {
+            p.flags |= DRR_FLAG_CLONE;
+        }
+        p.fromguid = from.ds.guid;
+        p.from_txg = from.ds.creation_txg;
+        from_name = Some(full);
+    }
+    if to.ds.flags & ondisk::dsl::DS_FLAG_CI_DATASET != 0 {
+        p.flags |= DRR_FLAG_CI_DATA;
+    }
+    let bp = to.objset_bp().map_err(|e| e.to_string())?;
+    let os = dmu::Objset::open(&pool.reader, &bp).map_err(|e| format!("cannot send '{snapshot}': {e}"))?;
+    let mut features = 0u64;
+    if os.os_type() == ondisk::objset::DMU_OST_ZFS {
+        features |= FEATURE_SA_SPILL;
+    }
+    if o.large_blocks && feature_active(&pool, "large_blocks") {
+        features |= FEATURE_LARGE_BLOCKS;
+    }
+    if o.embed && feature_active(&pool, "embedded_data") {
+        features |= FEATURE_EMBED_DATA;
+    }
+    if o.compressed {
+        features |= FEATURE_COMPRESSED;
+        if feature_active(&pool, "zstd_compress") {
+            features |= FEATURE_ZSTD;
+        }
+    }
+    if features & (FEATURE_EMBED_DATA | FEATURE_COMPRESSED) != 0 && feature_active(&pool, "lz4_compress") {
+        features |= FEATURE_LZ4;
+    }
+    if feature_active(&pool, "large_dnode") {
+        features |= FEATURE_LARGE_DNODE;
+    }
+    p.features = features;
+    let kind = if from_name.is_some() { "incremental" } else { "full" };
+    let mut err = String::new();
+    if o.dry_run {
+        let mut w = StreamWriter::new(Counter(0));
+        send::send::send(&os, &p, &mut w, &mut |_| true)
+            .map_err(|e| format!("cannot send '{snapshot}': {e}"))?;
+        let size = w.bytes_written();
+        let mut out = String::new();
+        if o.parsable {
+            match &from_name {
+                Some(f) => out.push_str(&format!("incremental\t{f}\t{snapshot}\t{size}\n")),
+                None => out.push_str(&format!("full\t{snapshot}\t{size}\n")),
+            }
+            out.push_str(&format!("size\t{size}\n"));
+        } else if o.verbose {
+            match &from_name {
+                Some(f) => out.push_str(&format!(
+                    "send from {} to {snapshot} estimated size is {}\n",
+                    f.split_once('@').map_or(f.as_str(), |(_, s)| s),
+                    crate::format::nicenum(size)
+                )),
+                None => out.push_str(&format!(
+                    "full send of {snapshot} estimated size is {}\n",
+                    crate::format::nicenum(size)
+                )),
+            }
+            out.push_str(&format!("total estimated size is {}\n", crate::format::nicenum(size)));
+        }
+        // zfs send -n writes its estimate to standard error unless -P sends it to stdout.
+        return Ok(Response::ok(out));
+    }
+    let fd = fds.into_iter().next().ok_or_else(|| format!("cannot send '{snapshot}': no output stream"))?;
+    let mut w = StreamWriter::new(BufWriter::with_capacity(1 << 20, File::from(fd)));
+    let t0 = std::time::Instant::now();
+    let stats = send::send::send(&os, &p, &mut w, &mut |_| true)
+        .map_err(|e| format!("cannot send '{snapshot}': {e}"))?;
+    w.get_mut().flush().map_err(|e| format!("cannot send '{snapshot}': {e}"))?;
+    if o.verbose {
+        err.push_str(&format!(
+            "{kind} send of {snapshot}: {} in {} records, {:.1} s\n",
+            crate::format::nicenum(w.bytes_written()),
+            stats.records,
+            t0.elapsed().as_secs_f64()
+        ));
+    }
+    let mut r = Response::ok(String::new());
+    r.stderr = err;
+    Ok(r)
+}
+
+/// `zfs receive [-Fuvnde] TARGET`.
+pub fn receive(
+    state: &Arc<State>,
+    target: &str,
+    o: &RecvOpts,
+    fds: Vec<OwnedFd>,
+) -> Result<Response, String> {
+    let fd = fds.into_iter().next().ok_or("cannot receive: no stream on standard input")?;
+    let mut rd = StreamReader::new(BufReader::with_capacity(1 << 20, File::from(fd)));
+    let begin = match rd.next() {
+        Ok(Some((Record::Begin(b), _))) => b,
+        Ok(Some((r, _))) => return Err(format!("cannot receive: invalid stream (starts with {})", r.kind())),
+        Ok(None) => return Err("cannot receive: failed to read from stream".into()),
+        Err(e) => return Err(format!("cannot receive: invalid stream ({e})")),
+    };
+    recv::check_begin(&begin, rd.big_endian()).map_err(|e| format!("cannot receive: {e}"))?;
+    let (src_fs, src_snap) = begin.toname.split_once('@').unwrap_or((&begin.toname, ""));
+    let (fs, snap) = if let Some((f, s)) = target.split_once('@') {
+        if o.discard_first || o.last_only {
+            return Err(format!("cannot receive: '{target}': -d and -e need a file system, not a snapshot"));
+        }
+        (f.to_string(), s.to_string())
+    } else if o.discard_first {
+        let rest = src_fs.split_once('/').map_or("", |(_, r)| r);
+        (if rest.is_empty() { target.to_string() } else { format!("{target}/{rest}") }, src_snap.to_string())
+    } else if o.last_only {
+        (format!("{target}/{}", src_fs.rsplit('/').next().unwrap_or(src_fs)), src_snap.to_string())
+    } else {
+        (target.to_string(), src_snap.to_string())
+    };
+    let snapname = format!("{fs}@{snap}");
+    let pool = state
+        .pool(pool_of(&fs))
+        .map_err(|_| format!("cannot receive: pool '{}' does not exist", pool_of(&fs)))?;
+    let rw = crate::rwpool::writer_of(state, &fs)
+        .ok_or_else(|| format!("cannot receive: pool '{}' is read-only", pool_of(&fs)))?;
+    let dsl = pool.dsl();
+    let head = dsl.find(&fs).ok();
+    let incremental = begin.fromguid != 0;
+    if dsl.find(&snapname).is_ok() {
+        return Err(format!("cannot receive: destination snapshot '{snapname}' exists"));
+    }
+    // What to return to when the stream fails: the source snapshot, or nothing (destroy).
+    let undo: Option<String> = if !incremental {
+        if head.is_some() {
+            return Err(format!(
+                "cannot receive new filesystem stream: destination '{fs}' exists\nmust specify -F to overwrite it{}",
+                if o.force { " (rzfs cannot overwrite a file system with a full stream yet)" } else { "" }
+            ));
+        }
+        if let Some((parent, _)) = fs.rsplit_once('/') {
+            if dsl.find(parent).is_err() {
+                return Err(format!(
+                    "cannot receive new filesystem stream: parent '{parent}' does not exist"
+                ));
+            }
+        }
+        None
+    } else {
+        let Some(h) = head else {
+            return Err(format!("cannot receive incremental stream: destination '{fs}' does not exist"));
+        };
+        let all = dsl.list().map_err(|e| e.to_string())?;
+        let prefix = format!("{fs}@");
+        let mut snaps: Vec<&dsl::Dataset> = all.iter().filter(|d| d.name.starts_with(&prefix)).collect();
+        snaps.sort_by_key(|d| d.ds.creation_txg);
+        let Some(src) = snaps.iter().find(|d| d.ds.guid == begin.fromguid) else {
+            return Err(format!(
+                "cannot receive incremental stream: most recent snapshot of {fs} does not\nmatch incremental source"
+            ));
+        };
+        let later: Vec<String> = snaps
+            .iter()
+            .filter(|d| d.ds.creation_txg > src.ds.creation_txg)
+            .rev()
+            .map(|d| d.name.clone())
+            .collect();
+        if !later.is_empty() && !o.force {
+            return Err(format!(
+                "cannot receive incremental stream: destination {fs} has snapshots (eg. {})\nmust destroy them to overwrite it",
+                later[later.len() - 1]
+            ));
+        }
+        rw.sync()?;
+        let head_birth = dsl
+            .find(&fs)
+            .ok()
+            .and_then(|d| d.objset_bp().ok())
+            .map_or(h.ds.prev_snap_txg, |b| b.logical_birth());
+        let fresh = state.pool(pool_of(&fs))?.dsl().find(&fs).ok();
+        let modified =
+            fresh.as_ref().and_then(|d| d.objset_bp().ok()).map_or(head_birth, |b| b.logical_birth())
+                > src.ds.creation_txg;
+        if modified && !o.force && later.is_empty() {
+            return Err(format!(
+                "cannot receive incremental stream: destination {fs} has been modified\nsince most recent snapshot"
+            ));
+        }
+        if o.dry_run {
+            return Ok(Response::ok(if o.verbose {
+                format!("would receive incremental stream of {} into {snapname}\n", begin.toname)
+            } else {
+                String::new()
+            }));
+        }
+        if modified || !later.is_empty() {
+            crate::cmd::zfs::offline_while(state, &fs, true, || {
+                rw.spa.rollback(&src.name, &later).map_err(|e| format!("cannot receive: {e}"))
+            })?;
+        }
+        Some(src.name.clone())
+    };
+    if o.dry_run {
+        return Ok(Response::ok(if o.verbose {
+            format!("would receive full stream of {} into {snapname}\n", begin.toname)
+        } else {
+            String::new()
+        }));
+    }
+    let now = crate::rwpool::now_pair().0;
+    if !incremental {
+        let empty: pool::admin::ObjsetInit = Arc::new(|_, _| Ok(()));
+        let r = if begin.objset_type == 3 {
+            rw.spa.create_volume(&fs, Vec::new(), empty, now)
+        } else {
+            rw.spa.create_filesystem(&fs, Vec::new(), empty, now)
+        };
+        r.map_err(|e| format!("cannot receive new filesystem stream: {e}"))?;
+    }
+    let t0 = std::time::Instant::now();
+    let applied = crate::cmd::zfs::offline_while(state, &fs, true, || {
+        rw.spa.reset_dataset_writer(&fs).map_err(|e| e.to_string())?;
+        let ds = state.pool(pool_of(&fs))?.dsl().find(&fs).map_err(|e| e.to_string())?.ds_obj;
+        rw.spa.open_dataset(ds).map_err(|e| e.to_string())?;
+        let mut st = RecvState { toguid: begin.toguid, data_bytes: 0 };
+        loop {
+            let (rec, payload) = match rd.next() {
+                Ok(Some(r)) => r,
+                Ok(None) => return Err("the stream ends before its END record: incomplete stream".into()),
+                Err(e) => return Err(e.to_string()),
+            };
+            if let Record::End(e) = &rec {
+                if e.toguid != begin.toguid {
+                    return Err("END record belongs to another stream".into());
+                }
+                break;
+            }
+            let reserve = pool::space::Reserve::Write {
+                len: payload.len() as u64,
+                block: payload.len().max(512) as u64,
+            };
+            rw.spa
+                .with_dataset(ds, pool::space::SpaceCheck::Normal, reserve, |tx| {
+                    recv::apply(&mut tx.ds.os, &mut st, &rec, &payload)
+                        .map_err(|e| pool::PoolError::Invalid(e.to_string()))
+                })
+                .map_err(|e| e.to_string())?;
+        }
+        rw.spa.snapshot_received(&snapname, begin.toguid, begin.creation_time).map_err(|e| e.to_string())?;
+        Ok(st.data_bytes)
+    });
+    let bytes = match applied {
+        Ok(b) => b,
+        Err(e) => {
+            // The target goes back to what it was.
+            let cleanup = match &undo {
+                Some(src) => crate::cmd::zfs::offline_while(state, &fs, true, || {
+                    rw.spa.rollback(src, &[]).map_err(|e| e.to_string())
+                }),
+                None => rw.spa.destroy_datasets(std::slice::from_ref(&fs)).map_err(|e| e.to_string()),
+            };
+            let mut msg = format!(
+                "cannot receive {} stream: {e}",
+                if incremental { "incremental" } else { "new filesystem" }
+            );
+            if let Err(c) = cleanup {
+                msg.push_str(&format!("\n(and '{fs}' could not be returned to its earlier state: {c})"));
+            }
+            return Err(msg);
+        }
+    };
+    let mut r = Response::ok(String::new());
+    if o.verbose {
+        r.stdout = format!(
+            "receiving {} stream of {} into {snapname}\nreceived {} stream in {:.2} seconds\n",
+            if incremental { "incremental" } else { "full" },
+            begin.toname,
+            crate::format::nicenum(bytes),
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    if !incremental && !o.no_mount {
+        if begin.objset_type == 3 {
+            r.stderr.push_str(&crate::volumes::serve(state, &fs));
+        } else {
+            r.stderr.push_str(&crate::cmd::zfs::automount(state, &fs)?);
+        }
+    }
+    Ok(r)
+}

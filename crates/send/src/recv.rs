@@ -1,0 +1,299 @@
+//! # Applying a send stream to an objset (the DMU half of `zfs receive`)
+//!
+//! Each record of a substream changes the objset being received into as OpenZFS's
+//! `dmu_recv.c` does (`receive_object`, `receive_freeobjects`, `receive_write`,
+//! `receive_free`, `receive_write_embedded`):
+//!
+//! - OBJECT creates the object with the sender's number, type, block size, bonus type and
+//!   bonus, or updates an existing one; an existing object of another type, block size,
+//!   bonus type or dnode size is freed and created again (`dmu_object_reclaim`): the stream
+//!   then carries all of its blocks.
+//! - FREEOBJECTS frees the allocated objects of a range; FREE frees a byte range of an
+//!   object (to its end: a truncation).
+//! - WRITE and WRITE_EMBEDDED write whole blocks (compressed payloads are decompressed:
+//!   the receiving dataset compresses by its own properties).
+//!
+//! The pool layer above owns the dataset, its txgs and what happens on failure; here every
+//! record is checked against what the objset can hold before anything changes, so a bad
+//! record fails cleanly. Refused, with the reason: dedup (WRITE_BYREF), raw and redacted
+//! streams, spill blocks, dnodes larger than 512 bytes, byte-swapped (big-endian) streams.
+
+use crate::stream::*;
+use dmu::tx::DirtyObjset;
+use dmu::DmuError;
+
+/// Errors of a receive.
+#[derive(Debug, thiserror::Error)]
+pub enum RecvError {
+    #[error("{0}")]
+    Stream(#[from] StreamError),
+    #[error("{0}")]
+    Dmu(#[from] DmuError),
+    /// The stream needs something rzfs does not do yet.
+    #[error("{0}")]
+    Unsupported(String),
+    /// The stream contradicts itself or the target.
+    #[error("invalid stream: {0}")]
+    Invalid(String),
+}
+
+pub type Result<T> = std::result::Result<T, RecvError>;
+
+/// Stream features a receive accepts (the others are refused at BEGIN).
+pub const ACCEPTED_FEATURES: u64 = FEATURE_SA_SPILL
+    | FEATURE_EMBED_DATA
+    | FEATURE_LZ4
+    | FEATURE_LARGE_BLOCKS
+    | FEATURE_COMPRESSED
+    | FEATURE_LARGE_DNODE
+    | FEATURE_ZSTD
+    | FEATURE_HOLDS
+    | FEATURE_SWITCH_TO_LARGE_BLOCKS;
+
+/// Names of the stream features, for messages.
+fn feature_names(f: u64) -> String {
+    let names = [
+        (FEATURE_DEDUP, "dedup"),
+        (FEATURE_DEDUPPROPS, "dedup properties"),
+        (FEATURE_RESUMING, "resuming"),
+        (FEATURE_REDACTED, "redacted"),
+        (FEATURE_RAW, "raw (encrypted)"),
+        (FEATURE_LONGNAME, "long names"),
+        (FEATURE_LARGE_MICROZAP, "large microzap"),
+    ];
+    let mut out: Vec<String> =
+        names.iter().filter(|(b, _)| f & b != 0).map(|(_, n)| (*n).to_string()).collect();
+    let known: u64 = names.iter().map(|(b, _)| b).fold(0, |a, b| a | b);
+    if f & !known != 0 {
+        out.push(format!("unknown flags {:#x}", f & !known));
+    }
+    out.join(", ")
+}
+
+/// Checks a substream's BEGIN record before anything is changed.
+pub fn check_begin(b: &Begin, big_endian: bool) -> Result<()> {
+    if big_endian {
+        return Err(RecvError::Unsupported(
+            "the stream comes from a big-endian sender, which rzfs cannot receive yet".into(),
+        ));
+    }
+    if b.hdrtype() != HDRTYPE_SUBSTREAM {
+        return Err(RecvError::Unsupported(
+            "replication (-R) and compound streams cannot be received by rzfs yet".into(),
+        ));
+    }
+    let f = b.features();
+    if f & !SUPPORTED_FEATURES != 0 {
+        return Err(RecvError::Unsupported(format!(
+            "stream has unsupported feature, feature flags = {f:#x} ({})",
+            feature_names(f & !SUPPORTED_FEATURES)
+        )));
+    }
+    if f & !ACCEPTED_FEATURES != 0 {
+        return Err(RecvError::Unsupported(format!(
+            "the stream uses features rzfs cannot receive yet: {}",
+            feature_names(f & !ACCEPTED_FEATURES)
+        )));
+    }
+    if !matches!(b.objset_type, 2 | 3) {
+        return Err(RecvError::Invalid(format!(
+            "objset type {} is not a file system or volume",
+            b.objset_type
+        )));
+    }
+    if !b.toname.contains('@') {
+        return Err(RecvError::Invalid(format!("BEGIN names '{}', not a snapshot", b.toname)));
+    }
+    Ok(())
+}
+
+/// The dnode size limit of this receiver: 512-byte dnodes.
+const MAX_BONUS: usize = 320;
+/// Largest block OpenZFS allows (`SPA_MAXBLOCKSIZE`).
+const MAX_BLOCK: u64 = 16 << 20;
+
+/// Per-stream state of a receive.
+#[derive(Debug, Default)]
+pub struct RecvState {
+    /// The stream's guid (every record must carry it).
+    pub toguid: u64,
+    /// Bytes of block data applied.
+    pub data_bytes: u64,
+}
+
+fn check_guid(st: &RecvState, g: u64, what: &str) -> Result<()> {
+    if g != st.toguid {
+        return Err(RecvError::Invalid(format!("{what} record belongs to another stream (guid {g:#x})")));
+    }
+    Ok(())
+}
+
+/// Applies one record (not BEGIN or END) and its payload to `os`.
+pub fn apply(os: &mut DirtyObjset, st: &mut RecvState, rec: &Record, payload: &[u8]) -> Result<()> {
+    match rec {
+        Record::Object(o) => {
+            check_guid(st, o.toguid, "OBJECT")?;
+            object(os, o, payload)
+        }
+        Record::FreeObjects(f) => {
+            check_guid(st, f.toguid, "FREEOBJECTS")?;
+            free_objects(os, f.firstobj, f.numobjs)
+        }
+        Record::Write(w) => {
+            check_guid(st, w.toguid, "WRITE")?;
+            let data = if w.compressiontype != 0 {
+                decompress(w.compressiontype, payload, w.logical_size)?
+            } else {
+                payload.to_vec()
+            };
+            write(os, w.object, w.offset, &data)?;
+            st.data_bytes += data.len() as u64;
+            Ok(())
+        }
+        Record::WriteEmbedded(w) => {
+            check_guid(st, w.toguid, "WRITE_EMBEDDED")?;
+            let body = payload.get(..w.psize as usize).ok_or_else(|| {
+                RecvError::Invalid(format!("WRITE_EMBEDDED payload shorter than its psize {}", w.psize))
+            })?;
+            let mut data = decompress(w.compression, body, u64::from(w.lsize))?;
+            if w.length > MAX_BLOCK {
+                return Err(RecvError::Invalid(format!("WRITE_EMBEDDED length {} too large", w.length)));
+            }
+            data.resize(w.length as usize, 0);
+            write(os, w.object, w.offset, &data)?;
+            st.data_bytes += data.len() as u64;
+            Ok(())
+        }
+        Record::Free(f) => {
+            check_guid(st, f.toguid, "FREE")?;
+            if os.dnode(f.object)?.is_none() {
+                return Err(RecvError::Invalid(format!("FREE of object {}, which does not exist", f.object)));
+            }
+            os.free_range(f.object, f.offset, f.length)?;
+            Ok(())
+        }
+        Record::Spill(s) => {
+            check_guid(st, s.toguid, "SPILL")?;
+            if s.flags & DRR_SPILL_UNMODIFIED != 0 {
+                // Sent for old receivers only: the object keeps the spill block it has.
+                return Ok(());
+            }
+            Err(RecvError::Unsupported(format!(
+                "object {} has a spill block (system attributes that do not fit its dnode), which rzfs cannot receive yet",
+                s.object
+            )))
+        }
+        Record::WriteByref(_) => Err(RecvError::Unsupported(
+            "deduplicated streams (WRITE_BYREF) cannot be received; send without -D".into(),
+        )),
+        Record::ObjectRange(_) => {
+            Err(RecvError::Unsupported("raw streams cannot be received by rzfs yet".into()))
+        }
+        Record::Redact(_) => {
+            Err(RecvError::Unsupported("redacted streams cannot be received by rzfs yet".into()))
+        }
+        Record::Begin(_) | Record::End(_) => {
+            Err(RecvError::Invalid(format!("unexpected {} record", rec.kind())))
+        }
+    }
+}
+
+fn object(os: &mut DirtyObjset, o: &Object, payload: &[u8]) -> Result<()> {
+    let obj = o.object;
+    if obj == 0 || obj >= dmu::tx::OBJECT_LIMIT {
+        return Err(RecvError::Invalid(format!("OBJECT record for object {obj}")));
+    }
+    if o.dn_slots > 1 {
+        return Err(RecvError::Unsupported(format!(
+            "object {obj} has a {}-byte dnode (dnodesize); rzfs receives 512-byte dnodes only",
+            u32::from(o.dn_slots) * 512
+        )));
+    }
+    if o.object_type == 0 || o.object_type > 255 || o.bonustype > 255 {
+        return Err(RecvError::Invalid(format!(
+            "object {obj}: type {} / bonus type {}",
+            o.object_type, o.bonustype
+        )));
+    }
+    let bs = u64::from(o.blksz);
+    if !(512..=MAX_BLOCK).contains(&bs) || bs % 512 != 0 {
+        return Err(RecvError::Invalid(format!("object {obj}: block size {bs}")));
+    }
+    let bonuslen = o.bonuslen as usize;
+    if bonuslen > MAX_BONUS || payload.len() < bonuslen {
+        return Err(RecvError::Invalid(format!("object {obj}: bonus of {bonuslen} bytes")));
+    }
+    let bonus = payload[..bonuslen].to_vec();
+    let (otype, btype) = (o.object_type as u8, o.bonustype as u8);
+    match os.dnode(obj)? {
+        Some(d)
+            if d.object_type == otype
+                && d.data_block_size() == bs
+                && d.bonustype == btype
+                && d.extra_slots == 0
+                && (MAX_BONUS - bonuslen) / 128 + 1 >= usize::from(d.nblkptr) =>
+        {
+            os.set_bonus(obj, bonus)?;
+        }
+        Some(_) => {
+            // Another object under this number in the snapshot: start it over.
+            os.free_object(obj)?;
+            os.claim_object(obj, otype, bs, btype, bonus)?;
+        }
+        None => os.claim_object(obj, otype, bs, btype, bonus)?,
+    }
+    let d = os.dirty(obj)?;
+    d.phys.checksum = o.checksumtype;
+    d.phys.compress = o.compress;
+    Ok(())
+}
+
+fn free_objects(os: &mut DirtyObjset, first: u64, count: u64) -> Result<()> {
+    let end = first.saturating_add(count).min(dmu::tx::OBJECT_LIMIT);
+    let first = first.max(1);
+    if first >= end {
+        return Ok(());
+    }
+    let doomed: Vec<u64> = if end - first <= 4096 {
+        let mut v = Vec::new();
+        for o in first..end {
+            if os.dnode(o)?.is_some() {
+                v.push(o);
+            }
+        }
+        v
+    } else {
+        os.objects()?.into_iter().filter(|&o| o >= first && o < end).collect()
+    };
+    for o in doomed {
+        os.free_object(o)?;
+    }
+    Ok(())
+}
+
+fn write(os: &mut DirtyObjset, obj: u64, offset: u64, data: &[u8]) -> Result<()> {
+    let dn = os
+        .dnode(obj)?
+        .ok_or_else(|| RecvError::Invalid(format!("WRITE to object {obj}, which does not exist")))?;
+    let bs = dn.data_block_size();
+    if data.len() as u64 > MAX_BLOCK || offset.checked_add(data.len() as u64).is_none() {
+        return Err(RecvError::Invalid(format!("WRITE of {} bytes at {offset} to object {obj}", data.len())));
+    }
+    // A block of another size than the object's (a stream whose OBJECT said otherwise, or
+    // a large block split into 128 KiB records) is written piecewise: the DMU merges it.
+    let _ = bs;
+    os.write(obj, offset, data)?;
+    Ok(())
+}
+
+fn decompress(kind: u8, data: &[u8], lsize: u64) -> Result<Vec<u8>> {
+    if lsize > MAX_BLOCK {
+        return Err(RecvError::Invalid(format!("block of {lsize} bytes")));
+    }
+    let k = codec::compress::kind_from_zio(kind)
+        .ok_or_else(|| RecvError::Invalid(format!("unknown compression {kind} in a WRITE record")))?;
+    let mut out = vec![0u8; lsize as usize];
+    codec::compress::decompress(k, data, &mut out)
+        .map_err(|e| RecvError::Invalid(format!("cannot decompress a block ({}): {e}", k.name())))?;
+    Ok(out)
+}
