@@ -7,8 +7,12 @@
 //! (created, taken offline, rolled back or destroyed when the stream fails, snapshotted when
 //! it ends) and the messages and output of zfs(8).
 //!
-//! Not yet: replication (`-R`), `-I`, properties (`-p`), raw (`-w`), resumable receives
-//! (`-s`, tokens), bookmarks as sources. A receive that fails leaves the target as it was:
+//! `-I` sends a stream package as libzfs does (a compound BEGIN whose XDR nvlist names the
+//! file system and its snapshots, its END, one incremental substream per snapshot, a closing
+//! all-zero END), and receive takes such packages for one file system.
+//!
+//! Not yet: replication (`-R`), properties (`-p`), raw (`-w`), resumable receives (`-s` is
+//! accepted and `receive_resume_token` is always `-`), bookmarks as sources. A receive that fails leaves the target as it was:
 //! a new file system is destroyed, an existing one rolled back to the stream's source. A
 //! daemon killed in the middle of a receive leaves the target holding part of the stream
 //! until it is rolled back by hand (OpenZFS receives into a hidden clone instead).
@@ -27,6 +31,8 @@ use std::sync::Arc;
 #[derive(Clone, Debug, Default)]
 pub struct SendOpts {
     pub from: Option<String>,
+    /// `-I`: every snapshot between `from` and the one sent, as a stream package.
+    pub intermediates: bool,
     pub large_blocks: bool,
     pub embed: bool,
     pub compressed: bool,
@@ -74,54 +80,69 @@ impl Write for Counter {
     }
 }
 
-/// `zfs send [-Lecnv] [-P] [-i SNAP] SNAPSHOT`.
+/// `zfs send [-Lecnv] [-P] [-i SNAP | -I SNAP] SNAPSHOT`.
 pub fn send(state: &Arc<State>, snapshot: &str, o: &SendOpts, fds: Vec<OwnedFd>) -> Result<Response, String> {
-    let Some((fs, _)) = snapshot.split_once('@') else {
+    let Some((fs, tosnap)) = snapshot.split_once('@') else {
         return Err(format!("cannot send '{snapshot}': not a snapshot (rzfs sends snapshots only)"));
     };
     let pool =
         state.pool(pool_of(fs)).map_err(|_| format!("cannot open '{snapshot}': dataset does not exist"))?;
     let dsl = pool.dsl();
     let to = dsl.find(snapshot).map_err(|_| format!("cannot open '{snapshot}': dataset does not exist"))?;
-    let mut p = SendParams {
-        toname: snapshot.to_string(),
-        toguid: to.ds.guid,
-        creation_time: to.ds.creation_time,
-        ..Default::default()
+    let mut clone = false;
+    let from = match &o.from {
+        None => None,
+        Some(f) => {
+            if f.contains('#') {
+                return Err(format!("cannot send from bookmark '{f}': rzfs has no bookmarks yet"));
+            }
+            let full = if let Some(s) = f.strip_prefix('@') { format!("{fs}@{s}") } else { f.clone() };
+            if !full.contains('@') {
+                return Err(format!("cannot send '{snapshot}': incremental source '{f}' is not a snapshot"));
+            }
+            let from =
+                dsl.find(&full).map_err(|_| format!("cannot open '{full}': dataset does not exist"))?;
+            let same_fs = from.ds.dir_obj == to.ds.dir_obj;
+            clone = dsl.find(fs).ok().map(|h| h.dir.origin_obj) == Some(from.ds_obj);
+            if !(same_fs || clone) || from.ds.creation_txg >= to.ds.creation_txg {
+                return Err(format!(
+                    "cannot send '{snapshot}': incremental source ({full}) is not earlier than it"
+                ));
+            }
+            if clone && o.intermediates {
+                return Err(format!(
+                    "cannot send '{snapshot}': -I from a clone's origin is not supported by rzfs yet"
+                ));
+            }
+            Some(from)
+        }
     };
-    let mut from_name = None;
-    if let Some(f) = &o.from {
-        if f.contains('#') {
-            return Err(format!("cannot send from bookmark '{f}': rzfs has no bookmarks yet"));
+    // The (source, snapshot) pairs to send: one, or with -I every snapshot after the
+    // source up to SNAPSHOT, each from the one before.
+    let mut chain: Vec<(Option<dsl::Dataset>, dsl::Dataset)> = Vec::new();
+    if o.intermediates {
+        let Some(from) = from else { return Err("-I needs an incremental source".into()) };
+        let prefix = format!("{fs}@");
+        let mut snaps: Vec<dsl::Dataset> = dsl
+            .list()
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .filter(|d| {
+                d.name.starts_with(&prefix)
+                    && d.ds.creation_txg > from.ds.creation_txg
+                    && d.ds.creation_txg <= to.ds.creation_txg
+            })
+            .collect();
+        snaps.sort_by_key(|d| d.ds.creation_txg);
+        let mut prev = from;
+        for s in snaps {
+            chain.push((Some(prev), s.clone()));
+            prev = s;
         }
-        let full = if let Some(s) = f.strip_prefix('@') { format!("{fs}@{s}") } else { f.clone() };
-        if !full.contains('@') {
-            return Err(format!("cannot send '{snapshot}': incremental source '{f}' is not a snapshot"));
-        }
-        let from = dsl.find(&full).map_err(|_| format!("cannot open '{full}': dataset does not exist"))?;
-        let same_fs = from.ds.dir_obj == to.ds.dir_obj;
-        let origin = dsl.find(fs).ok().map(|h| h.dir.origin_obj) == Some(from.ds_obj);
-        if !(same_fs || origin) || from.ds.creation_txg >= to.ds.creation_txg {
-            return Err(format!(
-                "cannot send '{snapshot}': incremental source ({full}) is not earlier than it"
-            ));
-        }
-        if origin {
-            p.flags |= DRR_FLAG_CLONE;
-        }
-        p.fromguid = from.ds.guid;
-        p.from_txg = from.ds.creation_txg;
-        from_name = Some(full);
+    } else {
+        chain.push((from, to.clone()));
     }
-    if to.ds.flags & ondisk::dsl::DS_FLAG_CI_DATASET != 0 {
-        p.flags |= DRR_FLAG_CI_DATA;
-    }
-    let bp = to.objset_bp().map_err(|e| e.to_string())?;
-    let os = dmu::Objset::open(&pool.reader, &bp).map_err(|e| format!("cannot send '{snapshot}': {e}"))?;
     let mut features = 0u64;
-    if os.os_type() == ondisk::objset::DMU_OST_ZFS {
-        features |= FEATURE_SA_SPILL;
-    }
     if o.large_blocks && feature_active(&pool, "large_blocks") {
         features |= FEATURE_LARGE_BLOCKS;
     }
@@ -140,54 +161,129 @@ pub fn send(state: &Arc<State>, snapshot: &str, o: &SendOpts, fds: Vec<OwnedFd>)
     if feature_active(&pool, "large_dnode") {
         features |= FEATURE_LARGE_DNODE;
     }
-    p.features = features;
-    let kind = if from_name.is_some() { "incremental" } else { "full" };
-    let mut err = String::new();
-    if o.dry_run {
-        let mut w = StreamWriter::new(Counter(0));
-        send::send::send(&os, &p, &mut w, &mut |_| true)
-            .map_err(|e| format!("cannot send '{snapshot}': {e}"))?;
-        let size = w.bytes_written();
-        let mut out = String::new();
-        if o.parsable {
-            match &from_name {
-                Some(f) => out.push_str(&format!("incremental\t{f}\t{snapshot}\t{size}\n")),
-                None => out.push_str(&format!("full\t{snapshot}\t{size}\n")),
-            }
-            out.push_str(&format!("size\t{size}\n"));
-        } else if o.verbose {
-            match &from_name {
-                Some(f) => out.push_str(&format!(
-                    "send from {} to {snapshot} estimated size is {}\n",
-                    f.split_once('@').map_or(f.as_str(), |(_, s)| s),
-                    crate::format::nicenum(size)
-                )),
-                None => out.push_str(&format!(
-                    "full send of {snapshot} estimated size is {}\n",
-                    crate::format::nicenum(size)
-                )),
-            }
-            out.push_str(&format!("total estimated size is {}\n", crate::format::nicenum(size)));
+    let open = |d: &dsl::Dataset| -> Result<dmu::Objset, String> {
+        let bp = d.objset_bp().map_err(|e| e.to_string())?;
+        dmu::Objset::open(&pool.reader, &bp).map_err(|e| format!("cannot send '{}': {e}", d.name))
+    };
+    let params = |from: &Option<dsl::Dataset>, to: &dsl::Dataset, os: &dmu::Objset| {
+        let mut f = features;
+        if os.os_type() == ondisk::objset::DMU_OST_ZFS {
+            f |= FEATURE_SA_SPILL;
         }
-        // zfs send -n writes its estimate to standard error unless -P sends it to stdout.
+        let mut flags = 0;
+        if clone {
+            flags |= DRR_FLAG_CLONE;
+        }
+        if to.ds.flags & ondisk::dsl::DS_FLAG_CI_DATASET != 0 {
+            flags |= DRR_FLAG_CI_DATA;
+        }
+        SendParams {
+            toname: to.name.clone(),
+            toguid: to.ds.guid,
+            fromguid: from.as_ref().map_or(0, |f| f.ds.guid),
+            from_txg: from.as_ref().map_or(0, |f| f.ds.creation_txg),
+            creation_time: to.ds.creation_time,
+            flags,
+            features: f,
+        }
+    };
+    let short = |d: &dsl::Dataset| d.name.split_once('@').map_or(String::new(), |(_, s)| s.to_string());
+    if o.dry_run {
+        let mut out = String::new();
+        let mut total = 0u64;
+        for (from, to) in &chain {
+            let os = open(to)?;
+            let mut w = StreamWriter::new(Counter(0));
+            send::send::send(&os, &params(from, to, &os), &mut w, &mut |_| true)
+                .map_err(|e| format!("cannot send '{}': {e}", to.name))?;
+            let size = w.bytes_written();
+            total += size;
+            match (from, o.parsable) {
+                (Some(f), true) => out.push_str(&format!("incremental\t{}\t{}\t{size}\n", short(f), to.name)),
+                (None, true) => out.push_str(&format!("full\t{}\t{size}\n", to.name)),
+                (Some(f), false) if o.verbose => out.push_str(&format!(
+                    "send from @{} to {} estimated size is {}\n",
+                    short(f),
+                    to.name,
+                    crate::format::nicenum(size)
+                )),
+                (None, false) if o.verbose => out.push_str(&format!(
+                    "full send of {} estimated size is {}\n",
+                    to.name,
+                    crate::format::nicenum(size)
+                )),
+                _ => {}
+            }
+        }
+        if o.parsable {
+            out.push_str(&format!("size\t{total}\n"));
+        } else if o.verbose {
+            out.push_str(&format!("total estimated size is {}\n", crate::format::nicenum(total)));
+        }
         return Ok(Response::ok(out));
     }
     let fd = fds.into_iter().next().ok_or_else(|| format!("cannot send '{snapshot}': no output stream"))?;
     let mut w = StreamWriter::new(BufWriter::with_capacity(1 << 20, File::from(fd)));
-    let t0 = std::time::Instant::now();
-    let stats = send::send::send(&os, &p, &mut w, &mut |_| true)
-        .map_err(|e| format!("cannot send '{snapshot}': {e}"))?;
-    w.get_mut().flush().map_err(|e| format!("cannot send '{snapshot}': {e}"))?;
-    if o.verbose {
-        err.push_str(&format!(
-            "{kind} send of {snapshot}: {} in {} records, {:.1} s\n",
-            crate::format::nicenum(w.bytes_written()),
-            stats.records,
-            t0.elapsed().as_secs_f64()
-        ));
+    let io = |e: std::io::Error| format!("cannot send '{snapshot}': {e}");
+    if o.intermediates {
+        // The package header (libzfs `send_prelim_records`): the file system and its
+        // snapshots in the stream, then its own END.
+        let head = dsl.find(fs).map_err(|e| e.to_string())?;
+        let mut snaps = ondisk::nvlist::NvList::new();
+        let mut snapprops = ondisk::nvlist::NvList::new();
+        if let Some((Some(f), _)) = chain.first() {
+            snaps.add_u64(&short(f), f.ds.guid);
+            snapprops.add_nvlist(&short(f), ondisk::nvlist::NvList::new());
+        }
+        for (_, t) in &chain {
+            snaps.add_u64(&short(t), t.ds.guid);
+            snapprops.add_nvlist(&short(t), ondisk::nvlist::NvList::new());
+        }
+        let mut one = ondisk::nvlist::NvList::new();
+        one.add_str("name", fs)
+            .add_u64("parentfromsnap", 0)
+            .add_nvlist("props", ondisk::nvlist::NvList::new())
+            .add_nvlist("snaps", snaps)
+            .add_nvlist("snapprops", snapprops);
+        let mut fss = ondisk::nvlist::NvList::new();
+        fss.add_nvlist(&format!("0x{:x}", head.ds.guid), one);
+        let mut hdr = ondisk::nvlist::NvList::new();
+        if let Some((Some(f), _)) = chain.first() {
+            hdr.add_str("fromsnap", &short(f));
+        }
+        hdr.add_str("tosnap", tosnap).add_boolean("not_recursive").add_nvlist("fss", fss);
+        let begin = Begin {
+            magic: BACKUP_MAGIC,
+            versioninfo: versioninfo(HDRTYPE_COMPOUNDSTREAM, FEATURE_SA_SPILL),
+            toname: snapshot.to_string(),
+            ..Default::default()
+        };
+        w.write(&Record::Begin(begin), &hdr.encode()).map_err(io)?;
+        w.write(&Record::End(End::default()), &[]).map_err(io)?;
     }
+    let t0 = std::time::Instant::now();
+    let mut records = 0;
+    for (from, to) in &chain {
+        let os = open(to)?;
+        let stats = send::send::send(&os, &params(from, to, &os), &mut w, &mut |_| true)
+            .map_err(|e| format!("cannot send '{}': {e}", to.name))?;
+        records += stats.records;
+    }
+    if o.intermediates {
+        // The closing END of the package: all zeros but its type.
+        let end = encode_record(&Record::End(End::default()), 0, false);
+        w.write_raw(&end, &[]).map_err(io)?;
+    }
+    w.get_mut().flush().map_err(io)?;
     let mut r = Response::ok(String::new());
-    r.stderr = err;
+    if o.verbose {
+        r.stderr = format!(
+            "{} send of {snapshot}: {} in {records} records, {:.1} s\n",
+            if chain.first().is_some_and(|c| c.0.is_some()) { "incremental" } else { "full" },
+            crate::format::nicenum(w.bytes_written()),
+            t0.elapsed().as_secs_f64()
+        );
+    }
     Ok(r)
 }
 
@@ -201,11 +297,80 @@ pub fn receive(
     let fd = fds.into_iter().next().ok_or("cannot receive: no stream on standard input")?;
     let mut rd = StreamReader::new(BufReader::with_capacity(1 << 20, File::from(fd)));
     let begin = match rd.next() {
-        Ok(Some((Record::Begin(b), _))) => b,
+        Ok(Some((Record::Begin(b), payload))) => (b, payload),
         Ok(Some((r, _))) => return Err(format!("cannot receive: invalid stream (starts with {})", r.kind())),
         Ok(None) => return Err("cannot receive: failed to read from stream".into()),
         Err(e) => return Err(format!("cannot receive: invalid stream ({e})")),
     };
+    let (begin, payload) = begin;
+    if begin.magic == BACKUP_MAGIC && begin.hdrtype() == HDRTYPE_COMPOUNDSTREAM {
+        return receive_package(state, target, o, &mut rd, &begin, &payload);
+    }
+    receive_one(state, target, o, &mut rd, begin)
+}
+
+/// A stream package (`zfs send -I`: a compound BEGIN whose payload lists the file system and
+/// its snapshots, its END, one incremental substream per snapshot, a closing END), as
+/// libzfs's `zfs_receive_package` takes it for one file system. Replication packages
+/// (`-R`: descendants, properties) are refused.
+fn receive_package(
+    state: &Arc<State>,
+    target: &str,
+    o: &RecvOpts,
+    rd: &mut Reader,
+    begin: &Begin,
+    payload: &[u8],
+) -> Result<Response, String> {
+    let hdr = ondisk::nvlist::NvList::decode(payload)
+        .map_err(|e| format!("cannot receive: invalid stream (bad package header: {e})"))?;
+    if hdr.get_bool("not_recursive").is_none() && hdr.get_nvlist("fss").is_some_and(|f| f.len() != 1) {
+        return Err("cannot receive: replication streams (zfs send -R) cannot be received by rzfs yet".into());
+    }
+    if hdr.get_bool("raw").is_some() {
+        return Err("cannot receive: raw streams cannot be received by rzfs yet".into());
+    }
+    let _ = begin;
+    match rd.next() {
+        Ok(Some((Record::End(_), _))) => {}
+        Ok(_) => return Err("cannot receive: invalid stream (package header without its END)".into()),
+        Err(e) => return Err(format!("cannot receive: invalid stream ({e})")),
+    }
+    let mut resp = Response::ok(String::new());
+    let mut n = 0;
+    loop {
+        let sub = match rd.next() {
+            Ok(Some((Record::Begin(b), _))) => b,
+            // The closing END of the package.
+            Ok(Some((Record::End(_), _))) => break,
+            Ok(Some((r, _))) => {
+                return Err(format!("cannot receive: invalid stream ({} between substreams)", r.kind()))
+            }
+            Ok(None) => {
+                return Err("cannot receive: the stream ends before its closing END: incomplete stream".into())
+            }
+            Err(e) => return Err(format!("cannot receive: invalid stream ({e})")),
+        };
+        let r = receive_one(state, target, o, rd, sub)?;
+        resp.stdout.push_str(&r.stdout);
+        resp.stderr.push_str(&r.stderr);
+        n += 1;
+    }
+    if n == 0 && o.verbose {
+        resp.stdout.push_str("the stream package holds no snapshot\n");
+    }
+    Ok(resp)
+}
+
+type Reader = StreamReader<BufReader<File>>;
+
+/// Receives one substream whose BEGIN was read.
+fn receive_one(
+    state: &Arc<State>,
+    target: &str,
+    o: &RecvOpts,
+    rd: &mut Reader,
+    begin: Begin,
+) -> Result<Response, String> {
     recv::check_begin(&begin, rd.big_endian()).map_err(|e| format!("cannot receive: {e}"))?;
     let (src_fs, src_snap) = begin.toname.split_once('@').unwrap_or((&begin.toname, ""));
     let (fs, snap) = if let Some((f, s)) = target.split_once('@') {

@@ -254,10 +254,34 @@ fn send_receive() {
     let at_c = tree(&src);
     assert_same(&at_c, &tree(&dst), "receive -F");
 
+    // -I: every snapshot in between, as a stream package.
+    std::fs::write(src.join("d"), b"for @d").unwrap();
+    d.ok("rzfs", &["snapshot", "sr/src@d"]);
+    std::fs::remove_file(src.join("h")).unwrap();
+    d.ok("rzfs", &["snapshot", "sr/src@e"]);
+    let pkg = dir.join("pkg.zs");
+    let (code, err) = send_to(&d, &["-I", "sr/src@c", "sr/src@e"], &pkg);
+    assert_eq!(code, 0, "send -I: {err}");
+    let dump = zstream_dump(&pkg);
+    assert!(dump.contains("Total DRR_BEGIN records = 3"), "a package header and two substreams:\n{dump}");
+    let est = d.ok("rzfs", &["send", "-nvP", "-I", "sr/src@c", "sr/src@e"]);
+    assert!(
+        est.contains("incremental\tc\tsr/src@d\t") && est.contains("incremental\td\tsr/src@e\t"),
+        "{est}"
+    );
+    let (code, err) = recv_from(&d, &["-e", "sr/backup"], &pkg);
+    assert_eq!(code, 0, "receive a package: {err}");
+    let at_e = tree(&src);
+    assert_same(&at_e, &tree(&dst), "receive -I");
+    let g = d.ok("rzfs", &["get", "-H", "-o", "value", "guid", "sr/src@d", "sr/backup/src@d"]);
+    let g: Vec<&str> = g.lines().collect();
+    assert_eq!(g[0], g[1]);
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "receive_resume_token", "sr/backup/src"]), "-\n");
+
     d.ok("rzpool", &["export", "sr"]);
     zdb_check(&dir, "sr");
     // OpenZFS's own send of the received file system (zdb -B) is received by rzfs.
-    let ds_line = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-d", "sr/backup/src@c"]);
+    let ds_line = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-d", "sr/backup/src@e"]);
     let id = ds_line
         .split("ID ")
         .nth(1)
@@ -280,7 +304,7 @@ fn send_receive() {
     let (code, err) = recv_from(&d, &["sr/fromzdb@x"], &ozfs);
     assert_eq!(code, 0, "receiving OpenZFS's stream: {err}");
     d.ok("rzfs", &["set", &format!("mountpoint={}", dir.join("z").display()), "sr/fromzdb"]);
-    assert_same(&at_c, &tree(&dir.join("z")), "the stream zdb -B wrote");
+    assert_same(&at_e, &tree(&dir.join("z")), "the stream zdb -B wrote");
     d.ok("rzpool", &["export", "sr"]);
     zdb_check(&dir, "sr");
 }

@@ -10,6 +10,9 @@
 //!   `recursive = zfs`),
 //!   `--monitor-snapshots`, `--monitor-health`, and `--prune-snapshots` once a frequent
 //!   snapshot is older than its one-minute period (the test waits for it).
+//! * [`syncoid`]: syncoid 2.1.0: a first run (full send of the oldest snapshot, then
+//!   `zfs send -I` through its sync snapshot, received with `receive -s -F`), an incremental
+//!   run, and `--no-sync-snap`; the target's files and snapshot guids match the source's.
 //!
 //! Each pool is checked by zdb at the end. Needs FUSE, root, zdb and the tools (skipped
 //! otherwise).
@@ -172,4 +175,92 @@ fn sanoid() {
     d.ok("rzpool", &["export", "sn"]);
     zdb_check(&dir, "sn");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+const SYNCOID: &str = "/usr/sbin/syncoid";
+
+/// Every file under `root` (relative path → contents), `.zfs` left out.
+fn manifest(root: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    fn walk(root: &Path, dir: &Path, out: &mut std::collections::BTreeMap<String, Vec<u8>>) {
+        for e in std::fs::read_dir(dir).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            if p.is_dir() {
+                if rel != ".zfs" {
+                    walk(root, &p, out);
+                }
+            } else {
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(root, root, &mut out);
+    out
+}
+
+/// syncoid 2.1.0 (Debian's sanoid package) replicating one file system to another of the
+/// same pool: the first run sends the oldest snapshot in full and the rest as a stream
+/// package (`zfs send -I`), later runs incrementally from the newest common snapshot, each
+/// with its own sync snapshot; `--no-sync-snap` sends existing snapshots only. The target's
+/// files and snapshots match the source's.
+#[test]
+fn syncoid() {
+    if skip_without_fuse_zdb("syncoid") {
+        return;
+    }
+    if !Path::new(SYNCOID).exists() {
+        eprintln!("syncoid: skipped ({SYNCOID} missing; scripts/install-test-deps.sh installs sanoid)");
+        return;
+    }
+    let dir = scratch("syncoid");
+    let d = Daemon::new("syncoid");
+    let (_devs, _mnt) = create(&d, &dir, "sy", &SINGLE, 256 << 20);
+    let src = dir.join("src");
+    let dst = dir.join("dst");
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "sy/src"]);
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", dir.join("backup").display()), "sy/backup"]);
+    let mut rng = common::rng::Rng::new(5);
+    for i in 0..10 {
+        std::fs::write(src.join(format!("f{i}")), rng.data_in(1, 300_000)).unwrap();
+    }
+    d.ok("rzfs", &["snapshot", "sy/src@one"]);
+    std::fs::write(src.join("f0"), b"changed before two").unwrap();
+    d.ok("rzfs", &["snapshot", "sy/src@two"]);
+    let bin = wrappers(&dir, &d);
+    let (code, out) = tool(&bin, SYNCOID, &["--debug", "sy/src", "sy/backup/dst"]);
+    assert_eq!(code, 0, "first syncoid run:\n{out}");
+    d.ok("rzfs", &["set", &format!("mountpoint={}", dst.display()), "sy/backup/dst"]);
+    let names = |fs: &str| -> Vec<String> {
+        snapshots(&d, fs).into_iter().map(|s| s.split_once('@').unwrap().1.to_string()).collect()
+    };
+    assert_eq!(names("sy/src"), names("sy/backup/dst"), "{out}");
+    assert_eq!(names("sy/src").len(), 3, "one, two and syncoid's sync snapshot: {:?}", names("sy/src"));
+    assert!(manifest(&src) == manifest(&dst), "the target holds the source's files");
+
+    // Later runs: incremental from the newest common snapshot. (Sync snapshots are named to
+    // the second: runs a second apart, as cron's would be.)
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::write(src.join("new"), rng.data(100_000)).unwrap();
+    std::fs::remove_file(src.join("f3")).unwrap();
+    let (code, out) = tool(&bin, SYNCOID, &["sy/src", "sy/backup/dst"]);
+    assert_eq!(code, 0, "second syncoid run:\n{out}");
+    assert!(manifest(&src) == manifest(&dst), "after an incremental run");
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    std::fs::write(src.join("f5"), b"for --no-sync-snap").unwrap();
+    d.ok("rzfs", &["snapshot", "sy/src@three"]);
+    let (code, out) = tool(&bin, SYNCOID, &["--no-sync-snap", "sy/src", "sy/backup/dst"]);
+    assert_eq!(code, 0, "--no-sync-snap:\n{out}");
+    assert!(manifest(&src) == manifest(&dst), "after --no-sync-snap");
+    assert_eq!(names("sy/backup/dst").last().map(String::as_str), Some("three"));
+    // Source and target hold the same snapshots (syncoid prunes its old sync snapshots on both).
+    let g = |fs: &str| -> Vec<String> {
+        d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "guid", "-s", "createtxg", fs])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(g("sy/src"), g("sy/backup/dst"));
+    d.ok("rzpool", &["export", "sy"]);
+    zdb_check(&dir, "sy");
 }

@@ -207,8 +207,12 @@ enum Cmd {
     /// Write a send stream of a snapshot to standard output (full, or with -i incremental).
     Send {
         /// Incremental from this earlier snapshot (`@snap` or `fs@snap`).
-        #[arg(short = 'i', value_name = "SNAPSHOT")]
+        #[arg(short = 'i', value_name = "SNAPSHOT", conflicts_with = "from_all")]
         from: Option<String>,
+        /// Incremental from this earlier snapshot through every snapshot in between (a
+        /// stream package).
+        #[arg(short = 'I', value_name = "SNAPSHOT")]
+        from_all: Option<String>,
         /// Keep blocks larger than 128 KiB whole.
         #[arg(short = 'L', long = "large-block")]
         large_blocks: bool,
@@ -236,6 +240,10 @@ enum Cmd {
         /// snapshots).
         #[arg(short = 'F')]
         force: bool,
+        /// Save a partial receive for resuming (accepted; rzfs does not keep partial
+        /// receives yet: an interrupted receive is undone and the next one starts over).
+        #[arg(short = 's')]
+        save: bool,
         /// Do not mount what was received.
         #[arg(short = 'u')]
         no_mount: bool,
@@ -353,9 +361,21 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
         Cmd::Rollback { recursive, clones, force, snapshot } => {
             rollback(state, &snapshot, recursive || clones, force).map(|_| Response::ok(String::new()))
         }
-        Cmd::Send { from, large_blocks, embed, compressed, dry_run, verbose, parsable, snapshot } => {
+        Cmd::Send {
+            from,
+            from_all,
+            large_blocks,
+            embed,
+            compressed,
+            dry_run,
+            verbose,
+            parsable,
+            snapshot,
+        } => {
+            let intermediates = from_all.is_some();
             let o = crate::sendrecv::SendOpts {
-                from,
+                from: from.or(from_all),
+                intermediates,
                 large_blocks,
                 embed,
                 compressed,
@@ -365,7 +385,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             };
             crate::sendrecv::send(state, &snapshot, &o, fds)
         }
-        Cmd::Receive { force, no_mount, verbose, dry_run, discard_first, last_only, target } => {
+        Cmd::Receive { force, save: _, no_mount, verbose, dry_run, discard_first, last_only, target } => {
             let o = crate::sendrecv::RecvOpts { force, no_mount, discard_first, last_only, verbose, dry_run };
             crate::sendrecv::receive(state, &target, &o, fds)
         }
@@ -801,6 +821,8 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
             text(n.to_string(), "-")
         }
         "userrefs" => text("-", "-"),
+        // Partial receives are not kept (see `sendrecv`), so there is never a token.
+        "receive_resume_token" => text("-", "-"),
         "mountpoint" => with_altroot(pool, inherited(pool, dsl, ds, prop)?),
         _ => inherited(pool, dsl, ds, prop)?,
     })
