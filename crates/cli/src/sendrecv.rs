@@ -12,7 +12,7 @@
 //! all-zero END), and receive takes such packages for one file system.
 //!
 //! Not yet: replication (`-R`), properties (`-p`), raw (`-w`), resumable receives (`-s` is
-//! accepted and `receive_resume_token` is always `-`), bookmarks as sources. A receive that fails leaves the target as it was:
+//! accepted and `receive_resume_token` is always `-`). A receive that fails leaves the target as it was:
 //! a new file system is destroyed, an existing one rolled back to the stream's source. A
 //! daemon killed in the middle of a receive leaves the target holding part of the stream
 //! until it is rolled back by hand (OpenZFS receives into a hidden clone instead).
@@ -93,15 +93,24 @@ pub fn send(state: &Arc<State>, snapshot: &str, o: &SendOpts, fds: Vec<OwnedFd>)
     let from = match &o.from {
         None => None,
         Some(f) => {
-            if f.contains('#') {
-                return Err(format!("cannot send from bookmark '{f}': rzfs has no bookmarks yet"));
-            }
-            let full = if let Some(s) = f.strip_prefix('@') { format!("{fs}@{s}") } else { f.clone() };
-            if !full.contains('@') {
-                return Err(format!("cannot send '{snapshot}': incremental source '{f}' is not a snapshot"));
-            }
-            let from =
-                dsl.find(&full).map_err(|_| format!("cannot open '{full}': dataset does not exist"))?;
+            let full = match (f.strip_prefix('@'), f.strip_prefix('#')) {
+                (Some(s), _) => format!("{fs}@{s}"),
+                (_, Some(b)) => format!("{fs}#{b}"),
+                _ => f.clone(),
+            };
+            let from = if full.contains('#') {
+                if o.intermediates {
+                    return Err(format!("cannot send '{snapshot}': -I cannot start at a bookmark"));
+                }
+                dsl.find_bookmark(&full)
+                    .map_err(|_| format!("cannot open '{full}': bookmark does not exist"))?
+            } else if full.contains('@') {
+                dsl.find(&full).map_err(|_| format!("cannot open '{full}': dataset does not exist"))?
+            } else {
+                return Err(format!(
+                    "cannot send '{snapshot}': incremental source '{f}' is not a snapshot or bookmark"
+                ));
+            };
             let same_fs = from.ds.dir_obj == to.ds.dir_obj;
             clone = dsl.find(fs).ok().map(|h| h.dir.origin_obj) == Some(from.ds_obj);
             if !(same_fs || clone) || from.ds.creation_txg >= to.ds.creation_txg {

@@ -341,3 +341,64 @@ fn holes_keep_births() {
     assert_eq!(holes.len(), 30, "zdb shows the 30 punched holes with their birth:\n{out}");
     assert!(holes.iter().all(|l| !l.ends_with(" B=0")), "{}", holes.join("\n"));
 }
+
+/// Bookmarks: made from a snapshot or another bookmark, listed with the snapshot's guid and
+/// txg, outliving their snapshot, and the source of an incremental send; destroyed one by
+/// one and with their file system. zdb checks the `bookmarks` feature's refcount and the
+/// zapified dataset objects.
+#[test]
+fn bookmarks() {
+    if skip_without_fuse_zdb("bookmarks") {
+        return;
+    }
+    let dir = scratch("bookmarks");
+    let d = Daemon::new("bookmarks");
+    let (_devs, _) = create(&d, &dir, "bm", &SINGLE, 256 << 20);
+    let src = dir.join("src");
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "bm/src"]);
+    let mut rng = Rng::new(9);
+    let mut want = BTreeMap::new();
+    write_files(&src, "f", 10, 0..100_000, &mut rng, &mut want);
+    d.ok("rzfs", &["snapshot", "bm/src@a"]);
+    d.ok("rzfs", &["bookmark", "bm/src@a", "bm/src#a"]);
+    d.ok("rzfs", &["bookmark", "bm/src#a", "bm/src#copy"]);
+    let (code, _, err) = d.run("rzfs", &["bookmark", "bm/src@a", "bm/src#a"]);
+    assert!(code != 0 && err.contains("exists"), "{err}");
+    let list = d.ok("rzfs", &["list", "-H", "-t", "bookmark", "-o", "name,guid,createtxg"]);
+    let snap = d.ok("rzfs", &["get", "-H", "-o", "value", "guid,createtxg", "bm/src@a"]);
+    let sv: Vec<&str> = snap.lines().collect();
+    assert_eq!(list, format!("bm/src#a\t{}\t{}\nbm/src#copy\t{}\t{}\n", sv[0], sv[1], sv[0], sv[1]));
+    // syncoid's query of bookmarks.
+    let got = d.ok("rzfs", &["get", "-Hpd", "1", "-t", "bookmark", "guid,creation", "bm/src"]);
+    assert_eq!(got.lines().count(), 4, "{got}");
+    let full = dir.join("full.zs");
+    assert_eq!(send_to(&d, &["bm/src@a"], &full).0, 0);
+    let (code, err) = recv_from(&d, &["-u", "bm/dst"], &full);
+    assert_eq!(code, 0, "{err}");
+    // The snapshot goes; its bookmark still names the point to send from.
+    write_files(&src, "g", 5, 0..100_000, &mut rng, &mut want);
+    d.ok("rzfs", &["snapshot", "bm/src@b"]);
+    d.ok("rzfs", &["destroy", "bm/src@a"]);
+    let inc = dir.join("inc.zs");
+    let (code, err) = send_to(&d, &["-i", "bm/src#a", "bm/src@b"], &inc);
+    assert_eq!(code, 0, "send -i from a bookmark: {err}");
+    zstream_dump(&inc);
+    let (code, err) = recv_from(&d, &["bm/dst"], &inc);
+    assert_eq!(code, 0, "receive from a bookmark's stream: {err}");
+    d.ok("rzfs", &["set", &format!("mountpoint={}", dir.join("dst").display()), "bm/dst"]);
+    assert_same(&tree(&src), &tree(&dir.join("dst")), "after the bookmark's incremental");
+    d.ok("rzfs", &["destroy", "bm/src#copy"]);
+    assert_eq!(d.ok("rzfs", &["list", "-H", "-t", "bookmark", "-o", "name"]), "bm/src#a\n");
+    d.ok("rzpool", &["export", "bm"]);
+    zdb_check(&dir, "bm");
+    import(&d, &dir, "bm", &dir.join("mnt"), false);
+    assert_eq!(d.ok("rzfs", &["list", "-H", "-t", "bookmark", "-o", "name"]), "bm/src#a\n");
+    d.ok("rzfs", &["destroy", "-r", "bm/src"]);
+    assert_eq!(d.ok("rzfs", &["list", "-H", "-t", "bookmark", "-o", "name"]), "");
+    d.ok("rzfs", &["create", "bm/again"]);
+    d.ok("rzfs", &["snapshot", "bm/again@x"]);
+    d.ok("rzfs", &["bookmark", "bm/again@x", "bm/again#x"]);
+    d.ok("rzfs", &["destroy", "bm/again#x"]);
+    d.ok("rzpool", &["export", "bm"]);
+    zdb_check(&dir, "bm");
+}

@@ -12,7 +12,8 @@
 //!   snapshot is older than its one-minute period (the test waits for it).
 //! * [`syncoid`]: syncoid 2.1.0: a first run (full send of the oldest snapshot, then
 //!   `zfs send -I` through its sync snapshot, received with `receive -s -F`), an incremental
-//!   run, and `--no-sync-snap`; the target's files and snapshot guids match the source's.
+//!   run, `--no-sync-snap --create-bookmark`, and a run whose only common point is that
+//!   bookmark; the target's files and snapshot guids match the source's.
 //!
 //! Each pool is checked by zdb at the end. Needs FUSE, root, zdb and the tools (skipped
 //! otherwise).
@@ -249,8 +250,12 @@ fn syncoid() {
     std::thread::sleep(std::time::Duration::from_millis(1100));
     std::fs::write(src.join("f5"), b"for --no-sync-snap").unwrap();
     d.ok("rzfs", &["snapshot", "sy/src@three"]);
-    let (code, out) = tool(&bin, SYNCOID, &["--no-sync-snap", "sy/src", "sy/backup/dst"]);
+    let (code, out) =
+        tool(&bin, SYNCOID, &["--no-sync-snap", "--create-bookmark", "sy/src", "sy/backup/dst"]);
     assert_eq!(code, 0, "--no-sync-snap:\n{out}");
+    // --create-bookmark: a bookmark of the snapshot just sent, by its name.
+    let bms = d.ok("rzfs", &["list", "-H", "-t", "bookmark", "-o", "name", "sy/src"]);
+    assert_eq!(bms, "sy/src#three\n", "{out}");
     assert!(manifest(&src) == manifest(&dst), "after --no-sync-snap");
     assert_eq!(names("sy/backup/dst").last().map(String::as_str), Some("three"));
     // Source and target hold the same snapshots (syncoid prunes its old sync snapshots on both).
@@ -261,6 +266,16 @@ fn syncoid() {
             .collect()
     };
     assert_eq!(g("sy/src"), g("sy/backup/dst"));
+    // With every snapshot gone from the source, the bookmark is the common point: syncoid
+    // sends incrementally from it (`zfs send -i sy/src#three`).
+    for s in snapshots(&d, "sy/src") {
+        d.ok("rzfs", &["destroy", &s]);
+    }
+    std::fs::write(src.join("after-bookmark"), rng.data(50_000)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let (code, out) = tool(&bin, SYNCOID, &["sy/src", "sy/backup/dst"]);
+    assert_eq!(code, 0, "from a bookmark:\n{out}");
+    assert!(manifest(&src) == manifest(&dst), "after the send from a bookmark");
     d.ok("rzpool", &["export", "sy"]);
     zdb_check(&dir, "sy");
 }

@@ -56,6 +56,9 @@ pub enum DatasetKind {
     Filesystem,
     Volume,
     Snapshot,
+    /// A bookmark (`fs#name`): not a dataset, but listed like one (see
+    /// [`DslPool::bookmarks`]).
+    Bookmark,
 }
 
 impl DatasetKind {
@@ -65,9 +68,15 @@ impl DatasetKind {
             DatasetKind::Filesystem => "filesystem",
             DatasetKind::Volume => "volume",
             DatasetKind::Snapshot => "snapshot",
+            DatasetKind::Bookmark => "bookmark",
         }
     }
 }
+
+/// `DMU_OTN_ZAP_METADATA`: the type of a zapified dataset object.
+const OTN_ZAP_METADATA: u8 = 0xc4;
+/// The field of a zapified head dataset naming its bookmarks ZAP (`DS_FIELD_BOOKMARK_NAMES`).
+pub const DS_FIELD_BOOKMARK_NAMES: &str = "com.delphix:bookmarks";
 
 /// One dataset (head or snapshot) with its records.
 #[derive(Clone, Debug)]
@@ -230,6 +239,59 @@ impl DslPool {
         }
         out.sort_by_key(|d| d.ds.creation_txg);
         Ok(out)
+    }
+
+    /// Bookmarks of a head dataset, by name. A bookmark (`dsl_bookmark.c`) is an entry of
+    /// the ZAP named by the head's `com.delphix:bookmarks` field: name → `zfs_bookmark_phys_t`
+    /// as uint64s (guid, creation txg, creation time, then the V2 fields). Each is returned
+    /// as a [`Dataset`] of kind [`DatasetKind::Bookmark`] named `fs#name`, whose `ds` holds
+    /// only the guid, creation txg and time (and `ds_obj` is the head's).
+    pub fn bookmarks(&self, head: &Dataset) -> Result<Vec<Dataset>> {
+        let dn = self.mos.dnode(head.ds_obj)?;
+        if dn.phys.object_type != OTN_ZAP_METADATA {
+            return Ok(Vec::new());
+        }
+        let Some(obj) = zap::lookup_u64(&self.mos, head.ds_obj, DS_FIELD_BOOKMARK_NAMES)? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for e in zap::list(&self.mos, obj)? {
+            let v = &e.values;
+            let (Some(&guid), Some(&txg), Some(&time)) = (v.first(), v.get(1), v.get(2)) else {
+                return Err(DslError::Corrupt {
+                    what: "bookmark",
+                    detail: format!("{}#{} has {} values", head.name, e.name_string(), v.len()),
+                });
+            };
+            let ds = DslDatasetPhys {
+                guid,
+                creation_txg: txg,
+                creation_time: time,
+                dir_obj: head.dir_obj,
+                ..Default::default()
+            };
+            out.push(Dataset {
+                name: format!("{}#{}", head.name, e.name_string()),
+                kind: DatasetKind::Bookmark,
+                dir_obj: head.dir_obj,
+                ds_obj: head.ds_obj,
+                dir: head.dir.clone(),
+                ds,
+                order: self.mos.dnode_byte_order(),
+            });
+        }
+        out.sort_by(|a, b| (a.ds.creation_txg, &a.name).cmp(&(b.ds.creation_txg, &b.name)));
+        Ok(out)
+    }
+
+    /// Finds a bookmark (`fs#name`).
+    pub fn find_bookmark(&self, name: &str) -> Result<Dataset> {
+        let (fs, _) = name.split_once('#').ok_or_else(|| DslError::NoSuchDataset(name.to_string()))?;
+        let head = self.find(fs)?;
+        self.bookmarks(&head)?
+            .into_iter()
+            .find(|b| b.name == name)
+            .ok_or_else(|| DslError::NoSuchDataset(name.to_string()))
     }
 
     /// Finds a dataset or snapshot by full name.

@@ -527,6 +527,82 @@ impl Spa {
         )
     }
 
+    /// `zfs bookmark SNAPSHOT|BOOKMARK FS#NAME`: a bookmark of the snapshot (or a copy of
+    /// the bookmark) in the same file system.
+    pub fn bookmark(&self, source: &str, new: &str) -> Result<()> {
+        fn check(w: &mut PoolWriter, source: &str, new: &str) -> Result<(Found, String, [u64; 3])> {
+            let (fs, name) = new
+                .split_once('#')
+                .ok_or_else(|| PoolError::Invalid(format!("cannot create bookmark '{new}': missing '#'")))?;
+            if name.is_empty() || name.len() > 255 || name.contains(['@', '#', '/']) {
+                return Err(PoolError::Invalid(format!("cannot create bookmark '{new}': invalid name")));
+            }
+            let src_fs = source.split(['@', '#']).next().unwrap_or(source);
+            if src_fs != fs {
+                return Err(PoolError::Invalid(format!(
+                    "cannot create bookmark '{new}': source is not an ancestor of the new bookmark's dataset"
+                )));
+            }
+            let head = must_find(w, fs)?;
+            let phys = if source.contains('@') {
+                let s = must_find(w, source)?;
+                let p = dslw::ds_phys(&w.mos, s.ds)?;
+                [p.guid, p.creation_txg, p.creation_time]
+            } else if let Some((_, b)) = source.split_once('#') {
+                let obj = w
+                    .mos_zaps
+                    .lookup_u64(&w.mos, head.ds, dsl::DS_FIELD_BOOKMARK_NAMES)
+                    .ok()
+                    .flatten()
+                    .ok_or_else(|| not_found(source))?;
+                let v = w
+                    .mos_zaps
+                    .lookup(&w.mos, obj, b.as_bytes())
+                    .map_err(|e| PoolError::Invalid(e.to_string()))?
+                    .ok_or_else(|| not_found(source))?;
+                match v.values[..] {
+                    [g, t, c, ..] => [g, t, c],
+                    _ => return Err(PoolError::Invalid(format!("bookmark '{source}' is damaged"))),
+                }
+            } else {
+                return Err(PoolError::Invalid(format!(
+                    "cannot create bookmark '{new}': '{source}' is not a snapshot or bookmark"
+                )));
+            };
+            Ok((head, name.to_string(), phys))
+        }
+        let (s, n) = (source.to_string(), new.to_string());
+        self.sync_task(
+            SpaceCheck::Normal,
+            Reserve::Meta,
+            |w| check(w, source, new).map(|_| ()),
+            move |w| {
+                let (head, name, [guid, txg, time]) = check(w, &s, &n)?;
+                w.create_bookmark(head.ds, &name, guid, txg, time).map_err(|e| match e {
+                    PoolError::Exists(m) => PoolError::Exists(format!("cannot create bookmark '{n}': {m}")),
+                    e => e,
+                })
+            },
+        )
+    }
+
+    /// `zfs destroy FS#NAME`.
+    pub fn destroy_bookmark(&self, name: &str) -> Result<()> {
+        let (fs, bm) = name
+            .split_once('#')
+            .ok_or_else(|| PoolError::Invalid(format!("cannot destroy '{name}': not a bookmark")))?;
+        let (f, b) = (fs.to_string(), bm.to_string());
+        self.sync_task(
+            SpaceCheck::ExtraReserved,
+            Reserve::Meta,
+            |w| must_find(w, fs).map(|_| ()),
+            move |w| {
+                let head = must_find(w, &f)?;
+                w.destroy_bookmark(head.ds, &b)
+            },
+        )
+    }
+
     /// `zfs rollback [-r] FS@SNAP`: the snapshots in `later` (the ones taken after SNAP,
     /// newest first; `-r`) are destroyed and FS returns to SNAP's contents, all in one txg.
     /// Refused, changing nothing, unless SNAP is then FS's latest snapshot.

@@ -171,6 +171,7 @@ impl PoolWriter {
         // The dataset's open writer, if any, goes (back again if this txg is undone).
         self.remove_dataset_writer(ds);
         self.scan.ds_destroyed(ds, &phys);
+        self.release_bookmarks(ds)?;
         self.ds_release_features(ds)?;
         let freed = self.free_blocks(&doomed)?;
         // A zapified directory (OpenZFS adds fields to some) holds an extensible_dataset

@@ -105,7 +105,7 @@ impl PoolWriter {
         self.mos_zaps.update_u64(&self.mos, obj, f.guid, new).map_err(bad)
     }
 
-    fn is_zapified(&self, obj: u64) -> Result<bool> {
+    pub(crate) fn is_zapified(&self, obj: u64) -> Result<bool> {
         let dn = self.mos.dnode(obj)?.ok_or_else(|| bad(format!("no MOS object {obj}")))?;
         Ok(dn.object_type == OTN_ZAP_METADATA)
     }
@@ -139,13 +139,19 @@ impl PoolWriter {
         if self.ds_features(ds)?.contains(&f.name) {
             return Ok(());
         }
+        self.zapify(ds)?;
+        self.mos_zaps.update(&self.mos, ds, f.guid.as_bytes(), ZapVal::u64(0)).map_err(bad)?;
+        self.feature_adjust(short, 1)
+    }
+
+    /// Gives dataset object `ds` its ZAP (`dsl_dataset_zapify`), if it has none yet.
+    pub(crate) fn zapify(&mut self, ds: u64) -> Result<()> {
         if !self.is_zapified(ds)? {
             self.mos.dirty(ds)?.phys.object_type = OTN_ZAP_METADATA;
             self.mos_zaps.adopt_empty(ds);
             self.feature_adjust("extensible_dataset", 1)?;
         }
-        self.mos_zaps.update(&self.mos, ds, f.guid.as_bytes(), ZapVal::u64(0)).map_err(bad)?;
-        self.feature_adjust(short, 1)
+        Ok(())
     }
 
     /// Releases everything dataset `ds` holds on features before its object is freed: each

@@ -158,6 +158,7 @@ pub const IMPLEMENTED_FOR_WRITE: &[&str] = &[
     "edonr",
     "enabled_txg",
     "hole_birth",
+    "bookmarks",
     "zstd_compress",
     "blake3",
 ];

@@ -11,6 +11,7 @@
 pub mod add;
 pub mod admin;
 pub mod attach;
+pub mod bookmarks;
 pub mod compat;
 pub mod create;
 pub mod destroy;

@@ -259,6 +259,8 @@ enum Cmd {
         last_only: bool,
         target: String,
     },
+    /// Create a bookmark FS#NAME of a snapshot (or a copy of a bookmark).
+    Bookmark { source: String, bookmark: String },
     /// Unmount a dataset (by name or mount point).
     #[command(alias = "umount")]
     Unmount {
@@ -296,6 +298,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
         Cmd::Hold { snapshots, .. } | Cmd::Release { snapshots, .. } => snapshots.first().cloned(),
         Cmd::Rename { new, .. } => Some(new.clone()),
         Cmd::Rollback { snapshot, .. } => Some(snapshot.clone()),
+        Cmd::Bookmark { bookmark, .. } => Some(bookmark.clone()),
         Cmd::Receive { target, dry_run: false, .. } => Some(target.clone()),
         _ => None,
     };
@@ -389,6 +392,12 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             let o = crate::sendrecv::RecvOpts { force, no_mount, discard_first, last_only, verbose, dry_run };
             crate::sendrecv::receive(state, &target, &o, fds)
         }
+        Cmd::Bookmark { source, bookmark } => {
+            let rw = crate::rwpool::writer_of(state, &bookmark)
+                .ok_or_else(|| format!("cannot create bookmark '{bookmark}': pool is read-only"));
+            rw.and_then(|rw| rw.spa.bookmark(&source, &bookmark).map_err(|e| e.to_string()))
+                .map(|_| Response::ok(String::new()))
+        }
         Cmd::Mount { all: true, .. } => mount_all(state),
         Cmd::Mount { dataset: None, .. } => Ok(list_mounts(state)),
         Cmd::Mount { dataset: Some(ds), dir, options, .. } => {
@@ -430,8 +439,13 @@ fn wanted_types(types: &[String], default_fs_vol: bool) -> Result<Vec<DatasetKin
             "filesystem" => out.push(DatasetKind::Filesystem),
             "volume" => out.push(DatasetKind::Volume),
             "snapshot" | "snap" => out.push(DatasetKind::Snapshot),
-            "all" => out.extend([DatasetKind::Filesystem, DatasetKind::Volume, DatasetKind::Snapshot]),
-            "bookmark" => {}
+            "all" => out.extend([
+                DatasetKind::Filesystem,
+                DatasetKind::Volume,
+                DatasetKind::Snapshot,
+                DatasetKind::Bookmark,
+            ]),
+            "bookmark" => out.push(DatasetKind::Bookmark),
             other => return Err(format!("invalid type '{other}'")),
         }
     }
@@ -443,10 +457,10 @@ fn depth_below(parent: &str, child: &str) -> Option<usize> {
         return Some(0);
     }
     let rest = child.strip_prefix(parent)?;
-    if !(rest.starts_with('/') || rest.starts_with('@')) {
+    if !(rest.starts_with('/') || rest.starts_with('@') || rest.starts_with('#')) {
         return None;
     }
-    Some(rest.matches(['/', '@']).count())
+    Some(rest.matches(['/', '@', '#']).count())
 }
 
 fn collect(
@@ -472,14 +486,31 @@ fn collect(
     };
     // `zfs list -t snapshot FS` (and `get`): FS's own snapshots, as a depth-1 walk
     // (zfs_main.c does the same for -t snapshot or bookmark alone, without -r or -d).
-    let (recursive, depth) =
-        if types == [DatasetKind::Snapshot] && !names.is_empty() && !recursive && depth.is_none() {
-            (true, Some(1))
-        } else {
-            (recursive || depth.is_some(), depth)
-        };
+    let only_snaps_or_bookmarks =
+        !types.is_empty() && types.iter().all(|t| matches!(t, DatasetKind::Snapshot | DatasetKind::Bookmark));
+    let (recursive, depth) = if only_snaps_or_bookmarks && !names.is_empty() && !recursive && depth.is_none()
+    {
+        (true, Some(1))
+    } else {
+        (recursive || depth.is_some(), depth)
+    };
     for p in pools {
-        let all = p.dsl().list().map_err(|e| format!("cannot list datasets of '{}': {e}", p.name()))?;
+        let dsl = p.dsl();
+        let mut all = dsl.list().map_err(|e| format!("cannot list datasets of '{}': {e}", p.name()))?;
+        if types.contains(&DatasetKind::Bookmark) || names.iter().any(|n| n.contains('#')) {
+            // Each head's bookmarks after its snapshots.
+            let mut with = Vec::with_capacity(all.len());
+            let mut pending: Option<Vec<Dataset>> = None;
+            for d in all {
+                if d.kind != DatasetKind::Snapshot {
+                    with.extend(pending.take().unwrap_or_default());
+                    pending = Some(dsl.bookmarks(&d).map_err(|e| e.to_string())?);
+                }
+                with.push(d);
+            }
+            with.extend(pending.take().unwrap_or_default());
+            all = with;
+        }
         let exists: std::collections::BTreeSet<String> = all.iter().map(|d| d.name.clone()).collect();
         for ds in all {
             let keep = if names.is_empty() {
@@ -735,6 +766,22 @@ fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<Pro
 
 /// The value of `prop` for dataset `ds`.
 pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<PropVal, String> {
+    if ds.kind == DatasetKind::Bookmark {
+        // A bookmark has only what it records of its snapshot.
+        return Ok(match prop {
+            "name" => text(ds.name.clone(), "-"),
+            "type" => text("bookmark", "-"),
+            "creation" => {
+                let mut v = text(ds.ds.creation_time.to_string(), "-");
+                v.human = crate::format::ctime(ds.ds.creation_time);
+                v
+            }
+            "guid" => text(ds.ds.guid.to_string(), "-"),
+            "createtxg" => text(ds.ds.creation_txg.to_string(), "-"),
+            p if dsl::props::is_user_prop(p) => text("-", "-"),
+            _ => text("-", "-"),
+        });
+    }
     let snap = ds.kind == DatasetKind::Snapshot;
     let p = &ds.ds;
     let d = &ds.dir;
@@ -1254,6 +1301,15 @@ fn destroy(state: &Arc<State>, name: &str, how: &DestroyHow) -> Result<Response,
     let pool =
         state.pool(pool_of(name)).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
     let dsl = pool.dsl();
+    if name.contains('#') {
+        if dry_run {
+            return Ok(Response::ok(String::new()));
+        }
+        let rw = crate::rwpool::writer_of(state, name)
+            .ok_or_else(|| format!("cannot destroy '{name}': pool is read-only"))?;
+        rw.spa.destroy_bookmark(name).map_err(|e| e.to_string())?;
+        return Ok(Response::ok(String::new()));
+    }
     let is_root = !name.contains('/') && !name.contains('@');
     let order: Vec<(String, u64, bool)>;
     if let Some((fs, spec)) = name.split_once('@') {
