@@ -315,7 +315,7 @@ pub fn receive(
     if begin.magic == BACKUP_MAGIC && begin.hdrtype() == HDRTYPE_COMPOUNDSTREAM {
         return receive_package(state, target, o, &mut rd, &begin, &payload);
     }
-    receive_one(state, target, o, &mut rd, begin)
+    receive_one(state, target, o, &mut rd, begin).map(|(r, _, _)| r)
 }
 
 /// A stream package (`zfs send -I`: a compound BEGIN whose payload lists the file system and
@@ -332,8 +332,31 @@ fn receive_package(
 ) -> Result<Response, String> {
     let hdr = ondisk::nvlist::NvList::decode(payload)
         .map_err(|e| format!("cannot receive: invalid stream (bad package header: {e})"))?;
-    if hdr.get_bool("not_recursive").is_none() && hdr.get_nvlist("fss").is_some_and(|f| f.len() != 1) {
-        return Err("cannot receive: replication streams (zfs send -R) cannot be received by rzfs yet".into());
+    // `not_recursive` is a DATA_TYPE_BOOLEAN flag: present or not.
+    let recursive = !hdr.contains("not_recursive");
+    if recursive && hdr.contains("fromsnap") {
+        return Err(
+            "cannot receive: incremental replication streams (zfs send -R -i/-I) cannot be received by rzfs yet"
+                .into(),
+        );
+    }
+    // The local properties a replication stream carries per file system, found by the
+    // guids of its snapshots (each substream names its snapshot's guid).
+    let mut props_of: std::collections::BTreeMap<u64, ondisk::nvlist::NvList> = Default::default();
+    if recursive {
+        if let Some(fss) = hdr.get_nvlist("fss") {
+            for (_, v) in &fss.pairs {
+                let ondisk::nvlist::NvValue::NvList(one) = v else { continue };
+                let (Some(snaps), Some(props)) = (one.get_nvlist("snaps"), one.get_nvlist("props")) else {
+                    continue;
+                };
+                for (_, g) in &snaps.pairs {
+                    if let ondisk::nvlist::NvValue::Uint64(g) = *g {
+                        props_of.insert(g, props.clone());
+                    }
+                }
+            }
+        }
     }
     if hdr.get_bool("raw").is_some() {
         return Err("cannot receive: raw streams cannot be received by rzfs yet".into());
@@ -359,7 +382,11 @@ fn receive_package(
             }
             Err(e) => return Err(format!("cannot receive: invalid stream ({e})")),
         };
-        let r = receive_one(state, target, o, rd, sub)?;
+        let toguid = sub.toguid;
+        let (r, fs, full) = receive_one(state, target, o, rd, sub)?;
+        if let (true, Some(props)) = (full, props_of.get(&toguid)) {
+            set_received_props(state, &fs, props)?;
+        }
         resp.stdout.push_str(&r.stdout);
         resp.stderr.push_str(&r.stderr);
         n += 1;
@@ -372,14 +399,36 @@ fn receive_package(
 
 type Reader = StreamReader<BufReader<File>>;
 
-/// Receives one substream whose BEGIN was read.
+/// Sets the properties a replication stream carried for file system `fs` (numbers and
+/// strings, stored as `zfs set` stores them; OpenZFS also marks them as received, which
+/// rzfs does not record yet).
+fn set_received_props(state: &Arc<State>, fs: &str, props: &ondisk::nvlist::NvList) -> Result<(), String> {
+    let mut list = Vec::new();
+    for (k, v) in &props.pairs {
+        let val = match v {
+            ondisk::nvlist::NvValue::Uint64(n) => zap::write::ZapVal::u64(*n),
+            ondisk::nvlist::NvValue::String(t) => zap::write::ZapVal::string(t),
+            _ => continue,
+        };
+        list.push((k.clone(), Some(val)));
+    }
+    if list.is_empty() {
+        return Ok(());
+    }
+    let rw =
+        crate::rwpool::writer_of(state, fs).ok_or_else(|| format!("cannot receive: '{fs}' is read-only"))?;
+    rw.spa.set_props(fs, list).map_err(|e| format!("cannot set the properties received for '{fs}': {e}"))
+}
+
+/// Receives one substream whose BEGIN was read; returns the answer, the file system
+/// received into and whether the stream was a full one.
 fn receive_one(
     state: &Arc<State>,
     target: &str,
     o: &RecvOpts,
     rd: &mut Reader,
     begin: Begin,
-) -> Result<Response, String> {
+) -> Result<(Response, String, bool), String> {
     recv::check_begin(&begin, rd.big_endian()).map_err(|e| format!("cannot receive: {e}"))?;
     let (src_fs, src_snap) = begin.toname.split_once('@').unwrap_or((&begin.toname, ""));
     let (fs, snap) = if let Some((f, s)) = target.split_once('@') {
@@ -464,11 +513,12 @@ fn receive_one(
             ));
         }
         if o.dry_run {
-            return Ok(Response::ok(if o.verbose {
+            let msg = if o.verbose {
                 format!("would receive incremental stream of {} into {snapname}\n", begin.toname)
             } else {
                 String::new()
-            }));
+            };
+            return Ok((Response::ok(msg), fs, false));
         }
         if modified || !later.is_empty() {
             crate::cmd::zfs::offline_while(state, &fs, true, || {
@@ -478,11 +528,12 @@ fn receive_one(
         Some(src.name.clone())
     };
     if o.dry_run {
-        return Ok(Response::ok(if o.verbose {
+        let msg = if o.verbose {
             format!("would receive full stream of {} into {snapname}\n", begin.toname)
         } else {
             String::new()
-        }));
+        };
+        return Ok((Response::ok(msg), fs, false));
     }
     let now = crate::rwpool::now_pair().0;
     if !incremental {
@@ -563,5 +614,5 @@ fn receive_one(
             r.stderr.push_str(&crate::cmd::zfs::automount(state, &fs)?);
         }
     }
-    Ok(r)
+    Ok((r, fs, !incremental))
 }

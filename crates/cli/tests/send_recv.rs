@@ -402,3 +402,63 @@ fn bookmarks() {
     d.ok("rzpool", &["export", "bm"]);
     zdb_check(&dir, "bm");
 }
+
+/// OpenZFS's own test stream (ZTS `rsend/recv_dedup`): `dedup.zsend.bz2`, a stream package
+/// written by the kernel's `zfs send -D`, made receivable by `zstream redup`, received with
+/// `-d` and compared file by file with the tarball ZTS compares it with.
+#[test]
+fn receive_openzfs_fixture() {
+    if skip_without_fuse_zdb("receive_openzfs_fixture") {
+        return;
+    }
+    let rsend =
+        std::path::Path::new("/opt/rzfs-oracles/openzfs/usr/share/zfs/zfs-tests/tests/functional/rsend");
+    if !rsend.join("dedup.zsend.bz2").exists() {
+        eprintln!("receive_openzfs_fixture: the zfs-test package is missing; skipped");
+        return;
+    }
+    let dir = scratch("rsendfix");
+    let d = Daemon::new("rsendfix");
+    let (_devs, mnt) = create(&d, &dir, "testpool", &SINGLE, 256 << 20);
+    let (zdb, lib) = zdb().unwrap();
+    let zstream = zdb.with_file_name("zstream");
+    let raw = dir.join("dedup.zsend");
+    let o = std::process::Command::new("bzip2")
+        .args(["-dc"])
+        .stdin(std::fs::File::open(rsend.join("dedup.zsend.bz2")).unwrap())
+        .stdout(std::fs::File::create(&raw).unwrap())
+        .status()
+        .unwrap();
+    assert!(o.success());
+    let redup = dir.join("redup.zsend");
+    let o = std::process::Command::new(&zstream)
+        .arg("redup")
+        .arg(&raw)
+        .env("LD_LIBRARY_PATH", &lib)
+        .stdout(std::fs::File::create(&redup).unwrap())
+        .status()
+        .unwrap();
+    assert!(o.success(), "zstream redup");
+    // The dedup stream itself is refused with the way out named.
+    d.ok("rzfs", &["create", "testpool/recv"]);
+    let (code, err) = recv_from(&d, &["-d", "testpool/recv"], &raw);
+    assert!(code != 0 && err.contains("zstream redup"), "{err}");
+    assert_eq!(d.ok("rzfs", &["list", "-H", "-r", "-o", "name", "testpool/recv"]), "testpool/recv\n");
+    let (code, err) = recv_from(&d, &["-d", "testpool/recv"], &redup);
+    assert_eq!(code, 0, "receive of OpenZFS's stream: {err}");
+    let tar = dir.join("tar");
+    std::fs::create_dir_all(&tar).unwrap();
+    let o = std::process::Command::new("tar")
+        .args(["--directory", tar.to_str().unwrap(), "-xzf", rsend.join("fs.tar.gz").to_str().unwrap()])
+        .status()
+        .unwrap();
+    assert!(o.success());
+    assert_same(&tree(&tar.join("fs")), &tree(&mnt.join("recv/fs")), "dedup.zsend after zstream redup");
+    // A replication stream: the child file system came too, and the properties it carried.
+    let names = d.ok("rzfs", &["list", "-H", "-r", "-t", "all", "-o", "name", "testpool/recv"]);
+    assert_eq!(names, "testpool/recv\ntestpool/recv/fs\ntestpool/recv/fs@snap\ntestpool/recv/fs/subfs\ntestpool/recv/fs/subfs@snap\n");
+    let props = d.ok("rzfs", &["get", "-H", "-o", "value", "recordsize,compression", "testpool/recv/fs"]);
+    assert_eq!(props, "16K\non\n");
+    d.ok("rzpool", &["export", "testpool"]);
+    zdb_check(&dir, "testpool");
+}

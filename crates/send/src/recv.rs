@@ -83,6 +83,12 @@ pub fn check_begin(b: &Begin, big_endian: bool) -> Result<()> {
         ));
     }
     let f = b.features();
+    if f & FEATURE_DEDUP != 0 {
+        return Err(RecvError::Unsupported(
+            "deduplicated streams (zfs send -D) cannot be received; convert the stream with 'zstream redup' first"
+                .into(),
+        ));
+    }
     if f & !SUPPORTED_FEATURES != 0 {
         return Err(RecvError::Unsupported(format!(
             "stream has unsupported feature, feature flags = {f:#x} ({})",
