@@ -104,7 +104,31 @@ pub fn open(state: &Arc<State>, p: Pool) -> Result<Arc<RwPool>, String> {
         return Err(format!("cannot import '{name}': {e}"));
     }
     rw.spa.read(|w| w.event("pool_import", None));
+    undo_interrupted_receives(state, &rw);
     Ok(rw)
+}
+
+/// Undoes what receives cut short by a crash left (heads marked inconsistent, see
+/// `pool::admin::Spa::undo_inconsistent`), reporting each on the daemon's log.
+fn undo_interrupted_receives(state: &State, rw: &RwPool) {
+    let Ok(p) = state.pool(&rw.name) else { return };
+    let Ok(all) = p.dsl().list() else { return };
+    let doomed: Vec<(String, bool)> = all
+        .iter()
+        .filter(|d| {
+            d.kind != dsl::DatasetKind::Snapshot && d.ds.flags & ondisk::dsl::DS_FLAG_INCONSISTENT != 0
+        })
+        .map(|d| {
+            let own = all.iter().any(|s| s.kind == dsl::DatasetKind::Snapshot && s.dir_obj == d.dir_obj);
+            (d.name.clone(), own)
+        })
+        .collect();
+    for (name, r) in rw.spa.undo_inconsistent(&doomed) {
+        match r {
+            Ok(()) => eprintln!("rzfsd: '{name}' held an unfinished receive: undone"),
+            Err(e) => eprintln!("rzfsd: '{name}' holds an unfinished receive that could not be undone: {e}"),
+        }
+    }
 }
 
 /// `rzpool create` arguments after parsing.

@@ -547,6 +547,7 @@ fn receive_one(
     }
     let t0 = std::time::Instant::now();
     let applied = crate::cmd::zfs::offline_while(state, &fs, true, || {
+        rw.spa.set_inconsistent(&fs).map_err(|e| e.to_string())?;
         rw.spa.reset_dataset_writer(&fs).map_err(|e| e.to_string())?;
         let ds = state.pool(pool_of(&fs))?.dsl().find(&fs).map_err(|e| e.to_string())?.ds_obj;
         rw.spa.open_dataset(ds).map_err(|e| e.to_string())?;

@@ -173,6 +173,10 @@ pub struct DirtyDnode {
     pub frees: Vec<(u64, u64)>,
     /// The object was freed in this txg (its whole committed tree dies at sync).
     pub freed: bool,
+    /// The object was started over in this txg under the same number
+    /// ([`DirtyObjset::reclaim_object`]): its committed tree dies at sync and `phys` is
+    /// written as a new object's.
+    pub reclaimed: bool,
     /// The committed dnode (None for an object new in this txg).
     committed: Option<DnodePhys>,
 }
@@ -228,6 +232,29 @@ fn blocks_len<'a>(blocks: impl IntoIterator<Item = &'a DirtyBlock>) -> u64 {
 
 fn corrupt(what: &'static str, detail: impl Into<String>) -> DmuError {
     DmuError::Corrupt { what, detail: detail.into() }
+}
+
+/// The dnode of a new object (512 bytes; as many block pointers as the bonus leaves room
+/// for, up to three).
+fn fresh_dnode(object_type: u8, block_size: u64, bonus_type: u8, bonus: Vec<u8>) -> Result<DnodePhys> {
+    if bonus.len() > DN_MAX_BONUSLEN_512 {
+        return Err(corrupt("dnode", format!("bonus of {} bytes does not fit", bonus.len())));
+    }
+    check_block_size(block_size)?;
+    let nblkptr = 1 + ((DN_MAX_BONUSLEN_512 - bonus.len()) / BLKPTR_SIZE).min(2);
+    Ok(DnodePhys {
+        object_type,
+        indblkshift: INDBLKSHIFT,
+        nlevels: 1,
+        nblkptr: nblkptr as u8,
+        bonustype: bonus_type,
+        datablkszsec: (block_size >> 9) as u16,
+        bonuslen: bonus.len() as u16,
+        flags: DNODE_FLAG_USED_BYTES,
+        blkptr: vec![BlkPtr::default(); nblkptr],
+        bonus,
+        ..Default::default()
+    })
 }
 
 /// A fresh meta-dnode (16 KiB dnode blocks, 128 KiB indirects, three pointers).
@@ -360,7 +387,9 @@ impl DirtyObjset {
 
     /// Does the open txg free blocks or objects of the committed tree?
     pub fn has_frees(&self) -> bool {
-        self.dnodes.values().any(|d| (d.freed && d.committed.is_some()) || !d.frees.is_empty())
+        self.dnodes
+            .values()
+            .any(|d| ((d.freed || d.reclaimed) && d.committed.is_some()) || !d.frees.is_empty())
     }
 
     /// Is anything waiting to be synced?
@@ -442,24 +471,7 @@ impl DirtyObjset {
         if !self.slot_is_free(obj)? {
             return Err(corrupt("objset", format!("object {obj} is in use")));
         }
-        if bonus.len() > DN_MAX_BONUSLEN_512 {
-            return Err(corrupt("dnode", format!("bonus of {} bytes does not fit", bonus.len())));
-        }
-        check_block_size(block_size)?;
-        let nblkptr = 1 + ((DN_MAX_BONUSLEN_512 - bonus.len()) / BLKPTR_SIZE).min(2);
-        let phys = DnodePhys {
-            object_type,
-            indblkshift: INDBLKSHIFT,
-            nlevels: 1,
-            nblkptr: nblkptr as u8,
-            bonustype: bonus_type,
-            datablkszsec: (block_size >> 9) as u16,
-            bonuslen: bonus.len() as u16,
-            flags: DNODE_FLAG_USED_BYTES,
-            blkptr: vec![BlkPtr::default(); nblkptr],
-            bonus,
-            ..Default::default()
-        };
+        let phys = fresh_dnode(object_type, block_size, bonus_type, bonus)?;
         let old = self.dnodes.remove(&obj);
         match &old {
             Some(d) => {
@@ -470,6 +482,37 @@ impl DirtyObjset {
         }
         let committed = old.and_then(|d| d.committed.clone());
         self.dnodes.insert(obj, Arc::new(DirtyDnode { phys, committed, ..Default::default() }));
+        Ok(())
+    }
+
+    /// Starts existing object `obj` over as a new object of another type, block size or
+    /// bonus (OpenZFS `dmu_object_reclaim`, what a receive does when the sender reused an
+    /// object number): everything it held dies at sync, the number stays allocated.
+    pub fn reclaim_object(
+        &mut self,
+        obj: u64,
+        object_type: u8,
+        block_size: u64,
+        bonus_type: u8,
+        bonus: Vec<u8>,
+    ) -> Result<()> {
+        if self.dnode(obj)?.is_none() {
+            return Err(DmuError::NoSuchObject(obj));
+        }
+        let phys = fresh_dnode(object_type, block_size, bonus_type, bonus)?;
+        let committed = match self.dnodes.remove(&obj) {
+            Some(d) => {
+                self.cost.data_bytes -= blocks_len(d.blocks.values());
+                self.cost.data_blocks -= d.blocks.len() as u64;
+                d.committed.clone()
+            }
+            None => {
+                self.charge_new_dnode(obj);
+                self.committed_dnode(obj)?
+            }
+        };
+        let reclaimed = committed.is_some();
+        self.dnodes.insert(obj, Arc::new(DirtyDnode { phys, committed, reclaimed, ..Default::default() }));
         Ok(())
     }
 
@@ -741,6 +784,13 @@ impl DirtyObjset {
             }
             return Ok(DnodePhys::default());
         }
+        let old = if d.reclaimed {
+            // Started over: the old tree dies, the new one grows from nothing.
+            self.kill_tree(ctx, sink, old)?;
+            &empty
+        } else {
+            old
+        };
         let mut tree = TreeUpdate::new(self, ctx, sink, old, &d.phys)?;
         for &(s, e) in &d.frees {
             tree.free_range(s, e)?;

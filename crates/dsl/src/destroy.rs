@@ -437,6 +437,8 @@ pub fn rollback_head(os: &mut DirtyObjset, zaps: &mut ZapCache, ds: u64, freed: 
     h.deadlist_obj = crate::write::clone_deadlist(os, zaps, old_dl, u64::MAX)?;
     dl_free(os, zaps, old_dl)?;
     h.bp = s.bp;
+    // Whatever a receive left half-written is gone with the rest.
+    h.flags &= !ondisk::dsl::DS_FLAG_INCONSISTENT;
     h.referenced_bytes = s.referenced_bytes;
     h.compressed_bytes = s.compressed_bytes;
     h.uncompressed_bytes = s.uncompressed_bytes;

@@ -496,6 +496,11 @@ impl Spa {
             move |w| {
                 let head = must_find(w, &f)?;
                 let txg = w.txg;
+                let mut hp = dslw::ds_phys(&w.mos, head.ds)?;
+                if hp.flags & ondisk::dsl::DS_FLAG_INCONSISTENT != 0 {
+                    hp.flags &= !ondisk::dsl::DS_FLAG_INCONSISTENT;
+                    dslw::set_ds_phys(&mut w.mos, head.ds, &hp)?;
+                }
                 let snap = dslw::snapshot(&mut w.mos, &mut w.mos_zaps, head.ds, &sn, txg, creation_time)?;
                 let mut p = dslw::ds_phys(&w.mos, snap)?;
                 p.guid = guid;
@@ -601,6 +606,53 @@ impl Spa {
                 w.destroy_bookmark(head.ds, &b)
             },
         )
+    }
+
+    /// Marks head dataset `name` inconsistent (`DS_FLAG_INCONSISTENT`) while a receive
+    /// writes into it: a receive cut short by a crash is then undone at the next import
+    /// ([`Spa::undo_inconsistent`]) instead of leaving part of a stream looking like a file
+    /// system. The flag goes with the snapshot that ends the receive
+    /// ([`Spa::snapshot_received`]) or with a rollback.
+    pub fn set_inconsistent(&self, name: &str) -> Result<()> {
+        let n = name.to_string();
+        self.sync_task(
+            SpaceCheck::Normal,
+            Reserve::Meta,
+            |w| must_find(w, name).map(|_| ()),
+            move |w| {
+                let f = must_find(w, &n)?;
+                let mut p = dslw::ds_phys(&w.mos, f.ds)?;
+                p.flags |= ondisk::dsl::DS_FLAG_INCONSISTENT;
+                dslw::set_ds_phys(&mut w.mos, f.ds, &p)?;
+                Ok(())
+            },
+        )
+    }
+
+    /// At import: every head dataset left inconsistent by an interrupted receive is undone,
+    /// as OpenZFS's `dsl_destroy_inconsistent` does for its receive datasets: destroyed when
+    /// it has no snapshot of its own (a full receive), rolled back to its latest snapshot
+    /// otherwise (an incremental one). Returns the names handled, each with what was done.
+    pub fn undo_inconsistent(&self, datasets: &[(String, bool)]) -> Vec<(String, Result<()>)> {
+        let mut out = Vec::new();
+        for (name, has_snapshots) in datasets {
+            let r = if *has_snapshots {
+                let n = name.clone();
+                self.sync_task(
+                    SpaceCheck::ExtraReserved,
+                    Reserve::Meta,
+                    |w| must_find(w, name).map(|_| ()),
+                    move |w| {
+                        let f = must_find(w, &n)?;
+                        w.rollback_head(f.ds)
+                    },
+                )
+            } else {
+                self.destroy_datasets(std::slice::from_ref(name))
+            };
+            out.push((name.clone(), r));
+        }
+        out
     }
 
     /// `zfs rollback [-r] FS@SNAP`: the snapshots in `later` (the ones taken after SNAP,

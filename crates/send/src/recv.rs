@@ -241,11 +241,8 @@ fn object(os: &mut DirtyObjset, o: &Object, payload: &[u8]) -> Result<()> {
         {
             os.set_bonus(obj, bonus)?;
         }
-        Some(_) => {
-            // Another object under this number in the snapshot: start it over.
-            os.free_object(obj)?;
-            os.claim_object(obj, otype, bs, btype, bonus)?;
-        }
+        // Another object under this number in the snapshot: start it over.
+        Some(_) => os.reclaim_object(obj, otype, bs, btype, bonus)?,
         None => os.claim_object(obj, otype, bs, btype, bonus)?,
     }
     let d = os.dirty(obj)?;

@@ -1504,6 +1504,11 @@ fn mount_o(state: &Arc<State>, name: &str, dir: Option<PathBuf>, opts: &str) -> 
     if ds.kind == DatasetKind::Volume {
         return Err(format!("cannot mount '{name}': not a filesystem"));
     }
+    if ds.ds.flags & ondisk::dsl::DS_FLAG_INCONSISTENT != 0 {
+        return Err(format!(
+            "cannot mount '{name}': the dataset is inconsistent (a receive into it has not finished)"
+        ));
+    }
     let dir = match dir {
         Some(d) => d,
         None => {
@@ -1652,7 +1657,8 @@ fn mount_all(state: &Arc<State>) -> Result<Response, String> {
     for pool in state.all_pools() {
         let dsl = pool.dsl();
         for ds in dsl.list().map_err(|e| e.to_string())? {
-            if ds.kind != DatasetKind::Filesystem {
+            // Inconsistent ones (a receive in progress or cut short) are not mounted.
+            if ds.kind != DatasetKind::Filesystem || ds.ds.flags & ondisk::dsl::DS_FLAG_INCONSISTENT != 0 {
                 continue;
             }
             let mp = prop_value(&pool, &dsl, &ds, "mountpoint")?.exact;
