@@ -545,3 +545,63 @@ fn receive_interrupted() {
     d.ok("rzpool", &["export", "rk"]);
     zdb_check(&dir, "rk");
 }
+
+/// A randomized workload (the POSIX model: files, hard links, renames, truncations,
+/// symlinks, xattrs) between snapshots; each snapshot replicated by a full, incremental
+/// (`-i`) or package (`-I`, skipping a round) stream into a second file system, which must
+/// then equal the model as of that snapshot. The seed is printed; `RZFS_SENDMODEL_SEED`
+/// replays, `RZFS_SENDMODEL_ROUNDS` lengthens.
+#[test]
+fn replication_matches_model() {
+    use common::model::{compare_mount, step, Model};
+    if skip_without_fuse_zdb("replication_matches_model") {
+        return;
+    }
+    let seed = common::rng::env_seed("RZFS_SENDMODEL_SEED", "replication_matches_model");
+    let rounds: usize =
+        std::env::var("RZFS_SENDMODEL_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(12);
+    let dir = scratch("sendmodel");
+    let d = Daemon::new("sendmodel");
+    let (_devs, _) = create(&d, &dir, "sm", &SINGLE, 1 << 30);
+    let src = dir.join("src");
+    let dst = dir.join("dst");
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "sm/src"]);
+    let mut rng = common::model::Rng(seed | 1);
+    let mut m = Model::default();
+    let mut received: Option<usize> = None;
+    for round in 0..rounds {
+        for _ in 0..150 {
+            step(&mut rng, &mut m, &src);
+        }
+        d.ok("rzfs", &["snapshot", &format!("sm/src@r{round}")]);
+        let stream = dir.join(format!("r{round}.zs"));
+        let to = format!("sm/src@r{round}");
+        let args: Vec<String> = match received {
+            None => vec![to.clone()],
+            // Every third round waits, and the next sends both rounds as one package.
+            Some(_) if round % 3 == 1 && round + 1 < rounds => continue,
+            Some(prev) if round - prev > 1 => vec!["-I".into(), format!("@r{prev}"), to.clone()],
+            Some(prev) => vec!["-i".into(), format!("sm/src@r{prev}"), to.clone()],
+        };
+        let argv: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, err) = send_to(&d, &argv, &stream);
+        assert_eq!(code, 0, "seed {seed} round {round}: send {args:?}: {err}");
+        if received.is_some() {
+            d.ok("rzfs", &["unmount", "sm/dst"]);
+        }
+        let (code, err) = recv_from(&d, &["-u", "sm/dst"], &stream);
+        assert_eq!(code, 0, "seed {seed} round {round}: receive {args:?}: {err}");
+        d.ok("rzfs", &["mount", "sm/dst", dst.to_str().unwrap()]);
+        compare_mount(&m, &dst);
+        received = Some(round);
+    }
+    let snaps = |fs: &str| -> Vec<String> {
+        d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "guid", "-s", "createtxg", fs])
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(snaps("sm/src"), snaps("sm/dst"), "seed {seed}: the same snapshots on both sides");
+    d.ok("rzpool", &["export", "sm"]);
+    zdb_check(&dir, "sm");
+}
