@@ -118,6 +118,8 @@ fn undo_interrupted_receives(state: &State, rw: &RwPool) {
         .filter(|d| {
             d.kind != dsl::DatasetKind::Snapshot && d.ds.flags & ondisk::dsl::DS_FLAG_INCONSISTENT != 0
         })
+        // A resumable receive's partial state stays for `zfs send -t` (or `receive -A`).
+        .filter(|d| crate::sendrecv::resume_state(&p, d.ds_obj).is_none())
         .map(|d| {
             let own = all.iter().any(|s| s.kind == dsl::DatasetKind::Snapshot && s.dir_obj == d.dir_obj);
             (d.name.clone(), own)

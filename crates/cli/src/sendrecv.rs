@@ -33,6 +33,8 @@ pub struct SendOpts {
     pub from: Option<String>,
     /// `-I`: every snapshot between `from` and the one sent, as a stream package.
     pub intermediates: bool,
+    /// `-t TOKEN`: resume the stream a resumable receive kept.
+    pub token: Option<String>,
     pub large_blocks: bool,
     pub embed: bool,
     pub compressed: bool,
@@ -45,6 +47,8 @@ pub struct SendOpts {
 #[derive(Clone, Debug, Default)]
 pub struct RecvOpts {
     pub force: bool,
+    /// `-s`: keep the partial state when the stream breaks off, for `zfs send -t`.
+    pub resumable: bool,
     pub no_mount: bool,
     pub discard_first: bool,
     pub last_only: bool,
@@ -82,6 +86,73 @@ impl Write for Counter {
 
 /// `zfs send [-Lecnv] [-P] [-i SNAP | -I SNAP] SNAPSHOT`.
 pub fn send(state: &Arc<State>, snapshot: &str, o: &SendOpts, fds: Vec<OwnedFd>) -> Result<Response, String> {
+    if let Some(t) = &o.token {
+        return send_resume(state, t, o, fds);
+    }
+    send_from(state, snapshot, o, fds, None)
+}
+
+/// `zfs send -t TOKEN`: the snapshot and source the token names (found by guid), from the
+/// point it names, with the stream features the receive started with.
+fn send_resume(state: &Arc<State>, token: &str, o: &SendOpts, fds: Vec<OwnedFd>) -> Result<Response, String> {
+    let nv = send::token::decode(token).map_err(|e| format!("cannot resume send: {e}"))?;
+    let (Some(toguid), Some(toname), Some(object), Some(offset)) =
+        (nv.get_u64("toguid"), nv.get_str("toname"), nv.get_u64("object"), nv.get_u64("offset"))
+    else {
+        return Err("cannot resume send: the token lacks toguid, toname, object or offset".into());
+    };
+    let pool =
+        state.pool(pool_of(toname)).map_err(|_| format!("cannot resume send: '{toname}' does not exist"))?;
+    let dsl = pool.dsl();
+    let all = dsl.list().map_err(|e| e.to_string())?;
+    let to = all.iter().find(|d| d.kind == dsl::DatasetKind::Snapshot && d.ds.guid == toguid).ok_or_else(
+        || {
+            format!(
+                "cannot resume send: '{toname}' is no longer the same snapshot (guid {toguid:#x} not found)"
+            )
+        },
+    )?;
+    let (fs, _) = to.name.split_once('@').unwrap_or((&to.name, ""));
+    let from = match nv.get_u64("fromguid") {
+        None => None,
+        Some(g) => {
+            let head = dsl.find(fs).map_err(|e| e.to_string())?;
+            let snap = all
+                .iter()
+                .find(|d| d.kind == dsl::DatasetKind::Snapshot && d.ds.guid == g && d.dir_obj == to.dir_obj);
+            let found = match snap {
+                Some(s) => s.name.clone(),
+                None => dsl
+                    .bookmarks(&head)
+                    .map_err(|e| e.to_string())?
+                    .into_iter()
+                    .find(|b| b.ds.guid == g)
+                    .map(|b| b.name)
+                    .ok_or_else(|| {
+                        format!("cannot resume send: incremental source {g:#x} no longer exists")
+                    })?,
+            };
+            Some(found)
+        }
+    };
+    let mut o2 = o.clone();
+    o2.token = None;
+    o2.from = from;
+    o2.intermediates = false;
+    o2.large_blocks |= nv.contains("largeblockok");
+    o2.embed |= nv.contains("embedok");
+    o2.compressed |= nv.contains("compressok");
+    let name = to.name.clone();
+    send_from(state, &name, &o2, fds, Some((object, offset)))
+}
+
+fn send_from(
+    state: &Arc<State>,
+    snapshot: &str,
+    o: &SendOpts,
+    fds: Vec<OwnedFd>,
+    resume: Option<(u64, u64)>,
+) -> Result<Response, String> {
     let Some((fs, tosnap)) = snapshot.split_once('@') else {
         return Err(format!("cannot send '{snapshot}': not a snapshot (rzfs sends snapshots only)"));
     };
@@ -194,6 +265,7 @@ pub fn send(state: &Arc<State>, snapshot: &str, o: &SendOpts, fds: Vec<OwnedFd>)
             creation_time: to.ds.creation_time,
             flags,
             features: f,
+            resume,
         }
     };
     let short = |d: &dsl::Dataset| d.name.split_once('@').map_or(String::new(), |(_, s)| s.to_string());
@@ -315,7 +387,7 @@ pub fn receive(
     if begin.magic == BACKUP_MAGIC && begin.hdrtype() == HDRTYPE_COMPOUNDSTREAM {
         return receive_package(state, target, o, &mut rd, &begin, &payload);
     }
-    receive_one(state, target, o, &mut rd, begin).map(|(r, _, _)| r)
+    receive_one(state, target, o, &mut rd, begin, &payload).map(|(r, _, _)| r)
 }
 
 /// A stream package (`zfs send -I`: a compound BEGIN whose payload lists the file system and
@@ -370,8 +442,8 @@ fn receive_package(
     let mut resp = Response::ok(String::new());
     let mut n = 0;
     loop {
-        let sub = match rd.next() {
-            Ok(Some((Record::Begin(b), _))) => b,
+        let (sub, sub_payload) = match rd.next() {
+            Ok(Some((Record::Begin(b), p))) => (b, p),
             // The closing END of the package.
             Ok(Some((Record::End(_), _))) => break,
             Ok(Some((r, _))) => {
@@ -383,7 +455,7 @@ fn receive_package(
             Err(e) => return Err(format!("cannot receive: invalid stream ({e})")),
         };
         let toguid = sub.toguid;
-        let (r, fs, full) = receive_one(state, target, o, rd, sub)?;
+        let (r, fs, full) = receive_one(state, target, o, rd, sub, &sub_payload)?;
         if let (true, Some(props)) = (full, props_of.get(&toguid)) {
             set_received_props(state, &fs, props)?;
         }
@@ -398,6 +470,266 @@ fn receive_package(
 }
 
 type Reader = StreamReader<BufReader<File>>;
+
+/// What a receive that does not resume sets up before applying its stream.
+struct Fresh<'a> {
+    fromguid: u64,
+    toname: &'a str,
+    features: u64,
+}
+
+/// Why applying a stream stopped: `keep` when the stream itself ended or failed to read
+/// (a resumable receive keeps what it has then), not when its contents were refused.
+struct Stop {
+    keep: bool,
+    msg: String,
+}
+
+/// Applies the records of a substream to file system `fs` (taken offline) and ends with
+/// its snapshot `snapname`. On failure, a resumable receive (`-s`) whose stream broke off
+/// keeps the partial state; otherwise the target returns to `undo` (a snapshot to roll
+/// back to; `None`: the file system is destroyed). Returns the data bytes applied.
+#[allow(clippy::too_many_arguments)]
+fn apply_stream(
+    state: &Arc<State>,
+    o: &RecvOpts,
+    rd: &mut Reader,
+    begin: &Begin,
+    fs: &str,
+    snapname: &str,
+    undo: Option<&str>,
+    fresh: Option<Fresh>,
+) -> Result<u64, String> {
+    let rw = crate::rwpool::writer_of(state, fs)
+        .ok_or_else(|| format!("cannot receive: pool '{}' is read-only", pool_of(fs)))?;
+    let stop = |msg: String| Stop { keep: false, msg };
+    let applied = crate::cmd::zfs::offline_while(state, fs, true, || {
+        Ok((|| -> Result<u64, Stop> {
+            if let Some(f) = &fresh {
+                rw.spa.set_inconsistent(fs).map_err(|e| stop(e.to_string()))?;
+                if o.resumable {
+                    rw.spa
+                        .begin_resumable(fs, f.fromguid, begin.toguid, f.toname, f.features)
+                        .map_err(|e| stop(e.to_string()))?;
+                }
+            }
+            rw.spa.reset_dataset_writer(fs).map_err(|e| stop(e.to_string()))?;
+            let ds = state
+                .pool(pool_of(fs))
+                .map_err(stop)?
+                .dsl()
+                .find(fs)
+                .map_err(|e| stop(e.to_string()))?
+                .ds_obj;
+            rw.spa.open_dataset(ds).map_err(|e| stop(e.to_string()))?;
+            let mut st = RecvState { toguid: begin.toguid, data_bytes: 0, last_write: None };
+            loop {
+                let (rec, payload) = match rd.next() {
+                    Ok(Some(r)) => r,
+                    Ok(None) => {
+                        return Err(Stop {
+                            keep: true,
+                            msg: "the stream ends before its END record: incomplete stream".into(),
+                        })
+                    }
+                    Err(e @ (StreamError::Truncated { .. } | StreamError::Io(_))) => {
+                        return Err(Stop { keep: true, msg: e.to_string() })
+                    }
+                    Err(e) => return Err(stop(e.to_string())),
+                };
+                if let Record::End(e) = &rec {
+                    if e.toguid != begin.toguid {
+                        return Err(stop("END record belongs to another stream".into()));
+                    }
+                    break;
+                }
+                let reserve = pool::space::Reserve::Write {
+                    len: payload.len() as u64,
+                    block: payload.len().max(512) as u64,
+                };
+                let pos = rd.offset();
+                rw.spa
+                    .with_dataset(ds, pool::space::SpaceCheck::Normal, reserve, |tx| {
+                        recv::apply(&mut tx.ds.os, &mut st, &rec, &payload)
+                            .map_err(|e| pool::PoolError::Invalid(e.to_string()))?;
+                        if o.resumable {
+                            if let Some((obj, off)) = st.last_write {
+                                tx.ds.resume = Some((obj, off, pos));
+                            }
+                        }
+                        Ok(())
+                    })
+                    .map_err(|e| stop(e.to_string()))?;
+            }
+            rw.spa
+                .snapshot_received(snapname, begin.toguid, begin.creation_time)
+                .map_err(|e| stop(e.to_string()))?;
+            Ok(st.data_bytes)
+        })())
+    })?;
+    let kind = if begin.fromguid != 0 { "incremental" } else { "new filesystem" };
+    match applied {
+        Ok(b) => Ok(b),
+        Err(Stop { keep: true, msg }) if o.resumable => {
+            // Written now, so the token shown next is where the partial state stands.
+            let _ = rw.sync();
+            Err(format!(
+                "cannot receive {kind} stream: {msg}\npartially-complete state of '{fs}' saved: \
+             'zfs get receive_resume_token {fs}' gives the token for 'zfs send -t'"
+            ))
+        }
+        Err(Stop { msg, .. }) => {
+            // The target goes back to what it was.
+            let cleanup = match undo {
+                Some(src) => crate::cmd::zfs::offline_while(state, fs, true, || {
+                    rw.spa.rollback(src, &[]).map_err(|e| e.to_string())
+                }),
+                None => rw.spa.destroy_datasets(&[fs.to_string()]).map_err(|e| e.to_string()),
+            };
+            let mut m = format!("cannot receive {kind} stream: {msg}");
+            if let Err(c) = cleanup {
+                m.push_str(&format!("\n(and '{fs}' could not be returned to its earlier state: {c})"));
+            }
+            Err(m)
+        }
+    }
+}
+
+/// The resume state a resumable receive kept in dataset object `ds` (`DS_FIELD_RESUME_*`).
+#[derive(Clone, Debug)]
+pub struct ResumeState {
+    pub fromguid: u64,
+    pub toguid: u64,
+    pub toname: String,
+    pub object: u64,
+    pub offset: u64,
+    pub bytes: u64,
+    pub largeblock: bool,
+    pub embed: bool,
+    pub compress: bool,
+}
+
+/// The resume state of dataset object `ds`, if a resumable receive left one.
+pub fn resume_state(p: &pool::Pool, ds: u64) -> Option<ResumeState> {
+    use pool::writer::*;
+    let u = |k: &str| zap::lookup_u64(&p.mos, ds, k).ok().flatten();
+    let toguid = u(RESUME_TOGUID)?;
+    let toname =
+        zap::lookup(&p.mos, ds, RESUME_TONAME).ok().flatten().map(|e| e.string_value()).unwrap_or_default();
+    Some(ResumeState {
+        fromguid: u(RESUME_FROMGUID).unwrap_or(0),
+        toguid,
+        toname,
+        object: u(RESUME_OBJECT).unwrap_or(0),
+        offset: u(RESUME_OFFSET).unwrap_or(0),
+        bytes: u(RESUME_BYTES).unwrap_or(0),
+        largeblock: u(RESUME_LARGEBLOCK).is_some(),
+        embed: u(RESUME_EMBEDOK).is_some(),
+        compress: u(RESUME_COMPRESSOK).is_some(),
+    })
+}
+
+/// The `receive_resume_token` of dataset object `ds` (OpenZFS's format, see `send::token`).
+pub fn resume_token(p: &pool::Pool, ds: u64) -> Option<String> {
+    let r = resume_state(p, ds)?;
+    let mut nv = ondisk::nvlist::NvList::new();
+    if r.fromguid != 0 {
+        nv.add_u64("fromguid", r.fromguid);
+    }
+    nv.add_u64("object", r.object).add_u64("offset", r.offset).add_u64("bytes", r.bytes);
+    nv.add_u64("toguid", r.toguid).add_str("toname", &r.toname);
+    if r.largeblock {
+        nv.add_boolean("largeblockok");
+    }
+    if r.embed {
+        nv.add_boolean("embedok");
+    }
+    if r.compress {
+        nv.add_boolean("compressok");
+    }
+    Some(send::token::encode(&nv))
+}
+
+/// A resumed stream (`zfs send -t`): it must continue the partial receive `fs` kept, at
+/// the point the receive recorded.
+#[allow(clippy::too_many_arguments)]
+fn receive_resumed(
+    state: &Arc<State>,
+    o: &RecvOpts,
+    rd: &mut Reader,
+    begin: &Begin,
+    payload: &[u8],
+    fs: &str,
+    snapname: &str,
+    saved: Option<ResumeState>,
+) -> Result<(Response, String, bool), String> {
+    let Some(saved) = saved else {
+        return Err(format!(
+            "cannot receive resume stream: destination {fs} has no partially-complete state to resume"
+        ));
+    };
+    let nv = ondisk::nvlist::NvList::decode(payload)
+        .map_err(|e| format!("cannot receive resume stream: invalid BEGIN payload: {e}"))?;
+    let (Some(obj), Some(off)) = (nv.get_u64("resume_object"), nv.get_u64("resume_offset")) else {
+        return Err("cannot receive resume stream: the stream does not say where it resumes".into());
+    };
+    if saved.toguid != begin.toguid || saved.fromguid != begin.fromguid {
+        return Err(format!(
+            "cannot receive resume stream: the partial state of {fs} is of another stream ({})",
+            saved.toname
+        ));
+    }
+    if (obj, off) != (saved.object, saved.offset) {
+        return Err(format!(
+            "cannot receive resume stream: the stream resumes at object {obj} offset {off}, the partial state stands at object {} offset {}",
+            saved.object, saved.offset
+        ));
+    }
+    if o.dry_run {
+        return Ok((Response::ok(String::new()), fs.to_string(), false));
+    }
+    let p = state.pool(pool_of(fs))?;
+    let dsl = p.dsl();
+    let head = dsl.find(fs).map_err(|e| e.to_string())?;
+    let latest = dsl.snapshots(&head).map_err(|e| e.to_string())?.pop().map(|s| s.name);
+    let full = begin.fromguid == 0;
+    let bytes = apply_stream(state, o, rd, begin, fs, snapname, latest.as_deref(), None)?;
+    let mut r = Response::ok(String::new());
+    if o.verbose {
+        r.stdout = format!(
+            "resumed the receive of {} into {snapname}: {} more\n",
+            begin.toname,
+            crate::format::nicenum(bytes)
+        );
+    }
+    // The partial state kept the file system out of service (unlike OpenZFS, which receives
+    // incrementals into a hidden clone): it comes back as a new one would.
+    if !o.no_mount {
+        if begin.objset_type == 3 {
+            r.stderr.push_str(&crate::volumes::serve(state, fs));
+        } else if !crate::daemon::is_mounted(fs) {
+            r.stderr.push_str(&crate::cmd::zfs::automount(state, fs)?);
+        }
+    }
+    Ok((r, fs.to_string(), full))
+}
+
+/// `zfs receive -A FS`: discards the partial state of a resumable receive.
+pub fn abort_receive(state: &Arc<State>, fs: &str) -> Result<Response, String> {
+    let p = state.pool(pool_of(fs)).map_err(|_| format!("cannot resume send: '{fs}' does not exist"))?;
+    let dsl = p.dsl();
+    let head = dsl.find(fs).map_err(|_| format!("cannot resume send: '{fs}' does not exist"))?;
+    if resume_state(&p, head.ds_obj).is_none() {
+        return Err(format!("'{fs}' does not have any resumable receive state to abort"));
+    }
+    let own = !dsl.snapshots(&head).map_err(|e| e.to_string())?.is_empty();
+    let rw = crate::rwpool::writer_of(state, fs)
+        .ok_or_else(|| format!("cannot abort: pool '{}' is read-only", pool_of(fs)))?;
+    crate::cmd::zfs::offline_while(state, fs, true, || {
+        rw.spa.abort_resumable(fs, own).map_err(|e| e.to_string())
+    })?;
+    Ok(Response::ok(String::new()))
+}
 
 /// Sets the properties a replication stream carried for file system `fs` (numbers and
 /// strings, stored as `zfs set` stores them; OpenZFS also marks them as received, which
@@ -428,8 +760,10 @@ fn receive_one(
     o: &RecvOpts,
     rd: &mut Reader,
     begin: Begin,
+    begin_payload: &[u8],
 ) -> Result<(Response, String, bool), String> {
     recv::check_begin(&begin, rd.big_endian()).map_err(|e| format!("cannot receive: {e}"))?;
+    let resuming = begin.features() & FEATURE_RESUMING != 0;
     let (src_fs, src_snap) = begin.toname.split_once('@').unwrap_or((&begin.toname, ""));
     let (fs, snap) = if let Some((f, s)) = target.split_once('@') {
         if o.discard_first || o.last_only {
@@ -455,6 +789,16 @@ fn receive_one(
     let incremental = begin.fromguid != 0;
     if dsl.find(&snapname).is_ok() {
         return Err(format!("cannot receive: destination snapshot '{snapname}' exists"));
+    }
+    let saved = head.as_ref().and_then(|h| resume_state(&pool, h.ds_obj));
+    if resuming {
+        return receive_resumed(state, o, rd, &begin, begin_payload, &fs, &snapname, saved);
+    }
+    if saved.is_some() {
+        return Err(format!(
+            "cannot receive: destination {fs} contains partially-complete state from \"zfs receive -s\".\n\
+             resume it with the token 'zfs get receive_resume_token {fs}' shows, or discard it with 'zfs receive -A {fs}'"
+        ));
     }
     // What to return to when the stream fails: the source snapshot, or nothing (destroy).
     let undo: Option<String> = if !incremental {
@@ -546,58 +890,8 @@ fn receive_one(
         r.map_err(|e| format!("cannot receive new filesystem stream: {e}"))?;
     }
     let t0 = std::time::Instant::now();
-    let applied = crate::cmd::zfs::offline_while(state, &fs, true, || {
-        rw.spa.set_inconsistent(&fs).map_err(|e| e.to_string())?;
-        rw.spa.reset_dataset_writer(&fs).map_err(|e| e.to_string())?;
-        let ds = state.pool(pool_of(&fs))?.dsl().find(&fs).map_err(|e| e.to_string())?.ds_obj;
-        rw.spa.open_dataset(ds).map_err(|e| e.to_string())?;
-        let mut st = RecvState { toguid: begin.toguid, data_bytes: 0 };
-        loop {
-            let (rec, payload) = match rd.next() {
-                Ok(Some(r)) => r,
-                Ok(None) => return Err("the stream ends before its END record: incomplete stream".into()),
-                Err(e) => return Err(e.to_string()),
-            };
-            if let Record::End(e) = &rec {
-                if e.toguid != begin.toguid {
-                    return Err("END record belongs to another stream".into());
-                }
-                break;
-            }
-            let reserve = pool::space::Reserve::Write {
-                len: payload.len() as u64,
-                block: payload.len().max(512) as u64,
-            };
-            rw.spa
-                .with_dataset(ds, pool::space::SpaceCheck::Normal, reserve, |tx| {
-                    recv::apply(&mut tx.ds.os, &mut st, &rec, &payload)
-                        .map_err(|e| pool::PoolError::Invalid(e.to_string()))
-                })
-                .map_err(|e| e.to_string())?;
-        }
-        rw.spa.snapshot_received(&snapname, begin.toguid, begin.creation_time).map_err(|e| e.to_string())?;
-        Ok(st.data_bytes)
-    });
-    let bytes = match applied {
-        Ok(b) => b,
-        Err(e) => {
-            // The target goes back to what it was.
-            let cleanup = match &undo {
-                Some(src) => crate::cmd::zfs::offline_while(state, &fs, true, || {
-                    rw.spa.rollback(src, &[]).map_err(|e| e.to_string())
-                }),
-                None => rw.spa.destroy_datasets(std::slice::from_ref(&fs)).map_err(|e| e.to_string()),
-            };
-            let mut msg = format!(
-                "cannot receive {} stream: {e}",
-                if incremental { "incremental" } else { "new filesystem" }
-            );
-            if let Err(c) = cleanup {
-                msg.push_str(&format!("\n(and '{fs}' could not be returned to its earlier state: {c})"));
-            }
-            return Err(msg);
-        }
-    };
+    let fresh = Fresh { fromguid: begin.fromguid, toname: &begin.toname, features: begin.features() };
+    let bytes = apply_stream(state, o, rd, &begin, &fs, &snapname, undo.as_deref(), Some(fresh))?;
     let mut r = Response::ok(String::new());
     if o.verbose {
         r.stdout = format!(

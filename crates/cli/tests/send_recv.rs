@@ -605,3 +605,124 @@ fn replication_matches_model() {
     d.ok("rzpool", &["export", "sm"]);
     zdb_check(&dir, "sm");
 }
+
+/// A resume token decoded independently of rzfs (OpenZFS's `zstream token` needs the
+/// kernel module): `VERSION-CKSUM-LEN-HEX`, HEX a zlib stream of LEN bytes whose first
+/// fletcher-4 word is CKSUM; returns the packed nvlist's bytes (NV_ENCODE_NATIVE: names and
+/// strings readable in it).
+fn decode_token(token: &str) -> Vec<u8> {
+    let script = r#"
+import sys, zlib, struct
+v, ck, ln, hx = sys.argv[1].split('-', 3)
+assert v == '1', 'version'
+z = bytes.fromhex(hx)
+a = b = c = d = 0
+for (w,) in struct.iter_unpack('<I', z[:len(z) // 4 * 4]):
+    a = (a + w) & (2**64 - 1); b = (b + a) & (2**64 - 1); c = (c + b) & (2**64 - 1); d = (d + c) & (2**64 - 1)
+assert a == int(ck, 16), 'checksum'
+p = zlib.decompress(z)
+assert len(p) == int(ln, 16), 'length'
+sys.stdout.buffer.write(p)
+"#;
+    let o = std::process::Command::new("python3").args(["-c", script, token]).output().unwrap();
+    assert!(o.status.success(), "token {token}: {}", String::from_utf8_lossy(&o.stderr));
+    o.stdout
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+/// Resumable receives: `receive -s` of a stream cut short keeps the partial state (not
+/// undone at import, not mounted), `receive_resume_token` names it (decoded by OpenZFS's
+/// `zstream token`), `send -t TOKEN` sends the rest (a stream zstream accepts), which
+/// completes the receive with the files of the snapshot; `receive -A` discards such a state;
+/// a fresh stream into it is refused. Full and incremental.
+#[test]
+fn resumable_receive() {
+    if skip_without_fuse_zdb("resumable_receive") {
+        return;
+    }
+    let dir = scratch("resume");
+    let d = Daemon::new("resume");
+    let (_devs, mnt) = create(&d, &dir, "rs", &SINGLE, 512 << 20);
+    let src = dir.join("src");
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "rs/src"]);
+    let mut rng = Rng::new(33);
+    let mut want = BTreeMap::new();
+    write_files(&src, "f", 30, 50_000..400_000, &mut rng, &mut want);
+    d.ok("rzfs", &["snapshot", "rs/src@a"]);
+    let at_a = tree(&src);
+    let full = dir.join("full.zs");
+    assert_eq!(send_to(&d, &["rs/src@a"], &full).0, 0);
+    let bytes = std::fs::read(&full).unwrap();
+    let cut = dir.join("cut.zs");
+    std::fs::write(&cut, &bytes[..bytes.len() * 3 / 5]).unwrap();
+
+    let (code, err) = recv_from(&d, &["-s", "-u", "rs/dst"], &cut);
+    assert!(code != 0 && err.contains("partially-complete state"), "{err}");
+    let token = d.ok("rzfs", &["get", "-H", "-o", "value", "receive_resume_token", "rs/dst"]);
+    let token = token.trim().to_string();
+    assert!(token.starts_with("1-"), "a token: {token}");
+    let decoded = decode_token(&token);
+    assert!(contains(&decoded, "rs/src@a") && contains(&decoded, "object") && contains(&decoded, "toguid"));
+    // Kept across export and import, and never mounted.
+    d.ok("rzpool", &["export", "rs"]);
+    import(&d, &dir, "rs", &mnt, false);
+    if mounts_under(&src).is_empty() {
+        d.ok("rzfs", &["mount", "rs/src"]);
+    }
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "receive_resume_token", "rs/dst"]).trim(), token);
+    let (code, _, err) = d.run("rzfs", &["mount", "rs/dst", dir.join("x").to_str().unwrap()]);
+    assert!(code != 0 && err.contains("inconsistent"), "{err}");
+    let (code, err) = recv_from(&d, &["-u", "rs/dst"], &full);
+    assert!(code != 0 && err.contains("partially-complete state"), "a fresh stream is refused: {err}");
+    let rest = dir.join("rest.zs");
+    let (code, err) = send_to(&d, &["-t", &token], &rest);
+    assert_eq!(code, 0, "send -t: {err}");
+    let dump = zstream_dump(&rest);
+    assert!(dump.contains("resume_object"), "the BEGIN payload names the resume point:\n{dump}");
+    assert!(std::fs::metadata(&rest).unwrap().len() < bytes.len() as u64, "the rest only");
+    let (code, err) = recv_from(&d, &["-s", "rs/dst"], &rest);
+    assert_eq!(code, 0, "the resumed receive: {err}");
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "receive_resume_token", "rs/dst"]), "-\n");
+    let dst = dir.join("dst");
+    d.ok("rzfs", &["set", &format!("mountpoint={}", dst.display()), "rs/dst"]);
+    assert_same(&at_a, &tree(&dst), "after the resumed full receive");
+    let g = d.ok("rzfs", &["get", "-H", "-o", "value", "guid", "rs/src@a", "rs/dst@a"]);
+    let g: Vec<&str> = g.lines().collect();
+    assert_eq!(g[0], g[1]);
+
+    // Incremental, cut short, resumed.
+    write_files(&src, "g", 30, 50_000..400_000, &mut rng, &mut want);
+    std::fs::remove_file(src.join("f3")).unwrap();
+    d.ok("rzfs", &["snapshot", "rs/src@b"]);
+    let at_b = tree(&src);
+    let inc = dir.join("inc.zs");
+    assert_eq!(send_to(&d, &["-i", "@a", "rs/src@b"], &inc).0, 0);
+    let ib = std::fs::read(&inc).unwrap();
+    std::fs::write(&cut, &ib[..ib.len() / 2]).unwrap();
+    let (code, err) = recv_from(&d, &["-s", "rs/dst"], &cut);
+    assert!(code != 0 && err.contains("partially-complete state"), "{err}");
+    let token =
+        d.ok("rzfs", &["get", "-H", "-o", "value", "receive_resume_token", "rs/dst"]).trim().to_string();
+    assert!(contains(&decode_token(&token), "fromguid"), "an incremental token names its source");
+    let est = d.ok("rzfs", &["send", "-nvP", "-t", &token]);
+    assert!(est.contains("size\t"), "{est}");
+    assert_eq!(send_to(&d, &["-t", &token], &rest).0, 0);
+    zstream_dump(&rest);
+    let (code, err) = recv_from(&d, &["-s", "rs/dst"], &rest);
+    assert_eq!(code, 0, "the resumed incremental: {err}");
+    assert_same(&at_b, &tree(&dst), "after the resumed incremental");
+
+    // -A: a partial state discarded (a full one: the file system goes).
+    let (code, _) = recv_from(&d, &["-s", "-u", "rs/gone"], &cut);
+    assert!(code != 0);
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let (code, _) = recv_from(&d, &["-s", "-u", "rs/gone"], &cut);
+    assert!(code != 0);
+    d.ok("rzfs", &["receive", "-A", "rs/gone"]);
+    assert!(d.run("rzfs", &["list", "rs/gone"]).0 != 0, "-A destroyed the partial file system");
+    d.ok("rzpool", &["export", "rs"]);
+    zdb_check(&dir, "rs");
+}

@@ -279,3 +279,48 @@ fn syncoid() {
     d.ok("rzpool", &["export", "sy"]);
     zdb_check(&dir, "sy");
 }
+
+/// syncoid's resumable transfers: a transfer as syncoid runs it (`zfs send | zfs receive -s
+/// -F`) cut after 20 MB leaves the target's `receive_resume_token`; the next syncoid run
+/// resumes from it (`zfs send -t`) and the target ends identical to the source.
+#[test]
+fn syncoid_resumes() {
+    if skip_without_fuse_zdb("syncoid_resumes") {
+        return;
+    }
+    if !Path::new(SYNCOID).exists() {
+        eprintln!(
+            "syncoid_resumes: skipped ({SYNCOID} missing; scripts/install-test-deps.sh installs sanoid)"
+        );
+        return;
+    }
+    let dir = scratch("syncoid-resume");
+    let d = Daemon::new("syncoid-resume");
+    let (_devs, _mnt) = create(&d, &dir, "sr", &SINGLE, 512 << 20);
+    let src = dir.join("src");
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "sr/src"]);
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", dir.join("backup").display()), "sr/backup"]);
+    let mut rng = common::rng::Rng::new(8);
+    for i in 0..12 {
+        std::fs::write(src.join(format!("f{i}")), rng.data(4 << 20)).unwrap();
+    }
+    d.ok("rzfs", &["snapshot", "sr/src@one"]);
+    let bin = wrappers(&dir, &d);
+    // The transfer syncoid would run (`zfs send | zfs receive -s -F`), killed after 20 MB.
+    let (code, out) =
+        tool(&bin, "sh", &["-c", "zfs send sr/src@one | head -c 20000000 | zfs receive -s -F sr/backup/dst"]);
+    assert!(code != 0, "the cut transfer fails: {out}");
+    let token =
+        |d: &Daemon| d.run("rzfs", &["get", "-H", "-o", "value", "receive_resume_token", "sr/backup/dst"]);
+    let tok = token(&d).1;
+    assert!(tok.starts_with("1-"), "a killed transfer leaves a resume token: {tok}\n{out}");
+    let (code, out) = tool(&bin, SYNCOID, &["--no-sync-snap", "sr/src", "sr/backup/dst"]);
+    assert_eq!(code, 0, "the run that resumes:\n{out}");
+    assert!(out.contains("Resuming") || out.contains("resum"), "syncoid resumed:\n{out}");
+    assert_eq!(token(&d).1, "-\n");
+    let dst = dir.join("dst");
+    d.ok("rzfs", &["set", &format!("mountpoint={}", dst.display()), "sr/backup/dst"]);
+    assert!(manifest(&src) == manifest(&dst), "the resumed target holds the source's files");
+    d.ok("rzpool", &["export", "sr"]);
+    zdb_check(&dir, "sr");
+}

@@ -174,8 +174,10 @@ impl Spa {
                 let mut os = DirtyObjset::create(&w.reader, os_type);
                 let mut zaps = ZapCache::new();
                 init(&mut os, &mut zaps)?;
-                w.datasets
-                    .insert(ds, DatasetWriter { os, zaps, policy: s.policy(), recordsize: s.recordsize });
+                w.datasets.insert(
+                    ds,
+                    DatasetWriter { os, zaps, policy: s.policy(), recordsize: s.recordsize, resume: None },
+                );
                 *out.lock().unwrap_or_else(|e| e.into_inner()) = ds;
                 Ok(())
             },
@@ -496,6 +498,7 @@ impl Spa {
             move |w| {
                 let head = must_find(w, &f)?;
                 let txg = w.txg;
+                w.clear_resume(head.ds)?;
                 let mut hp = dslw::ds_phys(&w.mos, head.ds)?;
                 if hp.flags & ondisk::dsl::DS_FLAG_INCONSISTENT != 0 {
                     hp.flags &= !ondisk::dsl::DS_FLAG_INCONSISTENT;
@@ -606,6 +609,59 @@ impl Spa {
                 w.destroy_bookmark(head.ds, &b)
             },
         )
+    }
+
+    /// Starts the resume state of a resumable receive (`zfs receive -s`) into head dataset
+    /// `name` (OpenZFS `dmu_recv_begin_sync`): the stream's guids and name, the position
+    /// (object 1, offset 0) and the stream features a resumed send must use. The position
+    /// then advances with every sync of the dataset ([`DatasetWriter::resume`]).
+    pub fn begin_resumable(
+        &self,
+        name: &str,
+        fromguid: u64,
+        toguid: u64,
+        toname: &str,
+        features: u64,
+    ) -> Result<()> {
+        use crate::writer::*;
+        let (n, t) = (name.to_string(), toname.to_string());
+        self.sync_task(
+            SpaceCheck::Normal,
+            Reserve::Meta,
+            |w| must_find(w, name).map(|_| ()),
+            move |w| {
+                let f = must_find(w, &n)?;
+                w.zapify(f.ds)?;
+                let bad = |e: zap::ZapError| PoolError::Invalid(e.to_string());
+                let set = |w: &mut PoolWriter, k: &str, v: ZapVal| {
+                    w.mos_zaps.update(&w.mos, f.ds, k.as_bytes(), v).map_err(bad)
+                };
+                if fromguid != 0 {
+                    set(w, RESUME_FROMGUID, ZapVal::u64(fromguid))?;
+                }
+                set(w, RESUME_TOGUID, ZapVal::u64(toguid))?;
+                set(w, RESUME_TONAME, ZapVal::string(&t))?;
+                set(w, RESUME_OBJECT, ZapVal::u64(1))?;
+                set(w, RESUME_OFFSET, ZapVal::u64(0))?;
+                set(w, RESUME_BYTES, ZapVal::u64(0))?;
+                // Bits of the stream features (`DMU_BACKUP_FEATURE_*`) the resumed send needs.
+                for (bit, k) in
+                    [(1u64 << 19, RESUME_LARGEBLOCK), (1 << 16, RESUME_EMBEDOK), (1 << 22, RESUME_COMPRESSOK)]
+                {
+                    if features & bit != 0 {
+                        set(w, k, ZapVal::u64(1))?;
+                    }
+                }
+                Ok(())
+            },
+        )
+    }
+
+    /// `zfs receive -A FS`: gives up the partial state a resumable receive kept: the file
+    /// system is destroyed when it has no snapshot of its own (a full receive), rolled back
+    /// to its latest snapshot otherwise.
+    pub fn abort_resumable(&self, name: &str, has_snapshots: bool) -> Result<()> {
+        self.undo_inconsistent(&[(name.to_string(), has_snapshots)]).pop().map_or(Ok(()), |(_, r)| r)
     }
 
     /// Marks head dataset `name` inconsistent (`DS_FLAG_INCONSISTENT`) while a receive

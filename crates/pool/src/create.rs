@@ -253,6 +253,7 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
                 copies: spec.root_policy.copies,
             },
             recordsize: 128 << 10,
+            resume: None,
         },
     );
     if let Some(d) = w.datasets.get_mut(&dsl.root_ds) {

@@ -130,6 +130,22 @@ impl PoolWriter {
         Ok(doomed)
     }
 
+    /// Removes the resume state of a receive (`DS_FIELD_RESUME_*`) from dataset `ds`, if any.
+    pub fn clear_resume(&mut self, ds: u64) -> Result<()> {
+        if !self.is_zapified(ds)? {
+            return Ok(());
+        }
+        for k in crate::writer::RESUME_FIELDS {
+            self.mos_zaps
+                .remove(&self.mos, ds, k.as_bytes())
+                .map_err(|e| PoolError::Invalid(e.to_string()))?;
+        }
+        if let Some(d) = self.datasets.get_mut(&ds) {
+            d.resume = None;
+        }
+        Ok(())
+    }
+
     /// Frees `blocks` in the open txg; returns their total space.
     fn free_blocks(&mut self, blocks: &[BlkPtr]) -> Result<SpaceDelta> {
         let ratios: Vec<u64> = self.top_info.iter().map(|t| t.deflate_ratio).collect();
@@ -159,6 +175,7 @@ impl PoolWriter {
         }
         let doomed = self.blocks_born_since_snapshot(ds, "rolled back")?;
         self.remove_dataset_writer(ds);
+        self.clear_resume(ds)?;
         let freed = self.free_blocks(&doomed)?;
         dsl::destroy::rollback_head(&mut self.mos, &mut self.mos_zaps, ds, freed)?;
         Ok(())

@@ -300,7 +300,8 @@ impl PoolWriter {
             DirtyObjset::open(&self.reader, &bp)?
         };
         let recordsize = self.dataset_settings(phys.dir_obj)?.recordsize;
-        self.datasets.insert(ds, DatasetWriter { os, zaps: ZapCache::new(), policy, recordsize });
+        self.datasets
+            .insert(ds, DatasetWriter { os, zaps: ZapCache::new(), policy, recordsize, resume: None });
         Ok(())
     }
 

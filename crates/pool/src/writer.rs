@@ -64,7 +64,7 @@ use ondisk::ByteOrder;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use vdev::{BlockDevice, Vdev, VdevKind};
-use zap::write::ZapCache;
+use zap::write::{ZapCache, ZapVal};
 use zio::{Allocate, WriteProps, Zio};
 
 /// `SPA_VERSION_FEATURES`.
@@ -285,7 +285,37 @@ pub struct DatasetWriter {
     pub policy: Policy,
     /// The dataset's `recordsize` (block size of files that grow past one block).
     pub recordsize: u64,
+    /// Where a resumable receive (`zfs receive -s`) into this dataset stands: (object, offset,
+    /// stream bytes) of the last WRITE record applied. Each sync of the dataset records it in
+    /// the dataset's resume fields with the data of the same txg, so the point a resumed
+    /// stream starts from is always covered by what is on disk.
+    pub resume: Option<(u64, u64, u64)>,
 }
+
+/// Fields of a dataset with a resumable receive in progress (`DS_FIELD_RESUME_*`).
+pub const RESUME_FROMGUID: &str = "com.delphix:resume_fromguid";
+pub const RESUME_TOGUID: &str = "com.delphix:resume_toguid";
+pub const RESUME_TONAME: &str = "com.delphix:resume_toname";
+pub const RESUME_OBJECT: &str = "com.delphix:resume_object";
+pub const RESUME_OFFSET: &str = "com.delphix:resume_offset";
+pub const RESUME_BYTES: &str = "com.delphix:resume_bytes";
+pub const RESUME_LARGEBLOCK: &str = "com.delphix:resume_largeblockok";
+pub const RESUME_EMBEDOK: &str = "com.delphix:resume_embedok";
+pub const RESUME_COMPRESSOK: &str = "com.delphix:resume_compressok";
+pub const RESUME_RAWOK: &str = "com.delphix:resume_rawok";
+/// All of them, for clearing.
+pub const RESUME_FIELDS: [&str; 10] = [
+    RESUME_FROMGUID,
+    RESUME_TOGUID,
+    RESUME_TONAME,
+    RESUME_OBJECT,
+    RESUME_OFFSET,
+    RESUME_BYTES,
+    RESUME_LARGEBLOCK,
+    RESUME_EMBEDOK,
+    RESUME_COMPRESSOK,
+    RESUME_RAWOK,
+];
 
 /// A change made in syncing context (OpenZFS `dsl_sync_task`): it runs after the dirty
 /// datasets are written and before the MOS, inside the txg's all-or-nothing scope.
@@ -804,6 +834,11 @@ impl PoolWriter {
         };
         phys.bp = bp.encode(ByteOrder::Little);
         dslw::set_ds_phys(&mut self.mos, ds, &phys)?;
+        if let Some((obj, off, bytes)) = w.resume {
+            for (k, v) in [(RESUME_OBJECT, obj), (RESUME_OFFSET, off), (RESUME_BYTES, bytes)] {
+                self.mos_zaps.update(&self.mos, ds, k.as_bytes(), ZapVal::u64(v)).map_err(err)?;
+            }
+        }
         let mut to_dl = SpaceDelta::default();
         for (b, d) in &dead {
             to_dl.add(SpaceDelta::of(b, *d));

@@ -27,3 +27,4 @@
 pub mod recv;
 pub mod send;
 pub mod stream;
+pub mod token;

@@ -48,6 +48,7 @@ pub const ACCEPTED_FEATURES: u64 = FEATURE_SA_SPILL
     | FEATURE_LARGE_DNODE
     | FEATURE_ZSTD
     | FEATURE_HOLDS
+    | FEATURE_RESUMING
     | FEATURE_SWITCH_TO_LARGE_BLOCKS;
 
 /// Names of the stream features, for messages.
@@ -125,6 +126,8 @@ pub struct RecvState {
     pub toguid: u64,
     /// Bytes of block data applied.
     pub data_bytes: u64,
+    /// (object, offset) of the last WRITE applied: where a resumed stream may start.
+    pub last_write: Option<(u64, u64)>,
 }
 
 fn check_guid(st: &RecvState, g: u64, what: &str) -> Result<()> {
@@ -154,6 +157,7 @@ pub fn apply(os: &mut DirtyObjset, st: &mut RecvState, rec: &Record, payload: &[
             };
             write(os, w.object, w.offset, &data)?;
             st.data_bytes += data.len() as u64;
+            st.last_write = Some((w.object, w.offset));
             Ok(())
         }
         Record::WriteEmbedded(w) => {
@@ -168,6 +172,7 @@ pub fn apply(os: &mut DirtyObjset, st: &mut RecvState, rec: &Record, payload: &[
             data.resize(w.length as usize, 0);
             write(os, w.object, w.offset, &data)?;
             st.data_bytes += data.len() as u64;
+            st.last_write = Some((w.object, w.offset));
             Ok(())
         }
         Record::Free(f) => {

@@ -79,6 +79,10 @@ pub struct SendParams {
     /// Stream feature flags (`FEATURE_*`), decided by the caller from the pool's features
     /// and the options (`-L`, `-e`, `-c`) as OpenZFS's `setup_featureflags` does.
     pub features: u64,
+    /// Resume a stream a receive kept (`zfs send -t`): start at this (object, byte offset),
+    /// the object's OBJECT record sent again (receiving it twice is harmless). The stream
+    /// then carries `FEATURE_RESUMING` and the point in its BEGIN payload.
+    pub resume: Option<(u64, u64)>,
 }
 
 /// Totals of a send.
@@ -135,9 +139,17 @@ pub fn send<W: Write>(
     let max_object = per_block.saturating_mul(md.maxblkid.saturating_add(1));
     let mut s =
         Sender { os, p, out, pending: Pending::None, max_object, stats: SendStats::default(), progress };
+    let mut features = p.features;
+    let mut payload = Vec::new();
+    if let Some((obj, off)) = p.resume {
+        features |= FEATURE_RESUMING;
+        let mut nv = ondisk::nvlist::NvList::new();
+        nv.add_u64("resume_object", obj).add_u64("resume_offset", off);
+        payload = nv.encode();
+    }
     let begin = Begin {
         magic: BACKUP_MAGIC,
-        versioninfo: HDRTYPE_SUBSTREAM | (p.features << 2),
+        versioninfo: HDRTYPE_SUBSTREAM | (features << 2),
         creation_time: p.creation_time,
         objset_type: os.os_type() as u32,
         flags: p.flags | DRR_FLAG_FREERECORDS | DRR_FLAG_SPILL_BLOCK,
@@ -145,7 +157,7 @@ pub fn send<W: Write>(
         fromguid: p.fromguid,
         toname: p.toname.clone(),
     };
-    s.emit(&Record::Begin(begin), &[])?;
+    s.emit(&Record::Begin(begin), &payload)?;
     s.meta_dnode()?;
     s.flush()?;
     s.emit(&Record::End(End { checksum: [0; 4], toguid: p.toguid }), &[])?;
@@ -199,6 +211,17 @@ impl<W: Write> Sender<'_, W> {
     /// merged with the pending one when they touch.
     fn free_objects(&mut self, first: u64, count: u64) -> Result<()> {
         let mut count = count;
+        let mut first = first;
+        if let Some((obj, _)) = self.p.resume {
+            // Resuming: what lies before the resume point was received already.
+            if first.saturating_add(count) <= obj {
+                return Ok(());
+            }
+            if first < obj {
+                count -= obj - first;
+                first = obj;
+            }
+        }
         if self.max_object > 0 {
             if self.max_object <= first {
                 return Ok(());
@@ -257,6 +280,11 @@ impl<W: Write> Sender<'_, W> {
     }
 
     fn object(&mut self, object: u64, dn: &DnodePhys) -> Result<()> {
+        let resume_at = match self.p.resume {
+            Some((obj, _)) if object < obj => return Ok(()),
+            Some((obj, off)) if object == obj => off,
+            _ => 0,
+        };
         self.flush()?;
         let large = self.feature(FEATURE_LARGE_BLOCKS);
         let blksz = dn.data_block_size();
@@ -295,10 +323,17 @@ impl<W: Write> Sender<'_, W> {
                 }
                 let Some(offset) = first.checked_mul(blksz) else { return Ok(()) };
                 let stop = end.saturating_mul(blksz);
+                if stop <= resume_at {
+                    return Ok(());
+                }
+                let offset = offset.max(resume_at);
                 self.free(object, offset, stop - offset)
             }
             Event::Data(blkid, bp) => {
                 if !metadata && blkid > dn.maxblkid {
+                    return Ok(());
+                }
+                if blkid.saturating_add(1).saturating_mul(blksz) <= resume_at {
                     return Ok(());
                 }
                 self.write(object, dn, blkid, &bp)

@@ -230,7 +230,11 @@ enum Cmd {
         /// Parsable estimate.
         #[arg(short = 'P', long = "parsable")]
         parsable: bool,
-        snapshot: String,
+        /// Resume the stream a resumable receive kept (its `receive_resume_token`).
+        #[arg(short = 't', value_name = "TOKEN", conflicts_with_all = ["from", "from_all", "snapshot"])]
+        token: Option<String>,
+        #[arg(required_unless_present = "token")]
+        snapshot: Option<String>,
     },
     /// Create a snapshot (and for a full stream its file system) from a send stream read
     /// from standard input.
@@ -240,10 +244,13 @@ enum Cmd {
         /// snapshots).
         #[arg(short = 'F')]
         force: bool,
-        /// Save a partial receive for resuming (accepted; rzfs does not keep partial
-        /// receives yet: an interrupted receive is undone and the next one starts over).
+        /// Keep the partial state when the stream breaks off: `receive_resume_token` then
+        /// names where a `zfs send -t TOKEN` resumes.
         #[arg(short = 's')]
         save: bool,
+        /// Discard the partial state a resumable receive kept in TARGET.
+        #[arg(short = 'A')]
+        abort: bool,
         /// Do not mount what was received.
         #[arg(short = 'u')]
         no_mount: bool,
@@ -373,6 +380,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             dry_run,
             verbose,
             parsable,
+            token,
             snapshot,
         } => {
             let intermediates = from_all.is_some();
@@ -385,11 +393,23 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
                 dry_run,
                 verbose,
                 parsable,
+                token,
             };
-            crate::sendrecv::send(state, &snapshot, &o, fds)
+            crate::sendrecv::send(state, snapshot.as_deref().unwrap_or(""), &o, fds)
         }
-        Cmd::Receive { force, save: _, no_mount, verbose, dry_run, discard_first, last_only, target } => {
-            let o = crate::sendrecv::RecvOpts { force, no_mount, discard_first, last_only, verbose, dry_run };
+        Cmd::Receive { abort: true, target, .. } => crate::sendrecv::abort_receive(state, &target),
+        Cmd::Receive {
+            force, save, no_mount, verbose, dry_run, discard_first, last_only, target, ..
+        } => {
+            let o = crate::sendrecv::RecvOpts {
+                force,
+                resumable: save,
+                no_mount,
+                discard_first,
+                last_only,
+                verbose,
+                dry_run,
+            };
             crate::sendrecv::receive(state, &target, &o, fds)
         }
         Cmd::Bookmark { source, bookmark } => {
@@ -868,7 +888,9 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
             text(n.to_string(), "-")
         }
         "userrefs" => text("-", "-"),
-        // Partial receives are not kept (see `sendrecv`), so there is never a token.
+        "receive_resume_token" if !snap => {
+            text(crate::sendrecv::resume_token(pool, ds.ds_obj).unwrap_or_else(|| "-".into()), "-")
+        }
         "receive_resume_token" => text("-", "-"),
         "mountpoint" => with_altroot(pool, inherited(pool, dsl, ds, prop)?),
         _ => inherited(pool, dsl, ds, prop)?,
