@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! rzfs-bench run (--smoke|--full) --out-dir DIR --bin-dir DIR [--work DIR] [--shim SO] [--keep]
-//!                [--only kernels,raidz,peer,e2e,layouts,meta,scan]
+//!                [--only kernels,raidz,peer,e2e,layouts,meta,scan,send]
 //! rzfs-bench copyout --dir DISKS --fs POOL/FS --path PATH [--arc-max BYTES] [--hash]
 //! rzfs-bench render --json results.json --md RESULTS.md
 //! ```
@@ -10,8 +10,9 @@
 //! `run` measures, in order: codec kernels (next to memcpy), OpenZFS raidz_test on the same
 //! machine, end-to-end reads of a big file on a raidz1 pool written by zfs-fuse, the
 //! per-layout end-to-end rates, metadata and the memory walk, then scrub and resilver per
-//! layout, and writes DIR/results.json and DIR/RESULTS.md (`--only` runs a subset). `copyout` is one in-process library read, run
-//! as a child so its peak RSS is its own. bench/run.sh builds everything and calls `run`.
+//! layout, then send and receive, and writes DIR/results.json and DIR/RESULTS.md (`--only`
+//! runs a subset). `copyout` is one in-process library read, run as a child so its peak RSS
+//! is its own. bench/run.sh builds everything and calls `run`.
 #![forbid(unsafe_code)]
 
 mod btrfs;
@@ -24,6 +25,7 @@ mod meta;
 mod raidz_peer;
 mod report;
 mod scan;
+mod send;
 mod sys;
 
 use serde_json::{json, Value};
@@ -61,7 +63,7 @@ struct RunOpts {
     work: PathBuf,
     shim: Option<PathBuf>,
     keep: bool,
-    /// Sections to run (kernels, raidz, peer, e2e, layouts, meta, scan); all by default. For development only:
+    /// Sections to run (kernels, raidz, peer, e2e, layouts, meta, scan, send); all by default. For development only:
     /// a partial run still writes complete-looking files with empty sections.
     only: Option<String>,
 }
@@ -77,7 +79,7 @@ impl RunOpts {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: rzfs-bench run (--smoke|--full) --out-dir DIR --bin-dir DIR [--work DIR] [--shim SO] [--keep] [--only kernels,raidz,peer,e2e,layouts,meta,scan]\n       \
+        "usage: rzfs-bench run (--smoke|--full) --out-dir DIR --bin-dir DIR [--work DIR] [--shim SO] [--keep] [--only kernels,raidz,peer,e2e,layouts,meta,scan,send]\n       \
          rzfs-bench copyout --dir DISKS --fs POOL/FS --path PATH [--arc-max BYTES] [--hash]\n       \
          rzfs-bench render --json results.json --md RESULTS.md"
     );
@@ -198,6 +200,7 @@ fn run(o: &RunOpts) -> Result<String, String> {
         if o.wants("layouts") { layouts::run(&ctx, &mut log) } else { json!({"error": "skipped (--only)"}) };
     let meta = if o.wants("meta") { meta::run(&ctx, &mut log) } else { json!({"error": "skipped (--only)"}) };
     let scan = if o.wants("scan") { scan::run(&ctx, &mut log) } else { json!({"error": "skipped (--only)"}) };
+    let send = if o.wants("send") { send::run(&ctx, &mut log) } else { json!({"error": "skipped (--only)"}) };
     if !o.keep {
         let _ = std::fs::remove_dir_all(&o.work);
     }
@@ -215,10 +218,12 @@ fn run(o: &RunOpts) -> Result<String, String> {
         "layouts": lay,
         "meta": meta,
         "scan": scan,
+        "send": send,
         "not_available": not_available(&[
             ("end-to-end by layout (item 2)", &lay),
             ("metadata and the 225k-file walk (items 3, 4)", &meta),
             ("scrub and resilver (issue 13, item 6)", &scan),
+            ("send and receive (issue 14)", &send),
         ]),
         "method": method_notes(),
     });

@@ -54,6 +54,9 @@ pub fn render(r: &Value) -> String {
     if !r["scan"].is_null() {
         o.push_str(&crate::scan::render(&r["scan"]));
     }
+    if !r["send"].is_null() {
+        o.push_str(&crate::send::render(&r["send"]));
+    }
     let _ = writeln!(o, "## Not available\n");
     for n in r["not_available"].as_array().into_iter().flatten() {
         let _ = writeln!(o, "- **{}**: not available: {}", s(&n["what"]), s(&n["reason"]));
