@@ -304,7 +304,8 @@ fn send_from(
         return Ok(Response::ok(out));
     }
     let fd = fds.into_iter().next().ok_or_else(|| format!("cannot send '{snapshot}': no output stream"))?;
-    let mut w = StreamWriter::new(BufWriter::with_capacity(1 << 20, File::from(fd)));
+    // Records are gathered; block payloads (larger than the buffer) go straight to the fd.
+    let mut w = StreamWriter::new(BufWriter::with_capacity(64 << 10, File::from(fd)));
     let io = |e: std::io::Error| format!("cannot send '{snapshot}': {e}");
     if o.intermediates {
         // The package header (libzfs `send_prelim_records`): the file system and its

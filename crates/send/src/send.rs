@@ -24,6 +24,11 @@
 //!   their objects announced with 128 KiB blocks; with `COMPRESSED`, compressed data blocks
 //!   are sent as stored (metadata always logical).
 //!
+//! Throughput: each object's blocks are read ahead in batches on several threads (reading
+//! verifies checksums, rebuilds parity, decompresses: CPU work), and the records go through
+//! a bounded queue to a writer thread that owns the [`StreamWriter`] (the stream's running
+//! fletcher-4 and the writes), so neither half waits for the other.
+//!
 //! Encrypted datasets (which need raw sends, `-w`) and redacted ones are refused.
 
 use crate::stream::*;
@@ -107,10 +112,20 @@ enum Event {
     Hole(u64, u64),
 }
 
-struct Sender<'a, W: Write> {
+/// Records on their way to the writer thread.
+type Outbox = std::sync::mpsc::SyncSender<(Record, Vec<u8>)>;
+
+/// Records queued between the reading thread and the writer thread.
+const QUEUE: usize = 64;
+
+struct Sender<'a> {
     os: &'a Objset,
     p: &'a SendParams,
-    out: &'a mut StreamWriter<W>,
+    /// To the writer thread, which owns the [`StreamWriter`] (the stream's fletcher-4 and
+    /// its writes run there, beside the reads and their checksums).
+    out: Outbox,
+    /// Bytes of the stream so far (records and payloads).
+    bytes: u64,
     pending: Pending,
     /// Objects the meta-dnode can hold (FREEOBJECTS are clamped to it).
     max_object: u64,
@@ -122,7 +137,7 @@ struct Sender<'a, W: Write> {
 /// Writes the stream of `os` (a snapshot's objset) to `out`: BEGIN, the records, END.
 /// `progress` is called with the byte count as the stream grows; returning `false`
 /// interrupts the send (the stream is then left without its END record).
-pub fn send<W: Write>(
+pub fn send<W: Write + Send>(
     os: &Objset,
     p: &SendParams,
     out: &mut StreamWriter<W>,
@@ -137,8 +152,6 @@ pub fn send<W: Write>(
     let md = &os.phys.meta_dnode;
     let per_block = md.data_block_size() / DNODE_SLOT_SIZE as u64;
     let max_object = per_block.saturating_mul(md.maxblkid.saturating_add(1));
-    let mut s =
-        Sender { os, p, out, pending: Pending::None, max_object, stats: SendStats::default(), progress };
     let mut features = p.features;
     let mut payload = Vec::new();
     if let Some((obj, off)) = p.resume {
@@ -157,20 +170,49 @@ pub fn send<W: Write>(
         fromguid: p.fromguid,
         toname: p.toname.clone(),
     };
-    s.emit(&Record::Begin(begin), &payload)?;
-    s.meta_dnode()?;
-    s.flush()?;
-    s.emit(&Record::End(End { checksum: [0; 4], toguid: p.toguid }), &[])?;
-    Ok(s.stats)
+    std::thread::scope(|sc| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<(Record, Vec<u8>)>(QUEUE);
+        let writer = sc.spawn(move || -> std::io::Result<()> {
+            for (rec, payload) in rx {
+                out.write(&rec, &payload)?;
+            }
+            Ok(())
+        });
+        let mut s = Sender {
+            os,
+            p,
+            out: tx,
+            bytes: 0,
+            pending: Pending::None,
+            max_object,
+            stats: SendStats::default(),
+            progress,
+        };
+        let r = (|| {
+            s.emit(Record::Begin(begin), payload)?;
+            s.meta_dnode()?;
+            s.flush()?;
+            s.emit(Record::End(End { checksum: [0; 4], toguid: p.toguid }), Vec::new())?;
+            Ok(s.stats)
+        })();
+        drop(s);
+        match writer.join() {
+            // The writer's error explains a closed queue better than the reader's.
+            Ok(Err(e)) => Err(SendError::Io(e)),
+            Err(_) => Err(SendError::Io(std::io::Error::other("the stream writer panicked"))),
+            Ok(Ok(())) => r,
+        }
+    })
 }
 
-impl<W: Write> Sender<'_, W> {
+impl Sender<'_> {
     fn feature(&self, f: u64) -> bool {
         self.p.features & f != 0
     }
 
-    fn emit(&mut self, rec: &Record, payload: &[u8]) -> Result<()> {
-        self.out.write(rec, payload)?;
+    fn emit(&mut self, rec: Record, payload: Vec<u8>) -> Result<()> {
+        self.bytes += (RECORD_SIZE + payload.len()) as u64;
+        self.out.send((rec, payload)).map_err(|_| std::io::Error::other("the stream writer stopped"))?;
         self.stats.records += 1;
         Ok(())
     }
@@ -179,8 +221,8 @@ impl<W: Write> Sender<'_, W> {
     fn flush(&mut self) -> Result<()> {
         match std::mem::replace(&mut self.pending, Pending::None) {
             Pending::None => Ok(()),
-            Pending::Free(f) => self.emit(&Record::Free(f), &[]),
-            Pending::FreeObjects(f) => self.emit(&Record::FreeObjects(f), &[]),
+            Pending::Free(f) => self.emit(Record::Free(f), Vec::new()),
+            Pending::FreeObjects(f) => self.emit(Record::FreeObjects(f), Vec::new()),
         }
     }
 
@@ -201,7 +243,7 @@ impl<W: Write> Sender<'_, W> {
         let f = Free { object, offset, length, toguid: self.p.toguid };
         if length == OBJECT_END {
             // Nothing can follow a free to the end: written at once.
-            return self.emit(&Record::Free(f), &[]);
+            return self.emit(Record::Free(f), Vec::new());
         }
         self.pending = Pending::Free(f);
         Ok(())
@@ -308,7 +350,7 @@ impl<W: Write> Sender<'_, W> {
             nblkptr: 0,
             maxblkid: 0,
         };
-        self.emit(&Record::Object(rec), &bonus)?;
+        self.emit(Record::Object(rec), bonus)?;
         // Everything past the last block is free (a truncation since the source).
         let end = dn.maxblkid.checked_add(1).and_then(|n| n.checked_mul(blksz));
         if let Some(end) = end {
@@ -316,29 +358,27 @@ impl<W: Write> Sender<'_, W> {
         }
         let metadata = DmuObjectType::from_u8(dn.object_type).is_metadata();
         let os = self.os;
-        walk(os, dn, self.p.from_txg, &mut |e| match e {
-            Event::Hole(first, end) => {
-                if !metadata && first > dn.maxblkid {
-                    return Ok(());
+        // Events are handled in batches whose blocks are read in parallel (read-ahead).
+        let mut batch: Vec<Event> = Vec::new();
+        walk(os, dn, self.p.from_txg, &mut |e| {
+            let keep = match &e {
+                Event::Hole(first, end) => {
+                    (metadata || *first <= dn.maxblkid) && end.saturating_mul(blksz) > resume_at
                 }
-                let Some(offset) = first.checked_mul(blksz) else { return Ok(()) };
-                let stop = end.saturating_mul(blksz);
-                if stop <= resume_at {
-                    return Ok(());
+                Event::Data(blkid, _) => {
+                    (metadata || *blkid <= dn.maxblkid)
+                        && blkid.saturating_add(1).saturating_mul(blksz) > resume_at
                 }
-                let offset = offset.max(resume_at);
-                self.free(object, offset, stop - offset)
+            };
+            if keep {
+                batch.push(e);
             }
-            Event::Data(blkid, bp) => {
-                if !metadata && blkid > dn.maxblkid {
-                    return Ok(());
-                }
-                if blkid.saturating_add(1).saturating_mul(blksz) <= resume_at {
-                    return Ok(());
-                }
-                self.write(object, dn, blkid, &bp)
+            if batch.len() >= READ_AHEAD {
+                self.run_batch(object, dn, resume_at, &mut batch)?;
             }
+            Ok(())
         })?;
+        self.run_batch(object, dn, resume_at, &mut batch)?;
         if let Some(bp) = dn.spill.filter(|b| !b.is_hole() && dn.flags & DNODE_FLAG_SPILL_BLKPTR != 0) {
             self.spill(object, &bp)?;
         }
@@ -359,19 +399,76 @@ impl<W: Write> Sender<'_, W> {
             ..Default::default()
         };
         self.stats.data_bytes += data.len() as u64;
-        self.emit(&Record::Spill(rec), &data)?;
+        self.emit(Record::Spill(rec), data.to_vec())?;
         self.tick()
     }
 
     fn tick(&mut self) -> Result<()> {
-        if (self.progress)(self.out.bytes_written()) {
+        if (self.progress)(self.bytes) {
             Ok(())
         } else {
             Err(SendError::Interrupted)
         }
     }
 
-    fn write(&mut self, object: u64, dn: &DnodePhys, blkid: u64, bp: &BlkPtr) -> Result<()> {
+    /// How the data of a block travels: as its embedded payload, as stored (compressed
+    /// send), or logical (read and decompressed).
+    fn read_kind(&self, dn: &DnodePhys, bp: &BlkPtr) -> ReadKind {
+        if bp.is_embedded() && self.embed_ok(bp) {
+            return ReadKind::None;
+        }
+        let metadata = DmuObjectType::from_u8(dn.object_type).is_metadata();
+        let split = dn.data_block_size() > OLD_MAX_BLOCK && !self.feature(FEATURE_LARGE_BLOCKS);
+        if self.feature(FEATURE_COMPRESSED) && !bp.is_embedded() && bp.compress() != 2 && !metadata && !split
+        {
+            ReadKind::Physical
+        } else {
+            ReadKind::Logical
+        }
+    }
+
+    /// Emits a batch of an object's events in order, its blocks read first, in parallel.
+    fn run_batch(
+        &mut self,
+        object: u64,
+        dn: &DnodePhys,
+        resume_at: u64,
+        batch: &mut Vec<Event>,
+    ) -> Result<()> {
+        let jobs: Vec<(BlkPtr, ReadKind)> = batch
+            .iter()
+            .filter_map(|e| match e {
+                Event::Data(_, bp) => Some((*bp, self.read_kind(dn, bp))),
+                Event::Hole(..) => None,
+            })
+            .collect();
+        let mut data = read_parallel(self.os, &jobs).into_iter();
+        let blksz = dn.data_block_size();
+        for e in batch.drain(..) {
+            match e {
+                Event::Hole(first, end) => {
+                    let Some(offset) = first.checked_mul(blksz) else { continue };
+                    let stop = end.saturating_mul(blksz);
+                    let offset = offset.max(resume_at);
+                    self.free(object, offset, stop - offset)?;
+                }
+                Event::Data(blkid, bp) => {
+                    let d = data.next().unwrap_or(Ok(None))?;
+                    self.write(object, dn, blkid, &bp, d)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write(
+        &mut self,
+        object: u64,
+        dn: &DnodePhys,
+        blkid: u64,
+        bp: &BlkPtr,
+        read: Option<Vec<u8>>,
+    ) -> Result<()> {
         self.flush()?;
         let blksz = dn.data_block_size();
         let offset = blkid.checked_mul(blksz).ok_or_else(|| {
@@ -398,7 +495,7 @@ impl<W: Write> Sender<'_, W> {
                 psize,
             };
             self.stats.data_bytes += padded.len() as u64;
-            self.emit(&Record::WriteEmbedded(rec), &padded)?;
+            self.emit(Record::WriteEmbedded(rec), padded)?;
             return self.tick();
         }
         let metadata = DmuObjectType::from_u8(dn.object_type).is_metadata();
@@ -417,18 +514,22 @@ impl<W: Write> Sender<'_, W> {
             checksumtype: ZIO_CHECKSUM_OFF,
             ..Default::default()
         };
+        let read = match read {
+            Some(r) => r,
+            None if raw_compressed => self.os.reader().zio.read_physical(bp).map_err(DmuError::from)?,
+            None => self.os.reader().zio.read(bp).map_err(DmuError::from)?,
+        };
         if raw_compressed {
-            let phys = self.os.reader().zio.read_physical(bp).map_err(DmuError::from)?;
+            let phys = read;
             rec.compressiontype = bp.compress();
             rec.compressed_size = phys.len() as u64;
             rec.logical_size = bp.lsize();
             self.set_key(&mut rec, bp);
             self.stats.data_bytes += phys.len() as u64;
-            self.emit(&Record::Write(rec), &phys)?;
+            self.emit(Record::Write(rec), phys)?;
             return self.tick();
         }
-        let data = self.os.reader().read_bp(bp)?;
-        let mut data: Vec<u8> = data.to_vec();
+        let mut data = read;
         data.resize(blksz as usize, 0);
         if split {
             for (i, piece) in data.chunks(OLD_MAX_BLOCK as usize).enumerate() {
@@ -438,7 +539,7 @@ impl<W: Write> Sender<'_, W> {
                     ..rec.clone()
                 };
                 self.stats.data_bytes += piece.len() as u64;
-                self.emit(&Record::Write(r), piece)?;
+                self.emit(Record::Write(r), piece.to_vec())?;
             }
             return self.tick();
         }
@@ -446,7 +547,7 @@ impl<W: Write> Sender<'_, W> {
             self.set_key(&mut rec, bp);
         }
         self.stats.data_bytes += data.len() as u64;
-        self.emit(&Record::Write(rec), &data)?;
+        self.emit(Record::Write(rec), data)?;
         self.tick()
     }
 
@@ -548,6 +649,51 @@ fn visit(
         visit(os, &child, level - 1, cid, epbs, from_txg, seen, f)?;
     }
     Ok(())
+}
+
+/// Blocks read ahead of the stream (per object).
+const READ_AHEAD: usize = 32;
+/// Threads reading them.
+const READERS: usize = 4;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ReadKind {
+    None,
+    Physical,
+    Logical,
+}
+
+/// Reads blocks on up to [`READERS`] threads (checksums, parity and decompression are CPU
+/// work; device reads overlap), results in the order of `jobs`. Data blocks are read past
+/// the block cache: a send streams through a whole dataset once.
+fn read_parallel(os: &Objset, jobs: &[(BlkPtr, ReadKind)]) -> Vec<Result<Option<Vec<u8>>>> {
+    type Read = Result<Option<Vec<u8>>>;
+    let one = |(bp, kind): &(BlkPtr, ReadKind)| -> Read {
+        let zio = &os.reader().zio;
+        Ok(match kind {
+            ReadKind::None => None,
+            ReadKind::Physical => Some(zio.read_physical(bp).map_err(DmuError::from)?),
+            ReadKind::Logical => Some(zio.read(bp).map_err(DmuError::from)?),
+        })
+    };
+    let reads = jobs.iter().filter(|(_, k)| *k != ReadKind::None).count();
+    if reads < 2 {
+        return jobs.iter().map(one).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<Option<Read>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    std::thread::scope(|sc| {
+        for _ in 0..READERS.min(reads) {
+            sc.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(job) = jobs.get(i) else { break };
+                let r = one(job);
+                *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+            });
+        }
+    });
+    slots.into_iter().map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()).unwrap_or(Ok(None))).collect()
 }
 
 /// `x << s` when no bit is lost.
