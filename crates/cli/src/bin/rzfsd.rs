@@ -19,7 +19,30 @@ struct Args {
     request_timeout: u64,
 }
 
+/// glibc's malloc serves every allocation of 128 KiB or more (every data block buffer) with
+/// a fresh `mmap` by default: each block is faulted in page by page and unmapped when
+/// dropped. Measured on a 2 GiB `rzfs send`: 0.55 s, two thirds of the daemon's CPU time in
+/// the kernel; 0.36 s with buffers up to 16 MiB (the largest block) taken from the heap and
+/// at most 32 MiB of free heap kept (RSS stayed at 46 MiB). glibc reads its tunables only
+/// when a process starts, so the daemon starts itself again once with them set (keeping
+/// any malloc tunable the user set, and not at all with `RZFS_MALLOC_DEFAULTS` set). No
+/// effect on other C libraries.
+fn malloc_tunables() {
+    use std::os::unix::process::CommandExt;
+    const TUNABLES: &str = "glibc.malloc.mmap_threshold=16777216:glibc.malloc.trim_threshold=33554432";
+    let cur = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
+    if cur.contains("glibc.malloc.mmap_threshold") || std::env::var_os("RZFS_MALLOC_DEFAULTS").is_some() {
+        return;
+    }
+    let Ok(exe) = std::env::current_exe() else { return };
+    let all = if cur.is_empty() { TUNABLES.to_string() } else { format!("{cur}:{TUNABLES}") };
+    let err =
+        std::process::Command::new(exe).args(std::env::args_os().skip(1)).env("GLIBC_TUNABLES", all).exec();
+    eprintln!("rzfsd: cannot restart with malloc tunables ({err}); going on without them");
+}
+
 fn main() -> anyhow::Result<()> {
+    malloc_tunables();
     let args = Args::parse();
     let sock = args.socket.unwrap_or_else(rzfs_cli::client::socket_path);
     let read_group =
