@@ -115,8 +115,9 @@ enum Event {
 /// Records on their way to the writer thread.
 type Outbox = std::sync::mpsc::SyncSender<(Record, Vec<u8>)>;
 
-/// Records queued between the reading thread and the writer thread.
-const QUEUE: usize = 64;
+/// Records queued between the reading thread and the writer thread (with 16 MiB blocks,
+/// 128 MiB at most).
+const QUEUE: usize = 8;
 
 struct Sender<'a> {
     os: &'a Objset,
@@ -373,7 +374,7 @@ impl Sender<'_> {
             if keep {
                 batch.push(e);
             }
-            if batch.len() >= READ_AHEAD {
+            if batch.len() >= READ_AHEAD || (batch.len() as u64).saturating_mul(blksz) >= READ_AHEAD_BYTES {
                 self.run_batch(object, dn, resume_at, &mut batch)?;
             }
             Ok(())
@@ -651,10 +652,11 @@ fn visit(
     Ok(())
 }
 
-/// Blocks read ahead of the stream (per object).
-const READ_AHEAD: usize = 32;
+/// Blocks read ahead of the stream (per object), and at most this many bytes of them.
+const READ_AHEAD: usize = 64;
+const READ_AHEAD_BYTES: u64 = 8 << 20;
 /// Threads reading them.
-const READERS: usize = 4;
+const READERS: usize = 8;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum ReadKind {
