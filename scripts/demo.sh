@@ -17,6 +17,9 @@
 #   6. A disk dies for good: `rzpool replace` puts a new one in its place, which resilvers
 #      (status shows the progress), the old one is detached, a scrub finds nothing to
 #      repair, and the pool without another disk proves the new one holds its share.
+#   7. Replication: the snapshot is sent to a second pool (`rzfs send | rzfs receive`),
+#      then only what changed since (`send -i`); OpenZFS's zstream checks the stream, the
+#      copy holds the same files, and zdb checks the backup pool.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -30,6 +33,8 @@ export RZFS_SCAN_BATCH=64 RZFS_SCAN_DELAY_MS=40
 ZDB=/opt/rzfs-oracles/openzfs/sbin/zdb
 export LD_LIBRARY_PATH=/opt/rzfs-oracles/openzfs/lib/x86_64-linux-gnu
 cleanup() {
+  "$BIN/rzpool" export backup >/dev/null 2>&1 || true
+  fusermount3 -u -z "$WORK/backup" 2>/dev/null || true
   "$BIN/rzpool" export demo >/dev/null 2>&1 || true
   fusermount3 -u -z "$WORK/mnt" 2>/dev/null || true
   pkill -f "rzfsd.*$RZFS_SOCKET" 2>/dev/null || true
@@ -176,4 +181,36 @@ if [ -x "$ZDB" ]; then
   grep -q "No leaks" "$WORK/zdb.out" || { echo "zdb found a problem" >&2; exit 1; }
 fi
 
-echo; echo "demo finished: create, write over FUSE, snapshot, zdb check, degraded raidz1, scrub, copy-out, a disk failing writes and resilvering, a full pool, a dead disk replaced and resilvered"
+echo; echo "== 7. replication: send the snapshot to a second pool, then only what changed"
+run "$BIN/rzpool" import -d "$WORK" demo
+"$BIN/rzfs" mount demo "$WORK/mnt" 2>/dev/null || true
+truncate -s 256M "$WORK/backup.img"
+run "$BIN/rzpool" create -m "$WORK/backup" backup "$WORK/backup.img"
+say "$BIN/rzfs send demo@before | $BIN/rzfs receive backup/demo"
+"$BIN/rzfs" send demo@before | "$BIN/rzfs" receive backup/demo
+echo "another change" >>"$WORK/mnt/numbers.txt"
+run "$BIN/rzfs" snapshot demo@after
+say "$BIN/rzfs send -i @before demo@after > $WORK/incremental.zstream"
+"$BIN/rzfs" send -i @before demo@after >"$WORK/incremental.zstream"
+ls -l "$WORK/incremental.zstream"
+if [ -x "$ZDB" ]; then
+  say "zstream dump $WORK/incremental.zstream (OpenZFS's stream checker)"
+  "${ZDB%/zdb}/zstream" dump "$WORK/incremental.zstream" | grep -E "Total|checksum" | head -14
+fi
+say "$BIN/rzfs receive backup/demo < $WORK/incremental.zstream"
+"$BIN/rzfs" receive backup/demo <"$WORK/incremental.zstream"
+run "$BIN/rzfs" list -t all -r -o name,used,refer,guid backup
+run "$BIN/rzfs" list -t snapshot -o name,guid demo
+src_sum=$(cd "$WORK/mnt" && sha256sum random.bin numbers.txt docs/deep/deeper/hello.txt)
+copy_sum=$(cd "$WORK/backup/demo" && sha256sum random.bin numbers.txt docs/deep/deeper/hello.txt)
+[ "$src_sum" = "$copy_sum" ] || { echo "the copy differs from the source" >&2; exit 1; }
+echo "the copy in backup/demo holds the same files as demo"
+run "$BIN/rzpool" export backup
+if [ -x "$ZDB" ]; then
+  say "$ZDB -e -p $WORK -bcc backup"
+  "$ZDB" -e -p "$WORK" -bcc backup >"$WORK/zdb.out" 2>&1 || true
+  grep -E "No leaks|leaked|errors|bp count" "$WORK/zdb.out"
+  grep -q "No leaks" "$WORK/zdb.out" || { echo "zdb found a problem" >&2; exit 1; }
+fi
+
+echo; echo "demo finished: create, write over FUSE, snapshot, zdb check, degraded raidz1, scrub, copy-out, a disk failing writes and resilvering, a full pool, a dead disk replaced and resilvered, send and receive to a second pool"
