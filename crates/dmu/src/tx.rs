@@ -472,17 +472,24 @@ impl DirtyObjset {
             return Err(corrupt("objset", format!("object {obj} is in use")));
         }
         let phys = fresh_dnode(object_type, block_size, bonus_type, bonus)?;
-        let old = self.dnodes.remove(&obj);
-        match &old {
-            Some(d) => {
-                self.cost.data_bytes -= blocks_len(d.blocks.values());
-                self.cost.data_blocks -= d.blocks.len() as u64;
-            }
-            None => self.charge_new_dnode(obj),
+        let old = self.take_dirty(obj);
+        if old.is_none() {
+            self.charge_new_dnode(obj);
         }
         let committed = old.and_then(|d| d.committed.clone());
         self.dnodes.insert(obj, Arc::new(DirtyDnode { phys, committed, ..Default::default() }));
         Ok(())
+    }
+
+    /// Takes object `obj`'s dirty record out of the open txg (its dirty blocks leave the
+    /// txg's cost).
+    fn take_dirty(&mut self, obj: u64) -> Option<Arc<DirtyDnode>> {
+        let old = self.dnodes.remove(&obj);
+        if let Some(d) = &old {
+            self.cost.data_bytes -= blocks_len(d.blocks.values());
+            self.cost.data_blocks -= d.blocks.len() as u64;
+        }
+        old
     }
 
     /// Starts existing object `obj` over as a new object of another type, block size or
@@ -500,12 +507,8 @@ impl DirtyObjset {
             return Err(DmuError::NoSuchObject(obj));
         }
         let phys = fresh_dnode(object_type, block_size, bonus_type, bonus)?;
-        let committed = match self.dnodes.remove(&obj) {
-            Some(d) => {
-                self.cost.data_bytes -= blocks_len(d.blocks.values());
-                self.cost.data_blocks -= d.blocks.len() as u64;
-                d.committed.clone()
-            }
+        let committed = match self.take_dirty(obj) {
+            Some(d) => d.committed.clone(),
             None => {
                 self.charge_new_dnode(obj);
                 self.committed_dnode(obj)?
