@@ -443,7 +443,7 @@ fn find_ds(state: &State, name: &str) -> Result<dsl::Dataset, String> {
 }
 
 fn pool_of(name: &str) -> &str {
-    name.split(['/', '@']).next().unwrap_or(name)
+    name.split(['/', '@', '#']).next().unwrap_or(name)
 }
 
 /// The writable pool of `name`, or zfs's message for a read-only one.

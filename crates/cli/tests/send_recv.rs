@@ -320,6 +320,9 @@ fn holes_keep_births() {
     let dir = scratch("holebirth");
     let d = Daemon::new("holebirth");
     let (_devs, _) = create(&d, &dir, "hb", &SINGLE, 256 << 20);
+    // Not enabled by new pools (pool::feature_table::NOT_BY_DEFAULT); active once enabled.
+    d.ok("rzpool", &["set", "feature@hole_birth=enabled", "hb"]);
+    assert_eq!(d.ok("rzpool", &["get", "-H", "-o", "value", "feature@hole_birth", "hb"]), "active\n");
     let mnt = dir.join("fs");
     d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", mnt.display()), "hb/fs"]);
     let mut rng = Rng::new(3);
@@ -354,6 +357,13 @@ fn bookmarks() {
     let dir = scratch("bookmarks");
     let d = Daemon::new("bookmarks");
     let (_devs, _) = create(&d, &dir, "bm", &SINGLE, 256 << 20);
+    // Without the feature, bookmark refuses and says how to enable it.
+    let (code, _, err) = d.run("rzfs", &["bookmark", "bm@none", "bm#none"]);
+    assert!(code != 0, "{err}");
+    d.ok("rzfs", &["snapshot", "bm@first"]);
+    let (code, _, err) = d.run("rzfs", &["bookmark", "bm@first", "bm#first"]);
+    assert!(code != 0 && err.contains("feature@bookmarks=enabled"), "{err}");
+    d.ok("rzpool", &["set", "feature@bookmarks=enabled", "bm"]);
     let src = dir.join("src");
     d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "bm/src"]);
     let mut rng = Rng::new(9);

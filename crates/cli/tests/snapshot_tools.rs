@@ -217,6 +217,7 @@ fn syncoid() {
     let dir = scratch("syncoid");
     let d = Daemon::new("syncoid");
     let (_devs, _mnt) = create(&d, &dir, "sy", &SINGLE, 256 << 20);
+    d.ok("rzpool", &["set", "feature@bookmarks=enabled", "sy"]);
     let src = dir.join("src");
     let dst = dir.join("dst");
     d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "sy/src"]);

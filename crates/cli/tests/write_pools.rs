@@ -144,7 +144,7 @@ fn openzfs_writes_then_rzfs_writes() {
         "rzpool",
         &["get", "-H", "-o", "value", "feature@lz4_compress,feature@hole_birth,readonly", "interop"],
     );
-    assert_eq!(props, "active\nactive\noff\n");
+    assert_eq!(props, "active\ndisabled\noff\n");
     d.ok("rzpool", &["set", "comment=moved between rzfs and OpenZFS", "interop"]);
     assert_eq!(
         d.ok("rzpool", &["get", "-H", "-o", "value", "comment", "interop"]),

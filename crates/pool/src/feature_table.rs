@@ -145,6 +145,15 @@ static FEATURES: [Feature; 44] = [
     f("com.klarasystems:large_microzap", "large_microzap", RO | PD, &["extensible_dataset", "large_blocks"], "Allow micro ZAPs above 128 KiB."),
 ];
 
+/// Features rzfs writes correctly but `rzpool create` enables only when asked
+/// (`-o feature@NAME=enabled`, or `rzpool set` later). With either of them enabled at
+/// creation, OpenZFS's libzpool resumed a scrub rzfs had started from a different point in
+/// `tests/openzfs_scan.rs` (a walk already complete, which one zhack session cannot finish);
+/// until that is understood new pools keep the feature set that test covers. Pools that have
+/// them (OpenZFS's, or rzfs's once enabled) are written correctly: holes with births,
+/// bookmarks in the bookmarks ZAP.
+pub const NOT_BY_DEFAULT: &[&str] = &["hole_birth", "bookmarks"];
+
 /// Features the rzfs pool writer can create and keep consistent on disk (short names).
 /// The writer's owner adjusts this list as support grows.
 pub const IMPLEMENTED_FOR_WRITE: &[&str] = &[
@@ -201,7 +210,7 @@ pub fn implemented_for_write(short: &str) -> bool {
 /// Errors only when [`IMPLEMENTED_FOR_WRITE`] names a feature missing from the table.
 pub fn create_set(compat: &CompatSet) -> Result<BTreeSet<&'static str>, String> {
     let mut set = BTreeSet::new();
-    for name in IMPLEMENTED_FOR_WRITE {
+    for name in IMPLEMENTED_FOR_WRITE.iter().filter(|n| !NOT_BY_DEFAULT.contains(n)) {
         let feat = by_name(name).ok_or_else(|| format!("internal error: unknown feature '{name}'"))?;
         if compat.allows(feat.name) {
             set.insert(feat.name);
@@ -367,7 +376,8 @@ mod tests {
 
     #[test]
     fn create_set_follows_compat() {
-        let full: BTreeSet<&str> = IMPLEMENTED_FOR_WRITE.iter().copied().collect();
+        let full: BTreeSet<&str> =
+            IMPLEMENTED_FOR_WRITE.iter().copied().filter(|n| !NOT_BY_DEFAULT.contains(n)).collect();
         assert_eq!(create_set(&CompatSet::Off).unwrap(), full);
         assert!(create_set(&CompatSet::Legacy).unwrap().is_empty());
         let s = create_set(&files(&["lz4_compress", "async_destroy", "draid"])).unwrap();

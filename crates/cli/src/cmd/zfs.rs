@@ -442,7 +442,7 @@ struct Entry {
 }
 
 fn pool_of(name: &str) -> &str {
-    name.split(['/', '@']).next().unwrap_or(name)
+    name.split(['/', '@', '#']).next().unwrap_or(name)
 }
 
 fn wanted_types(types: &[String], default_fs_vol: bool) -> Result<Vec<DatasetKind>, String> {
