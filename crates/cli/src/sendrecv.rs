@@ -842,15 +842,11 @@ fn receive_one(
                 later[later.len() - 1]
             ));
         }
+        // Changes not yet written count too: sync, then look at the head as it is on disk.
         rw.sync()?;
-        let head_birth = dsl
-            .find(&fs)
-            .ok()
-            .and_then(|d| d.objset_bp().ok())
-            .map_or(h.ds.prev_snap_txg, |b| b.logical_birth());
         let fresh = state.pool(pool_of(&fs))?.dsl().find(&fs).ok();
         let modified =
-            fresh.as_ref().and_then(|d| d.objset_bp().ok()).map_or(head_birth, |b| b.logical_birth())
+            fresh.as_ref().and_then(|d| d.objset_bp().ok()).map_or(h.ds.prev_snap_txg, |b| b.logical_birth())
                 > src.ds.creation_txg;
         if modified && !o.force && later.is_empty() {
             return Err(format!(

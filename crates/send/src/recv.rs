@@ -280,16 +280,14 @@ fn free_objects(os: &mut DirtyObjset, first: u64, count: u64) -> Result<()> {
 }
 
 fn write(os: &mut DirtyObjset, obj: u64, offset: u64, data: &[u8]) -> Result<()> {
-    let dn = os
-        .dnode(obj)?
-        .ok_or_else(|| RecvError::Invalid(format!("WRITE to object {obj}, which does not exist")))?;
-    let bs = dn.data_block_size();
+    if os.dnode(obj)?.is_none() {
+        return Err(RecvError::Invalid(format!("WRITE to object {obj}, which does not exist")));
+    }
     if data.len() as u64 > MAX_BLOCK || offset.checked_add(data.len() as u64).is_none() {
         return Err(RecvError::Invalid(format!("WRITE of {} bytes at {offset} to object {obj}", data.len())));
     }
-    // A block of another size than the object's (a stream whose OBJECT said otherwise, or
-    // a large block split into 128 KiB records) is written piecewise: the DMU merges it.
-    let _ = bs;
+    // A block of another size than the object's (a large block split into 128 KiB records)
+    // is written piecewise: the DMU merges it.
     os.write(obj, offset, data)?;
     Ok(())
 }
