@@ -27,8 +27,12 @@
 //! directory's space is released and its objects and directory are removed
 //! (`dsl_destroy_head_sync_impl`, `dsl_dir_destroy_sync`).
 //!
-//! Not handled (refused by the callers' checks): snapshots with clones or holds, directories
-//! with clones, bookmarks, bpobjs with sub-bpobjs.
+//! 6. Clones that branched off after S (listed in the directory's `dd_clones`, and their
+//!    own clones) started their deadlists as copies of the head's keys: S's key collapses
+//!    in each of them as in the head (`dsl_dir_remove_clones_key`).
+//!
+//! Not handled (refused by the callers' checks): snapshots that are themselves the origin
+//! of a clone or have holds, bpobjs with sub-bpobjs.
 
 use crate::write::{
     dir_diduse, dir_phys, dmu, ds_phys, set_dir_phys, set_ds_phys, zerr, SpaceDelta, DEADLIST_PHYS_SIZE,
@@ -99,8 +103,9 @@ fn dl_keys(os: &DirtyObjset, zaps: &mut ZapCache, dl: u64) -> Result<Vec<(u64, u
     Ok(keys)
 }
 
-/// Space of the keys in `[mintxg, maxtxg)` (`dsl_deadlist_space_range`).
-fn dl_space_range(
+/// Space of the keys in `[mintxg, maxtxg)` (`dsl_deadlist_space_range`); none for no
+/// deadlist (object 0).
+pub(crate) fn dl_space_range(
     os: &DirtyObjset,
     zaps: &mut ZapCache,
     dl: u64,
@@ -108,6 +113,9 @@ fn dl_space_range(
     maxtxg: u64,
 ) -> Result<SpaceDelta> {
     let mut total = SpaceDelta::default();
+    if dl == 0 {
+        return Ok(total);
+    }
     for (k, bpo) in dl_keys(os, zaps, dl)? {
         if k >= mintxg && k < maxtxg {
             let dn = os.dnode(bpo).map_err(dmu)?.ok_or_else(|| bad(format!("no bpobj {bpo}")))?;
@@ -127,6 +135,14 @@ pub(crate) fn dl_adjust(os: &mut DirtyObjset, dl: u64, d: SpaceDelta) -> Result<
         b[i * 8..i * 8 + 8].copy_from_slice(&(cur as i64).saturating_add(delta).max(0).to_le_bytes()[..]);
     }
     os.set_bonus(dl, b).map_err(dmu)
+}
+
+/// A deadlist header's totals (`dsl_deadlist_space`).
+pub(crate) fn dl_space(os: &DirtyObjset, dl: u64) -> Result<SpaceDelta> {
+    let dn = os.dnode(dl).map_err(dmu)?.ok_or_else(|| bad(format!("no deadlist {dl}")))?;
+    let w = |i: usize| dn.bonus.get(i * 8..i * 8 + 8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+    let v = |i| w(i).unwrap_or(0) as i64;
+    Ok(SpaceDelta { used: v(0), comp: v(1), uncomp: v(2) })
 }
 
 fn dl_used(os: &DirtyObjset, dl: u64) -> Result<u64> {
@@ -154,7 +170,7 @@ fn dl_remove_key(os: &mut DirtyObjset, zaps: &mut ZapCache, dl: u64, txg: u64) -
 }
 
 /// Removes `obj` from a ZAP of object numbers keyed by their hex form (`zap_remove_int`).
-fn remove_int(os: &DirtyObjset, zaps: &mut ZapCache, zap: u64, obj: u64) -> Result<()> {
+pub(crate) fn remove_int(os: &DirtyObjset, zaps: &mut ZapCache, zap: u64, obj: u64) -> Result<()> {
     if zap != 0 {
         zaps.remove(os, zap, format!("{obj:x}").as_bytes()).map_err(zerr)?;
     }
@@ -174,7 +190,12 @@ fn zap_len(os: &DirtyObjset, zaps: &mut ZapCache, zap: u64) -> Result<usize> {
 }
 
 /// The name under which `snap` is listed in its head's snapshot-name ZAP.
-fn snap_name(os: &DirtyObjset, zaps: &mut ZapCache, head_snapnames: u64, snap: u64) -> Result<Vec<u8>> {
+pub(crate) fn snap_name(
+    os: &DirtyObjset,
+    zaps: &mut ZapCache,
+    head_snapnames: u64,
+    snap: u64,
+) -> Result<Vec<u8>> {
     zaps.entries(os, head_snapnames)
         .map_err(zerr)?
         .into_iter()
@@ -195,11 +216,6 @@ pub fn check_destroy_snapshot(os: &DirtyObjset, zaps: &mut ZapCache, snap: u64) 
     if zap_len(os, zaps, s.userrefs_obj)? > 0 {
         return Err(refuse("snapshot has holds (zfs release them first)"));
     }
-    if zap_len(os, zaps, dir_phys(os, s.dir_obj)?.clones)? > 0 {
-        return Err(refuse(
-            "a snapshot of this file system has clones, which rzfs cannot destroy around yet",
-        ));
-    }
     // Everything the destroy will edit is checked now, so it cannot stop half-way.
     let n = ds_phys(os, s.next_snap_obj)?;
     check_dl_plain(os, zaps, s.deadlist_obj)?;
@@ -208,7 +224,41 @@ pub fn check_destroy_snapshot(os: &DirtyObjset, zaps: &mut ZapCache, snap: u64) 
         let head = dir_phys(os, s.dir_obj)?.head_dataset_obj;
         check_dl_plain(os, zaps, ds_phys(os, head)?.deadlist_obj)?;
     }
+    for clone in clones_keyed_after(os, zaps, s.dir_obj, s.creation_txg)? {
+        check_dl_plain(os, zaps, ds_phys(os, clone)?.deadlist_obj)?;
+    }
     Ok(())
+}
+
+/// The clone heads whose deadlists carry key `mintxg` of a snapshot of directory `dir`:
+/// the clones listed in `dir`'s `dd_clones` that branched off after `mintxg`, and, the
+/// same way, the clones of those clones (`dsl_dir_remove_clones_key`). A clone's deadlist
+/// starts as a copy of its origin head's keys, so a snapshot destroyed before the branch
+/// point must leave the clone's deadlist too.
+fn clones_keyed_after(os: &DirtyObjset, zaps: &mut ZapCache, dir: u64, mintxg: u64) -> Result<Vec<u64>> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir];
+    while let Some(d) = todo.pop() {
+        let clones = dir_phys(os, d)?.clones;
+        if clones == 0 {
+            continue;
+        }
+        for (_, v) in zaps.entries(os, clones).map_err(zerr)? {
+            let Some(&head) = v.values.first() else { continue };
+            let h = ds_phys(os, head)?;
+            let origin = dir_phys(os, h.dir_obj)?.origin_obj;
+            let origin_txg = if origin != 0 { ds_phys(os, origin)?.creation_txg } else { 0 };
+            if origin_txg > mintxg && !out.contains(&head) {
+                // A pool whose clone links loop would otherwise never end.
+                if out.len() >= 1 << 20 {
+                    return Err(bad("too many clones (or a loop in dd_clones)"));
+                }
+                out.push(head);
+                todo.push(h.dir_obj);
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Every bpobj of deadlist `dl` is readable and has no sub-bpobjs.
@@ -282,6 +332,11 @@ pub fn destroy_snapshot(
     }
     dl_adjust(os, n.deadlist_obj, merged)?;
     zaps.destroy(os, s.deadlist_obj).map_err(zerr)?;
+    // Clones that branched off later carry S's key too: it collapses there as well.
+    for clone in clones_keyed_after(os, zaps, s.dir_obj, s.creation_txg)? {
+        let dl = ds_phys(os, clone)?.deadlist_obj;
+        dl_remove_key(os, zaps, dl, s.creation_txg)?;
+    }
     // 4. Unique space of the next dataset.
     let head = dir_phys(os, s.dir_obj)?.head_dataset_obj;
     if n.next_snap_obj != 0 {

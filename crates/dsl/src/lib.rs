@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod destroy;
+pub mod promote;
 pub mod props;
 pub mod write;
 

@@ -405,8 +405,18 @@ fn reserved_delta(unique: u64, reserved: u64, d: i64) -> i64 {
     after.max(reserved) as i64 - unique.max(reserved) as i64
 }
 
+/// The creation txg of directory `dir`'s origin snapshot (`dd_origin_txg`; 0 without
+/// one). Blocks born at or before it were charged to the origin's directory, not this one.
+pub fn dir_origin_txg(os: &DirtyObjset, dir: u64) -> Result<u64> {
+    let o = dir_phys(os, dir)?.origin_obj;
+    Ok(if o == 0 { 0 } else { ds_phys(os, o)?.creation_txg })
+}
+
 /// Applies a head dataset's births and frees of one sync: `born` and `freed` are totals of
-/// blocks born/freed, `to_deadlist` of blocks killed that a snapshot still references.
+/// blocks born/freed, `to_deadlist` of blocks killed that a snapshot still references, of
+/// which `to_snap` bytes were born after the directory's origin (`dd_origin_txg`): only
+/// those move from the HEAD to the SNAP breakdown (`dsl_dataset_block_kill`; a clone that
+/// overwrites what it inherited was never charged for it).
 /// With a `refreservation`, the directory is charged only what the unique space takes
 /// beyond it, and the rest moves between the HEAD and REFRSRV breakdowns
 /// (`dsl_dir_diduse_transfer` in OpenZFS's `dsl_dataset_block_born/kill`).
@@ -417,6 +427,7 @@ pub fn account_head(
     born: SpaceDelta,
     freed: SpaceDelta,
     to_deadlist: SpaceDelta,
+    to_snap: u64,
 ) -> Result<()> {
     let reserved = head_reserved(os, zaps, ds)?;
     let mut p = ds_phys(os, ds)?;
@@ -437,10 +448,10 @@ pub fn account_head(
         adj(&mut dp.used_breakdown[DD_USED_REFRSRV], charged - net.used);
         set_dir_phys(os, p.dir_obj, &dp)?;
     }
-    if !to_deadlist.is_zero() {
+    if to_snap != 0 {
         let mut dp = dir_phys(os, p.dir_obj)?;
-        adj(&mut dp.used_breakdown[DD_USED_HEAD], -to_deadlist.used);
-        adj(&mut dp.used_breakdown[DD_USED_SNAP], to_deadlist.used);
+        adj(&mut dp.used_breakdown[DD_USED_HEAD], -(to_snap as i64));
+        adj(&mut dp.used_breakdown[DD_USED_SNAP], to_snap as i64);
         set_dir_phys(os, p.dir_obj, &dp)?;
     }
     Ok(())
@@ -681,8 +692,10 @@ pub fn deadlist_insert(
         os.set_bonus(bpo, hdr.encode(LE)?).map_err(dmu)?;
     }
     crate::destroy::dl_adjust(os, head.deadlist_obj, total)?;
-    // The latest snapshot's unique space grows by what only it still references.
-    if head.prev_snap_obj != 0 {
+    // The latest snapshot's unique space grows by what only it still references. Not a
+    // clone's origin: the origin's next is in its own file system, whose blocks still
+    // reference what the clone let go.
+    if head.prev_snap_obj != 0 && ds_phys(os, head.prev_snap_obj)?.next_snap_obj == ds {
         let mut snap = ds_phys(os, head.prev_snap_obj)?;
         let only: u64 =
             bps.iter().filter(|(bp, _)| bp.logical_birth() > snap.prev_snap_txg).map(|(_, d)| d).sum();

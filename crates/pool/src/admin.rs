@@ -765,6 +765,65 @@ impl Spa {
         )
     }
 
+    /// `zfs promote NAME`: clone `name` takes over its origin snapshot and the snapshots
+    /// before it, and the file system it was cloned from becomes its clone
+    /// (`dsl_dataset_promote`; see `dsl::promote`). `origin` is the clone's origin
+    /// snapshot's name, for messages. One sync task: all of it or nothing.
+    pub fn promote(&self, name: &str, origin: &str) -> Result<()> {
+        fn check(w: &mut PoolWriter, name: &str, origin: &str) -> Result<dsl::promote::Promotion> {
+            use dsl::promote::Refusal;
+            let f = must_find(w, name)?;
+            let pool_origin = origin_snapshot(w)?;
+            let why = match dsl::promote::plan(&w.mos, &mut w.mos_zaps, f.ds, pool_origin)? {
+                Ok(p) => {
+                    let o = dslw::ds_phys(&w.mos, p.origin)?;
+                    let moving = w.bookmarks_through(p.origin_head, o.creation_txg)?;
+                    let mut clash = Vec::new();
+                    for (bm, long) in &moving {
+                        if *long {
+                            return Err(PoolError::Unsupported(format!(
+                                "cannot promote '{name}': bookmark '{bm}' of the origin has the longer (bookmark_v2) form, which rzfs does not move yet"
+                            )));
+                        }
+                        if w.has_bookmark(p.clone_head, bm)? {
+                            clash.push(bm.clone());
+                        }
+                    }
+                    match clash.first() {
+                        None => return Ok(p),
+                        Some(c) => format!("conflicting snapshot '{c}' from parent '{origin}'"),
+                    }
+                }
+                Err(Refusal::Snapshot) => "snapshots can not be promoted".into(),
+                Err(Refusal::NotAClone) => "not a cloned filesystem".into(),
+                Err(Refusal::NoPromote) => "the file system may not be promoted (DS_FLAG_NOPROMOTE)".into(),
+                Err(Refusal::Conflicts(c)) => {
+                    return Err(PoolError::Exists(format!(
+                        "cannot promote '{name}': conflicting snapshot '{}' from parent '{origin}'",
+                        c.first().map(String::as_str).unwrap_or("")
+                    )))
+                }
+                Err(Refusal::Unsupported(m)) => {
+                    return Err(PoolError::Unsupported(format!("cannot promote '{name}': {m}")))
+                }
+            };
+            Err(PoolError::Invalid(format!("cannot promote '{name}': {why}")))
+        }
+        let (n, o) = (name.to_string(), origin.to_string());
+        self.sync_task(
+            SpaceCheck::ExtraReserved,
+            Reserve::Meta,
+            |w| check(w, name, origin).map(|_| ()),
+            move |w| {
+                let p = check(w, &n, &o)?;
+                let otxg = dslw::ds_phys(&w.mos, p.origin)?.creation_txg;
+                w.move_bookmarks(p.origin_head, p.clone_head, otxg)?;
+                dsl::promote::promote(&mut w.mos, &mut w.mos_zaps, &p)?;
+                Ok(())
+            },
+        )
+    }
+
     /// `zpool set PROP=VALUE` for properties stored in the MOS `pool_props` ZAP.
     pub fn set_pool_prop(&self, prop: &str, value: PoolPropValue) -> Result<()> {
         let (k, v) = (prop.to_string(), value.clone());

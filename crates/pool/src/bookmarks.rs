@@ -79,6 +79,43 @@ impl PoolWriter {
         Ok(())
     }
 
+    /// Bookmarks of head dataset `ds` created at or before txg `txg`: (name, whether it
+    /// has the longer V2 form). A promote moves them with the snapshots.
+    pub(crate) fn bookmarks_through(&mut self, ds: u64, txg: u64) -> Result<Vec<(String, bool)>> {
+        let Some(obj) = self.bookmarks_obj(ds)? else { return Ok(Vec::new()) };
+        let entries = self.mos_zaps.entries(&self.mos, obj).map_err(bad)?;
+        Ok(entries
+            .into_iter()
+            .filter(|(_, v)| v.values.get(1).is_some_and(|&t| t <= txg))
+            .map(|(k, v)| (String::from_utf8_lossy(&k).into_owned(), v.values.len() > 3))
+            .collect())
+    }
+
+    /// Whether head dataset `ds` has bookmark `name`.
+    pub(crate) fn has_bookmark(&mut self, ds: u64, name: &str) -> Result<bool> {
+        let Some(obj) = self.bookmarks_obj(ds)? else { return Ok(false) };
+        Ok(self.mos_zaps.lookup(&self.mos, obj, name.as_bytes()).map_err(bad)?.is_some())
+    }
+
+    /// Moves the (V1) bookmarks of head `from` created at or before `txg` to head `to`
+    /// (`dsl_dataset_promote_sync`: they mark snapshots that move with a promote).
+    pub(crate) fn move_bookmarks(&mut self, from: u64, to: u64, txg: u64) -> Result<()> {
+        let Some(obj) = self.bookmarks_obj(from)? else { return Ok(()) };
+        for (name, _) in self.bookmarks_through(from, txg)? {
+            let Some(v) = self.mos_zaps.lookup(&self.mos, obj, name.as_bytes()).map_err(bad)? else {
+                continue;
+            };
+            let [guid, ctxg, time] = v.values[..] else {
+                return Err(PoolError::Unsupported(format!(
+                    "bookmark '{name}' has the longer (bookmark_v2) form, which rzfs does not move yet"
+                )));
+            };
+            self.destroy_bookmark(from, &name)?;
+            self.create_bookmark(to, &name, guid, ctxg, time)?;
+        }
+        Ok(())
+    }
+
     /// Frees the bookmarks of head dataset `ds`, which is being destroyed
     /// (`dsl_destroy_head_sync_impl`).
     pub(crate) fn release_bookmarks(&mut self, ds: u64) -> Result<()> {

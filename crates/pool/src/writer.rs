@@ -839,11 +839,16 @@ impl PoolWriter {
                 self.mos_zaps.update(&self.mos, ds, k.as_bytes(), ZapVal::u64(v)).map_err(err)?;
             }
         }
+        let origin_txg = dslw::dir_origin_txg(&self.mos, phys.dir_obj)?;
         let mut to_dl = SpaceDelta::default();
+        let mut to_snap = 0;
         for (b, d) in &dead {
             to_dl.add(SpaceDelta::of(b, *d));
+            if b.logical_birth() > origin_txg {
+                to_snap += d;
+            }
         }
-        dslw::account_head(&mut self.mos, &mut self.mos_zaps, ds, born, freed, to_dl)?;
+        dslw::account_head(&mut self.mos, &mut self.mos_zaps, ds, born, freed, to_dl, to_snap)?;
         if !dead.is_empty() {
             dslw::deadlist_insert(&mut self.mos, &mut self.mos_zaps, ds, &dead)?;
         }

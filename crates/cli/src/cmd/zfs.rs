@@ -140,13 +140,23 @@ enum Cmd {
         /// Print each dataset destroyed.
         #[arg(short = 'v')]
         verbose: bool,
-        /// Parsable output of -v (accepted for compatibility).
+        /// Print each dataset destroyed as `destroy<TAB>NAME` (implies -v).
         #[arg(short = 'p')]
         parsable: bool,
         /// Snapshots kept by clones or holds are marked for deferred destruction instead.
         #[arg(short = 'd')]
         defer: bool,
+        /// Destroy every dependent too: descendants, snapshots, and clones of those
+        /// snapshots (with their own dependents).
+        #[arg(short = 'R')]
+        dependents: bool,
         /// FS, VOL, or FS@SNAP where SNAP may be a list `a,b,c` with ranges `a%b`.
+        name: String,
+    },
+    /// Promote a clone: the snapshots it depends on (its origin and those before it) move
+    /// to it, and the file system it was cloned from becomes its clone.
+    Promote {
+        /// The clone (file system or volume).
         name: String,
     },
     /// Rename a file system or volume (moving it under another parent of the pool), or a
@@ -305,6 +315,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
         Cmd::Hold { snapshots, .. } | Cmd::Release { snapshots, .. } => snapshots.first().cloned(),
         Cmd::Rename { new, .. } => Some(new.clone()),
         Cmd::Rollback { snapshot, .. } => Some(snapshot.clone()),
+        Cmd::Promote { name } => Some(name.clone()),
         Cmd::Bookmark { bookmark, .. } => Some(bookmark.clone()),
         Cmd::Receive { target, dry_run: false, .. } => Some(target.clone()),
         _ => None,
@@ -329,10 +340,19 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             create_volume(state, &name, &props, parents, &v, blocksize.as_deref(), sparse)
         }
         Cmd::Clone { props, parents, snapshot, name } => clone(state, &snapshot, &name, &props, parents),
-        Cmd::Destroy { recursive, dry_run, verbose, name, force, defer, .. } => {
-            let how = DestroyHow { recursive, dry_run, verbose, force, defer };
+        Cmd::Destroy { recursive, dry_run, verbose, name, force, defer, parsable, dependents } => {
+            let how = DestroyHow {
+                recursive: recursive || dependents,
+                dependents,
+                dry_run,
+                verbose: verbose || parsable,
+                parsable,
+                force,
+                defer,
+            };
             destroy(state, &name, &how)
         }
+        Cmd::Promote { name } => promote(state, &name).map(|_| Response::ok(String::new())),
         Cmd::Snapshot { names, props, recursive } => {
             crate::rwpool::snapshot(state, &names, &props, recursive).map(|_| Response::ok(String::new()))
         }
@@ -1266,10 +1286,93 @@ fn holds(
 /// The flags of `zfs destroy`.
 struct DestroyHow {
     recursive: bool,
+    /// `-R`: clones of the snapshots destroyed go too (with their dependents).
+    dependents: bool,
     dry_run: bool,
     verbose: bool,
+    parsable: bool,
     force: bool,
     defer: bool,
+}
+
+/// The dependency graph `zfs destroy` works on: which snapshots a head has, which child
+/// file systems, and which clones each snapshot has (heads whose origin it is).
+struct Dependents<'a> {
+    all: &'a [Dataset],
+}
+
+impl<'a> Dependents<'a> {
+    fn by_name(&self, name: &str) -> Option<&'a Dataset> {
+        self.all.iter().find(|d| d.name == name)
+    }
+
+    /// What must be destroyed before `d`: a head's snapshots and child file systems; a
+    /// snapshot's clones.
+    fn before(&self, d: &Dataset) -> Vec<&'a Dataset> {
+        match d.kind {
+            DatasetKind::Snapshot => self
+                .all
+                .iter()
+                .filter(|c| {
+                    c.kind != DatasetKind::Snapshot && c.dir.origin_obj == d.ds_obj && c.ds_obj != d.ds_obj
+                })
+                .collect(),
+            DatasetKind::Bookmark => Vec::new(),
+            _ => {
+                let snap = format!("{}@", d.name);
+                let child = format!("{}/", d.name);
+                let mut v: Vec<&Dataset> = self
+                    .all
+                    .iter()
+                    .filter(|c| {
+                        c.kind != DatasetKind::Bookmark
+                            && (c.name.starts_with(&snap)
+                                || (c.name.starts_with(&child)
+                                    && c.kind != DatasetKind::Snapshot
+                                    && !c.name[child.len()..].contains('/')))
+                    })
+                    .collect();
+                v.sort_by_key(|c| (c.kind != DatasetKind::Snapshot, c.ds.creation_txg, c.name.clone()));
+                v
+            }
+        }
+    }
+
+    /// `roots` and everything that depends on them (`zfs_iter_dependents`), in an order in
+    /// which each can be destroyed: dependents first. `follow_clones`: clones of
+    /// snapshots count as dependents (`-R`); otherwise they are left out.
+    fn order(&self, roots: &[&'a Dataset], follow_clones: bool) -> Vec<&'a Dataset> {
+        fn visit<'a>(
+            g: &Dependents<'a>,
+            d: &'a Dataset,
+            follow: bool,
+            seen: &mut std::collections::HashSet<u64>,
+            out: &mut Vec<&'a Dataset>,
+        ) {
+            if !seen.insert(d.ds_obj) {
+                return;
+            }
+            if d.kind != DatasetKind::Snapshot || follow {
+                for b in g.before(d) {
+                    visit(g, b, follow, seen, out);
+                }
+            }
+            out.push(d);
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for r in roots {
+            visit(self, r, follow_clones, &mut seen, &mut out);
+        }
+        out
+    }
+
+    /// Clones (with their dependents) of the snapshots in `set` that are not in `set`.
+    fn outside_clones(&self, set: &[&'a Dataset]) -> Vec<&'a Dataset> {
+        let inside: std::collections::HashSet<u64> = set.iter().map(|d| d.ds_obj).collect();
+        let full = self.order(set, true);
+        full.into_iter().filter(|d| !inside.contains(&d.ds_obj)).collect()
+    }
 }
 
 /// The snapshots `FS@SPEC` names: SPEC is a comma-separated list of snapshot names and
@@ -1319,7 +1422,7 @@ fn snapshot_spec(all: &[Dataset], fs: &str, spec: &str, recursive: bool) -> Resu
 }
 
 fn destroy(state: &Arc<State>, name: &str, how: &DestroyHow) -> Result<Response, String> {
-    let DestroyHow { recursive, dry_run, verbose, force, defer } = *how;
+    let DestroyHow { recursive, dependents, dry_run, verbose, parsable, force, defer } = *how;
     let pool =
         state.pool(pool_of(name)).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
     let dsl = pool.dsl();
@@ -1333,33 +1436,37 @@ fn destroy(state: &Arc<State>, name: &str, how: &DestroyHow) -> Result<Response,
         return Ok(Response::ok(String::new()));
     }
     let is_root = !name.contains('/') && !name.contains('@');
-    let order: Vec<(String, u64, bool)>;
-    if let Some((fs, spec)) = name.split_once('@') {
-        let all = dsl.list().map_err(|e| e.to_string())?;
+    let all = dsl.list().map_err(|e| e.to_string())?;
+    let g = Dependents { all: &all };
+    let listing = |v: &[&Dataset]| v.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join("\n");
+    let order: Vec<&Dataset> = if let Some((fs, spec)) = name.split_once('@') {
         let snaps =
             snapshot_spec(&all, fs, spec, recursive).map_err(|e| format!("cannot destroy '{name}': {e}"))?;
-        order = snaps.into_iter().map(|d| (d.name, d.ds_obj, true)).collect();
+        let snaps: Vec<&Dataset> = snaps.iter().filter_map(|s| g.by_name(&s.name)).collect();
+        if !dependents && !defer {
+            // Each snapshot's clones must go first (`-R`), as zfs checks before anything.
+            for s in &snaps {
+                let clones = g.outside_clones(&[s]);
+                if !clones.is_empty() {
+                    return Err(format!(
+                        "cannot destroy '{}': snapshot has dependent clones\nuse '-R' to destroy the following datasets:\n{}",
+                        s.name,
+                        listing(&clones)
+                    ));
+                }
+            }
+        }
+        if dependents {
+            g.order(&snaps, true)
+        } else {
+            snaps
+        }
     } else {
         if defer {
             return Err(format!("cannot destroy '{name}': -d applies to snapshots only"));
         }
-        dsl.find(name).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
-        let all = dsl.list().map_err(|e| e.to_string())?;
-        let prefix = format!("{name}/");
-        let mut below: Vec<&Dataset> = all
-            .iter()
-            .filter(|d| {
-                let base = d.name.split('@').next().unwrap_or(&d.name);
-                base == name || base.starts_with(&prefix)
-            })
-            .filter(|d| !(is_root && d.name == name))
-            .collect();
-        // Deepest first; inside one file system, its snapshots before itself.
-        below.sort_by_key(|d| {
-            let base = d.name.split('@').next().unwrap_or(&d.name);
-            (std::cmp::Reverse(base.matches('/').count()), base.to_string(), d.kind != DatasetKind::Snapshot)
-        });
-        let others: Vec<&str> = below.iter().map(|d| d.name.as_str()).filter(|n| *n != name).collect();
+        let target =
+            g.by_name(name).ok_or_else(|| format!("cannot open '{name}': dataset does not exist"))?;
         if is_root && !recursive {
             return Err(format!(
                 "cannot destroy '{name}': operation does not apply to pools\n\
@@ -1367,18 +1474,34 @@ fn destroy(state: &Arc<State>, name: &str, how: &DestroyHow) -> Result<Response,
                  use 'rzpool destroy {name}' to destroy the pool itself"
             ));
         }
+        let below = g.order(&[target], false);
+        let others: Vec<&Dataset> = below.iter().copied().filter(|d| d.name != name).collect();
         if !recursive && !others.is_empty() {
             return Err(format!(
-                "cannot destroy '{name}': filesystem has children\nuse '-r' to destroy the following datasets:\n{}",
-                others.join("\n")
+                "cannot destroy '{name}': {} has children\nuse '-r' to destroy the following datasets:\n{}",
+                target.kind.as_str(),
+                listing(&others)
             ));
         }
-        order = below.iter().map(|d| (d.name.clone(), d.ds_obj, d.kind == DatasetKind::Snapshot)).collect();
-    }
+        let clones = g.outside_clones(&below);
+        if !dependents && !clones.is_empty() {
+            return Err(format!(
+                "cannot destroy '{name}': {} has dependent clones\nuse '-R' to destroy the following datasets:\n{}",
+                target.kind.as_str(),
+                listing(&clones)
+            ));
+        }
+        // The pool's root file system itself stays (zfs destroy -r POOL empties it).
+        g.order(&[target], true).into_iter().filter(|d| !(is_root && d.name == name)).collect()
+    };
     let mut out = String::new();
-    if verbose || dry_run {
-        for (n, _, _) in &order {
-            out.push_str(&format!("{}destroy {n}\n", if dry_run { "would " } else { "will " }));
+    if verbose {
+        for d in &order {
+            out.push_str(&match (parsable, dry_run) {
+                (true, _) => format!("destroy\t{}\n", d.name),
+                (false, true) => format!("would destroy {}\n", d.name),
+                (false, false) => format!("will destroy {}\n", d.name),
+            });
         }
     }
     if dry_run {
@@ -1388,18 +1511,18 @@ fn destroy(state: &Arc<State>, name: &str, how: &DestroyHow) -> Result<Response,
         return Err(format!("cannot destroy '{name}': pool is read-only"));
     }
     prune_mounts(state);
-    let names: Vec<String> = order.iter().map(|(n, _, _)| n.clone()).collect();
+    let names: Vec<String> = order.iter().map(|d| d.name.clone()).collect();
     let vols: Vec<String> =
         names.iter().filter(|n| crate::volumes::device_known(state, n)).cloned().collect();
     crate::volumes::unserve(state, &vols, force)
         .map_err(|v| format!("cannot destroy '{v}': dataset is busy"))?;
-    for (n, _, _) in &order {
+    for n in &names {
         let mounted = state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|m| m.dataset == *n);
         if mounted {
             unmount(state, n, Path::new("/"), force)?;
         }
     }
-    let objs: Vec<u64> = order.iter().map(|(_, o, _)| *o).collect();
+    let objs: Vec<u64> = order.iter().map(|d| d.ds_obj).collect();
     if let Err(e) = crate::rwpool::destroy(state, &names, &objs, defer) {
         // Nothing was destroyed: the volumes are served again.
         for v in &vols {
@@ -1408,6 +1531,26 @@ fn destroy(state: &Arc<State>, name: &str, how: &DestroyHow) -> Result<Response,
         return Err(e);
     }
     Ok(Response::ok(out))
+}
+
+/// `zfs promote CLONE`.
+fn promote(state: &Arc<State>, name: &str) -> Result<(), String> {
+    let pool =
+        state.pool(pool_of(name)).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
+    let dsl = pool.dsl();
+    if name.contains('@') {
+        return Err(format!("cannot promote '{name}': snapshots can not be promoted"));
+    }
+    let ds = dsl.find(name).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
+    let origin = prop_value(&pool, &dsl, &ds, "origin")?.exact;
+    if origin.is_empty() || origin == "-" {
+        return Err(format!("cannot promote '{name}': not a cloned filesystem"));
+    }
+    let rw = crate::rwpool::writer_of(state, name)
+        .ok_or_else(|| format!("cannot promote '{name}': pool is read-only"))?;
+    // Snapshot objsets do not change (only their directory does), so no cached view of
+    // one goes stale.
+    rw.spa.promote(name, &origin).map_err(|e| e.to_string())
 }
 
 /// Runs `f` with file system or volume `name` out of service: unmounted (by force with

@@ -6,6 +6,7 @@ pub mod libpool;
 pub mod model;
 pub mod pools;
 pub mod rng;
+pub mod space;
 pub mod tools;
 
 use pool::Pool;
