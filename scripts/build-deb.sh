@@ -7,6 +7,8 @@
 #
 #   scripts/build-deb.sh [--bin-dir DIR] [--out DIR]      (default out: target/debian)
 #
+# The maintainer is $DEBFULLNAME <$DEBEMAIL> when set. Binaries are stripped in the
+# package; libc6's version comes from the newest glibc symbol version they use.
 # Without --bin-dir the binaries are built (cargo build --release). The units are installed,
 # not enabled: systemctl enable --now rzfs.target.
 set -eu
@@ -24,6 +26,7 @@ while [ $# -gt 0 ]; do
 done
 command -v dpkg-deb >/dev/null || { echo "build-deb.sh: dpkg-deb not found" >&2; exit 1; }
 
+MAINT="${DEBFULLNAME:-rzfs developers} <${DEBEMAIL:-rzfs@example.org}>"
 VERSION=$(sed -n 's/^version *= *"\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -n 1)
 ARCH=$(dpkg --print-architecture)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/rzfs-deb.XXXXXX")
@@ -34,8 +37,17 @@ set -- --prefix /usr --destdir "$STAGE" --compat --systemd
 [ -z "$BIN_SRC" ] || set -- "$@" --bin-dir "$BIN_SRC"
 "$ROOT/scripts/install.sh" "$@" >/dev/null
 
-# Debian keeps man pages compressed and a copyright file per package.
+# Debian keeps man pages compressed, binaries stripped, a copyright file and a changelog
+# per package.
 gzip -9n "$STAGE"/usr/share/man/man8/*.8
+for b in "$STAGE"/usr/bin/rz*; do strip --strip-unneeded --remove-section=.comment "$b"; done
+GLIBC=$(objdump -T "$STAGE"/usr/bin/rz* | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
+if [ -n "${SOURCE_DATE_EPOCH:-}" ]; then
+  WHEN=$(date -u -R -d "@$SOURCE_DATE_EPOCH")
+else
+  WHEN=$(git -C "$ROOT" log -1 --format=%aD 2>/dev/null || date -u -R)
+fi
+COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 copyright() {
   mkdir -p "$1/usr/share/doc/$2"
@@ -44,9 +56,12 @@ Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
 Upstream-Name: rzfs
 
 Files: *
+Copyright: the rzfs developers
 License: Apache-2.0
  On Debian systems the full text of the license is in /usr/share/common-licenses/Apache-2.0.
 EOF
+  printf '%s (%s) unstable; urgency=medium\n\n  * Built from rzfs commit %s.\n\n -- %s  %s\n' \
+    "$2" "$VERSION" "$COMMIT" "$MAINT" "$WHEN" | gzip -9n >"$1/usr/share/doc/$2/changelog.gz"
 }
 
 # --- rzfs ------------------------------------------------------------------------------
@@ -59,9 +74,9 @@ cat >"$P/DEBIAN/control" <<EOF
 Package: rzfs
 Version: $VERSION
 Architecture: $ARCH
-Maintainer: rzfs developers <rzfs@localhost>
+Maintainer: $MAINT
 Installed-Size: $SIZE
-Depends: fuse3
+Depends: libc6 (>= $GLIBC), fuse3
 Suggests: rzfs-compat
 Section: admin
 Priority: optional
@@ -97,7 +112,7 @@ cat >"$C/DEBIAN/control" <<EOF
 Package: rzfs-compat
 Version: $VERSION
 Architecture: $ARCH
-Maintainer: rzfs developers <rzfs@localhost>
+Maintainer: $MAINT
 Depends: rzfs (= $VERSION)
 Section: admin
 Priority: optional
