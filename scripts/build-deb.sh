@@ -20,7 +20,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --bin-dir) BIN_SRC=${2:?}; shift 2 ;;
     --out) OUT=${2:?}; shift 2 ;;
-    -h | --help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "build-deb.sh: unknown argument: $1" >&2; exit 1 ;;
   esac
 done

@@ -40,7 +40,7 @@ COMPAT_LINKS="zfs:rzfs zpool:rzpool zdb:rzdb zinject:rzinject"
 UNITS="rzfsd.service rzfs-import-cache.service rzfs-import.target rzfs-mount.service rzfs.target"
 
 die() { echo "install.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; }
 
 while [ $# -gt 0 ]; do
   case $1 in
