@@ -26,7 +26,8 @@ use std::process::Command;
 
 const PREFIX: &str = "/usr/local";
 const PROGS: [&str; 5] = ["rzfs", "rzpool", "rzfsd", "rzdb", "rzinject"];
-const COMPAT: [(&str, &str); 4] = [("zfs", "rzfs"), ("zpool", "rzpool"), ("zdb", "rzdb"), ("zinject", "rzinject")];
+const COMPAT: [(&str, &str); 4] =
+    [("zfs", "rzfs"), ("zpool", "rzpool"), ("zdb", "rzdb"), ("zinject", "rzinject")];
 const UNITS: [&str; 5] =
     ["rzfsd.service", "rzfs-import-cache.service", "rzfs-import.target", "rzfs-mount.service", "rzfs.target"];
 
@@ -67,7 +68,8 @@ fn bin_dir() -> PathBuf {
 
 /// Runs `install.sh args`; its output (stdout + stderr), after checking it succeeded.
 fn install(args: &[&str]) -> String {
-    let out = Command::new(repo().join("scripts/install.sh")).args(args).env_remove("DESTDIR").output().unwrap();
+    let out =
+        Command::new(repo().join("scripts/install.sh")).args(args).env_remove("DESTDIR").output().unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "install.sh {args:?} failed:\n{text}");
     assert!(!text.contains("warning"), "install.sh {args:?} warned:\n{text}");
@@ -127,7 +129,11 @@ fn install_compat_units_man_pages_and_uninstall() {
         assert!(first.contains(&format!("installed  {}", f.display())), "{p} not reported:\n{first}");
         let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&f).unwrap().permissions());
         assert_eq!(mode & 0o777, 0o755, "{}", f.display());
-        assert!(std::fs::read(&f).unwrap() == std::fs::read(bins.join(p)).unwrap(), "{} differs", f.display());
+        assert!(
+            std::fs::read(&f).unwrap() == std::fs::read(bins.join(p)).unwrap(),
+            "{} differs",
+            f.display()
+        );
         assert!(mandir.join("man8").join(format!("{p}.8")).is_file(), "no man page for {p}");
     }
     for (name, prog) in COMPAT {
