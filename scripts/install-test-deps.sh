@@ -38,8 +38,9 @@ add_source /etc/apt/sources.list.d/rzfs-contrib.sources bookworm contrib
 
 # --- Debian packages ----------------------------------------------------------------------
 # sanoid runs unchanged against rzfs in tests/snapshot_tools.rs (its zfs dependency is met
-# by zfs-fuse).
-pkgs=(fuse3 zfs-fuse bzip2 pkg-config attr acl xxd btrfs-progs time sanoid pv mbuffer)
+# by zfs-fuse). man-db (man, groff) and systemd (systemd-analyze) check what
+# scripts/install.sh installs (tests/install.rs).
+pkgs=(fuse3 zfs-fuse bzip2 pkg-config attr acl xxd btrfs-progs time sanoid pv mbuffer man-db systemd)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -3,7 +3,8 @@
 #   1. fast: fmt, clippy, unit + property tests of every crate;
 #   2. oracle: fixtures made by OpenZFS's tools and zfs-fuse, read back by rzfs; pools rzfs
 #      writes (every layout, a randomized POSIX workload, crashes), checked by OpenZFS's zdb;
-#      pjdfstest on a read-write mount;
+#      pjdfstest on a read-write mount; scripts/install.sh into a staging directory (units
+#      verified, man pages rendered, a pool through the zfs/zpool compat names);
 #   3. fuzz: every parser's fuzz target for a bounded time (cargo-fuzz is installed by
 #      install-test-deps.sh; a missing cargo-fuzz fails the tier rather than skipping it).
 #   4. bench: the benchmark harness in smoke mode (seconds), so it keeps working; the full
