@@ -250,6 +250,10 @@ fn parse_fs_props(props: &[String], mountpoint: &Option<String>) -> Result<Vec<(
     for p in props {
         let (k, v) =
             p.split_once('=').ok_or_else(|| format!("invalid property '{p}': expected name=value"))?;
+        if all.iter().any(|(a, _)| a == k) {
+            // As zfs(8) refuses `-o P=V -o P=V`.
+            return Err(format!("property '{k}' specified multiple times"));
+        }
         all.push((k.to_string(), v.to_string()));
     }
     if let Some(m) = mountpoint {

@@ -11,11 +11,17 @@
 //! file system and its snapshots, its END, one incremental substream per snapshot, a closing
 //! all-zero END), and receive takes such packages for one file system.
 //!
-//! Not yet: replication (`-R`), properties (`-p`), raw (`-w`), resumable receives (`-s` is
-//! accepted and `receive_resume_token` is always `-`). A receive that fails leaves the target as it was:
-//! a new file system is destroyed, an existing one rolled back to the stream's source. A
-//! daemon killed in the middle of a receive leaves the target holding part of the stream
-//! until it is rolled back by hand (OpenZFS receives into a hidden clone instead).
+//! `-R` sends a replication package the same way: every descendant file system and volume
+//! in the header's `fss` (properties, snapshot guids, `parentfromsnap`), parents first,
+//! each with its chain of substreams; `-p` a package carrying the properties. Receive takes
+//! full and incremental replication packages, placing each substream below the target as
+//! its file system lies below the package's top one, and sets each file system's properties
+//! with its first substream.
+//!
+//! Not yet: raw (`-w`) streams, clones inside a replication stream, and `receive -F`'s
+//! destruction of what the sender no longer has. A receive that fails leaves the target as
+//! it was: a new file system is destroyed, an existing one rolled back to the stream's
+//! source.
 
 use crate::daemon::State;
 use crate::proto::Response;
@@ -41,6 +47,10 @@ pub struct SendOpts {
     pub dry_run: bool,
     pub verbose: bool,
     pub parsable: bool,
+    /// `-R`: the file system and its descendants, with properties and every snapshot.
+    pub replicate: bool,
+    /// `-p`: a package carrying the file system's properties.
+    pub props: bool,
 }
 
 /// Options of `zfs receive`.
@@ -198,30 +208,41 @@ fn send_from(
         }
     };
     // The (source, snapshot) pairs to send: one, or with -I every snapshot after the
-    // source up to SNAPSHOT, each from the one before.
-    let mut chain: Vec<(Option<dsl::Dataset>, dsl::Dataset)> = Vec::new();
-    if o.intermediates {
-        let Some(from) = from else { return Err("-I needs an incremental source".into()) };
-        let prefix = format!("{fs}@");
-        let mut snaps: Vec<dsl::Dataset> = dsl
-            .list()
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .filter(|d| {
-                d.name.starts_with(&prefix)
-                    && d.ds.creation_txg > from.ds.creation_txg
-                    && d.ds.creation_txg <= to.ds.creation_txg
-            })
-            .collect();
-        snaps.sort_by_key(|d| d.ds.creation_txg);
-        let mut prev = from;
-        for s in snaps {
-            chain.push((Some(prev), s.clone()));
-            prev = s;
-        }
+    // source up to SNAPSHOT, each from the one before; with -R, those of every descendant.
+    let plans: Vec<FsPlan> = if o.replicate {
+        replication_plan(&dsl, fs, tosnap, &to, from.as_ref(), o)?
     } else {
-        chain.push((from, to.clone()));
-    }
+        let mut chain: Vec<(Option<dsl::Dataset>, dsl::Dataset)> = Vec::new();
+        if o.intermediates {
+            let Some(from) = from else { return Err("-I needs an incremental source".into()) };
+            let prefix = format!("{fs}@");
+            let mut snaps: Vec<dsl::Dataset> = dsl
+                .list()
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .filter(|d| {
+                    d.name.starts_with(&prefix)
+                        && d.ds.creation_txg > from.ds.creation_txg
+                        && d.ds.creation_txg <= to.ds.creation_txg
+                })
+                .collect();
+            snaps.sort_by_key(|d| d.ds.creation_txg);
+            let mut prev = from;
+            for s in snaps {
+                chain.push((Some(prev), s.clone()));
+                prev = s;
+            }
+        } else {
+            chain.push((from, to.clone()));
+        }
+        let head = dsl.find(fs).map_err(|e| e.to_string())?;
+        let mut snaps: Vec<dsl::Dataset> = Vec::new();
+        if let Some((Some(f), _)) = chain.first() {
+            snaps.push(f.clone());
+        }
+        snaps.extend(chain.iter().map(|(_, t)| t.clone()));
+        vec![FsPlan { head, snaps, chain, parentfromsnap: 0, clone }]
+    };
     let mut features = 0u64;
     if o.large_blocks && feature_active(&pool, "large_blocks") {
         features |= FEATURE_LARGE_BLOCKS;
@@ -245,7 +266,7 @@ fn send_from(
         let bp = d.objset_bp().map_err(|e| e.to_string())?;
         dmu::Objset::open(&pool.reader, &bp).map_err(|e| format!("cannot send '{}': {e}", d.name))
     };
-    let params = |from: &Option<dsl::Dataset>, to: &dsl::Dataset, os: &dmu::Objset| {
+    let params = |from: &Option<dsl::Dataset>, to: &dsl::Dataset, os: &dmu::Objset, clone: bool| {
         let mut f = features;
         if os.os_type() == ondisk::objset::DMU_OST_ZFS {
             f |= FEATURE_SA_SPILL;
@@ -268,14 +289,18 @@ fn send_from(
             resume,
         }
     };
-    let short = |d: &dsl::Dataset| d.name.split_once('@').map_or(String::new(), |(_, s)| s.to_string());
+    // Each substream with whether it is the clone's first (sent from its origin).
+    let substreams: Vec<(&Option<dsl::Dataset>, &dsl::Dataset, bool)> = plans
+        .iter()
+        .flat_map(|p| p.chain.iter().enumerate().map(move |(i, (f, t))| (f, t, p.clone && i == 0)))
+        .collect();
     if o.dry_run {
         let mut out = String::new();
         let mut total = 0u64;
-        for (from, to) in &chain {
+        for &(from, to, clone) in &substreams {
             let os = open(to)?;
             let mut w = StreamWriter::new(Counter(0));
-            send::send::send(&os, &params(from, to, &os), &mut w, &mut |_| true)
+            send::send::send(&os, &params(from, to, &os, clone), &mut w, &mut |_| true)
                 .map_err(|e| format!("cannot send '{}': {e}", to.name))?;
             let size = w.bytes_written();
             total += size;
@@ -307,33 +332,24 @@ fn send_from(
     // Records are gathered; block payloads (larger than the buffer) go straight to the fd.
     let mut w = StreamWriter::new(BufWriter::with_capacity(64 << 10, File::from(fd)));
     let io = |e: std::io::Error| format!("cannot send '{snapshot}': {e}");
-    if o.intermediates {
-        // The package header (libzfs `send_prelim_records`): the file system and its
+    let package = o.intermediates || o.replicate || o.props;
+    if package {
+        // The package header (libzfs `send_prelim_records`): the file systems and their
         // snapshots in the stream, then its own END.
-        let head = dsl.find(fs).map_err(|e| e.to_string())?;
-        let mut snaps = ondisk::nvlist::NvList::new();
-        let mut snapprops = ondisk::nvlist::NvList::new();
-        if let Some((Some(f), _)) = chain.first() {
-            snaps.add_u64(&short(f), f.ds.guid);
-            snapprops.add_nvlist(&short(f), ondisk::nvlist::NvList::new());
-        }
-        for (_, t) in &chain {
-            snaps.add_u64(&short(t), t.ds.guid);
-            snapprops.add_nvlist(&short(t), ondisk::nvlist::NvList::new());
-        }
-        let mut one = ondisk::nvlist::NvList::new();
-        one.add_str("name", fs)
-            .add_u64("parentfromsnap", 0)
-            .add_nvlist("props", ondisk::nvlist::NvList::new())
-            .add_nvlist("snaps", snaps)
-            .add_nvlist("snapprops", snapprops);
         let mut fss = ondisk::nvlist::NvList::new();
-        fss.add_nvlist(&format!("0x{:x}", head.ds.guid), one);
-        let mut hdr = ondisk::nvlist::NvList::new();
-        if let Some((Some(f), _)) = chain.first() {
-            hdr.add_str("fromsnap", &short(f));
+        for p in &plans {
+            fss.add_nvlist(&format!("0x{:x}", p.head.ds.guid), fs_entry(&dsl, p, o.replicate || o.props)?);
         }
-        hdr.add_str("tosnap", tosnap).add_boolean("not_recursive").add_nvlist("fss", fss);
+        let mut hdr = ondisk::nvlist::NvList::new();
+        if let Some(f) = &o.from {
+            let f = f.rsplit(['@', '#']).next().unwrap_or(f);
+            hdr.add_str("fromsnap", f);
+        }
+        hdr.add_str("tosnap", tosnap);
+        if !o.replicate {
+            hdr.add_boolean("not_recursive");
+        }
+        hdr.add_nvlist("fss", fss);
         let begin = Begin {
             magic: BACKUP_MAGIC,
             versioninfo: versioninfo(HDRTYPE_COMPOUNDSTREAM, FEATURE_SA_SPILL),
@@ -345,13 +361,13 @@ fn send_from(
     }
     let t0 = std::time::Instant::now();
     let mut records = 0;
-    for (from, to) in &chain {
+    for &(from, to, clone) in &substreams {
         let os = open(to)?;
-        let stats = send::send::send(&os, &params(from, to, &os), &mut w, &mut |_| true)
+        let stats = send::send::send(&os, &params(from, to, &os, clone), &mut w, &mut |_| true)
             .map_err(|e| format!("cannot send '{}': {e}", to.name))?;
         records += stats.records;
     }
-    if o.intermediates {
+    if package {
         // The closing END of the package: all zeros but its type.
         let end = encode_record(&Record::End(End::default()), 0, false);
         w.write_raw(&end, &[]).map_err(io)?;
@@ -361,12 +377,177 @@ fn send_from(
     if o.verbose {
         r.stderr = format!(
             "{} send of {snapshot}: {} in {records} records, {:.1} s\n",
-            if chain.first().is_some_and(|c| c.0.is_some()) { "incremental" } else { "full" },
+            if o.from.is_some() { "incremental" } else { "full" },
             crate::format::nicenum(w.bytes_written()),
             t0.elapsed().as_secs_f64()
         );
     }
     Ok(r)
+}
+
+/// A snapshot's short name (after the `@`).
+fn short(d: &dsl::Dataset) -> String {
+    d.name.split_once('@').map_or(String::new(), |(_, s)| s.to_string())
+}
+
+/// What one file system contributes to a send: its (source, snapshot) pairs in order, and
+/// for a package header the snapshots it has up to the one sent and the guid of the
+/// snapshot its parent is sent from (`parentfromsnap`).
+struct FsPlan {
+    head: dsl::Dataset,
+    snaps: Vec<dsl::Dataset>,
+    chain: Vec<(Option<dsl::Dataset>, dsl::Dataset)>,
+    parentfromsnap: u64,
+    /// The first pair is an incremental from the clone's origin (`DRR_FLAG_CLONE`).
+    clone: bool,
+}
+
+/// A file system's entry in a package header's `fss` (libzfs `send_iterate_fs`): name,
+/// `parentfromsnap`, local properties (with `props`), snapshot guids and each snapshot's own
+/// properties.
+fn fs_entry(dsl: &dsl::DslPool, p: &FsPlan, props: bool) -> Result<ondisk::nvlist::NvList, String> {
+    let nv_of = |list: Vec<(String, dsl::props::RawProp)>, snapshot: bool| {
+        let mut nv = ondisk::nvlist::NvList::new();
+        for (k, v) in list {
+            // Received values (`P$recvd`), markers (`$hasrecvd`) and, on snapshots, space
+            // limits are not sent (`send_iterate_prop`).
+            if k.contains('$')
+                || (snapshot && ["quota", "reservation", "refquota", "refreservation"].contains(&k.as_str()))
+            {
+                continue;
+            }
+            match v {
+                dsl::props::RawProp::Num(n) => nv.add_u64(&k, n),
+                dsl::props::RawProp::Str(t) => nv.add_str(&k, &t),
+            };
+        }
+        nv
+    };
+    let err = |e: dsl::DslError| e.to_string();
+    let mut snaps = ondisk::nvlist::NvList::new();
+    let mut snapprops = ondisk::nvlist::NvList::new();
+    for s in &p.snaps {
+        snaps.add_u64(&short(s), s.ds.guid);
+        let own = dsl::props::read_props_zap(dsl.mos(), s.ds.props_obj).map_err(err)?;
+        snapprops.add_nvlist(&short(s), if props { nv_of(own, true) } else { ondisk::nvlist::NvList::new() });
+    }
+    let local =
+        if props { nv_of(dsl.local_props(&p.head.dir).map_err(err)?, false) } else { Default::default() };
+    let mut one = ondisk::nvlist::NvList::new();
+    one.add_str("name", &p.head.name).add_u64("parentfromsnap", p.parentfromsnap);
+    if p.clone {
+        if let Some((Some(o), _)) = p.chain.first() {
+            one.add_u64("origin", o.ds.guid);
+        }
+    }
+    one.add_nvlist("props", local).add_nvlist("snaps", snaps).add_nvlist("snapprops", snapprops);
+    Ok(one)
+}
+
+/// `zfs send -R FS@SNAP [-i|-I FROM]`: FS and every descendant file system and volume that
+/// has SNAP, parents first (libzfs `send_iterate_fs`, `dump_filesystem`): without a source
+/// every snapshot up to SNAP (the first in full); with `-i` the source and SNAP; with `-I`
+/// everything between; a descendant that lacks the source is sent from its beginning. A
+/// descendant created after SNAP was taken is left out; one that existed but lacks SNAP is
+/// an error. Clones inside the tree are refused (not sent by rzfs yet).
+fn replication_plan(
+    dsl: &dsl::DslPool,
+    fs: &str,
+    tosnap: &str,
+    to: &dsl::Dataset,
+    from: Option<&dsl::Dataset>,
+    o: &SendOpts,
+) -> Result<Vec<FsPlan>, String> {
+    if from.is_some_and(|f| f.kind == dsl::DatasetKind::Bookmark) {
+        return Err(format!("cannot send '{fs}@{tosnap}': -R cannot start at a bookmark"));
+    }
+    let fromsnap = from.map(short);
+    let all = dsl.list().map_err(|e| e.to_string())?;
+    let below = format!("{fs}/");
+    let mut heads: Vec<&dsl::Dataset> = all
+        .iter()
+        .filter(|d| d.kind != dsl::DatasetKind::Snapshot && d.kind != dsl::DatasetKind::Bookmark)
+        .filter(|d| d.name == fs || d.name.starts_with(&below))
+        .collect();
+    // A name sorts before every name it prefixes: parents come first.
+    heads.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut plans: Vec<FsPlan> = Vec::new();
+    // tosnap's txg per file system sent, to judge descendants that lack it.
+    let mut skipped: Vec<String> = Vec::new();
+    for h in heads {
+        if skipped.iter().any(|s| h.name.starts_with(&format!("{s}/"))) {
+            continue;
+        }
+        let parent = h.name.rsplit_once('/').map(|(p, _)| p.to_string());
+        let parent_plan = parent.as_deref().and_then(|p| plans.iter().find(|x| x.head.name == p));
+        let prefix = format!("{}@", h.name);
+        let mut snaps: Vec<&dsl::Dataset> = all.iter().filter(|d| d.name.starts_with(&prefix)).collect();
+        snaps.sort_by_key(|d| d.ds.creation_txg);
+        let Some(mine_to) = snaps.iter().find(|d| short(d) == tosnap).copied() else {
+            let parent_to_txg = parent_plan
+                .and_then(|p| p.snaps.iter().find(|s| short(s) == tosnap))
+                .map(|s| s.ds.creation_txg);
+            if h.name != fs && parent_to_txg.is_some_and(|t| h.ds.creation_txg > t) {
+                skipped.push(h.name.clone());
+                continue;
+            }
+            return Err(format!(
+                "cannot send {fs}@{tosnap} recursively: snapshot {}@{tosnap} does not exist",
+                h.name
+            ));
+        };
+        if h.dir.origin_obj != 0 && all.iter().any(|d| d.ds_obj == h.dir.origin_obj) {
+            return Err(format!(
+                "cannot send {fs}@{tosnap} recursively: {} is a clone, which rzfs does not replicate yet",
+                h.name
+            ));
+        }
+        let upto: Vec<&dsl::Dataset> =
+            snaps.iter().copied().filter(|d| d.ds.creation_txg <= mine_to.ds.creation_txg).collect();
+        let mine_from = fromsnap.as_deref().and_then(|f| upto.iter().find(|d| short(d) == f).copied());
+        let mut chain: Vec<(Option<dsl::Dataset>, dsl::Dataset)> = Vec::new();
+        let doall = o.intermediates || fromsnap.is_none();
+        let mut prev: Option<&dsl::Dataset> = None;
+        let mut seen_from = mine_from.is_none();
+        for s in &upto {
+            if !seen_from {
+                if Some(s.ds_obj) == mine_from.map(|f| f.ds_obj) {
+                    seen_from = true;
+                    prev = Some(s);
+                }
+                continue;
+            }
+            if !doall && s.ds_obj != mine_to.ds_obj {
+                continue;
+            }
+            chain.push((prev.cloned(), (*s).clone()));
+            prev = Some(s);
+        }
+        if chain.is_empty() {
+            return Err(format!(
+                "cannot send {fs}@{tosnap} recursively: incremental source ({}@{}) is not earlier than it",
+                h.name,
+                fromsnap.as_deref().unwrap_or("")
+            ));
+        }
+        // The guid of the snapshot the parent is sent from (or its SNAP when it has no
+        // source), as libzfs records it for the receiver to find the parent.
+        let parentfromsnap = parent_plan
+            .map(|p| {
+                let f = fromsnap.as_deref().and_then(|f| p.snaps.iter().find(|s| short(s) == f));
+                f.or_else(|| p.snaps.iter().find(|s| short(s) == tosnap)).map_or(0, |s| s.ds.guid)
+            })
+            .unwrap_or(0);
+        let _ = to;
+        plans.push(FsPlan {
+            head: h.clone(),
+            snaps: upto.into_iter().cloned().collect(),
+            chain,
+            parentfromsnap,
+            clone: false,
+        });
+    }
+    Ok(plans)
 }
 
 /// `zfs receive [-Fuvnde] TARGET`.
@@ -407,16 +588,18 @@ fn receive_package(
         .map_err(|e| format!("cannot receive: invalid stream (bad package header: {e})"))?;
     // `not_recursive` is a DATA_TYPE_BOOLEAN flag: present or not.
     let recursive = !hdr.contains("not_recursive");
-    if recursive && hdr.contains("fromsnap") {
-        return Err(
-            "cannot receive: incremental replication streams (zfs send -R -i/-I) cannot be received by rzfs yet"
-                .into(),
-        );
+    if recursive && target.contains('@') {
+        return Err(format!(
+            "cannot receive: '{target}': a replication stream (zfs send -R) is received into a file system"
+        ));
     }
+    // Substreams of a replication stream land below the target as their file systems lie
+    // below the package's top one (unless -d or -e place them).
+    let top = begin.toname.split('@').next().unwrap_or("").to_string();
     // The local properties a replication stream carries per file system, found by the
     // guids of its snapshots (each substream names its snapshot's guid).
     let mut props_of: std::collections::BTreeMap<u64, ondisk::nvlist::NvList> = Default::default();
-    if recursive {
+    {
         if let Some(fss) = hdr.get_nvlist("fss") {
             for (_, v) in &fss.pairs {
                 let ondisk::nvlist::NvValue::NvList(one) = v else { continue };
@@ -434,14 +617,76 @@ fn receive_package(
     if hdr.get_bool("raw").is_some() {
         return Err("cannot receive: raw streams cannot be received by rzfs yet".into());
     }
-    let _ = begin;
     match rd.next() {
         Ok(Some((Record::End(_), _))) => {}
         Ok(_) => return Err("cannot receive: invalid stream (package header without its END)".into()),
         Err(e) => return Err(format!("cannot receive: invalid stream ({e})")),
     }
+    // A replication stream changes a whole tree: its file systems are unmounted (deepest
+    // first, so no parent goes while a child is mounted in it) and mounted again at the end,
+    // with the ones it created.
+    let was_mounted = if recursive && !o.dry_run { unmount_tree(state, target)? } else { Vec::new() };
+    let r = receive_substreams(state, target, o, rd, recursive, &top, &props_of);
+    if recursive && !o.dry_run {
+        let mut names: Vec<String> = state
+            .pool(pool_of(target))
+            .map(|p| p.dsl().list().unwrap_or_default())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|d| d.kind == dsl::DatasetKind::Filesystem)
+            .map(|d| d.name)
+            .filter(|n| n == target || n.starts_with(&format!("{target}/")))
+            .collect();
+        names.sort();
+        for n in names {
+            let again = was_mounted.contains(&n);
+            if again || (!o.no_mount && r.as_ref().is_ok_and(|(_, made)| made.contains(&n))) {
+                if let Err(e) = crate::cmd::zfs::automount(state, &n) {
+                    eprintln!("rzfsd: cannot mount '{n}' after the receive: {e}");
+                }
+            }
+        }
+    }
+    r.map(|(resp, _)| resp)
+}
+
+/// Unmounts file system `top` and every file system mounted below it, deepest first;
+/// returns their names.
+fn unmount_tree(state: &Arc<State>, top: &str) -> Result<Vec<String>, String> {
+    crate::cmd::zfs::prune_mounts(state);
+    let mut names: Vec<String> = state
+        .mounts
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|m| m.dataset.clone())
+        .filter(|n| n == top || n.starts_with(&format!("{top}/")))
+        .collect();
+    names.sort();
+    names.dedup();
+    for n in names.iter().rev() {
+        crate::cmd::zfs::unmount(state, n, std::path::Path::new("/"), true)?;
+    }
+    Ok(names)
+}
+
+/// The substreams of a package, after its header; returns the answer and the file systems
+/// created (by full substreams).
+fn receive_substreams(
+    state: &Arc<State>,
+    target: &str,
+    o: &RecvOpts,
+    rd: &mut Reader,
+    recursive: bool,
+    top: &str,
+    props_of: &std::collections::BTreeMap<u64, ondisk::nvlist::NvList>,
+) -> Result<(Response, Vec<String>), String> {
+    let mut made = Vec::new();
     let mut resp = Response::ok(String::new());
     let mut n = 0;
+    let mut props_set: std::collections::HashSet<String> = Default::default();
+    // Mounting is the package's business (see receive_package).
+    let o = &RecvOpts { no_mount: o.no_mount || recursive, ..o.clone() };
     loop {
         let (sub, sub_payload) = match rd.next() {
             Ok(Some((Record::Begin(b), p))) => (b, p),
@@ -456,9 +701,30 @@ fn receive_package(
             Err(e) => return Err(format!("cannot receive: invalid stream ({e})")),
         };
         let toguid = sub.toguid;
-        let (r, fs, full) = receive_one(state, target, o, rd, sub, &sub_payload)?;
-        if let (true, Some(props)) = (full, props_of.get(&toguid)) {
-            set_received_props(state, &fs, props)?;
+        let sub_target = if recursive && !o.discard_first && !o.last_only {
+            let src = sub.toname.split('@').next().unwrap_or("");
+            match src.strip_prefix(top) {
+                Some(rel) if rel.is_empty() || rel.starts_with('/') => format!("{target}{rel}"),
+                _ => {
+                    return Err(format!(
+                        "cannot receive: invalid stream (substream {} is not below the package's {top})",
+                        sub.toname
+                    ))
+                }
+            }
+        } else {
+            target.to_string()
+        };
+        let (r, fs, full) = receive_one(state, &sub_target, o, rd, sub, &sub_payload)?;
+        if full && !o.dry_run {
+            made.push(fs.clone());
+        }
+        // A file system's properties are set with its first substream.
+        if let Some(props) = props_of.get(&toguid).filter(|_| full || !props_set.contains(&fs)) {
+            if !o.dry_run {
+                set_received_props(state, &fs, props)?;
+            }
+            props_set.insert(fs.clone());
         }
         resp.stdout.push_str(&r.stdout);
         resp.stderr.push_str(&r.stderr);
@@ -467,7 +733,7 @@ fn receive_package(
     if n == 0 && o.verbose {
         resp.stdout.push_str("the stream package holds no snapshot\n");
     }
-    Ok(resp)
+    Ok((resp, made))
 }
 
 type Reader = StreamReader<BufReader<File>>;

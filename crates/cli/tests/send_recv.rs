@@ -736,3 +736,109 @@ fn resumable_receive() {
     d.ok("rzpool", &["export", "rs"]);
     zdb_check(&dir, "rs");
 }
+
+/// `zfs send -R`: a tree of file systems with properties and snapshots, full and then
+/// incremental (`-I`, `-i`), received into another pool as OpenZFS places it (below the
+/// target as below the package's top file system); a descendant created after the
+/// snapshot is left out, one created later comes in full with the incremental package.
+/// `zstream dump` checks the streams, zdb and the space recount both pools.
+#[test]
+fn replication_streams() {
+    if skip_without_fuse_zdb("replication_streams") {
+        return;
+    }
+    let dir = scratch("replicate");
+    let dir2 = scratch("replicate-b");
+    let d = Daemon::new("replicate");
+    let (_devs, mnt) = create(&d, &dir, "rp", &SINGLE, 256 << 20);
+    let (_devs2, mnt2) = create(&d, &dir2, "rq", &SINGLE, 256 << 20);
+    let mut rng = Rng::new(21);
+    d.ok("rzfs", &["create", "-o", "compression=lz4", "rp/a"]);
+    d.ok("rzfs", &["create", "-o", "com.example:x=1", "rp/a/b"]);
+    d.ok("rzfs", &["create", "rp/a/b/c"]);
+    for fs in ["a", "a/b", "a/b/c"] {
+        write_files(&mnt.join(fs), "f", 5, 1..150_000, &mut rng, &mut BTreeMap::new());
+    }
+    d.ok("rzfs", &["snapshot", "-r", "rp/a@s1"]);
+    std::fs::write(mnt.join("a/b/f0"), b"changed after s1").unwrap();
+    std::fs::remove_file(mnt.join("a/b/c/f1")).unwrap();
+    d.ok("rzfs", &["snapshot", "-r", "rp/a@s2"]);
+    // Created after @s2: not part of a stream up to @s2.
+    d.ok("rzfs", &["create", "rp/a/late"]);
+    std::fs::write(mnt.join("a/late/x"), b"late").unwrap();
+
+    let est = d.ok("rzfs", &["send", "-R", "-nP", "rp/a@s2"]);
+    for line in ["full\trp/a@s1\t", "incremental\ts1\trp/a@s2\t", "full\trp/a/b/c@s1\t"] {
+        assert!(est.contains(line), "{line:?} missing from:\n{est}");
+    }
+    assert!(!est.contains("late"), "{est}");
+    let full = dir.join("full.zs");
+    let (code, err) = send_to(&d, &["-R", "rp/a@s2"], &full);
+    assert_eq!(code, 0, "send -R: {err}");
+    let dump = zstream_dump(&full);
+    assert!(dump.contains("rp/a/b/c@s2") && dump.contains("com.example:x"), "{dump}");
+    let (code, err) = recv_from(&d, &["rq/copy"], &full);
+    assert_eq!(code, 0, "receive: {err}");
+    let snaps =
+        d.ok("rzfs", &["list", "-H", "-r", "-t", "snapshot", "-o", "name,guid", "-s", "name", "rq/copy"]);
+    let src_snaps =
+        d.ok("rzfs", &["list", "-H", "-r", "-t", "snapshot", "-o", "name,guid", "-s", "name", "rp/a"]);
+    assert_eq!(snaps.replace("rq/copy", "rp/a"), src_snaps, "snapshots and guids");
+    // Each file system's own files (its children are mounted below it: left out).
+    let own = |root: &std::path::Path| {
+        let mut t = tree(root);
+        t.retain(|k, _| {
+            !["b", "c", "late"].iter().any(|c| k == &format!("{c}/") || k.starts_with(&format!("{c}/")))
+        });
+        t
+    };
+    for fs in ["", "/b", "/b/c"] {
+        let a = own(&mnt.join(format!("a{fs}")));
+        let b = own(&mnt2.join(format!("copy{fs}")));
+        assert_same(&a, &b, &format!("rq/copy{fs} after the full package"));
+    }
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value,source", "compression", "rq/copy"]), "lz4\tlocal\n");
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "com.example:x", "rq/copy/b"]), "1\n");
+    assert!(d.run("rzfs", &["list", "rq/copy/late"]).0 != 0, "rp/a/late has no @s2");
+
+    // Incremental: changes everywhere, and rp/a/late (which has no @s2) comes in full.
+    std::fs::write(mnt.join("a/f2"), b"changed after s2").unwrap();
+    write_files(&mnt.join("a/b/c"), "g", 3, 1..100_000, &mut rng, &mut BTreeMap::new());
+    d.ok("rzfs", &["snapshot", "-r", "rp/a@s3"]);
+    std::fs::write(mnt.join("a/b/f3"), b"changed after s3").unwrap();
+    d.ok("rzfs", &["snapshot", "-r", "rp/a@s4"]);
+    let inc = dir.join("inc.zs");
+    let (code, err) = send_to(&d, &["-R", "-I", "@s2", "rp/a@s4"], &inc);
+    assert_eq!(code, 0, "send -R -I: {err}");
+    zstream_dump(&inc);
+    let (code, err) = recv_from(&d, &["-F", "rq/copy"], &inc);
+    assert_eq!(code, 0, "receive of the incremental package: {err}");
+    for fs in ["", "/b", "/b/c", "/late"] {
+        assert_same(
+            &own(&mnt.join(format!("a{fs}"))),
+            &own(&mnt2.join(format!("copy{fs}"))),
+            &format!("rq/copy{fs} after the incremental package"),
+        );
+    }
+    let snaps =
+        d.ok("rzfs", &["list", "-H", "-r", "-t", "snapshot", "-o", "name,guid", "-s", "name", "rq/copy"]);
+    let src_snaps =
+        d.ok("rzfs", &["list", "-H", "-r", "-t", "snapshot", "-o", "name,guid", "-s", "name", "rp/a"]);
+    assert_eq!(snaps.replace("rq/copy", "rp/a"), src_snaps, "snapshots and guids after -I");
+    // -i: only the named pair per file system.
+    std::fs::write(mnt.join("a/b/c/g0"), b"changed after s4").unwrap();
+    d.ok("rzfs", &["snapshot", "-r", "rp/a@s5"]);
+    d.ok("rzfs", &["snapshot", "-r", "rp/a@s6"]);
+    let est = d.ok("rzfs", &["send", "-R", "-nP", "-i", "@s4", "rp/a@s6"]);
+    assert!(est.contains("incremental\ts4\trp/a/b/c@s6\t") && !est.contains("@s5"), "{est}");
+    // A snapshot that some descendant lacks is an error naming it.
+    d.ok("rzfs", &["snapshot", "rp/a@only"]);
+    let (code, _, err) = d.run("rzfs", &["send", "-R", "-nP", "rp/a@only"]);
+    assert!(code != 0 && err.contains("rp/a/b@only does not exist"), "{err}");
+
+    for (p, dir) in [("rp", &dir), ("rq", &dir2)] {
+        d.ok("rzpool", &["export", p]);
+        zdb_check(dir, p);
+        common::space::dsl_space_check(dir, p);
+    }
+}

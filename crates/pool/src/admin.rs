@@ -243,6 +243,12 @@ impl Spa {
                 if snap.is_empty() || snap.contains(['@', '/']) || full.len() > 255 {
                     return Err(PoolError::Invalid(format!("cannot create snapshot '{full}': invalid name")));
                 }
+                // zfs_component_namecheck: letters, digits and `-_.: `.
+                if let Some(c) = snap.chars().find(|c| !(c.is_ascii_alphanumeric() || "-_.: ".contains(*c))) {
+                    return Err(PoolError::Invalid(format!(
+                        "cannot create snapshot '{full}': invalid character '{c}' in name"
+                    )));
+                }
                 let f = lookup(w, fs)?.ok_or_else(|| {
                     PoolError::NotFound(format!("cannot create snapshot '{full}': dataset does not exist"))
                 })?;

@@ -243,6 +243,14 @@ enum Cmd {
         /// Resume the stream a resumable receive kept (its `receive_resume_token`).
         #[arg(short = 't', value_name = "TOKEN", conflicts_with_all = ["from", "from_all", "snapshot"])]
         token: Option<String>,
+        /// A replication stream package: the file system, every descendant file system
+        /// and volume, their properties and snapshots (all of them up to SNAPSHOT, or with
+        /// -i/-I the ones from the source on).
+        #[arg(short = 'R', long = "replicate")]
+        replicate: bool,
+        /// Send the file system's properties (a stream package).
+        #[arg(short = 'p', long = "props")]
+        props: bool,
         #[arg(required_unless_present = "token")]
         snapshot: Option<String>,
     },
@@ -402,6 +410,8 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             parsable,
             token,
             snapshot,
+            replicate,
+            props,
         } => {
             let intermediates = from_all.is_some();
             let o = crate::sendrecv::SendOpts {
@@ -414,6 +424,8 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
                 verbose,
                 parsable,
                 token,
+                replicate,
+                props,
             };
             crate::sendrecv::send(state, snapshot.as_deref().unwrap_or(""), &o, fds)
         }
@@ -862,6 +874,23 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
         "mountpoint" if snap || ds.kind == DatasetKind::Volume => text("-", "-"),
         "mounted" if snap => text("-", "-"),
         "mounted" => text(if crate::daemon::is_mounted(&ds.name) { "yes" } else { "no" }, "-"),
+        "clones" => {
+            // A snapshot's clones (heads whose origin it is), as a comma-separated list.
+            let names: Vec<String> = if snap {
+                let mut v: Vec<String> = dsl
+                    .list()
+                    .map_err(|e| e.to_string())?
+                    .into_iter()
+                    .filter(|x| x.kind != DatasetKind::Snapshot && x.dir.origin_obj == ds.ds_obj)
+                    .map(|x| x.name)
+                    .collect();
+                v.sort();
+                v
+            } else {
+                Vec::new()
+            };
+            text(if names.is_empty() { "-".to_string() } else { names.join(",") }, "-")
+        }
         "origin" => {
             // Every file system is a clone of the hidden $ORIGIN@$ORIGIN; only user
             // snapshots are shown.
@@ -1906,7 +1935,7 @@ pub fn prune_mounts(state: &State) {
 
 /// `zfs unmount [-f] DATASET|DIR`: refused while busy unless `-f`, which aborts the mount
 /// (processes using it get EIO).
-fn unmount(state: &State, target: &str, cwd: &Path, force: bool) -> Result<Response, String> {
+pub(crate) fn unmount(state: &State, target: &str, cwd: &Path, force: bool) -> Result<Response, String> {
     prune_mounts(state);
     let tdir = abs(cwd, Path::new(target));
     let mut m = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
