@@ -177,6 +177,8 @@ fn send_from(
             let full = match (f.strip_prefix('@'), f.strip_prefix('#')) {
                 (Some(s), _) => format!("{fs}@{s}"),
                 (_, Some(b)) => format!("{fs}#{b}"),
+                // A bare name is a snapshot of the same file system (zfs(8)).
+                _ if !f.contains(['@', '#', '/']) => format!("{fs}@{f}"),
                 _ => f.clone(),
             };
             let from = if full.contains('#') {
@@ -449,7 +451,8 @@ fn fs_entry(dsl: &dsl::DslPool, p: &FsPlan, props: bool) -> Result<ondisk::nvlis
 /// every snapshot up to SNAP (the first in full); with `-i` the source and SNAP; with `-I`
 /// everything between; a descendant that lacks the source is sent from its beginning. A
 /// descendant created after SNAP was taken is left out; one that existed but lacks SNAP is
-/// an error. Clones inside the tree are refused (not sent by rzfs yet).
+/// an error. A clone's first snapshot is sent as an incremental from its origin (parents and
+/// origins first).
 fn replication_plan(
     dsl: &dsl::DslPool,
     fs: &str,
@@ -471,6 +474,8 @@ fn replication_plan(
         .collect();
     // A name sorts before every name it prefixes: parents come first.
     heads.sort_by(|a, b| a.name.cmp(&b.name));
+    // Origins of the clones in the tree: sent even when -i would skip them.
+    let origins: Vec<u64> = heads.iter().map(|h| h.dir.origin_obj).filter(|&o| o != 0).collect();
     let mut plans: Vec<FsPlan> = Vec::new();
     // tosnap's txg per file system sent, to judge descendants that lack it.
     let mut skipped: Vec<String> = Vec::new();
@@ -496,12 +501,10 @@ fn replication_plan(
                 h.name
             ));
         };
-        if h.dir.origin_obj != 0 && all.iter().any(|d| d.ds_obj == h.dir.origin_obj) {
-            return Err(format!(
-                "cannot send {fs}@{tosnap} recursively: {} is a clone, which rzfs does not replicate yet",
-                h.name
-            ));
-        }
+        // A clone starts from its origin (sent before it, when inside the tree; otherwise
+        // the receiver must have it), as libzfs's `fromorigin`.
+        let origin =
+            all.iter().find(|d| d.kind == dsl::DatasetKind::Snapshot && d.ds_obj == h.dir.origin_obj);
         let upto: Vec<&dsl::Dataset> =
             snaps.iter().copied().filter(|d| d.ds.creation_txg <= mine_to.ds.creation_txg).collect();
         let mine_from = fromsnap.as_deref().and_then(|f| upto.iter().find(|d| short(d) == f).copied());
@@ -509,6 +512,7 @@ fn replication_plan(
         let doall = o.intermediates || fromsnap.is_none();
         let mut prev: Option<&dsl::Dataset> = None;
         let mut seen_from = mine_from.is_none();
+        let mut clone = false;
         for s in &upto {
             if !seen_from {
                 if Some(s.ds_obj) == mine_from.map(|f| f.ds_obj) {
@@ -517,8 +521,13 @@ fn replication_plan(
                 }
                 continue;
             }
-            if !doall && s.ds_obj != mine_to.ds_obj {
+            // Without -I only the pair is sent, and the origins of clones in the tree.
+            if !doall && s.ds_obj != mine_to.ds_obj && !origins.contains(&s.ds_obj) {
                 continue;
+            }
+            if prev.is_none() && origin.is_some() {
+                clone = true;
+                prev = origin;
             }
             chain.push((prev.cloned(), (*s).clone()));
             prev = Some(s);
@@ -544,10 +553,24 @@ fn replication_plan(
             snaps: upto.into_iter().cloned().collect(),
             chain,
             parentfromsnap,
-            clone: false,
+            clone,
         });
     }
-    Ok(plans)
+    // Parents, and the file systems holding clones' origins, go first (libzfs
+    // `dump_filesystems` defers a clone until its origin was sent).
+    let mut ordered: Vec<FsPlan> = Vec::with_capacity(plans.len());
+    while !plans.is_empty() {
+        let ready = plans.iter().position(|p| {
+            let parent = p.head.name.rsplit_once('/').map(|(x, _)| x);
+            let waits_parent = plans.iter().any(|q| Some(q.head.name.as_str()) == parent);
+            let origin_fs = p.clone.then(|| p.chain.first().and_then(|(f, _)| f.as_ref())).flatten();
+            let waits_origin = origin_fs.is_some_and(|o| plans.iter().any(|q| q.head.dir_obj == o.dir_obj));
+            !waits_parent && !waits_origin
+        });
+        // A cycle cannot happen in a pool; send the rest as they come if it did.
+        ordered.push(plans.remove(ready.unwrap_or(0)));
+    }
+    Ok(ordered)
 }
 
 /// `zfs receive [-Fuvnde] TARGET`.
@@ -557,6 +580,11 @@ pub fn receive(
     o: &RecvOpts,
     fds: Vec<OwnedFd>,
 ) -> Result<Response, String> {
+    if let Some((fs, snap)) = target.split_once('@') {
+        if fs.is_empty() || snap.is_empty() || snap.contains(['@', '/']) {
+            return Err(format!("cannot receive: invalid name '{target}'"));
+        }
+    }
     let fd = fds.into_iter().next().ok_or("cannot receive: no stream on standard input")?;
     let mut rd = StreamReader::new(BufReader::with_capacity(1 << 20, File::from(fd)));
     let begin = match rd.next() {
@@ -1077,12 +1105,62 @@ fn receive_one(
         }
         if let Some((parent, _)) = fs.rsplit_once('/') {
             if dsl.find(parent).is_err() {
-                return Err(format!(
-                    "cannot receive new filesystem stream: parent '{parent}' does not exist"
-                ));
+                // -d and -e make the file systems the sender's path needs (zfs(8)).
+                if (o.discard_first || o.last_only) && !o.dry_run {
+                    crate::cmd::zfs::create(state, parent, &[], true)
+                        .map_err(|e| format!("cannot receive new filesystem stream: {e}"))?;
+                } else {
+                    return Err(format!(
+                        "cannot receive new filesystem stream: parent '{parent}' does not exist"
+                    ));
+                }
             }
         }
         None
+    } else if head.is_none() && begin.flags & DRR_FLAG_CLONE != 0 {
+        // A clone's first snapshot: the file system is made a clone of the local snapshot
+        // with the stream's source guid (its origin), then the stream applied to it; a
+        // failure destroys it again.
+        let all = dsl.list().map_err(|e| e.to_string())?;
+        let Some(origin) =
+            all.iter().find(|d| d.kind == dsl::DatasetKind::Snapshot && d.ds.guid == begin.fromguid)
+        else {
+            return Err(format!("cannot receive: local origin for clone {snapname} does not exist"));
+        };
+        if o.dry_run {
+            let msg = if o.verbose {
+                format!("would receive incremental stream of {} into {snapname}\n", begin.toname)
+            } else {
+                String::new()
+            };
+            return Ok((Response::ok(msg), fs, false));
+        }
+        if let Some((parent, _)) = fs.rsplit_once('/') {
+            if dsl.find(parent).is_err() {
+                return Err(format!("cannot receive: parent '{parent}' does not exist"));
+            }
+        }
+        let now = crate::rwpool::now_pair().0;
+        rw.spa
+            .clone_filesystem(&origin.name, &fs, Vec::new(), now)
+            .map_err(|e| format!("cannot receive: cannot create clone '{fs}' of {}: {e}", origin.name))?;
+        let t0 = std::time::Instant::now();
+        let fresh = Fresh { fromguid: begin.fromguid, toname: &begin.toname, features: begin.features() };
+        let bytes = apply_stream(state, o, rd, &begin, &fs, &snapname, None, Some(fresh))?;
+        let mut r = Response::ok(String::new());
+        if o.verbose {
+            r.stdout = format!(
+                "receiving incremental stream of {} into {snapname}\nreceived {} stream in {:.2} seconds\n",
+                begin.toname,
+                crate::format::nicenum(bytes),
+                t0.elapsed().as_secs_f64()
+            );
+        }
+        if !o.no_mount {
+            r.stderr.push_str(&crate::cmd::zfs::automount(state, &fs)?);
+        }
+        // Made here: the caller sets its properties and mounts it like a new one.
+        return Ok((r, fs, true));
     } else {
         let Some(h) = head else {
             return Err(format!("cannot receive incremental stream: destination '{fs}' does not exist"));

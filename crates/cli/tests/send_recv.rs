@@ -760,6 +760,9 @@ fn replication_streams() {
         write_files(&mnt.join(fs), "f", 5, 1..150_000, &mut rng, &mut BTreeMap::new());
     }
     d.ok("rzfs", &["snapshot", "-r", "rp/a@s1"]);
+    // A clone inside the tree: sent from its origin, received as a clone of the copy's.
+    d.ok("rzfs", &["clone", "rp/a/b@s1", "rp/a/k"]);
+    std::fs::write(mnt.join("a/k/f4"), b"the clone's own").unwrap();
     std::fs::write(mnt.join("a/b/f0"), b"changed after s1").unwrap();
     std::fs::remove_file(mnt.join("a/b/c/f1")).unwrap();
     d.ok("rzfs", &["snapshot", "-r", "rp/a@s2"]);
@@ -792,7 +795,8 @@ fn replication_streams() {
         });
         t
     };
-    for fs in ["", "/b", "/b/c"] {
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "origin", "rq/copy/k"]), "rq/copy/b@s1\n");
+    for fs in ["", "/b", "/b/c", "/k"] {
         let a = own(&mnt.join(format!("a{fs}")));
         let b = own(&mnt2.join(format!("copy{fs}")));
         assert_same(&a, &b, &format!("rq/copy{fs} after the full package"));
@@ -813,7 +817,7 @@ fn replication_streams() {
     zstream_dump(&inc);
     let (code, err) = recv_from(&d, &["-F", "rq/copy"], &inc);
     assert_eq!(code, 0, "receive of the incremental package: {err}");
-    for fs in ["", "/b", "/b/c", "/late"] {
+    for fs in ["", "/b", "/b/c", "/k", "/late"] {
         assert_same(
             &own(&mnt.join(format!("a{fs}"))),
             &own(&mnt2.join(format!("copy{fs}"))),

@@ -1106,7 +1106,12 @@ fn list_mounts(state: &State) -> Response {
 
 /// `zfs create [-p]`: creates the file system (and with -p its missing parents), then mounts
 /// each new one whose mountpoint is a path and canmount=on, as zfs does.
-fn create(state: &Arc<State>, name: &str, props: &[String], parents: bool) -> Result<Response, String> {
+pub(crate) fn create(
+    state: &Arc<State>,
+    name: &str,
+    props: &[String],
+    parents: bool,
+) -> Result<Response, String> {
     let mut todo = Vec::new();
     if parents {
         let mut prefix = String::new();
