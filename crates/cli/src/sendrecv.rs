@@ -1047,6 +1047,15 @@ fn set_received_props(state: &Arc<State>, fs: &str, props: &ondisk::nvlist::NvLi
     rw.spa.set_props(fs, list).map_err(|e| format!("cannot set the properties received for '{fs}': {e}"))
 }
 
+/// The answer of `receive -n`: nothing, or with -v what would be received.
+fn would_receive(o: &RecvOpts, kind: &str, toname: &str, snapname: &str) -> Response {
+    Response::ok(if o.verbose {
+        format!("would receive {kind} stream of {toname} into {snapname}\n")
+    } else {
+        String::new()
+    })
+}
+
 /// Receives one substream whose BEGIN was read; returns the answer, the file system
 /// received into and whether the stream was a full one.
 fn receive_one(
@@ -1128,12 +1137,7 @@ fn receive_one(
             return Err(format!("cannot receive: local origin for clone {snapname} does not exist"));
         };
         if o.dry_run {
-            let msg = if o.verbose {
-                format!("would receive incremental stream of {} into {snapname}\n", begin.toname)
-            } else {
-                String::new()
-            };
-            return Ok((Response::ok(msg), fs, false));
+            return Ok((would_receive(o, "incremental", &begin.toname, &snapname), fs, false));
         }
         if let Some((parent, _)) = fs.rsplit_once('/') {
             if dsl.find(parent).is_err() {
@@ -1198,12 +1202,7 @@ fn receive_one(
             ));
         }
         if o.dry_run {
-            let msg = if o.verbose {
-                format!("would receive incremental stream of {} into {snapname}\n", begin.toname)
-            } else {
-                String::new()
-            };
-            return Ok((Response::ok(msg), fs, false));
+            return Ok((would_receive(o, "incremental", &begin.toname, &snapname), fs, false));
         }
         if modified || !later.is_empty() {
             crate::cmd::zfs::offline_while(state, &fs, true, || {
@@ -1213,12 +1212,7 @@ fn receive_one(
         Some(src.name.clone())
     };
     if o.dry_run {
-        let msg = if o.verbose {
-            format!("would receive full stream of {} into {snapname}\n", begin.toname)
-        } else {
-            String::new()
-        };
-        return Ok((Response::ok(msg), fs, false));
+        return Ok((would_receive(o, "full", &begin.toname, &snapname), fs, false));
     }
     let now = crate::rwpool::now_pair().0;
     if !incremental {

@@ -650,7 +650,14 @@ const LIB_DEV_SIZE: u64 = 64 << 20;
 
 fn lib_policy() -> pool::writer::Policy {
     // fletcher4 (7) and lz4 (15): the defaults of a dataset with compression=on.
-    pool::writer::Policy { mos: false, data_checksum: 7, data_compress: 15, zstd_level: 0, copies: 1 }
+    pool::writer::Policy {
+        mos: false,
+        data_checksum: 7,
+        data_compress: 15,
+        zstd_level: 0,
+        copies: 1,
+        meta_compress: 15,
+    }
 }
 
 fn now() -> (u64, u64) {

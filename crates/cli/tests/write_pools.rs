@@ -525,3 +525,38 @@ fn pool_props_and_late_feature_enable() {
     zdb_check(&dir, "pp");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `zpool create -d`: no feature enabled but those named with `-o feature@...`; the pool
+/// is written without them (lz4 refused until enabled) and passes zdb.
+#[test]
+fn create_without_features() {
+    if zdb().is_none() {
+        return;
+    }
+    let dir = scratch("nofeat");
+    let devs = files(&dir, 1, 96 << 20);
+    let d = Daemon::new("nofeat");
+    d.ok("rzpool", &["create", "-d", "-o", "feature@hole_birth=enabled", "-m", "none", "nf", &devs[0]]);
+    let all = d.ok("rzpool", &["get", "-H", "-o", "property,value", "all", "nf"]);
+    let enabled: Vec<&str> = all
+        .lines()
+        .filter(|l| l.starts_with("feature@") && !l.ends_with("\tdisabled"))
+        .map(|l| l.split('\t').next().unwrap())
+        .collect();
+    // hole_birth needs enabled_txg, which comes with it (as zpool does).
+    assert_eq!(enabled, ["feature@enabled_txg", "feature@hole_birth"], "{all}");
+    let (rc, _, err) = d.run("rzfs", &["create", "-o", "compression=lz4", "nf/fs"]);
+    assert!(rc != 0 && err.contains("lz4"), "{err}");
+    // compression=on is lzjb without lz4_compress, and so is metadata.
+    let mnt = dir.join("fs");
+    d.ok(
+        "rzfs",
+        &["create", "-o", "compression=on", "-o", &format!("mountpoint={}", mnt.display()), "nf/fs"],
+    );
+    std::fs::write(mnt.join("text"), "compressible text, again and again. ".repeat(20_000)).unwrap();
+    d.ok("rzfs", &["snapshot", "nf/fs@s"]);
+    d.ok("rzpool", &["export", "nf"]);
+    zdb_check(&dir, "nf");
+    let blocks = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-dddddd", "nf/fs"]);
+    assert!(blocks.contains("Z=inherit=lzjb") && !blocks.contains("lz4"), "{blocks}");
+}

@@ -339,6 +339,7 @@ pub(crate) mod tests {
                 data_compress: 15,
                 zstd_level: 0,
                 copies: 1,
+                meta_compress: 15,
             },
             cache_bytes: 8 << 20,
         };

@@ -251,6 +251,7 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
                 data_compress: spec.root_policy.data_compress,
                 zstd_level: spec.root_policy.zstd_level,
                 copies: spec.root_policy.copies,
+                meta_compress: spec.root_policy.meta_compress,
             },
             recordsize: 128 << 10,
             resume: None,

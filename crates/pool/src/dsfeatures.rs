@@ -182,6 +182,7 @@ pub fn props_features(props: &[(String, ZapVal)]) -> Vec<&'static str> {
     for (k, v) in props {
         let Some(&n) = v.values.first() else { continue };
         let f = match k.as_str() {
+            "compression" if n & 0x7f == 15 => Some("lz4_compress"),
             "compression" => compress_feature((n & 0x7f) as u8),
             "checksum" => u8::try_from(n).ok().and_then(checksum_feature),
             "recordsize" if n > OLD_MAXBLOCKSIZE => Some("large_blocks"),

@@ -354,6 +354,8 @@ pub struct DatasetSettings {
     pub copies: u8,
     pub recordsize: u64,
     pub readonly: bool,
+    /// The pool has `lz4_compress` (metadata and `compression=on` use lz4, else lzjb).
+    pub lz4: bool,
 }
 
 impl DatasetSettings {
@@ -364,6 +366,7 @@ impl DatasetSettings {
             data_compress: self.policy_compress,
             zstd_level: self.zstd_level,
             copies: self.copies,
+            meta_compress: crate::writer::meta_compress(self.lz4),
         }
     }
 }
@@ -392,8 +395,9 @@ impl PoolWriter {
     /// The settings a dataset in directory `dir` is written with: `compression=on` is lz4
     /// (the pool has lz4_compress), `checksum=on` is fletcher4.
     pub fn dataset_settings(&mut self, dir: u64) -> Result<DatasetSettings> {
+        let lz4 = self.feature_refcount("lz4_compress")?.is_some();
         let (compress, zstd_level) =
-            decode_compression(self.inherited_prop(dir, "compression")?.unwrap_or(2));
+            decode_compression(self.inherited_prop(dir, "compression")?.unwrap_or(2), lz4);
         let checksum = decode_checksum(self.inherited_prop(dir, "checksum")?.unwrap_or(1));
         let copies = self.inherited_prop(dir, "copies")?.unwrap_or(1).clamp(1, 3) as u8;
         let recordsize = self.inherited_prop(dir, "recordsize")?.unwrap_or(128 << 10);
@@ -405,17 +409,18 @@ impl PoolWriter {
             copies,
             recordsize,
             readonly,
+            lz4,
         })
     }
 }
 
 /// A stored `compression` value as the block compression and zstd level to write with:
-/// `on` is lz4 (every pool rzfs writes has lz4_compress), and the level of zstd-N sits
-/// above the 7 algorithm bits (`ZIO_COMPRESS_RAW`).
-pub fn decode_compression(raw: u64) -> (u8, u8) {
+/// `on` is lz4 on pools with `lz4_compress` (`lz4`), lzjb on others, and the level of
+/// zstd-N sits above the 7 algorithm bits (`ZIO_COMPRESS_RAW`).
+pub fn decode_compression(raw: u64, lz4: bool) -> (u8, u8) {
     match (raw & 0x7f, raw >> 7) {
         (0 | 2, _) => (2, 0),
-        (1, _) => (15, 0),
+        (1, _) => (if lz4 { 15 } else { 3 }, 0),
         (16, l) => (16, u8::try_from(l).unwrap_or(0)),
         (c, _) => (c as u8, 0),
     }

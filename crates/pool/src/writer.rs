@@ -80,6 +80,7 @@ const SM_BONUS_V0: usize = 24;
 
 const FLETCHER4: u8 = 7;
 const LZ4: u8 = 15;
+const LZJB: u8 = 3;
 const OFF: u8 = 2;
 
 fn err(e: impl std::fmt::Display) -> PoolError {
@@ -178,6 +179,18 @@ pub struct Policy {
     pub data_compress: u8,
     pub zstd_level: u8,
     pub copies: u8,
+    /// Compression of metadata: lz4 when the pool has `lz4_compress`, else lzjb
+    /// (`zio_compress_select` of `ZIO_COMPRESS_ON`).
+    pub meta_compress: u8,
+}
+
+/// The metadata compression of a pool with (`lz4`) or without the `lz4_compress` feature.
+pub fn meta_compress(lz4: bool) -> u8 {
+    if lz4 {
+        LZ4
+    } else {
+        LZJB
+    }
 }
 
 impl WritePolicy for Policy {
@@ -188,7 +201,7 @@ impl WritePolicy for Policy {
         let level = if level == u8::MAX { 0 } else { level };
         let mut p = WriteProps {
             checksum: FLETCHER4,
-            compress: LZ4,
+            compress: self.meta_compress,
             zstd_level: 0,
             copies: if self.mos { 3 } else { (self.copies + 1).min(3) },
             object_type,
@@ -863,8 +876,15 @@ impl PoolWriter {
         let sector = self.sector();
         let zio = self.reader.zio.clone();
         let hole_birth = self.hole_birth_active()?;
-        let policy =
-            Policy { mos: true, data_checksum: FLETCHER4, data_compress: LZ4, zstd_level: 0, copies: 3 };
+        let meta = meta_compress(self.feature_refcount("lz4_compress")?.is_some());
+        let policy = Policy {
+            mos: true,
+            data_checksum: FLETCHER4,
+            data_compress: meta,
+            zstd_level: 0,
+            copies: 3,
+            meta_compress: meta,
+        };
         let mut pass = 0;
         loop {
             pass += 1;

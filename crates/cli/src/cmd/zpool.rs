@@ -36,6 +36,9 @@ enum Cmd {
         /// Alternate root: prefixed to every mountpoint (sets altroot).
         #[arg(short = 'R')]
         altroot: Option<PathBuf>,
+        /// Enable no feature (only those named with -o feature@NAME=enabled).
+        #[arg(short = 'd')]
+        no_features: bool,
         pool: String,
         /// Vdev specification: [mirror|raidz|raidz2|raidz3] device...
         #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
@@ -280,9 +283,17 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         _ => None,
     };
     let r = match cli.cmd {
-        Cmd::Create { force, mut props, fs_props, mountpoint, altroot, pool, vdevs } => {
+        Cmd::Create { force, mut props, fs_props, mountpoint, altroot, no_features, pool, vdevs } => {
             if let Some(r) = altroot {
                 props.push(format!("altroot={}", abs(cwd, &r).display()));
+            }
+            if no_features {
+                // `zpool create -d`: every feature disabled unless -o enables it.
+                for f in pool::feature_table::all() {
+                    if !props.iter().any(|p| p.starts_with(&format!("feature@{}=", f.name))) {
+                        props.push(format!("feature@{}=disabled", f.name));
+                    }
+                }
             }
             let args = crate::rwpool::CreateArgs {
                 name: pool,

@@ -122,6 +122,7 @@ impl LibFs {
                 data_compress: 15,
                 zstd_level: 0,
                 copies: 1,
+                meta_compress: 15,
             },
             cache_bytes: 32 << 20,
         };
