@@ -250,6 +250,7 @@ fn parse_fs_props(props: &[String], mountpoint: &Option<String>) -> Result<Vec<(
     for p in props {
         let (k, v) =
             p.split_once('=').ok_or_else(|| format!("invalid property '{p}': expected name=value"))?;
+        let k = dsl::props::canonical(k);
         if all.iter().any(|(a, _)| a == k) {
             // As zfs(8) refuses `-o P=V -o P=V`.
             return Err(format!("property '{k}' specified multiple times"));
@@ -661,6 +662,7 @@ pub fn set(state: &State, assignments: &[String], names: &[String]) -> Result<()
 
 /// `rzfs inherit PROP NAME...`: removes the local value.
 pub fn inherit(state: &State, prop: &str, names: &[String]) -> Result<(), String> {
+    let prop = dsl::props::canonical(prop);
     // Only properties rzfs can set can be inherited (the same table validates both).
     if dsl::props::parse_value(prop, "").is_err()
         && !dsl::props::DEFAULTS.iter().any(|(p, _)| *p == prop)

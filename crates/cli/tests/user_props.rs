@@ -97,7 +97,12 @@ fn listing_options() {
     let d = Daemon::new("list-opts");
     let (_devs, _mnt) = create(&d, &dir, "lo", &SINGLE, 256 << 20);
     d.ok("rzfs", &["create", "lo/a"]);
-    d.ok("rzfs", &["create", "lo/a/b"]);
+    // The short names zfs(8) accepts (compress, recsize) are the properties themselves.
+    d.ok("rzfs", &["create", "-o", "compress=lz4", "-o", "recsize=64K", "lo/a/b"]);
+    let vals = d.ok("rzfs", &["get", "-Hp", "-o", "value", "compression,recordsize", "lo/a/b"]);
+    assert_eq!(vals, "lz4\n65536\n");
+    let (code, _, err) = d.run("rzfs", &["create", "-o", "compress=lz4", "-o", "compression=off", "lo/dup"]);
+    assert!(code != 0 && err.contains("specified multiple times"), "{err}");
     d.ok("rzfs", &["snapshot", "-r", "lo/a@s1"]);
     // Creation times are in seconds: the second snapshot is a second younger.
     std::thread::sleep(std::time::Duration::from_millis(1100));

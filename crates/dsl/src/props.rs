@@ -211,6 +211,25 @@ pub const MAX_PROP_VALUE: usize = 8192;
 
 /// Parses `zfs set`/`-O` input for a property rzfs can set, into the value stored in a
 /// props ZAP. Errors name the problem the way zfs(8) does.
+/// The full name of a property given by one of the short names zfs(8) accepts
+/// (`compress`, `recsize`, ...); other names are returned as they are.
+pub fn canonical(prop: &str) -> &str {
+    match prop {
+        "compress" => "compression",
+        "recsize" => "recordsize",
+        "refer" => "referenced",
+        "reserv" => "reservation",
+        "refreserv" => "refreservation",
+        "volblock" => "volblocksize",
+        "dnsize" => "dnodesize",
+        "ratio" => "compressratio",
+        "refratio" => "refcompressratio",
+        "lused" => "logicalused",
+        "lrefer" => "logicalreferenced",
+        p => p,
+    }
+}
+
 pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, String> {
     let bad = || format!("'{prop}' must be one of {}", choices(prop));
     if is_user_prop(prop) {

@@ -818,6 +818,7 @@ fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<Pro
 
 /// The value of `prop` for dataset `ds`.
 pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<PropVal, String> {
+    let prop = dsl::props::canonical(prop);
     if ds.kind == DatasetKind::Bookmark {
         // A bookmark has only what it records of its snapshot.
         return Ok(match prop {
