@@ -653,7 +653,11 @@ fn receive_package(
     // A replication stream changes a whole tree: its file systems are unmounted (deepest
     // first, so no parent goes while a child is mounted in it) and mounted again at the end,
     // with the ones it created.
-    let was_mounted = if recursive && !o.dry_run { unmount_tree(state, target)? } else { Vec::new() };
+    let was_mounted = if recursive && !o.dry_run {
+        crate::cmd::zfs::unmount_tree(state, target, true)?
+    } else {
+        Vec::new()
+    };
     let r = receive_substreams(state, target, o, rd, recursive, &top, &props_of);
     if recursive && !o.dry_run {
         let mut names: Vec<String> = state
@@ -676,26 +680,6 @@ fn receive_package(
         }
     }
     r.map(|(resp, _)| resp)
-}
-
-/// Unmounts file system `top` and every file system mounted below it, deepest first;
-/// returns their names.
-fn unmount_tree(state: &Arc<State>, top: &str) -> Result<Vec<String>, String> {
-    crate::cmd::zfs::prune_mounts(state);
-    let mut names: Vec<String> = state
-        .mounts
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .map(|m| m.dataset.clone())
-        .filter(|n| n == top || n.starts_with(&format!("{top}/")))
-        .collect();
-    names.sort();
-    names.dedup();
-    for n in names.iter().rev() {
-        crate::cmd::zfs::unmount(state, n, std::path::Path::new("/"), true)?;
-    }
-    Ok(names)
 }
 
 /// The substreams of a package, after its header; returns the answer and the file systems

@@ -829,6 +829,32 @@ fn replication_streams() {
     let src_snaps =
         d.ok("rzfs", &["list", "-H", "-r", "-t", "snapshot", "-o", "name,guid", "-s", "name", "rp/a"]);
     assert_eq!(snaps.replace("rq/copy", "rp/a"), src_snaps, "snapshots and guids after -I");
+    // A truncated package fails; the tree is mounted again as it was.
+    d.ok("rzfs", &["snapshot", "-r", "rp/a@s4b"]);
+    let inc2 = dir.join("inc2.zs");
+    let (code, err) = send_to(&d, &["-R", "-i", "@s4", "rp/a@s4b"], &inc2);
+    assert_eq!(code, 0, "send -R -i: {err}");
+    let cut = dir.join("cut.zs");
+    let bytes = std::fs::read(&inc2).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() - 400]).unwrap();
+    let (code, err) = recv_from(&d, &["-F", "rq/copy"], &cut);
+    assert!(code != 0 && !err.contains("exists"), "a truncated package is refused at the cut: {err}");
+    for fs in ["", "/b", "/b/c", "/k", "/late"] {
+        assert_same(
+            &own(&mnt.join(format!("a{fs}"))),
+            &own(&mnt2.join(format!("copy{fs}"))),
+            &format!("rq/copy{fs} after a truncated package"),
+        );
+    }
+    // Rolling back a parent whose children are mounted inside it keeps them reachable.
+    std::fs::write(mnt2.join("copy/extra"), b"to be rolled back").unwrap();
+    d.ok("rzfs", &["rollback", "-r", "rq/copy@s4"]);
+    assert!(!mnt2.join("copy/extra").exists());
+    assert_same(
+        &own(&mnt.join("a/b")),
+        &own(&mnt2.join("copy/b")),
+        "rq/copy/b after rolling its parent back",
+    );
     // -i: only the named pair per file system.
     std::fs::write(mnt.join("a/b/c/g0"), b"changed after s4").unwrap();
     d.ok("rzfs", &["snapshot", "-r", "rp/a@s5"]);

@@ -1598,11 +1598,9 @@ pub(crate) fn offline_while<R>(
     force: bool,
     f: impl FnOnce() -> Result<R, String>,
 ) -> Result<R, String> {
-    prune_mounts(state);
-    let mounted = state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|m| m.dataset == name);
-    if mounted {
-        unmount(state, name, Path::new("/"), force)?;
-    }
+    // File systems mounted inside this one go first: a parent taken out from under its
+    // children's mounts would leave them unreachable.
+    let was_mounted = unmount_tree(state, name, force)?;
     let vol = crate::volumes::device_known(state, name);
     if vol {
         crate::volumes::unserve(state, &[name.to_string()], force)
@@ -1615,15 +1613,45 @@ pub(crate) fn offline_while<R>(
             rw.zpl.lock().unwrap_or_else(|p| p.into_inner()).remove(&ds.ds_obj);
         }
     }
-    if mounted {
-        if let Err(e) = mount(state, name, None) {
-            eprintln!("rzfsd: cannot mount '{name}' again: {e}");
-        }
-    }
+    remount(state, &was_mounted);
     if vol {
         crate::volumes::serve(state, name);
     }
     r
+}
+
+/// Unmounts file system `top` and every file system mounted below it, deepest first
+/// (by force with `force`); returns their names, parents first. When one cannot be
+/// unmounted, those already unmounted are mounted again and nothing is changed.
+pub(crate) fn unmount_tree(state: &Arc<State>, top: &str, force: bool) -> Result<Vec<String>, String> {
+    prune_mounts(state);
+    let below = format!("{top}/");
+    let mut names: Vec<String> = state
+        .mounts
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|m| m.dataset.clone())
+        .filter(|n| n == top || n.starts_with(&below))
+        .collect();
+    names.sort();
+    names.dedup();
+    for (i, n) in names.iter().enumerate().rev() {
+        if let Err(e) = unmount(state, n, Path::new("/"), force) {
+            remount(state, &names[i + 1..]);
+            return Err(e);
+        }
+    }
+    Ok(names)
+}
+
+/// Mounts `names` again (parents first) where their properties say; failures are logged.
+pub(crate) fn remount(state: &Arc<State>, names: &[String]) {
+    for n in names {
+        if let Err(e) = mount(state, n, None) {
+            eprintln!("rzfsd: cannot mount '{n}' again: {e}");
+        }
+    }
 }
 
 /// `zfs rollback [-rRf] SNAPSHOT`.
