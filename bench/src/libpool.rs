@@ -80,7 +80,7 @@ impl Layout {
 
 /// fletcher4 (7), compression off (2): what the benchmarks write.
 pub fn policy() -> Policy {
-    Policy { mos: false, data_checksum: 7, data_compress: 2, zstd_level: 0, copies: 1, meta_compress: 15 }
+    Policy::dataset(7, 2, 1)
 }
 
 pub fn now() -> (u64, u64) {

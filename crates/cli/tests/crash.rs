@@ -650,14 +650,7 @@ const LIB_DEV_SIZE: u64 = 64 << 20;
 
 fn lib_policy() -> pool::writer::Policy {
     // fletcher4 (7) and lz4 (15): the defaults of a dataset with compression=on.
-    pool::writer::Policy {
-        mos: false,
-        data_checksum: 7,
-        data_compress: 15,
-        zstd_level: 0,
-        copies: 1,
-        meta_compress: 15,
-    }
+    pool::writer::Policy::dataset(7, 15, 1)
 }
 
 fn now() -> (u64, u64) {

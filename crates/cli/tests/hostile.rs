@@ -34,7 +34,7 @@ const RSS_LIMIT_KIB: u64 = 256 << 10;
 const T0: (u64, u64) = (1_700_000_000, 0);
 
 fn policy() -> Policy {
-    Policy { mos: false, data_checksum: 7, data_compress: 2, zstd_level: 0, copies: 1, meta_compress: 15 }
+    Policy::dataset(7, 2, 1)
 }
 
 fn scratch(tag: &str) -> PathBuf {

@@ -47,14 +47,7 @@ fn main() {
         root_props: vec![],
         pool_props: vec![],
         init_root: &init,
-        root_policy: Policy {
-            mos: false,
-            data_checksum: 7,
-            data_compress: 15,
-            zstd_level: 0,
-            copies: 1,
-            meta_compress: 15,
-        },
+        root_policy: Policy::dataset(7, 15, 1),
         cache_bytes: arc::DEFAULT_LIMIT_BYTES,
     };
     match create(&spec) {

@@ -4,7 +4,7 @@ use rzfs_pool::writer::Policy;
 use std::path::PathBuf;
 
 fn policy() -> Policy {
-    Policy { mos: false, data_checksum: 7, data_compress: 15, zstd_level: 0, copies: 1, meta_compress: 15 }
+    Policy::dataset(7, 15, 1)
 }
 
 fn rnd(n: usize, seed: u64) -> Vec<u8> {

@@ -333,14 +333,7 @@ pub(crate) mod tests {
             root_props: vec![],
             pool_props: vec![],
             init_root: &init,
-            root_policy: crate::writer::Policy {
-                mos: false,
-                data_checksum: 7,
-                data_compress: 15,
-                zstd_level: 0,
-                copies: 1,
-                meta_compress: 15,
-            },
+            root_policy: crate::writer::Policy::dataset(7, 15, 1),
             cache_bytes: 8 << 20,
         };
         crate::create::create(&spec).unwrap()

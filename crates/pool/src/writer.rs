@@ -184,6 +184,14 @@ pub struct Policy {
     pub meta_compress: u8,
 }
 
+impl Policy {
+    /// A dataset's policy on a pool with `lz4_compress` (what library users and tests
+    /// create): data written with `data_checksum`/`data_compress` and `copies` copies.
+    pub fn dataset(data_checksum: u8, data_compress: u8, copies: u8) -> Policy {
+        Policy { mos: false, data_checksum, data_compress, zstd_level: 0, copies, meta_compress: LZ4 }
+    }
+}
+
 /// The metadata compression of a pool with (`lz4`) or without the `lz4_compress` feature.
 pub fn meta_compress(lz4: bool) -> u8 {
     if lz4 {

@@ -116,14 +116,7 @@ impl LibFs {
             root_props: vec![],
             pool_props: vec![],
             init_root: &init,
-            root_policy: pool::writer::Policy {
-                mos: false,
-                data_checksum: 7,
-                data_compress: 15,
-                zstd_level: 0,
-                copies: 1,
-                meta_compress: 15,
-            },
+            root_policy: pool::writer::Policy::dataset(7, 15, 1),
             cache_bytes: 32 << 20,
         };
         let w = pool::create::create(&spec).expect("create the pool");
