@@ -82,7 +82,7 @@ head -c 256M /dev/urandom >"$WORK/disk1.img.noise"
 # Keep disk1's labels readable but destroy its data area (4 MiB .. end - 512 KiB).
 dd if="$WORK/disk1.img.noise" of="$WORK/disk1.img" bs=1M seek=4 skip=4 count=250 conv=notrunc status=none
 rm "$WORK/disk1.img.noise"
-run "$BIN/rzpool" import -d "$WORK" -o readonly=on demo
+run "$BIN/rzpool" import -N -d "$WORK" -o readonly=on demo
 run "$BIN/rzfs" mount demo "$WORK/mnt"
 sha_degraded=$(files)
 [ "$sha_orig" = "$sha_degraded" ] || { echo "degraded read differs" >&2; exit 1; }
@@ -90,7 +90,7 @@ echo "every file still identical, rebuilt from parity"
 run "$BIN/rzpool" status -v demo
 run "$BIN/rzpool" export demo
 say "read-write import, then a scrub: every copy of every block is checked, disk1 rebuilt"
-run "$BIN/rzpool" import -d "$WORK" demo
+run "$BIN/rzpool" import -N -d "$WORK" demo
 "$BIN/rzfs" mount demo "$WORK/mnt" 2>/dev/null || true
 run "$BIN/rzpool" scrub -w demo
 run "$BIN/rzpool" status demo
@@ -101,7 +101,7 @@ run "$BIN/rzpool" status demo
 run "$BIN/rzpool" export demo
 say "proof: without disk0, the rebuilt disk1 and disk2 hold every file"
 mv "$WORK/disk0.img" "$WORK/disk0.aside"
-run "$BIN/rzpool" import -d "$WORK" -o readonly=on demo
+run "$BIN/rzpool" import -N -d "$WORK" -o readonly=on demo
 "$BIN/rzfs" mount demo "$WORK/mnt"
 [ "$sha_orig" = "$(files)" ] || { echo "the scrubbed disk does not hold the data" >&2; exit 1; }
 echo "every file identical, read from the scrubbed disk and its partner"
@@ -113,7 +113,7 @@ run "$BIN/rzdb" -e -p "$WORK" -r demo /random.bin "$WORK/random.out"
 [ "$(sha256sum <"$WORK/random.out" | cut -d' ' -f1)" = "$(echo "$sha_orig" | awk '/random.bin/ {print $1}')" ] \
   && echo "random.bin copied out intact"
 echo; echo "== 5. a disk fails writes while the pool is in use; then the pool fills up"
-run "$BIN/rzpool" import -d "$WORK" demo
+run "$BIN/rzpool" import -N -d "$WORK" demo
 "$BIN/rzfs" mount demo "$WORK/mnt" 2>/dev/null || true
 run "$BIN/rzinject" -d "$WORK/disk2.img" -e io -T write demo
 head -c 8M /dev/urandom >"$WORK/mnt/during-failure.bin"
@@ -151,7 +151,7 @@ fi
 
 echo; echo "== 6. a disk dies: a new one takes its place and resilvers"
 rm "$WORK/disk1.img"
-run "$BIN/rzpool" import -d "$WORK" demo
+run "$BIN/rzpool" import -N -d "$WORK" demo
 "$BIN/rzfs" mount demo "$WORK/mnt" 2>/dev/null || true
 run "$BIN/rzpool" status demo
 truncate -s 256M "$WORK/disk3.img"
@@ -168,7 +168,7 @@ run "$BIN/rzpool" status demo
 run "$BIN/rzpool" export demo
 say "proof: without disk0, the new disk3 and disk2 hold every file"
 mv "$WORK/disk0.img" "$WORK/disk0.aside"
-run "$BIN/rzpool" import -d "$WORK" -o readonly=on demo
+run "$BIN/rzpool" import -N -d "$WORK" -o readonly=on demo
 "$BIN/rzfs" mount demo "$WORK/mnt"
 [ "$sha_orig" = "$(files)" ] || { echo "the new disk does not hold its share" >&2; exit 1; }
 echo "every file identical, read from the new disk and its partner"
@@ -182,7 +182,7 @@ if [ -x "$ZDB" ]; then
 fi
 
 echo; echo "== 7. replication: send the snapshot to a second pool, then only what changed"
-run "$BIN/rzpool" import -d "$WORK" demo
+run "$BIN/rzpool" import -N -d "$WORK" demo
 "$BIN/rzfs" mount demo "$WORK/mnt" 2>/dev/null || true
 truncate -s 256M "$WORK/backup.img"
 run "$BIN/rzpool" create -m "$WORK/backup" backup "$WORK/backup.img"

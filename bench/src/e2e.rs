@@ -317,7 +317,7 @@ fn rzfs_fuse(cfg: &Cfg, arc: Option<usize>) -> Result<Value, String> {
     let disks = cfg.disks().to_string_lossy().into_owned();
     let m = mnt.to_string_lossy().into_owned();
     let (rzpool, rzfs) = (cfg.bin("rzpool"), cfg.bin("rzfs"));
-    sys::must(&[&rzpool, "import", "-d", &disks, "-o", "readonly=on", POOL], &env)?;
+    sys::must(&[&rzpool, "import", "-N", "-d", &disks, "-o", "readonly=on", POOL], &env)?;
     let r = fuse_read(cfg, &env, &rzfs, &m, &mut d, arc);
     let _ = sys::run(&[&rzfs, "unmount", FS], &env);
     if sys::is_mounted(&mnt) {

@@ -406,7 +406,7 @@ fn rzfs_fuse(r: &Rig) -> Result<Value, String> {
     }
     let mut d = e2e::start_rzfsd(&r.c.bin_dir, &sock, &env, &log)?;
     let res = (|| {
-        sys::must(&[&rzpool, "import", "-d", &r.dir_s(), POOL], &env)?;
+        sys::must(&[&rzpool, "import", "-N", "-d", &r.dir_s(), POOL], &env)?;
         sys::must(&[&rzfs, "mount", POOL, &m], &env)?;
         fs_reads(r, &r.mnt.join(BIG), &r.mnt.join(SMALL), &mut v)?;
         v["seq_read"]["vmhwm_kib"] = json!(sys::vmhwm_kib(d.pid()));

@@ -311,7 +311,7 @@ impl RzSession {
     fn import(&mut self, dir: &Path, readonly: bool) -> Result<(), String> {
         let (d, m, pool) =
             (dir.to_string_lossy().into_owned(), self.mnt.to_string_lossy().into_owned(), self.pool.clone());
-        let mut a = vec!["import", "-d", &d];
+        let mut a = vec!["import", "-N", "-d", &d];
         if readonly {
             a.extend(["-o", "readonly=on"]);
         }

@@ -274,7 +274,7 @@ fn rzfs(r: &Rig) -> Result<Value, String> {
 
     let mut dm = e2e::start_rzfsd(&r.c.bin_dir, &sock, &env, &log)?;
     let res = (|| {
-        sys::must(&[&rzpool, "import", "-d", &d, POOL], &env)?;
+        sys::must(&[&rzpool, "import", "-N", "-d", &d, POOL], &env)?;
         let left = r.evict()?;
         let secs = must_capped(r, &[&rzpool, "scrub", "-w", POOL], &env)?;
         let line = scan_line(&sys::must(&[&rzpool, "status", POOL], &env)?);
@@ -300,7 +300,7 @@ fn rzfs_resilver(r: &Rig, rzpool: &str, env: &[(&str, &str)], victim: &str) -> R
     r.blank_victim()?;
     let mut dm = e2e::start_rzfsd(&r.c.bin_dir, &sock, env, &log)?;
     let res = (|| {
-        sys::must(&[rzpool, "import", "-d", &d, POOL], env)?;
+        sys::must(&[rzpool, "import", "-N", "-d", &d, POOL], env)?;
         let before = sys::must(&[rzpool, "status", POOL], env)?;
         if !before.contains("DEGRADED") {
             return Err(format!("the pool is not degraded with a blank device: {before}"));

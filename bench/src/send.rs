@@ -205,8 +205,8 @@ impl Rig<'_> {
             Ok(d) => d,
             Err(e) => return json!({"error": e}),
         };
-        let res =
-            sys::must(&[&rzpool, "import", "-d", &Self::path_s(&self.img_dir), POOL], &env).and_then(|_| f());
+        let res = sys::must(&[&rzpool, "import", "-N", "-d", &Self::path_s(&self.img_dir), POOL], &env)
+            .and_then(|_| f());
         let ex = sys::must(&[&rzpool, "export", POOL], &env);
         dm.stop();
         self.unmount_stale();

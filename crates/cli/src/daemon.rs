@@ -39,6 +39,10 @@ pub struct State {
     pub cachefile: Option<PathBuf>,
     /// Serializes changes of the cache file.
     pub cache_lock: Mutex<()>,
+    /// Directories that held the devices of pools this daemon exported: an import without
+    /// `-d` searches them after `/dev`, so `export` then `import POOL` finds a pool of file
+    /// vdevs again (OpenZFS searches only `/dev` and needs `-d DIR` for files).
+    pub exported_dirs: Mutex<Vec<PathBuf>>,
 }
 
 impl State {

@@ -244,6 +244,11 @@ fn parse_pool_props(props: &[String]) -> Result<PoolOpts, String> {
     Ok(o)
 }
 
+/// Checks `P=V` assignments as `zfs set` would take them.
+pub(crate) fn check_fs_props(props: &[String]) -> Result<(), String> {
+    parse_fs_props(props, &None).map(|_| ())
+}
+
 fn parse_fs_props(props: &[String], mountpoint: &Option<String>) -> Result<Vec<(String, ZapVal)>, String> {
     let mut out = Vec::new();
     let mut all: Vec<(String, String)> = Vec::new();
@@ -455,6 +460,9 @@ fn pool_of(name: &str) -> &str {
 
 /// The writable pool of `name`, or zfs's message for a read-only one.
 fn writable(state: &State, name: &str, what: &str) -> Result<Arc<RwPool>, String> {
+    if state.pool(pool_of(name)).is_err() {
+        return Err(format!("{what}: no such pool '{}'", pool_of(name)));
+    }
     writer_of(state, name).ok_or_else(|| format!("{what}: pool is read-only"))
 }
 
@@ -661,7 +669,9 @@ pub fn set(state: &State, assignments: &[String], names: &[String]) -> Result<()
 }
 
 /// `rzfs inherit PROP NAME...`: removes the local value.
-pub fn inherit(state: &State, prop: &str, names: &[String]) -> Result<(), String> {
+/// `zfs inherit [-S] PROP NAME...`: the local value goes; with `received` (-S) the
+/// received value applies again, else the value is inherited (hiding a received one).
+pub fn inherit(state: &State, prop: &str, names: &[String], received: bool) -> Result<(), String> {
     let prop = dsl::props::canonical(prop);
     // Only properties rzfs can set can be inherited (the same table validates both).
     if dsl::props::parse_value(prop, "").is_err()
@@ -672,7 +682,11 @@ pub fn inherit(state: &State, prop: &str, names: &[String]) -> Result<(), String
     }
     for name in names {
         let rw = writable(state, name, &format!("cannot inherit '{prop}' for '{name}'"))?;
-        rw.spa.set_props(name, vec![(prop.to_string(), None)]).map_err(|e| e.to_string())?;
+        if received {
+            rw.spa.revert_to_received(name, prop).map_err(|e| e.to_string())?;
+        } else {
+            rw.spa.set_props(name, vec![(prop.to_string(), None)]).map_err(|e| e.to_string())?;
+        }
     }
     Ok(())
 }

@@ -64,23 +64,115 @@ pub struct RecvOpts {
     pub last_only: bool,
     pub verbose: bool,
     pub dry_run: bool,
+    /// `-o P=V`: set locally on the top file system received (its children inherit it).
+    pub set: Vec<String>,
+    /// `-x P`: the received value of P does not apply (the effective value is inherited,
+    /// or for a property that is not inherited, the received one is dropped).
+    pub exclude: Vec<String>,
+}
+
+/// Properties `receive -o`/`-x` may not name (libzfs `zfs_receive_checkprops`: read-only,
+/// set-once, `version`, `volsize`).
+const RECV_FIXED_PROPS: &[&str] = &[
+    "type",
+    "creation",
+    "used",
+    "available",
+    "avail",
+    "referenced",
+    "refer",
+    "compressratio",
+    "refcompressratio",
+    "mounted",
+    "usedbysnapshots",
+    "usedbydataset",
+    "usedbychildren",
+    "usedbyrefreservation",
+    "userrefs",
+    "written",
+    "logicalused",
+    "logicalreferenced",
+    "lused",
+    "lrefer",
+    "createtxg",
+    "guid",
+    "objsetid",
+    "clones",
+    "receive_resume_token",
+    "defer_destroy",
+    "inconsistent",
+    "snapshot_count",
+    "filesystem_count",
+    "version",
+    "volsize",
+    "normalization",
+    "utf8only",
+    "casesensitivity",
+    "ratio",
+];
+
+/// Checks `receive -o`/`-x` before the stream is read: each property once, every name
+/// valid, every `-o` value one `zfs set` takes.
+fn check_cmdline_props(o: &RecvOpts) -> Result<(), String> {
+    let mut seen = std::collections::BTreeSet::new();
+    let names = o
+        .set
+        .iter()
+        .map(|a| a.split_once('=').map_or(a.as_str(), |(k, _)| k))
+        .chain(o.exclude.iter().map(String::as_str));
+    for k in names {
+        let k = dsl::props::canonical(k);
+        if !seen.insert(k.to_string()) {
+            return Err(format!("property '{k}' specified multiple times"));
+        }
+        if k == "origin" {
+            return Err("cannot receive: '-o origin=' is not supported by rzfs yet".into());
+        }
+        let known = dsl::props::is_user_prop(k)
+            || dsl::props::DEFAULTS.iter().any(|(p, _)| *p == k)
+            || dsl::props::parse_value(k, "").is_ok()
+            || k == "mountpoint";
+        if RECV_FIXED_PROPS.contains(&k)
+            || (!known && !dsl::props::is_inheritable(k) && dsl::props::parse_value(k, "0").is_err())
+        {
+            return Err(format!("cannot receive: invalid property '{k}'"));
+        }
+    }
+    crate::rwpool::check_fs_props(&o.set).map_err(|e| format!("cannot receive: {e}"))
 }
 
 fn pool_of(name: &str) -> &str {
     name.split(['/', '@', '#']).next().unwrap_or(name)
 }
 
-/// Is pool feature `short` active (refcount above zero)?
-fn feature_active(p: &pool::Pool, short: &str) -> bool {
-    let Some(f) = pool::feature_table::by_name(short) else { return false };
+/// Pool feature `short`'s reference count, if it is enabled.
+fn feature_refcount(p: &pool::Pool, short: &str) -> Option<u64> {
+    let f = pool::feature_table::by_name(short)?;
     let dir = pool::import::DMU_POOL_DIRECTORY_OBJECT;
     let key = if f.readonly_compat() { "features_for_write" } else { "features_for_read" };
-    zap::lookup_u64(&p.mos, dir, key)
-        .ok()
-        .flatten()
-        .and_then(|obj| zap::lookup_u64(&p.mos, obj, f.guid).ok().flatten())
-        .is_some_and(|c| c > 0)
+    let obj = zap::lookup_u64(&p.mos, dir, key).ok().flatten()?;
+    zap::lookup_u64(&p.mos, obj, f.guid).ok().flatten()
 }
+
+/// Is pool feature `short` active (refcount above zero)?
+fn feature_active(p: &pool::Pool, short: &str) -> bool {
+    feature_refcount(p, short).is_some_and(|c| c > 0)
+}
+
+/// Is pool feature `short` enabled (or active)?
+fn feature_enabled(p: &pool::Pool, short: &str) -> bool {
+    feature_refcount(p, short).is_some()
+}
+
+/// The pool features a stream's feature flags need on the receiving pool
+/// (`dmu_recv_begin_check` refuses a stream whose blocks the pool could not hold).
+const STREAM_POOL_FEATURES: &[(u64, &str)] = &[
+    (FEATURE_LZ4, "lz4_compress"),
+    (FEATURE_EMBED_DATA, "embedded_data"),
+    (FEATURE_LARGE_BLOCKS, "large_blocks"),
+    (FEATURE_LARGE_DNODE, "large_dnode"),
+    (FEATURE_ZSTD, "zstd_compress"),
+];
 
 /// Counts bytes (the `-n` estimate).
 struct Counter(u64);
@@ -404,6 +496,15 @@ struct FsPlan {
     clone: bool,
 }
 
+/// The values a props ZAP's entries set on their dataset itself, local or received
+/// (libzfs `send_iterate_prop` sends a property whose source is the dataset or received).
+fn effective(all: Vec<(String, dsl::props::RawProp)>) -> Vec<(String, dsl::props::RawProp)> {
+    dsl::props::names_set(&all)
+        .into_iter()
+        .filter_map(|k| dsl::props::applies(&all, &k).map(|(v, _)| (k, v)))
+        .collect()
+}
+
 /// A file system's entry in a package header's `fss` (libzfs `send_iterate_fs`): name,
 /// `parentfromsnap`, local properties (with `props`), snapshot guids and each snapshot's own
 /// properties.
@@ -430,11 +531,14 @@ fn fs_entry(dsl: &dsl::DslPool, p: &FsPlan, props: bool) -> Result<ondisk::nvlis
     let mut snapprops = ondisk::nvlist::NvList::new();
     for s in &p.snaps {
         snaps.add_u64(&short(s), s.ds.guid);
-        let own = dsl::props::read_props_zap(dsl.mos(), s.ds.props_obj).map_err(err)?;
+        let own = effective(dsl::props::read_props_zap_all(dsl.mos(), s.ds.props_obj).map_err(err)?);
         snapprops.add_nvlist(&short(s), if props { nv_of(own, true) } else { ondisk::nvlist::NvList::new() });
     }
-    let local =
-        if props { nv_of(dsl.local_props(&p.head.dir).map_err(err)?, false) } else { Default::default() };
+    let local = if props {
+        nv_of(effective(dsl.all_props(&p.head.dir).map_err(err)?), false)
+    } else {
+        Default::default()
+    };
     let mut one = ondisk::nvlist::NvList::new();
     one.add_str("name", &p.head.name).add_u64("parentfromsnap", p.parentfromsnap);
     if p.clone {
@@ -585,6 +689,15 @@ pub fn receive(
             return Err(format!("cannot receive: invalid name '{target}'"));
         }
     }
+    // -d and -e place the stream below a file system that must exist (libzfs refuses before
+    // reading the stream; the path below it is made as needed).
+    if (o.discard_first || o.last_only) && !target.contains('@') {
+        let exists = state.pool(pool_of(target)).is_ok_and(|p| p.dsl().find(target).is_ok());
+        if !exists {
+            return Err(format!("cannot receive: specified fs ({target}) does not exist"));
+        }
+    }
+    check_cmdline_props(o)?;
     let fd = fds.into_iter().next().ok_or("cannot receive: no stream on standard input")?;
     let mut rd = StreamReader::new(BufReader::with_capacity(1 << 20, File::from(fd)));
     let begin = match rd.next() {
@@ -597,7 +710,96 @@ pub fn receive(
     if begin.magic == BACKUP_MAGIC && begin.hdrtype() == HDRTYPE_COMPOUNDSTREAM {
         return receive_package(state, target, o, &mut rd, &begin, &payload);
     }
-    receive_one(state, target, o, &mut rd, begin, &payload).map(|(r, _, _)| r)
+    let done = Default::default();
+    let plan = PropsPlan { props: None, top: true, done: &done };
+    receive_one(state, target, o, &mut rd, begin, &payload, &plan).map(|(r, _, _)| r)
+}
+
+/// The properties a substream's file system gets before its data is applied (OpenZFS sets
+/// them first, so the data is written with the received compression, checksum and
+/// recordsize): the stream's (`props`) and `receive -o`/`-x` ([`apply_cmdline_props`]),
+/// once per file system (`done`).
+struct PropsPlan<'a> {
+    props: Option<&'a ondisk::nvlist::NvList>,
+    /// The top file system of the receive (where `-o` values are local).
+    top: bool,
+    done: &'a std::cell::RefCell<std::collections::HashSet<String>>,
+}
+
+impl PropsPlan<'_> {
+    fn apply(&self, state: &Arc<State>, o: &RecvOpts, fs: &str, r: &mut Response) -> Result<(), String> {
+        if o.dry_run || !self.done.borrow_mut().insert(fs.to_string()) {
+            return Ok(());
+        }
+        apply_cmdline_props(state, o, fs, self.top, self.props, r)
+    }
+}
+
+/// After a file system's first substream: the properties the stream carries for it
+/// (`props`, as received values) and `-o`/`-x`. On the top file system `-o` values are set
+/// locally; on the others the `-o` names get an explicit inherit, so they take the top's
+/// (libzfs `zfs_setup_cmdline_props`). `-x P` hides the received value behind an explicit
+/// inherit, unless P is set locally there; a received P that is not inherited is dropped.
+fn apply_cmdline_props(
+    state: &Arc<State>,
+    o: &RecvOpts,
+    fs: &str,
+    top: bool,
+    props: Option<&ondisk::nvlist::NvList>,
+    r: &mut Response,
+) -> Result<(), String> {
+    let rw =
+        crate::rwpool::writer_of(state, fs).ok_or_else(|| format!("cannot receive: '{fs}' is read-only"))?;
+    let mut markers: Vec<String> = Vec::new();
+    let mut dropped: Vec<&str> = Vec::new();
+    for k in o.exclude.iter().map(|k| dsl::props::canonical(k)) {
+        if dsl::props::is_user_prop(k) || dsl::props::is_inheritable(k) {
+            markers.push(k.to_string());
+        } else {
+            dropped.push(k);
+        }
+    }
+    if !top {
+        markers.extend(
+            o.set.iter().filter_map(|a| a.split_once('=')).map(|(k, _)| dsl::props::canonical(k).to_string()),
+        );
+    }
+    let received = props.map(|p| received_list(p, &dropped)).unwrap_or_default();
+    if props.is_some() || !markers.is_empty() {
+        rw.spa
+            .set_received_props(fs, received, props.is_some(), markers)
+            .map_err(|e| format!("cannot set the properties received for '{fs}': {e}"))?;
+    }
+    if top && !o.set.is_empty() {
+        // A new mountpoint or canmount moves the mounts as zfs set does.
+        let mounting = ["mountpoint", "canmount"]
+            .into_iter()
+            .find(|p| o.set.iter().any(|a| a.split_once('=').is_some_and(|(k, _)| k == *p)))
+            .unwrap_or("");
+        let names = [fs.to_string()];
+        let m = crate::cmd::zfs::with_remount(state, mounting, &names, || {
+            crate::rwpool::set(state, &o.set, &names)
+        })?;
+        r.stderr.push_str(&m.stderr);
+    }
+    Ok(())
+}
+
+/// A stream's property list as values to store, without the names in `dropped`.
+fn received_list(props: &ondisk::nvlist::NvList, dropped: &[&str]) -> Vec<(String, zap::write::ZapVal)> {
+    let mut list = Vec::new();
+    for (k, v) in &props.pairs {
+        if dropped.contains(&k.as_str()) {
+            continue;
+        }
+        let val = match v {
+            ondisk::nvlist::NvValue::Uint64(n) => zap::write::ZapVal::u64(*n),
+            ondisk::nvlist::NvValue::String(t) => zap::write::ZapVal::string(t),
+            _ => continue,
+        };
+        list.push((k.clone(), val));
+    }
+    list
 }
 
 /// A stream package (`zfs send -I`: a compound BEGIN whose payload lists the file system and
@@ -626,18 +828,26 @@ fn receive_package(
     let top = begin.toname.split('@').next().unwrap_or("").to_string();
     // The local properties a replication stream carries per file system, found by the
     // guids of its snapshots (each substream names its snapshot's guid).
-    let mut props_of: std::collections::BTreeMap<u64, ondisk::nvlist::NvList> = Default::default();
+    let mut props_of: std::collections::BTreeMap<u64, Arc<FsMeta>> = Default::default();
     {
         if let Some(fss) = hdr.get_nvlist("fss") {
             for (_, v) in &fss.pairs {
                 let ondisk::nvlist::NvValue::NvList(one) = v else { continue };
-                let (Some(snaps), Some(props)) = (one.get_nvlist("snaps"), one.get_nvlist("props")) else {
-                    continue;
-                };
-                for (_, g) in &snaps.pairs {
-                    if let ondisk::nvlist::NvValue::Uint64(g) = *g {
-                        props_of.insert(g, props.clone());
-                    }
+                let Some(snaps) = one.get_nvlist("snaps") else { continue };
+                let meta = Arc::new(FsMeta {
+                    props: one.get_nvlist("props").cloned(),
+                    snaps: snaps
+                        .pairs
+                        .iter()
+                        .filter_map(|(n, g)| match g {
+                            ondisk::nvlist::NvValue::Uint64(g) => Some((n.clone(), *g)),
+                            _ => None,
+                        })
+                        .collect(),
+                    snapprops: one.get_nvlist("snapprops").cloned(),
+                });
+                for (_, g) in &meta.snaps {
+                    props_of.insert(*g, meta.clone());
                 }
             }
         }
@@ -691,12 +901,13 @@ fn receive_substreams(
     rd: &mut Reader,
     recursive: bool,
     top: &str,
-    props_of: &std::collections::BTreeMap<u64, ondisk::nvlist::NvList>,
+    props_of: &std::collections::BTreeMap<u64, Arc<FsMeta>>,
 ) -> Result<(Response, Vec<String>), String> {
     let mut made = Vec::new();
     let mut resp = Response::ok(String::new());
     let mut n = 0;
-    let mut props_set: std::collections::HashSet<String> = Default::default();
+    let props_set: std::cell::RefCell<std::collections::HashSet<String>> = Default::default();
+    let mut top_fs: Option<String> = None;
     // Mounting is the package's business (see receive_package).
     let o = &RecvOpts { no_mount: o.no_mount || recursive, ..o.clone() };
     loop {
@@ -727,16 +938,19 @@ fn receive_substreams(
         } else {
             target.to_string()
         };
-        let (r, fs, full) = receive_one(state, &sub_target, o, rd, sub, &sub_payload)?;
+        // `-o` values are local on the top file system only (the first substream's).
+        let is_top = top_fs.as_ref().is_none_or(|t| *t == sub_target);
+        let one = RecvOpts { set: if is_top { o.set.clone() } else { Vec::new() }, ..o.clone() };
+        // A file system's properties (and -o/-x) are set with its first substream.
+        let meta = props_of.get(&toguid);
+        let plan = PropsPlan { props: meta.and_then(|m| m.props.as_ref()), top: is_top, done: &props_set };
+        let (r, fs, full) = receive_one(state, &sub_target, &one, rd, sub, &sub_payload, &plan)?;
+        top_fs.get_or_insert_with(|| sub_target.clone());
         if full && !o.dry_run {
             made.push(fs.clone());
         }
-        // A file system's properties are set with its first substream.
-        if let Some(props) = props_of.get(&toguid).filter(|_| full || !props_set.contains(&fs)) {
-            if !o.dry_run {
-                set_received_props(state, &fs, props)?;
-            }
-            props_set.insert(fs.clone());
+        if let (Some(m), false) = (meta, o.dry_run) {
+            received_snapshot_props(state, o, &fs, m)?;
         }
         resp.stdout.push_str(&r.stdout);
         resp.stderr.push_str(&r.stderr);
@@ -755,6 +969,9 @@ struct Fresh<'a> {
     fromguid: u64,
     toname: &'a str,
     features: u64,
+    /// A full stream received into `HEAD/%recv` for `receive -F` over the existing file
+    /// system HEAD: the end swaps it in (`Spa::receive_swap`) instead of snapshotting.
+    swap_into: Option<&'a str>,
 }
 
 /// Why applying a stream stopped: `keep` when the stream itself ended or failed to read
@@ -811,9 +1028,14 @@ fn apply_stream(
                             msg: "the stream ends before its END record: incomplete stream".into(),
                         })
                     }
-                    Err(e @ (StreamError::Truncated { .. } | StreamError::Io(_))) => {
-                        return Err(Stop { keep: true, msg: e.to_string() })
-                    }
+                    // Damage found by a checksum stops before the damaged record (the reader
+                    // hands out a record only once the checksum covering it agrees), so what
+                    // was applied is sound and a resumable receive keeps it, as OpenZFS does.
+                    Err(
+                        e @ (StreamError::Truncated { .. }
+                        | StreamError::Io(_)
+                        | StreamError::Checksum { .. }),
+                    ) => return Err(Stop { keep: true, msg: e.to_string() }),
                     Err(e) => return Err(stop(e.to_string())),
                 };
                 if let Record::End(e) = &rec {
@@ -840,9 +1062,18 @@ fn apply_stream(
                     })
                     .map_err(|e| stop(e.to_string()))?;
             }
-            rw.spa
-                .snapshot_received(snapname, begin.toguid, begin.creation_time)
-                .map_err(|e| stop(e.to_string()))?;
+            match fresh.as_ref().and_then(|f| f.swap_into) {
+                Some(head) => crate::cmd::zfs::offline_while(state, head, true, || {
+                    rw.spa
+                        .receive_swap(head, fs, snapname, begin.toguid, begin.creation_time)
+                        .map_err(|e| e.to_string())
+                })
+                .map_err(stop)?,
+                None => rw
+                    .spa
+                    .snapshot_received(snapname, begin.toguid, begin.creation_time)
+                    .map_err(|e| stop(e.to_string()))?,
+            }
             Ok(st.data_bytes)
         })())
     })?;
@@ -1010,25 +1241,39 @@ pub fn abort_receive(state: &Arc<State>, fs: &str) -> Result<Response, String> {
     Ok(Response::ok(String::new()))
 }
 
-/// Sets the properties a replication stream carried for file system `fs` (numbers and
-/// strings, stored as `zfs set` stores them; OpenZFS also marks them as received, which
-/// rzfs does not record yet).
-fn set_received_props(state: &Arc<State>, fs: &str, props: &ondisk::nvlist::NvList) -> Result<(), String> {
-    let mut list = Vec::new();
-    for (k, v) in &props.pairs {
-        let val = match v {
-            ondisk::nvlist::NvValue::Uint64(n) => zap::write::ZapVal::u64(*n),
-            ondisk::nvlist::NvValue::String(t) => zap::write::ZapVal::string(t),
-            _ => continue,
-        };
-        list.push((k.clone(), Some(val)));
-    }
-    if list.is_empty() {
-        return Ok(());
-    }
+/// The snapshots' own properties a replication stream carries (`snapprops`), stored as
+/// received values on the snapshots of `fs` that are the sender's (by guid): the ones
+/// just received and the ones received before; `-x` names are left out.
+fn received_snapshot_props(state: &Arc<State>, o: &RecvOpts, fs: &str, m: &FsMeta) -> Result<(), String> {
+    let Some(sp) = &m.snapprops else { return Ok(()) };
+    let pool = state.pool(pool_of(fs))?;
+    let dsl = pool.dsl();
     let rw =
         crate::rwpool::writer_of(state, fs).ok_or_else(|| format!("cannot receive: '{fs}' is read-only"))?;
-    rw.spa.set_props(fs, list).map_err(|e| format!("cannot set the properties received for '{fs}': {e}"))
+    let dropped: Vec<&str> = o.exclude.iter().map(String::as_str).collect();
+    for (name, guid) in &m.snaps {
+        let Some(props) = sp.get_nvlist(name) else { continue };
+        let list = received_list(props, &dropped);
+        if list.is_empty() {
+            continue;
+        }
+        // The snapshot of that name here, if it is the sender's (same guid).
+        let snap = format!("{fs}@{name}");
+        if dsl.find(&snap).is_ok_and(|d| d.ds.guid == *guid) {
+            rw.spa
+                .set_received_props(&snap, list, false, Vec::new())
+                .map_err(|e| format!("cannot set the properties received for '{snap}': {e}"))?;
+        }
+    }
+    Ok(())
+}
+
+/// What a replication package's header says of one file system: its properties, its
+/// snapshots (name, guid) and theirs.
+struct FsMeta {
+    props: Option<ondisk::nvlist::NvList>,
+    snaps: Vec<(String, u64)>,
+    snapprops: Option<ondisk::nvlist::NvList>,
 }
 
 /// The answer of `receive -n`: nothing, or with -v what would be received.
@@ -1042,6 +1287,51 @@ fn would_receive(o: &RecvOpts, kind: &str, toname: &str, snapname: &str) -> Resp
 
 /// Receives one substream whose BEGIN was read; returns the answer, the file system
 /// received into and whether the stream was a full one.
+/// May `receive -F` put a full stream in place of the existing `h` (named `fs`)? As
+/// libzfs's `zfs_receive_one` asks: -F given, no snapshots, not a clone, the same kind
+/// (a volume never replaces a file system with children or a pool's root).
+fn check_overwrite(
+    o: &RecvOpts,
+    dsl: &dsl::DslPool,
+    h: &dsl::Dataset,
+    fs: &str,
+    objset_type: u64,
+) -> Result<(), String> {
+    let fail = |m: String| Err(format!("cannot receive new filesystem stream: {m}"));
+    if !o.force {
+        return fail(format!("destination '{fs}' exists\nmust specify -F to overwrite it"));
+    }
+    let all = dsl.list().map_err(|e| e.to_string())?;
+    let prefix = format!("{fs}@");
+    if let Some(s) = all.iter().filter(|d| d.name.starts_with(&prefix)).min_by_key(|d| d.ds.creation_txg) {
+        return fail(format!(
+            "destination has snapshots (eg. {})\nmust destroy them to overwrite it",
+            s.name
+        ));
+    }
+    if h.dir.origin_obj != 0 && all.iter().any(|d| d.ds_obj == h.dir.origin_obj && !d.name.contains('$')) {
+        return fail(format!("destination '{fs}' is a clone\nmust destroy it to overwrite it"));
+    }
+    let is_vol = h.kind == dsl::DatasetKind::Volume;
+    if objset_type == 3 && !is_vol {
+        if !fs.contains('/') {
+            return fail(format!("destination {fs} is the root dataset\ncannot overwrite with a ZVOL"));
+        }
+        let below = format!("{fs}/");
+        if let Some(c) = all.iter().find(|d| d.name.starts_with(&below)) {
+            return fail(format!("destination has children (eg. {})\ncannot overwrite with a ZVOL", c.name));
+        }
+    }
+    if (objset_type == 3) != is_vol {
+        return fail(format!(
+            "destination '{fs}' is a {}; the stream holds a {}",
+            if is_vol { "volume" } else { "file system" },
+            if objset_type == 3 { "volume" } else { "file system" }
+        ));
+    }
+    Ok(())
+}
+
 fn receive_one(
     state: &Arc<State>,
     target: &str,
@@ -1049,9 +1339,22 @@ fn receive_one(
     rd: &mut Reader,
     begin: Begin,
     begin_payload: &[u8],
+    plan: &PropsPlan<'_>,
 ) -> Result<(Response, String, bool), String> {
     recv::check_begin(&begin, rd.big_endian()).map_err(|e| format!("cannot receive: {e}"))?;
     let resuming = begin.features() & FEATURE_RESUMING != 0;
+    if let Ok(p) = state.pool(pool_of(target)) {
+        for (flag, feat) in STREAM_POOL_FEATURES {
+            if begin.features() & flag != 0 && !feature_enabled(&p, feat) {
+                return Err(format!(
+                    "cannot receive: pool '{}' does not support the stream's feature {feat} \
+                     (rzpool set feature@{feat}=enabled {} enables it)",
+                    p.name(),
+                    p.name()
+                ));
+            }
+        }
+    }
     let (src_fs, src_snap) = begin.toname.split_once('@').unwrap_or((&begin.toname, ""));
     let (fs, snap) = if let Some((f, s)) = target.split_once('@') {
         if o.discard_first || o.last_only {
@@ -1089,12 +1392,11 @@ fn receive_one(
         ));
     }
     // What to return to when the stream fails: the source snapshot, or nothing (destroy).
+    let mut overwrite = false;
     let undo: Option<String> = if !incremental {
-        if head.is_some() {
-            return Err(format!(
-                "cannot receive new filesystem stream: destination '{fs}' exists\nmust specify -F to overwrite it{}",
-                if o.force { " (rzfs cannot overwrite a file system with a full stream yet)" } else { "" }
-            ));
+        if let Some(h) = &head {
+            check_overwrite(o, &dsl, h, &fs, u64::from(begin.objset_type))?;
+            overwrite = true;
         }
         if let Some((parent, _)) = fs.rsplit_once('/') {
             if dsl.find(parent).is_err() {
@@ -1132,18 +1434,9 @@ fn receive_one(
         rw.spa
             .clone_filesystem(&origin.name, &fs, Vec::new(), now)
             .map_err(|e| format!("cannot receive: cannot create clone '{fs}' of {}: {e}", origin.name))?;
-        let t0 = std::time::Instant::now();
-        let fresh = Fresh { fromguid: begin.fromguid, toname: &begin.toname, features: begin.features() };
-        let bytes = apply_stream(state, o, rd, &begin, &fs, &snapname, None, Some(fresh))?;
-        let mut r = Response::ok(String::new());
-        if o.verbose {
-            r.stdout = format!(
-                "receiving incremental stream of {} into {snapname}\nreceived {} stream in {:.2} seconds\n",
-                begin.toname,
-                crate::format::nicenum(bytes),
-                t0.elapsed().as_secs_f64()
-            );
-        }
+        let step =
+            Step { props_on: &fs, into: &fs, made: Some(&fs), undo: None, swap: false, kind: "incremental" };
+        let mut r = fill(state, o, rd, &begin, plan, &snapname, &step)?;
         if !o.no_mount {
             r.stderr.push_str(&crate::cmd::zfs::automount(state, &fs)?);
         }
@@ -1199,6 +1492,21 @@ fn receive_one(
         return Ok((would_receive(o, "full", &begin.toname, &snapname), fs, false));
     }
     let now = crate::rwpool::now_pair().0;
+    if overwrite {
+        // The stream goes into FS/%recv, swapped in at its end: until then FS stays as it
+        // was, and a failed receive leaves it so. Not resumable (OpenZFS keeps such a state
+        // in FS/%recv; rzfs starts over).
+        let tmp = rw
+            .spa
+            .create_receive_tmp(&fs, u64::from(begin.objset_type), now)
+            .map_err(|e| format!("cannot receive new filesystem stream: {e}"))?;
+        // Its properties go on FS itself: FS/%recv inherits what is inherited.
+        let step = Step { props_on: &fs, into: &tmp, made: Some(&tmp), undo: None, swap: true, kind: "full" };
+        let once = RecvOpts { resumable: false, ..o.clone() };
+        let r = fill(state, &once, rd, &begin, plan, &snapname, &step)?;
+        // Mounted again (if it was) when the swap brought it back online.
+        return Ok((r, fs, false));
+    }
     if !incremental {
         let empty: pool::admin::ObjsetInit = Arc::new(|_, _| Ok(()));
         let r = if begin.objset_type == 3 {
@@ -1208,19 +1516,15 @@ fn receive_one(
         };
         r.map_err(|e| format!("cannot receive new filesystem stream: {e}"))?;
     }
-    let t0 = std::time::Instant::now();
-    let fresh = Fresh { fromguid: begin.fromguid, toname: &begin.toname, features: begin.features() };
-    let bytes = apply_stream(state, o, rd, &begin, &fs, &snapname, undo.as_deref(), Some(fresh))?;
-    let mut r = Response::ok(String::new());
-    if o.verbose {
-        r.stdout = format!(
-            "receiving {} stream of {} into {snapname}\nreceived {} stream in {:.2} seconds\n",
-            if incremental { "incremental" } else { "full" },
-            begin.toname,
-            crate::format::nicenum(bytes),
-            t0.elapsed().as_secs_f64()
-        );
-    }
+    let step = Step {
+        props_on: &fs,
+        into: &fs,
+        made: (!incremental).then_some(fs.as_str()),
+        undo: undo.as_deref(),
+        swap: false,
+        kind: if incremental { "incremental" } else { "full" },
+    };
+    let mut r = fill(state, o, rd, &begin, plan, &snapname, &step)?;
     if !incremental && !o.no_mount {
         if begin.objset_type == 3 {
             r.stderr.push_str(&crate::volumes::serve(state, &fs));
@@ -1229,4 +1533,60 @@ fn receive_one(
         }
     }
     Ok((r, fs, !incremental))
+}
+
+/// Where one substream goes (see [`fill`]).
+struct Step<'a> {
+    /// The file system its properties are set on.
+    props_on: &'a str,
+    /// The file system the records are applied to.
+    into: &'a str,
+    /// Made for this receive: destroyed if the properties cannot be set.
+    made: Option<&'a str>,
+    /// The snapshot to roll back to on failure.
+    undo: Option<&'a str>,
+    /// `into` is `FS/%recv`, swapped into `props_on` at the end.
+    swap: bool,
+    /// "full" or "incremental", for -v.
+    kind: &'a str,
+}
+
+/// The common part of a substream's receive: the properties first ([`PropsPlan`]), then
+/// the records, then the `-v` report.
+fn fill(
+    state: &Arc<State>,
+    o: &RecvOpts,
+    rd: &mut Reader,
+    begin: &Begin,
+    plan: &PropsPlan<'_>,
+    snapname: &str,
+    step: &Step<'_>,
+) -> Result<Response, String> {
+    let t0 = std::time::Instant::now();
+    let mut r = Response::ok(String::new());
+    if let Err(e) = plan.apply(state, o, step.props_on, &mut r) {
+        if let Some(m) = step.made {
+            if let Some(rw) = crate::rwpool::writer_of(state, m) {
+                let _ = rw.spa.destroy_datasets(&[m.to_string()]);
+            }
+        }
+        return Err(e);
+    }
+    let fresh = Fresh {
+        fromguid: begin.fromguid,
+        toname: &begin.toname,
+        features: begin.features(),
+        swap_into: step.swap.then_some(step.props_on),
+    };
+    let bytes = apply_stream(state, o, rd, begin, step.into, snapname, step.undo, Some(fresh))?;
+    if o.verbose {
+        r.stdout = format!(
+            "receiving {} stream of {} into {snapname}\nreceived {} stream in {:.2} seconds\n",
+            step.kind,
+            begin.toname,
+            crate::format::nicenum(bytes),
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    Ok(r)
 }

@@ -253,7 +253,7 @@ fn posix_acls_and_mount_options() {
     }
 
     // --- imported again: the ACL still holds ---------------------------------------------
-    d.ok("rzpool", &["import", "-d", dir_s, "pacl"]);
+    d.ok("rzpool", &["import", "-N", "-d", dir_s, "pacl"]);
     d.ok("rzfs", &["mount", "pacl/fs"]);
     let facl = sh(&format!("getfacl -c {}", secret.display()));
     assert_eq!(facl, "user::rw-\nuser:nobody:r--\ngroup::r--\nmask::r--\nother::r--\n\n");
@@ -264,7 +264,7 @@ fn posix_acls_and_mount_options() {
     zdb_check(&dir, "pacl");
     // A read-only import enforces the same ACLs (the read-only adapter), in snapshots too:
     // the deny entry beats the other bits, the grant opens the 0700 directory.
-    d.ok("rzpool", &["import", "-d", dir_s, "-o", "readonly=on", "pacl"]);
+    d.ok("rzpool", &["import", "-N", "-d", dir_s, "-o", "readonly=on", "pacl"]);
     d.ok("rzfs", &["mount", "pacl/fs"]);
     assert!(mount_options(&fs).contains(&"ro".to_string()));
     assert!(sh(&format!("getfacl -c {}", secret.display())).contains("user:nobody:---"));

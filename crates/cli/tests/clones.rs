@@ -41,7 +41,7 @@ fn check_and_reimport(d: &Daemon, dir: &Path, pool: &str, mnt: &Path) {
     d.ok("rzpool", &["export", pool]);
     zdb_check(dir, pool);
     dsl_space_check(dir, pool);
-    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), pool]);
+    d.ok("rzpool", &["import", "-N", "-d", dir.to_str().unwrap(), pool]);
     d.ok("rzfs", &["mount", "-a"]);
     assert!(mnt.join("fs").exists() || !mnt.exists());
 }

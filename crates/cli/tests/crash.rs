@@ -135,7 +135,7 @@ impl Rig {
 
     fn import_and_mount(&self) {
         let dir = self.devdir.to_string_lossy().into_owned();
-        self.ok("rzpool", &["import", "-d", &dir, &self.pool]);
+        self.ok("rzpool", &["import", "-N", "-d", &dir, &self.pool]);
         self.ok("rzfs", &["mount", &self.pool, &self.mnt.to_string_lossy()]);
     }
 }

@@ -145,7 +145,7 @@ fn run(layout: &str, nleaves: usize, seed: u64) {
                 crashes += 1;
                 d.kill9();
                 lazy_unmount(&mnt);
-                d.ok("rzpool", &["import", "-d", &dir_s, "fm"]);
+                d.ok("rzpool", &["import", "-N", "-d", &dir_s, "fm"]);
                 // A leaf that missed txgs (faulted before the crash) resilvers at import;
                 // its syncs would make later changes durable without an fsync, so the
                 // model waits for it before going on.

@@ -127,7 +127,7 @@ fn run(layout: (&str, &[&str], usize), forcing: bool, seed: u64) {
     zdb_check(&dir, pool);
     // Read back through a new import.
     let dir_s = dir.to_str().unwrap();
-    d.ok("rzpool", &["import", "-d", dir_s, pool]);
+    d.ok("rzpool", &["import", "-N", "-d", dir_s, pool]);
     d.ok("rzfs", &["mount", pool, mnt.to_str().unwrap()]);
     let mut listed = 0;
     for e in std::fs::read_dir(&mnt).unwrap() {

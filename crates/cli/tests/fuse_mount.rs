@@ -102,13 +102,13 @@ fn mount_and_compare(layout: &str) {
     let pool = exp["pool"].as_str().unwrap();
     let d = Daemon::new(layout);
     let dirs = dir.to_string_lossy().into_owned();
-    let listing = d.ok("rzpool", &["import", "-d", &dirs]);
+    let listing = d.ok("rzpool", &["import", "-N", "-d", &dirs]);
     assert!(listing.contains(&format!("pool: {pool}")) && listing.contains("ONLINE"), "{listing}");
     // zfs-fuse pools are version 23: a read-write import is refused, pointing at readonly=on.
-    let (code, _, err) = d.run("rzpool", &["import", "-d", &dirs, pool]);
+    let (code, _, err) = d.run("rzpool", &["import", "-N", "-d", &dirs, pool]);
     assert_ne!(code, 0);
     assert!(err.contains("readonly=on"), "{err}");
-    d.ok("rzpool", &["import", "-d", &dirs, "-o", "readonly=on", pool]);
+    d.ok("rzpool", &["import", "-N", "-d", &dirs, "-o", "readonly=on", pool]);
     let status = d.ok("rzpool", &["status", "-v", pool]);
     assert!(status.contains("state: ONLINE"), "{status}");
     let list = d.ok("rzfs", &["list", "-H", "-p", "-t", "all", "-o", "name,type"]);
@@ -161,7 +161,7 @@ fn unrecoverable_damage_is_reported_by_path() {
     }
     let d = Daemon::new("perm");
     let dirs = dir.to_string_lossy().into_owned();
-    d.ok("rzpool", &["import", "-d", &dirs, "-o", "readonly=on", &pool]);
+    d.ok("rzpool", &["import", "-N", "-d", &dirs, "-o", "readonly=on", &pool]);
     let mnt = d.sock.parent().unwrap().join("mnt");
     let mnts = mnt.to_string_lossy().into_owned();
     d.ok("rzfs", &["mount", &pool, &mnts]);

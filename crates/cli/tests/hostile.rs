@@ -629,7 +629,7 @@ fn walk_mount(root: &Path) -> (usize, usize) {
 fn through_daemon(dir: &Path, name: &str) {
     let d = Daemon::new(&format!("hostile-{name}"));
     let dirs = dir.to_string_lossy().into_owned();
-    let (code, _, err) = d.run("rzpool", &["import", "-d", &dirs, "-o", "readonly=on", name]);
+    let (code, _, err) = d.run("rzpool", &["import", "-N", "-d", &dirs, "-o", "readonly=on", name]);
     assert_eq!(code, 0, "{name}: read-only import: {err}");
     let mnt = d.sock.parent().unwrap().join("mnt");
     let mnts = mnt.to_string_lossy().into_owned();
@@ -643,7 +643,7 @@ fn through_daemon(dir: &Path, name: &str) {
         eprintln!("{name}: mount refused: {}", err.trim());
     }
     d.ok("rzpool", &["export", name]);
-    let (code, _, err) = d.run("rzpool", &["import", "-d", &dirs, name]);
+    let (code, _, err) = d.run("rzpool", &["import", "-N", "-d", &dirs, name]);
     if code == 0 {
         d.ok("rzpool", &["export", name]);
     } else {

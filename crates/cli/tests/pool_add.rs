@@ -92,7 +92,7 @@ fn add_case(tag: &str, layout: &[&str], added: &[&str]) {
     assert!(alloc[1] >= 2 << 20, "{tag}: the new top-level vdev got too little: {alloc:?}");
 
     let dir_s = dir.to_str().unwrap();
-    d.ok("rzpool", &["import", "-d", dir_s, &pool]);
+    d.ok("rzpool", &["import", "-N", "-d", dir_s, &pool]);
     d.ok("rzfs", &["mount", &pool, &mnt_s]);
     for (i, b) in before.iter().enumerate() {
         assert!(std::fs::read(mnt.join(format!("before{i}"))).unwrap() == *b, "{tag}: before{i}");
@@ -178,7 +178,7 @@ fn add_refusals_and_dry_run() {
     let mut head = Vec::new();
     std::fs::File::open(&devs[2]).unwrap().take(4 << 20).read_to_end(&mut head).unwrap();
     assert!(head.len() == 4 << 20 && head.iter().all(|&b| b == 0), "-n wrote to {}", devs[2]);
-    d.ok("rzpool", &["import", "-d", dir_s, "addneg"]);
+    d.ok("rzpool", &["import", "-N", "-d", dir_s, "addneg"]);
     let st = d.ok("rzpool", &["status", "addneg"]);
     assert!(st.contains("mirror-0") && !st.contains("mirror-1"), "{st}");
     d.ok("rzpool", &["export", "addneg"]);

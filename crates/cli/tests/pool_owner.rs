@@ -69,7 +69,7 @@ fn busy_export_and_unmount_are_refused() {
     assert!(left.is_empty(), "export left mounts behind: {left:?}");
     zdb_check(&dir, "busy");
     // Everything written before the export is there after a new import.
-    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "busy"]);
+    d.ok("rzpool", &["import", "-N", "-d", dir.to_str().unwrap(), "busy"]);
     d.ok("rzfs", &["mount", "busy", mnt.to_str().unwrap()]);
     d.ok("rzfs", &["mount", "busy/a", mnt.join("a").to_str().unwrap()]);
     d.ok("rzfs", &["mount", "busy/a/b", mnt.join("a/b").to_str().unwrap()]);
@@ -101,7 +101,7 @@ fn forced_export_fences_the_pool() {
     drop(f);
     assert!(mounts_under(&mnt).is_empty(), "forced export left a mount");
     zdb_check(&dir, "fence");
-    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "fence"]);
+    d.ok("rzpool", &["import", "-N", "-d", dir.to_str().unwrap(), "fence"]);
     d.ok("rzfs", &["mount", "fence", mnt.to_str().unwrap()]);
     assert_eq!(std::fs::read(mnt.join("kept")).unwrap(), b"synced before the export");
     d.ok("rzpool", &["export", "fence"]);
@@ -139,26 +139,26 @@ fn one_owner_per_pool() {
     let dir_s = dir.to_str().unwrap();
     a.ok("rzpool", &["create", "-m", "none", "twice", &devs[0]]);
     // A second daemon on this host: refused, even with -f, and the listing says why.
-    let (rc, _, err) = b.run("rzpool", &["import", "-d", dir_s, "twice"]);
+    let (rc, _, err) = b.run("rzpool", &["import", "-N", "-d", dir_s, "twice"]);
     assert!(rc != 0 && err.contains("in use"), "second importer: rc {rc}: {err}");
-    let (rc, _, err) = b.run("rzpool", &["import", "-f", "-d", dir_s, "twice"]);
+    let (rc, _, err) = b.run("rzpool", &["import", "-N", "-f", "-d", dir_s, "twice"]);
     assert!(rc != 0 && err.contains("in use"), "second importer with -f: rc {rc}: {err}");
-    let listing = b.ok("rzpool", &["import", "-d", dir_s]);
+    let listing = b.ok("rzpool", &["import", "-N", "-d", dir_s]);
     assert!(listing.contains("currently imported by another process"), "{listing}");
     a.ok("rzpool", &["export", "twice"]);
     // Another host (another hostid) imports it and dies with the pool ACTIVE.
     let other = Daemon::with_env("own-two-c", &[("RZFS_HOSTID", "0xdeadbeef")]);
-    other.ok("rzpool", &["import", "-d", dir_s, "twice"]);
+    other.ok("rzpool", &["import", "-N", "-d", dir_s, "twice"]);
     drop(other); // kills its rzfsd: the labels still say ACTIVE, hostid deadbeef
     std::thread::sleep(Duration::from_millis(300));
-    let listing = a.ok("rzpool", &["import", "-d", dir_s]);
+    let listing = a.ok("rzpool", &["import", "-N", "-d", dir_s]);
     assert!(listing.contains("last accessed by another system"), "{listing}");
-    let (rc, _, err) = a.run("rzpool", &["import", "-d", dir_s, "twice"]);
+    let (rc, _, err) = a.run("rzpool", &["import", "-N", "-d", dir_s, "twice"]);
     assert!(
         rc != 0 && err.contains("previously in use from another system") && err.contains("deadbeef"),
         "{err}"
     );
-    a.ok("rzpool", &["import", "-f", "-d", dir_s, "twice"]);
+    a.ok("rzpool", &["import", "-N", "-f", "-d", dir_s, "twice"]);
     a.ok("rzpool", &["export", "twice"]);
     zdb_check(&dir, "twice");
 }
@@ -189,14 +189,14 @@ fn altroot_prefixes_mountpoints() {
     assert_eq!(d.ok("rzpool", &["list"]), "no pools available\n");
     // An import with -R puts the mountpoint under the new root.
     let root2 = dir.join("alt2");
-    d.ok("rzpool", &["import", "-R", root2.to_str().unwrap(), "-d", dir.to_str().unwrap(), "alt"]);
+    d.ok("rzpool", &["import", "-N", "-R", root2.to_str().unwrap(), "-d", dir.to_str().unwrap(), "alt"]);
     d.ok("rzfs", &["mount", "alt"]);
     assert!(!mounts_under(&root2.join("etc-like")).is_empty());
     d.ok("rzpool", &["export", "alt"]);
     // rzfs keeps no cache file: asking for one is refused, not ignored.
     let dir_s = dir.to_str().unwrap();
     let (rc, _, err) =
-        d.run("rzpool", &["import", "-o", "cachefile=/etc/zfs/zpool.cache", "-d", dir_s, "alt"]);
+        d.run("rzpool", &["import", "-N", "-o", "cachefile=/etc/zfs/zpool.cache", "-d", dir_s, "alt"]);
     assert!(rc != 0 && err.contains("cachefile"), "{err}");
 }
 
@@ -259,7 +259,7 @@ fn failing_devices_degrade_or_suspend() {
     d.ok("rzpool", &["export", "one"]);
     zdb_check(&dir, "mir");
     zdb_check(&dir, "one");
-    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "one"]);
+    d.ok("rzpool", &["import", "-N", "-d", dir.to_str().unwrap(), "one"]);
     d.ok("rzfs", &["mount", "one", m2.to_str().unwrap()]);
     assert_eq!(std::fs::read(m2.join("b")).unwrap(), b"durable and pending");
     assert_eq!(std::fs::read(m2.join("c")).unwrap(), b"waited");
@@ -290,7 +290,7 @@ fn a_failed_export_keeps_everything() {
     let _ = d.run("rzpool", &["clear", "fx"]);
     d.ok("rzpool", &["export", "fx"]);
     zdb_check(&dir, "fx");
-    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "fx"]);
+    d.ok("rzpool", &["import", "-N", "-d", dir.to_str().unwrap(), "fx"]);
     d.ok("rzfs", &["mount", "fx", mnt.to_str().unwrap()]);
     assert_eq!(std::fs::read(mnt.join("pending")).unwrap(), b"not yet durable");
     d.ok("rzpool", &["export", "fx"]);
@@ -323,7 +323,7 @@ fn a_panic_poisons_the_pool() {
     assert!(rc != 0, "a poisoned pool exported without -f");
     d.ok("rzpool", &["export", "-f", "pp"]);
     zdb_check(&dir, "pp");
-    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "pp"]);
+    d.ok("rzpool", &["import", "-N", "-d", dir.to_str().unwrap(), "pp"]);
     d.ok("rzfs", &["mount", "pp", mnt.to_str().unwrap()]);
     assert_eq!(std::fs::read(mnt.join("durable")).unwrap(), b"synced");
     assert!(!mnt.join("victim").exists());
@@ -439,4 +439,39 @@ fn a_pool_with_wiped_devices_still_lists_and_goes_away() {
     d.ok("rzpool", &["export", "-f", "wipe2"]);
     assert_eq!(d.ok("rzpool", &["list", "-H"]), "");
     assert!(mounts_under(&dir).is_empty(), "{:?}", mounts_under(&dir));
+}
+
+/// `zpool import` mounts the pool's file systems unless -N (read-only ones read-only), and
+/// after an export this daemon finds file vdevs again without -d (it searches where the
+/// pool's devices were, after /dev).
+#[test]
+fn import_mounts_file_systems() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-mount");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-mount");
+    let (top, kid) = (dir.join("top"), dir.join("kid"));
+    d.ok("rzpool", &["create", "-m", top.to_str().unwrap(), "im", &devs[0]]);
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", kid.display()), "im/kid"]);
+    d.ok("rzfs", &["create", "-o", "canmount=off", "im/off"]);
+    std::fs::write(top.join("t"), b"top").unwrap();
+    std::fs::write(kid.join("k"), b"kid").unwrap();
+    d.ok("rzpool", &["export", "im"]);
+    assert!(mounts_under(&top).is_empty() && mounts_under(&kid).is_empty());
+    // No -d: found where it was exported from.
+    d.ok("rzpool", &["import", "im"]);
+    assert_eq!(std::fs::read(top.join("t")).unwrap(), b"top");
+    assert_eq!(std::fs::read(kid.join("k")).unwrap(), b"kid");
+    let mounted = d.ok("rzfs", &["get", "-H", "-o", "value", "mounted", "im", "im/kid", "im/off"]);
+    assert_eq!(mounted, "yes\nyes\nno\n");
+    d.ok("rzpool", &["export", "im"]);
+    d.ok("rzpool", &["import", "-o", "readonly=on", "im"]);
+    assert_eq!(std::fs::read(kid.join("k")).unwrap(), b"kid");
+    assert!(std::fs::write(top.join("new"), b"x").is_err(), "a read-only import mounts read-only");
+    d.ok("rzpool", &["export", "im"]);
+    d.ok("rzpool", &["import", "-N", "im"]);
+    assert!(mounts_under(&top).is_empty() && mounts_under(&kid).is_empty(), "-N mounts nothing");
+    d.ok("rzpool", &["export", "im"]);
 }

@@ -725,6 +725,26 @@ fn resumable_receive() {
     assert_eq!(code, 0, "the resumed incremental: {err}");
     assert_same(&at_b, &tree(&dst), "after the resumed incremental");
 
+    // A damaged stream (two bytes of a payload changed, as ZTS's mess_send_file does): the
+    // damaged record is not applied, the partial state before it is kept, and the resumed
+    // file system holds the snapshot's files exactly.
+    let mut bad = bytes.clone();
+    let at = bad.len() * 3 / 5;
+    bad[at] ^= 0x5a;
+    bad[at + 1] ^= 0xa5;
+    std::fs::write(&cut, &bad).unwrap();
+    let (code, err) = recv_from(&d, &["-s", "-u", "rs/flip"], &cut);
+    assert!(code != 0 && err.contains("checksum mismatch") && err.contains("partially-complete"), "{err}");
+    let token =
+        d.ok("rzfs", &["get", "-H", "-o", "value", "receive_resume_token", "rs/flip"]).trim().to_string();
+    assert!(token.starts_with("1-"), "a damaged stream leaves a token: {token}");
+    assert_eq!(send_to(&d, &["-t", &token], &rest).0, 0);
+    let (code, err) = recv_from(&d, &["-s", "rs/flip"], &rest);
+    assert_eq!(code, 0, "the receive resumed after damage: {err}");
+    let flipdir = dir.join("flip");
+    d.ok("rzfs", &["set", &format!("mountpoint={}", flipdir.display()), "rs/flip"]);
+    assert_same(&at_a, &tree(&flipdir), "after the receive resumed past the damage");
+
     // -A: a partial state discarded (a full one: the file system goes).
     let (code, _) = recv_from(&d, &["-s", "-u", "rs/gone"], &cut);
     assert!(code != 0);
@@ -735,6 +755,184 @@ fn resumable_receive() {
     assert!(d.run("rzfs", &["list", "rs/gone"]).0 != 0, "-A destroyed the partial file system");
     d.ok("rzpool", &["export", "rs"]);
     zdb_check(&dir, "rs");
+}
+
+/// `receive -F` of a full stream over an existing file system (OpenZFS receives it into
+/// `FS/%recv` and swaps the two at the end): refused without -F, over snapshots and over
+/// a clone; a stream that fails leaves the file system as it was; one that completes
+/// replaces its files with the snapshot's and keeps its children; an incremental follows.
+/// zdb and the DSL space recount check the pool.
+#[test]
+fn receive_force_replaces_file_system() {
+    if skip_without_fuse_zdb("receive_force_replaces_file_system") {
+        return;
+    }
+    let dir = scratch("recv-force");
+    let d = Daemon::new("recv-force");
+    let (_devs, _mnt) = create(&d, &dir, "rf", &SINGLE, 512 << 20);
+    let (src, dst) = (dir.join("src"), dir.join("dst"));
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "rf/src"]);
+    let mut rng = Rng::new(61);
+    let mut want = BTreeMap::new();
+    write_files(&src, "s", 25, 1..300_000, &mut rng, &mut want);
+    d.ok("rzfs", &["snapshot", "rf/src@a"]);
+    let at_a = tree(&src);
+    let full = dir.join("full.zs");
+    assert_eq!(send_to(&d, &["rf/src@a"], &full).0, 0);
+
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", dst.display()), "rf/dst"]);
+    let mut old = BTreeMap::new();
+    write_files(&dst, "old", 15, 1..200_000, &mut rng, &mut old);
+    // (Mounted outside: a mountpoint inside would be made again in the received contents,
+    // a change that an incremental then needs -F for, as with OpenZFS.)
+    let kid = dir.join("kid");
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", kid.display()), "rf/dst/kid"]);
+    std::fs::write(kid.join("k"), b"the child's file").unwrap();
+    let before = tree(&dst);
+    let (code, err) = recv_from(&d, &["rf/dst"], &full);
+    assert!(code != 0 && err.contains("must specify -F"), "{err}");
+    for flag in ["-d", "-e"] {
+        let (code, err) = recv_from(&d, &[flag, "rf/nosuch"], &full);
+        assert!(code != 0 && err.contains("specified fs (rf/nosuch) does not exist"), "{flag}: {err}");
+    }
+    // A stream that breaks off: the file system keeps its files, no %recv is left.
+    let bytes = std::fs::read(&full).unwrap();
+    let cut = dir.join("cut.zs");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let (code, err) = recv_from(&d, &["-F", "rf/dst"], &cut);
+    assert!(code != 0 && err.contains("incomplete"), "{err}");
+    assert_same(&before, &tree(&dst), "after a failed receive -F");
+    let names = d.ok("rzfs", &["list", "-H", "-r", "-o", "name", "rf/dst"]);
+    assert_eq!(names, "rf/dst\nrf/dst/kid\n");
+
+    let (code, err) = recv_from(&d, &["-F", "rf/dst"], &full);
+    assert_eq!(code, 0, "receive -F over a file system without snapshots: {err}");
+    assert_eq!(std::fs::read(kid.join("k")).unwrap(), b"the child's file", "the child stays");
+    assert_same(&at_a, &tree(&dst), "after receive -F");
+    let g = d.ok("rzfs", &["get", "-H", "-o", "value", "guid", "rf/src@a", "rf/dst@a"]);
+    let g: Vec<&str> = g.lines().collect();
+    assert_eq!(g[0], g[1], "the received snapshot has the sender's guid");
+    let names = d.ok("rzfs", &["list", "-H", "-r", "-t", "all", "-o", "name", "rf/dst"]);
+    assert_eq!(names, "rf/dst\nrf/dst@a\nrf/dst/kid\n");
+
+    // Refused over a clone (and below, over snapshots), changing nothing.
+    d.ok("rzfs", &["clone", "rf/src@a", "rf/cl"]);
+    let (code, err) = recv_from(&d, &["-F", "rf/cl"], &full);
+    assert!(code != 0 && err.contains("is a clone"), "{err}");
+
+    // An incremental follows the received snapshot.
+    write_files(&src, "t", 10, 1..200_000, &mut rng, &mut want);
+    d.ok("rzfs", &["snapshot", "rf/src@b"]);
+    let inc = dir.join("inc.zs");
+    assert_eq!(send_to(&d, &["-i", "@a", "rf/src@b"], &inc).0, 0);
+    let (code, err) = recv_from(&d, &["rf/dst"], &inc);
+    assert_eq!(code, 0, "the incremental after receive -F: {err}");
+    assert_same(&tree(&src), &tree(&dst), "after the incremental");
+    let full_b = dir.join("full-b.zs");
+    assert_eq!(send_to(&d, &["rf/src@b"], &full_b).0, 0);
+    d.ok("rzfs", &["destroy", "rf/dst@b"]);
+    let (code, err) = recv_from(&d, &["-F", "rf/dst"], &full_b);
+    assert!(code != 0 && err.contains("destination has snapshots (eg. rf/dst@a)"), "{err}");
+    d.ok("rzpool", &["export", "rf"]);
+    zdb_check(&dir, "rf");
+}
+
+/// Received properties (OpenZFS's `P$recvd`): a replication stream's properties are
+/// stored as received (source `received`, `get -o received`), local values override them,
+/// `inherit` hides them and `inherit -S` brings them back; snapshots' own properties arrive
+/// too; an incremental replaces the received set. `receive -o` sets locally, `-x` hides a
+/// received value; bad `-o`/`-x` arguments are refused before the stream is read.
+#[test]
+fn received_properties() {
+    if skip_without_fuse_zdb("received_properties") {
+        return;
+    }
+    let dir = scratch("recv-props");
+    let d = Daemon::new("recv-props");
+    let (_devs, _mnt) = create(&d, &dir, "rp", &SINGLE, 256 << 20);
+    let get = |what: &str, name: &str| d.ok("rzfs", &["get", "-H", "-o", "value,source", what, name]);
+    d.ok("rzfs", &["create", "-o", "compression=gzip", "-o", "my:prop=a", "rp/src"]);
+    d.ok("rzfs", &["create", "rp/src/kid"]);
+    d.ok("rzfs", &["snapshot", "-r", "rp/src@1"]);
+    d.ok("rzfs", &["set", "my:snap=s", "rp/src@1"]);
+    let full = dir.join("full.zs");
+    assert_eq!(send_to(&d, &["-R", "rp/src@1"], &full).0, 0);
+    let (code, err) = recv_from(&d, &["rp/dst"], &full);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(get("compression", "rp/dst"), "gzip\treceived\n");
+    assert_eq!(get("my:prop", "rp/dst"), "a\treceived\n");
+    assert_eq!(get("compression", "rp/dst/kid"), "gzip\tinherited from rp/dst\n");
+    assert_eq!(get("my:snap", "rp/dst@1"), "s\treceived\n");
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "received", "compression", "rp/dst"]), "gzip\n");
+    assert_eq!(
+        d.ok("rzfs", &["get", "-H", "-s", "received", "-o", "property", "compression", "rp/dst"]),
+        "compression\n"
+    );
+    // Local beats received; inherit hides it; inherit -S brings it back.
+    d.ok("rzfs", &["set", "compression=lz4", "rp/dst"]);
+    assert_eq!(get("compression", "rp/dst"), "lz4\tlocal\n");
+    d.ok("rzfs", &["inherit", "compression", "rp/dst"]);
+    assert!(get("compression", "rp/dst").ends_with("\tdefault\n"), "{}", get("compression", "rp/dst"));
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "received", "compression", "rp/dst"]), "gzip\n");
+    d.ok("rzfs", &["inherit", "-S", "compression", "rp/dst"]);
+    assert_eq!(get("compression", "rp/dst"), "gzip\treceived\n");
+    // inherit -r: every descendant.
+    d.ok("rzfs", &["set", "my:x=1", "rp/dst", "rp/dst/kid"]);
+    d.ok("rzfs", &["inherit", "-r", "my:x", "rp/dst"]);
+    assert_eq!(get("my:x", "rp/dst/kid"), "-\t-\n");
+
+    // An incremental replaces the received set.
+    d.ok("rzfs", &["inherit", "my:prop", "rp/src"]);
+    d.ok("rzfs", &["set", "my:new=n", "rp/src"]);
+    d.ok("rzfs", &["snapshot", "-r", "rp/src@2"]);
+    let inc = dir.join("inc.zs");
+    assert_eq!(send_to(&d, &["-R", "-I", "@1", "rp/src@2"], &inc).0, 0);
+    let (code, err) = recv_from(&d, &["-F", "rp/dst"], &inc);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(get("my:prop", "rp/dst"), "-\t-\n");
+    assert_eq!(get("my:new", "rp/dst"), "n\treceived\n");
+
+    // -o and -x.
+    let (code, err) =
+        recv_from(&d, &["-o", "atime=off", "-x", "compression", "-x", "my:prop", "rp/dst2"], &full);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(get("atime", "rp/dst2"), "off\tlocal\n");
+    assert_eq!(get("atime", "rp/dst2/kid"), "off\tinherited from rp/dst2\n");
+    assert!(get("compression", "rp/dst2").ends_with("\tdefault\n"), "{}", get("compression", "rp/dst2"));
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "received", "compression", "rp/dst2"]), "gzip\n");
+    assert_eq!(get("my:prop", "rp/dst2"), "-\t-\n");
+    for (args, want) in [
+        (vec!["-o", "atime"], "missing '='"),
+        (vec!["-x", "atime=off"], "invalid character '='"),
+        (vec!["-o", "atime=off", "-x", "atime"], "specified multiple times"),
+        (vec!["-x", "atime", "-x", "atime"], "specified multiple times"),
+        (vec!["-x", "version"], "invalid property 'version'"),
+        (vec!["-o", "atime=maybe"], "atime"),
+    ] {
+        let mut a = args.clone();
+        a.push("rp/dst3");
+        let (code, err) = recv_from(&d, &a, &full);
+        assert!(code != 0 && err.contains(want), "{args:?}: {err}");
+    }
+    assert!(d.run("rzfs", &["list", "rp/dst3"]).0 != 0, "a refused receive creates nothing");
+
+    // A stream whose blocks need a pool feature (send -c of lz4 data) is refused by a pool
+    // without it, until the feature is enabled.
+    d.ok("rzfs", &["create", "-o", "compression=lz4", "rp/lz"]);
+    d.ok("rzfs", &["snapshot", "rp/lz@1"]);
+    let c = dir.join("c.zs");
+    assert_eq!(send_to(&d, &["-c", "rp/lz@1"], &c).0, 0);
+    let bare = dir.join("bare");
+    std::fs::File::create(&bare).unwrap().set_len(128 << 20).unwrap();
+    d.ok("rzpool", &["create", "-d", "-m", "none", "bare", bare.to_str().unwrap()]);
+    let (code, err) = recv_from(&d, &["bare/lz"], &c);
+    assert!(code != 0 && err.contains("feature lz4_compress"), "{err}");
+    d.ok("rzpool", &["set", "feature@lz4_compress=enabled", "bare"]);
+    let (code, err) = recv_from(&d, &["bare/lz"], &c);
+    assert_eq!(code, 0, "{err}");
+    d.ok("rzpool", &["export", "bare"]);
+    d.ok("rzpool", &["export", "rp"]);
+    zdb_check(&dir, "rp");
 }
 
 /// `zfs send -R`: a tree of file systems with properties and snapshots, full and then
@@ -801,7 +999,10 @@ fn replication_streams() {
         let b = own(&mnt2.join(format!("copy{fs}")));
         assert_same(&a, &b, &format!("rq/copy{fs} after the full package"));
     }
-    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value,source", "compression", "rq/copy"]), "lz4\tlocal\n");
+    assert_eq!(
+        d.ok("rzfs", &["get", "-H", "-o", "value,source", "compression", "rq/copy"]),
+        "lz4\treceived\n"
+    );
     assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "com.example:x", "rq/copy/b"]), "1\n");
     assert!(d.run("rzfs", &["list", "rq/copy/late"]).0 != 0, "rp/a/late has no @s2");
 

@@ -287,7 +287,7 @@ fn a_read_group_may_list_but_not_change() {
     let changes: [(&str, Vec<&str>); 6] = [
         ("rzpool", vec!["create", "-m", "none", "evil", f2.to_str().unwrap()]),
         ("rzpool", vec!["destroy", "acc2"]),
-        ("rzpool", vec!["import", "-d", base.to_str().unwrap()]),
+        ("rzpool", vec!["import", "-N", "-d", base.to_str().unwrap()]),
         ("rzfs", vec!["create", "acc2/evil"]),
         ("rzfs", vec!["destroy", "acc2/fs"]),
         ("rzfs", vec!["mount", "acc2/fs", base.to_str().unwrap()]),

@@ -208,7 +208,7 @@ fn volumes_are_block_devices_openzfs_can_read() {
     assert!(list.contains("tv/v [ZVOL]") && list.contains("tv/c [ZVOL]"), "{list}");
 
     // Back again: the volumes are served, with their data.
-    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "tv"]);
+    d.ok("rzpool", &["import", "-N", "-d", dir.to_str().unwrap(), "tv"]);
     assert_eq!(common::sha256_file(&file), after);
     assert_eq!(common::sha256_file(&clone), before);
     if use_loops {

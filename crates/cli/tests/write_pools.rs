@@ -138,7 +138,7 @@ fn openzfs_writes_then_rzfs_writes() {
         .expect("label txg");
     assert!(txg > 8, "OpenZFS should have synced several txgs (label txg {txg})");
     zdb_check(&dir, "interop");
-    d.ok("rzpool", &["import", "-d", dir_s, "interop"]);
+    d.ok("rzpool", &["import", "-N", "-d", dir_s, "interop"]);
     d.ok("rzfs", &["mount", "interop", &mnt_s]);
     let props = d.ok(
         "rzpool",
@@ -197,7 +197,7 @@ fn files_over_4_gib() {
     d.ok("rzpool", &["export", "bigf"]);
     let out = zdb_check(&dir, "bigf");
     assert!(out.contains("No leaks"));
-    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "-o", "readonly=on", "bigf"]);
+    d.ok("rzpool", &["import", "-N", "-d", dir.to_str().unwrap(), "-o", "readonly=on", "bigf"]);
     d.ok("rzfs", &["mount", "bigf", &mnt_s]);
     let md = std::fs::metadata(mnt.join("huge")).unwrap();
     assert_eq!(md.len(), (6 << 30) + 9);
@@ -316,7 +316,7 @@ fn dataset_features_pass_zdb() {
         }
     }
     // The pool reads back through rzfs too, and a zstd-compressed 1 MiB-record file is intact.
-    d.ok("rzpool", &["import", "-d", dir_s, "feat"]);
+    d.ok("rzpool", &["import", "-N", "-d", dir_s, "feat"]);
     d.ok("rzfs", &["mount", "feat", &mnt_s]);
     for fs in ["big", "fast", "sk", "ed", "plain"] {
         d.ok("rzfs", &["mount", &format!("feat/{fs}"), mnt.join(fs).to_str().unwrap()]);
@@ -391,7 +391,7 @@ fn destroy_passes_zdb() {
     let out = zdb_check(&dir, "dp");
     assert!(out.contains("Verified zstd_compress feature refcount of 4 is correct"), "{out}");
     // The survivors read back, from the head and from the remaining snapshots.
-    d.ok("rzpool", &["import", "-d", dir_s, "dp"]);
+    d.ok("rzpool", &["import", "-N", "-d", dir_s, "dp"]);
     d.ok("rzfs", &["mount", "dp", &mnt_s]);
     d.ok("rzfs", &["mount", "dp/a", a.to_str().unwrap()]);
     assert!(std::fs::read(a.join("f1")).unwrap() == pseudo(250_000, 101));
@@ -466,7 +466,7 @@ fn clone_passes_zdb() {
         let log = run_zdb(&["-e", "-p", dir_s, "-r", fs, file, o.to_str().unwrap()]);
         assert!(std::fs::read(&o).unwrap_or_default() == want, "zdb -r {fs} {file}: {log}");
     }
-    d.ok("rzpool", &["import", "-d", dir_s, "cp"]);
+    d.ok("rzpool", &["import", "-N", "-d", dir_s, "cp"]);
     d.ok("rzfs", &["destroy", "-r", "cp/x"]);
     d.ok("rzfs", &["destroy", "cp/src@s"]);
     d.ok("rzfs", &["mount", "cp/src", mnt.join("src").to_str().unwrap()]);
@@ -515,7 +515,7 @@ fn pool_props_and_late_feature_enable() {
     d.ok("rzpool", &["export", "pp"]);
     let out = zdb_check(&dir, "pp");
     assert!(out.contains("Verified blake3 feature refcount of 0 is correct"), "{out}");
-    d.ok("rzpool", &["import", "-d", dir_s, "pp"]);
+    d.ok("rzpool", &["import", "-N", "-d", dir_s, "pp"]);
     assert_eq!(get("failmode"), "continue");
     assert_eq!(get("bootfs"), "pp/boot");
     assert_eq!(get("feature@blake3"), "enabled");

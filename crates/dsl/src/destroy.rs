@@ -452,6 +452,73 @@ fn destroy_dir(os: &mut DirtyObjset, zaps: &mut ZapCache, dir: u64) -> Result<()
     zaps.destroy(os, dir).map_err(zerr)
 }
 
+/// The end of `zfs receive -F` of a full stream into an existing file system `head`: the
+/// stream went into `tmp`, a new file system in a child directory of `head`'s (OpenZFS's
+/// `HEAD/%recv`), and here the two heads exchange contents, as `dsl_dataset_clone_swap`
+/// does: root pointers, referenced and unique sizes and deadlists trade places, the
+/// datasets stay in their directories (names, properties, children and guid stay with
+/// `head`). Afterwards `tmp` holds the old contents and the caller destroys it.
+///
+/// Both must be heads without snapshots of their own, with the same previous snapshot
+/// (`$ORIGIN`, or none on pools without it): every block each references then was born
+/// after that snapshot and is unique to it, so each directory's HEAD breakdown is its
+/// head's unique space. `head`'s directory gains the unique-space difference in HEAD and
+/// loses it in CHILD (the one in `tmp`'s directory moves the other way), so no ancestor's
+/// total changes. With a `refreservation` on `head`, its directory is charged
+/// max(unique, refreservation) before and after, the rest in REFRSRV.
+pub fn swap_heads(os: &mut DirtyObjset, zaps: &mut ZapCache, head: u64, tmp: u64) -> Result<()> {
+    let mut h = ds_phys(os, head)?;
+    let mut t = ds_phys(os, tmp)?;
+    let own_snapshot = |p: &ondisk::dsl::DslDatasetPhys, os: &DirtyObjset| -> Result<bool> {
+        Ok(p.prev_snap_obj != 0 && ds_phys(os, p.prev_snap_obj)?.dir_obj == p.dir_obj)
+    };
+    if h.next_snap_obj != 0 || t.next_snap_obj != 0 {
+        return Err(bad("swap_heads: a snapshot is not a head"));
+    }
+    if own_snapshot(&h, os)? || own_snapshot(&t, os)? {
+        return Err(refuse(
+            "destination has snapshots
+must destroy them to overwrite it",
+        ));
+    }
+    if h.prev_snap_obj != t.prev_snap_obj
+        || dir_phys(os, h.dir_obj)?.origin_obj != dir_phys(os, t.dir_obj)?.origin_obj
+    {
+        return Err(refuse(
+            "destination is a clone
+must destroy it to overwrite it",
+        ));
+    }
+    if dir_phys(os, t.dir_obj)?.parent_obj != h.dir_obj {
+        return Err(bad("swap_heads: the received file system is not in a child directory"));
+    }
+    let reserved = crate::write::head_reserved(os, zaps, head)?;
+    let d = SpaceDelta {
+        used: t.unique_bytes as i64 - h.unique_bytes as i64,
+        comp: t.compressed_bytes as i64 - h.compressed_bytes as i64,
+        uncomp: t.uncompressed_bytes as i64 - h.uncompressed_bytes as i64,
+    };
+    // tmp's directory first: its change reaches head's as CHILD.
+    dir_diduse(os, t.dir_obj, DD_USED_HEAD, d.negated())?;
+    dir_diduse(os, h.dir_obj, DD_USED_HEAD, d)?;
+    let refrsrv = |unique: u64| reserved.saturating_sub(unique) as i64;
+    let r = refrsrv(t.unique_bytes) - refrsrv(h.unique_bytes);
+    if r != 0 {
+        dir_diduse(os, h.dir_obj, ondisk::dsl::DD_USED_REFRSRV, SpaceDelta { used: r, comp: 0, uncomp: 0 })?;
+    }
+    std::mem::swap(&mut h.bp, &mut t.bp);
+    std::mem::swap(&mut h.referenced_bytes, &mut t.referenced_bytes);
+    std::mem::swap(&mut h.compressed_bytes, &mut t.compressed_bytes);
+    std::mem::swap(&mut h.uncompressed_bytes, &mut t.uncompressed_bytes);
+    std::mem::swap(&mut h.unique_bytes, &mut t.unique_bytes);
+    std::mem::swap(&mut h.deadlist_obj, &mut t.deadlist_obj);
+    // What a receive left half-done stays with the old contents.
+    h.flags &= !ondisk::dsl::DS_FLAG_INCONSISTENT;
+    set_ds_phys(os, head, &h)?;
+    set_ds_phys(os, tmp, &t)?;
+    Ok(())
+}
+
 /// Rolls head dataset `ds` back to its latest snapshot, after the pool layer freed every
 /// block born since that snapshot (total `freed`). OpenZFS (`dsl_dataset_rollback_sync`)
 /// swaps in a clone of the snapshot and destroys the old head; the outcome written here is

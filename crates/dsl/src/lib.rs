@@ -314,6 +314,12 @@ impl DslPool {
         props::read_props_zap(&self.mos, dir.props_zapobj)
     }
 
+    /// Every entry of a directory's props ZAP: local and received values and markers
+    /// (see [`props::applies`]).
+    pub fn all_props(&self, dir: &DslDirPhys) -> Result<Vec<(String, props::RawProp)>> {
+        props::read_props_zap_all(&self.mos, dir.props_zapobj)
+    }
+
     /// Parent directory object of a directory (0 at the root).
     pub fn parent_of(&self, dir: &DslDirPhys) -> u64 {
         dir.parent_obj

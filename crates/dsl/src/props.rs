@@ -3,8 +3,14 @@
 //! A DSL directory's props ZAP maps a property name to either a u64 (numbers and indexes,
 //! e.g. `compression` = 15 for lz4) or a string (e.g. `mountpoint`). Properties not set
 //! locally are inherited from the parent directory, else take their default
-//! (OpenZFS `module/zcommon/zfs_prop.c`, `module/zfs/dsl_prop.c`). Received values
-//! (`name$recvd`) and internal entries (containing `$`) are skipped for now.
+//! (OpenZFS `module/zcommon/zfs_prop.c`, `module/zfs/dsl_prop.c`).
+//!
+//! Received properties (`zfs receive` of a stream with properties) sit beside the local
+//! ones in the same ZAP as `name$recvd`; `zfs inherit` on a dataset that has received
+//! values (marked by `$hasrecvd`) leaves `name$inherit`, so the received value stops
+//! applying; `zfs inherit -S` removes the local value and that marker, and the received
+//! value applies again. At each directory a local value wins, then (unless the marker is
+//! there) the received one ([`applies`], as `dsl_prop_get_dd` decides).
 
 use crate::Result;
 use dmu::Objset;
@@ -16,17 +22,26 @@ pub enum RawProp {
     Str(String),
 }
 
-/// Reads a props ZAP (object 0 = none).
+/// Suffix of a received value's entry.
+pub const RECVD_SUFFIX: &str = "$recvd";
+/// Suffix of an explicit-inherit marker.
+pub const INHERIT_SUFFIX: &str = "$inherit";
+/// Entry marking a dataset that has received properties.
+pub const HAS_RECVD: &str = "$hasrecvd";
+
+/// Reads a props ZAP (object 0 = none): the local values only.
 pub fn read_props_zap(mos: &Objset, obj: u64) -> Result<Vec<(String, RawProp)>> {
+    Ok(read_props_zap_all(mos, obj)?.into_iter().filter(|(k, _)| !k.contains('$')).collect())
+}
+
+/// Every entry of a props ZAP, the received values and markers (`$`) included.
+pub fn read_props_zap_all(mos: &Objset, obj: u64) -> Result<Vec<(String, RawProp)>> {
     if obj == 0 {
         return Ok(Vec::new());
     }
     let mut out = Vec::new();
     for e in zap::list(mos, obj)? {
         let name = e.name_string();
-        if name.contains('$') {
-            continue;
-        }
         let v = if e.int_size == 1 {
             RawProp::Str(e.string_value())
         } else {
@@ -41,6 +56,39 @@ pub fn read_props_zap(mos: &Objset, obj: u64) -> Result<Vec<(String, RawProp)>> 
     Ok(out)
 }
 
+/// The value of `prop` that a directory's (or snapshot's) props ZAP entries `all` give
+/// the dataset itself: the local value, else the received one unless an explicit-inherit
+/// marker hides it; `true` with a received value. `None`: look at the parent.
+pub fn applies(all: &[(String, RawProp)], prop: &str) -> Option<(RawProp, bool)> {
+    let get = |k: &str| all.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    if let Some(v) = get(prop) {
+        return Some((v, false));
+    }
+    if get(&format!("{prop}{INHERIT_SUFFIX}")).is_some() {
+        return None;
+    }
+    get(&format!("{prop}{RECVD_SUFFIX}")).map(|v| (v, true))
+}
+
+/// The received value of `prop` among entries `all`, if any (`zfs get -o received`).
+pub fn received(all: &[(String, RawProp)], prop: &str) -> Option<RawProp> {
+    let k = format!("{prop}{RECVD_SUFFIX}");
+    all.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
+}
+
+/// Names of the properties entries `all` hold a local or received value of.
+pub fn names_set(all: &[(String, RawProp)]) -> Vec<String> {
+    let mut out: Vec<String> = all
+        .iter()
+        .filter_map(|(k, _)| if k.contains('$') { k.strip_suffix(RECVD_SUFFIX) } else { Some(k.as_str()) })
+        .filter(|k| !k.is_empty() && !k.contains('$'))
+        .map(str::to_string)
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// Index properties: (property, on-disk number, name) for the values rzfs displays.
 pub const INDEX_VALUES: &[(&str, u64, &str)] = &[
     ("compression", 0, "inherit"),
@@ -53,6 +101,8 @@ pub const INDEX_VALUES: &[(&str, u64, &str)] = &[
     ("compression", 7, "gzip-3"),
     ("compression", 8, "gzip-4"),
     ("compression", 9, "gzip-5"),
+    // Shown as `gzip` (zfs_prop.c lists it before `gzip-6`, the same value).
+    ("compression", 10, "gzip"),
     ("compression", 10, "gzip-6"),
     ("compression", 11, "gzip-7"),
     ("compression", 12, "gzip-8"),

@@ -384,14 +384,24 @@ pub fn dir_diduse(os: &mut DirtyObjset, dir: u64, kind: usize, d: SpaceDelta) ->
 }
 
 /// The `refreservation` held by head dataset `ds` (`ds_reserved`): its local property
-/// value (the property is not inherited), 0 for snapshots.
+/// value, else its received one unless `zfs inherit` hid it (the property is not
+/// inherited from parents), 0 for snapshots.
 pub fn head_reserved(os: &DirtyObjset, zaps: &mut ZapCache, ds: u64) -> Result<u64> {
     let p = ds_phys(os, ds)?;
     let d = dir_phys(os, p.dir_obj)?;
     if d.head_dataset_obj != ds || d.props_zapobj == 0 {
         return Ok(0);
     }
-    Ok(zaps.lookup_u64(os, d.props_zapobj, "refreservation").map_err(zerr)?.unwrap_or(0))
+    let pz = d.props_zapobj;
+    if let Some(v) = zaps.lookup_u64(os, pz, "refreservation").map_err(zerr)? {
+        return Ok(v);
+    }
+    let marker = format!("refreservation{}", crate::props::INHERIT_SUFFIX);
+    if zaps.lookup(os, pz, marker.as_bytes()).map_err(zerr)?.is_some() {
+        return Ok(0);
+    }
+    let recvd = format!("refreservation{}", crate::props::RECVD_SUFFIX);
+    Ok(zaps.lookup_u64(os, pz, &recvd).map_err(zerr)?.unwrap_or(0))
 }
 
 /// How much a change of `d` bytes in a head's unique space changes what its directory is
@@ -466,12 +476,28 @@ pub fn set_refreservation(
     ds: u64,
     new: Option<u64>,
 ) -> Result<()> {
-    let old = head_reserved(os, zaps, ds)?;
+    set_head_entry(os, zaps, ds, "refreservation", new.map(ZapVal::u64))
+}
+
+/// Sets or removes entry `key` of head `ds`'s props ZAP (a local value, `P$recvd` or
+/// `P$inherit`); one that bears on `refreservation` also charges the directory the change
+/// of the reservation's unused part, whichever entry made the effective value change.
+pub fn set_head_entry(
+    os: &mut DirtyObjset,
+    zaps: &mut ZapCache,
+    ds: u64,
+    key: &str,
+    val: Option<ZapVal>,
+) -> Result<()> {
     let p = ds_phys(os, ds)?;
-    set_prop(os, zaps, p.dir_obj, "refreservation", new.map(ZapVal::u64))?;
-    let newv = new.unwrap_or(0);
+    if key.split('$').next() != Some("refreservation") {
+        return set_prop(os, zaps, p.dir_obj, key, val);
+    }
+    let old = head_reserved(os, zaps, ds)?;
+    set_prop(os, zaps, p.dir_obj, key, val)?;
+    let new = head_reserved(os, zaps, ds)?;
     let unused = |r: u64| r.saturating_sub(p.unique_bytes) as i64;
-    let d = unused(newv) - unused(old);
+    let d = unused(new) - unused(old);
     dir_diduse(os, p.dir_obj, DD_USED_REFRSRV, SpaceDelta { used: d, comp: 0, uncomp: 0 })
 }
 

@@ -51,9 +51,21 @@ fn must_find(w: &mut PoolWriter, name: &str) -> Result<Found> {
 /// The last component of a new file system's name, checked as `zfs create` checks it
 /// (`dataset_namecheck`: letters, digits, `_-.:`).
 pub fn check_new_name(name: &str) -> Result<(&str, &str)> {
+    check_name(name, false)
+}
+
+/// Where `zfs receive -F` puts a full stream for an existing file system FS: `FS/%recv`
+/// (OpenZFS's `recv_clone_name`); `%` keeps it out of every name a user can give.
+pub const RECV_TMP: &str = "%recv";
+
+/// [`check_new_name`]; `hidden` also admits the leaf [`RECV_TMP`].
+fn check_name(name: &str, hidden: bool) -> Result<(&str, &str)> {
     let (parent, leaf) = name
         .rsplit_once('/')
         .ok_or_else(|| PoolError::Invalid(format!("cannot create '{name}': missing pool name")))?;
+    if hidden && leaf == RECV_TMP {
+        return Ok((parent, leaf));
+    }
     if leaf.is_empty()
         || leaf.contains('@')
         || name.len() > 255
@@ -92,7 +104,16 @@ fn refresh_settings(w: &mut PoolWriter, f: Found) -> Result<()> {
 }
 
 fn check_create(w: &mut PoolWriter, name: &str, props: &[(String, ZapVal)]) -> Result<Found> {
-    let (parent, _) = check_new_name(name)?;
+    check_create_as(w, name, props, false)
+}
+
+fn check_create_as(
+    w: &mut PoolWriter,
+    name: &str,
+    props: &[(String, ZapVal)],
+    hidden: bool,
+) -> Result<Found> {
+    let (parent, _) = check_name(name, hidden)?;
     if lookup(w, name)?.is_some() {
         return Err(PoolError::Exists(format!("cannot create '{name}': dataset already exists")));
     }
@@ -106,17 +127,58 @@ fn check_create(w: &mut PoolWriter, name: &str, props: &[(String, ZapVal)]) -> R
 /// Sets or removes one local property of the dataset `ds` in directory `dir`;
 /// `refreservation` also moves the directory's space charge.
 fn set_one_prop(w: &mut PoolWriter, dir: u64, ds: u64, k: &str, v: Option<ZapVal>) -> Result<()> {
-    if k == "refreservation" {
-        let n = match &v {
-            None => None,
-            Some(ZapVal { int_size: 8, values }) if values.len() == 1 => Some(values[0]),
-            Some(_) => return Err(PoolError::Invalid("'refreservation' must be a number".into())),
-        };
-        dslw::set_refreservation(&mut w.mos, &mut w.mos_zaps, ds, n)?;
-        return Ok(());
+    if k == "refreservation" && !matches!(&v, None | Some(ZapVal { int_size: 8, .. })) {
+        return Err(PoolError::Invalid("'refreservation' must be a number".into()));
     }
-    dslw::set_prop(&mut w.mos, &mut w.mos_zaps, dir, k, v)?;
+    let marker = format!("{k}{}", dsl::props::INHERIT_SUFFIX);
+    match v {
+        // zfs set: a local value, which also lifts an explicit inherit.
+        Some(v) => {
+            set_entry(w, dir, ds, &marker, None)?;
+            set_entry(w, dir, ds, k, Some(v))
+        }
+        // zfs inherit: the local value goes; on a dataset with received properties a
+        // marker keeps the received value from applying (dsl_prop_set_sync_impl,
+        // ZPROP_SRC_INHERITED).
+        None => {
+            set_entry(w, dir, ds, k, None)?;
+            if has_entry(w, dir, dsl::props::HAS_RECVD)? {
+                set_entry(w, dir, ds, &marker, Some(ZapVal::u64(0)))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Sets or removes one entry of directory `dir`'s props ZAP (head dataset `ds`).
+fn set_entry(w: &mut PoolWriter, dir: u64, ds: u64, k: &str, v: Option<ZapVal>) -> Result<()> {
+    debug_assert_eq!(dslw::ds_phys(&w.mos, ds).map(|p| p.dir_obj).ok(), Some(dir));
+    dslw::set_head_entry(&mut w.mos, &mut w.mos_zaps, ds, k, v)?;
     Ok(())
+}
+
+fn has_entry(w: &mut PoolWriter, dir: u64, k: &str) -> Result<bool> {
+    let pz = dslw::dir_phys(&w.mos, dir)?.props_zapobj;
+    Ok(pz != 0
+        && w.mos_zaps
+            .lookup(&w.mos, pz, k.as_bytes())
+            .map_err(|e| PoolError::Invalid(e.to_string()))?
+            .is_some())
+}
+
+/// The names of directory `dir`'s received values (`P$recvd` entries, `P` returned).
+fn received_names(w: &mut PoolWriter, dir: u64) -> Result<Vec<String>> {
+    let pz = dslw::dir_phys(&w.mos, dir)?.props_zapobj;
+    if pz == 0 {
+        return Ok(Vec::new());
+    }
+    let entries = w.mos_zaps.entries(&w.mos, pz).map_err(|e| PoolError::Invalid(e.to_string()))?;
+    Ok(entries
+        .iter()
+        .filter_map(|(k, _)| {
+            String::from_utf8_lossy(k).strip_suffix(dsl::props::RECVD_SUFFIX).map(str::to_string)
+        })
+        .collect())
 }
 
 impl Spa {
@@ -129,7 +191,16 @@ impl Spa {
         init: ObjsetInit,
         now: u64,
     ) -> Result<u64> {
-        self.create_dataset(name, ondisk::objset::DMU_OST_ZFS, props, init, now)
+        self.create_dataset(name, ondisk::objset::DMU_OST_ZFS, props, init, now, false)
+    }
+
+    /// The file system (or volume, `os_type`) `HEAD/%recv` a full stream is received into
+    /// when `zfs receive -F` overwrites the existing `head` ([`Spa::receive_swap`] ends it).
+    pub fn create_receive_tmp(&self, head: &str, os_type: u64, now: u64) -> Result<String> {
+        let name = format!("{head}/{RECV_TMP}");
+        let empty: ObjsetInit = Arc::new(|_, _| Ok(()));
+        self.create_dataset(&name, os_type, Vec::new(), empty, now, true)?;
+        Ok(name)
     }
 
     /// `zfs create -V`: a new volume `name` (objset type `DMU_OST_ZVOL`), filled by `init`.
@@ -141,7 +212,7 @@ impl Spa {
         init: ObjsetInit,
         now: u64,
     ) -> Result<u64> {
-        self.create_dataset(name, ondisk::objset::DMU_OST_ZVOL, props, init, now)
+        self.create_dataset(name, ondisk::objset::DMU_OST_ZVOL, props, init, now, false)
     }
 
     fn create_dataset(
@@ -151,6 +222,7 @@ impl Spa {
         props: Vec<(String, ZapVal)>,
         init: ObjsetInit,
         now: u64,
+        hidden: bool,
     ) -> Result<u64> {
         let created = Arc::new(Mutex::new(0u64));
         let out = created.clone();
@@ -158,10 +230,10 @@ impl Spa {
         self.sync_task(
             SpaceCheck::Normal,
             Reserve::Meta,
-            |w| check_create(w, name, &props).map(|_| ()),
+            |w| check_create_as(w, name, &props, hidden).map(|_| ()),
             move |w| {
-                let parent = check_create(w, &n, &p)?;
-                let (_, leaf) = check_new_name(&n)?;
+                let parent = check_create_as(w, &n, &p, hidden)?;
+                let (_, leaf) = check_name(&n, hidden)?;
                 let txg = w.txg;
                 let dir = dslw::create_dir(&mut w.mos, &mut w.mos_zaps, Some(parent.dir), leaf, now)?;
                 let origin = origin_snapshot(w)?;
@@ -451,6 +523,93 @@ impl Spa {
         )
     }
 
+    /// The properties a `zfs receive` brings for file system (or snapshot) `name`, stored as
+    /// received values (`P$recvd`) beside the local ones, which keep priority. With
+    /// `replace`, received values not in `props` are removed first (a stream with
+    /// properties replaces the set, as `zfs_ioc_recv` clears the old ones). `inherit`:
+    /// properties to hide behind an explicit inherit (`receive -x`, and `-o` on the
+    /// children of a replication stream). One txg.
+    pub fn set_received_props(
+        &self,
+        name: &str,
+        props: Vec<(String, ZapVal)>,
+        replace: bool,
+        inherit: Vec<String>,
+    ) -> Result<()> {
+        let (n, p, x) = (name.to_string(), props.clone(), inherit.clone());
+        self.sync_task(
+            SpaceCheck::Reserved,
+            Reserve::Meta,
+            |w| {
+                must_find(w, name)?;
+                w.check_props_features(&props).map_err(|e| {
+                    PoolError::Unsupported(format!("cannot receive properties of '{name}': {e}"))
+                })
+            },
+            move |w| {
+                let f = must_find(w, &n)?;
+                let recvd = |k: &str| format!("{k}{}", dsl::props::RECVD_SUFFIX);
+                if n.contains('@') {
+                    for (k, v) in &p {
+                        dslw::set_snapshot_prop(
+                            &mut w.mos,
+                            &mut w.mos_zaps,
+                            f.ds,
+                            &recvd(k),
+                            Some(v.clone()),
+                        )?;
+                    }
+                    return Ok(());
+                }
+                if replace {
+                    for old in received_names(w, f.dir)? {
+                        if !p.iter().any(|(k, _)| *k == old) {
+                            set_entry(w, f.dir, f.ds, &recvd(&old), None)?;
+                        }
+                    }
+                }
+                set_entry(w, f.dir, f.ds, dsl::props::HAS_RECVD, Some(ZapVal::u64(0)))?;
+                for (k, v) in &p {
+                    set_entry(w, f.dir, f.ds, &recvd(k), Some(v.clone()))?;
+                }
+                for k in &x {
+                    if !has_entry(w, f.dir, k)? {
+                        set_entry(
+                            w,
+                            f.dir,
+                            f.ds,
+                            &format!("{k}{}", dsl::props::INHERIT_SUFFIX),
+                            Some(ZapVal::u64(0)),
+                        )?;
+                    }
+                }
+                w.activate_for_props(f.ds, &p)?;
+                refresh_settings(w, f)
+            },
+        )
+    }
+
+    /// `zfs inherit -S PROP NAME`: the local value and any explicit inherit go, so the
+    /// received value (if any) applies again (ZPROP_SRC_NONE).
+    pub fn revert_to_received(&self, name: &str, prop: &str) -> Result<()> {
+        let (n, k) = (name.to_string(), prop.to_string());
+        self.sync_task(
+            SpaceCheck::Reserved,
+            Reserve::Meta,
+            |w| must_find(w, name).map(|_| ()),
+            move |w| {
+                let f = must_find(w, &n)?;
+                if n.contains('@') {
+                    return dslw::set_snapshot_prop(&mut w.mos, &mut w.mos_zaps, f.ds, &k, None)
+                        .map_err(Into::into);
+                }
+                set_entry(w, f.dir, f.ds, &k, None)?;
+                set_entry(w, f.dir, f.ds, &format!("{k}{}", dsl::props::INHERIT_SUFFIX), None)?;
+                refresh_settings(w, f)
+            },
+        )
+    }
+
     /// `zfs destroy` of `names` (snapshots and file systems, in the order given: deepest and
     /// snapshots first), all in one txg. Mounted file systems must be unmounted first.
     pub fn destroy_datasets(&self, names: &[String]) -> Result<()> {
@@ -519,6 +678,57 @@ impl Spa {
                     w.ds_activate(snap, feat)?;
                 }
                 w.remove_dataset_writer(head.ds);
+                Ok(())
+            },
+        )
+    }
+
+    /// The end of `zfs receive -F` of a full stream over the existing file system `head`,
+    /// received into `tmp` ([`Spa::create_receive_tmp`]): in one txg the two exchange
+    /// contents (`dsl::destroy::swap_heads`), `tmp` (now the old contents) is destroyed and
+    /// `head` gets the received snapshot `snap` (HEAD@NAME) with the sender's guid and
+    /// creation time.
+    /// A crash before this txg leaves `head` as it was (and `tmp` half-received).
+    pub fn receive_swap(
+        &self,
+        head: &str,
+        tmp: &str,
+        snap: &str,
+        guid: u64,
+        creation_time: u64,
+    ) -> Result<()> {
+        let short = snap.rsplit_once('@').map_or(snap, |(_, s)| s);
+        let (h, t, sn) = (head.to_string(), tmp.to_string(), short.to_string());
+        self.sync_task(
+            SpaceCheck::Normal,
+            Reserve::Meta,
+            |w| must_find(w, head).and_then(|_| must_find(w, tmp)).map(|_| ()),
+            move |w| {
+                let hf = must_find(w, &h)?;
+                let tf = must_find(w, &t)?;
+                let txg = w.txg;
+                w.remove_dataset_writer(hf.ds);
+                w.remove_dataset_writer(tf.ds);
+                w.clear_resume(tf.ds)?;
+                w.clear_resume(hf.ds)?;
+                dsl::destroy::swap_heads(&mut w.mos, &mut w.mos_zaps, hf.ds, tf.ds).map_err(|e| match e {
+                    dsl::DslError::Unsupported(m) => {
+                        PoolError::Unsupported(format!("cannot receive new filesystem stream: {m}"))
+                    }
+                    e => PoolError::Invalid(e.to_string()),
+                })?;
+                for f in w.ds_features(tf.ds)? {
+                    w.ds_activate(hf.ds, f)?;
+                }
+                w.destroy_head(tf.ds)?;
+                let snap = dslw::snapshot(&mut w.mos, &mut w.mos_zaps, hf.ds, &sn, txg, creation_time)?;
+                let mut p = dslw::ds_phys(&w.mos, snap)?;
+                p.guid = guid;
+                dslw::set_ds_phys(&mut w.mos, snap, &p)?;
+                w.scan.ds_snapshotted(hf.ds, snap);
+                for feat in w.ds_features(hf.ds)? {
+                    w.ds_activate(snap, feat)?;
+                }
                 Ok(())
             },
         )

@@ -996,10 +996,22 @@ const READ_BUFFER: usize = 256 << 10;
 const PAYLOAD_PREALLOC: u64 = 1 << 20;
 
 /// Reads a send stream record by record, verifying the running checksum.
+///
+/// A record's payload is covered by the checksum in the *next* record's header (each header
+/// sums every byte of the substream before its checksum field), so a record is handed out
+/// only once the header after it has been read and verified: a receive never applies a
+/// payload whose damage would show one record later (OpenZFS's receive reads ahead the same
+/// way). The exception is END, which has no payload and after which nothing is read: the
+/// next stream on the same input (successive receives from one pipe) stays unread.
 pub struct StreamReader<R: Read> {
     inner: BufReader<R>,
     cksum: [u64; 4],
-    offset: u64,
+    /// Bytes read from the input, including a header read ahead.
+    read_pos: u64,
+    /// Where the last record handed out (with its payload) ends.
+    consumed: u64,
+    /// The header after the last record handed out, already verified: (bytes, its offset).
+    ahead: Option<(Box<[u8; RECORD_SIZE]>, u64)>,
     big_endian: bool,
     seen_begin: bool,
 }
@@ -1009,15 +1021,17 @@ impl<R: Read> StreamReader<R> {
         StreamReader {
             inner: BufReader::with_capacity(READ_BUFFER, inner),
             cksum: [0; 4],
-            offset: 0,
+            read_pos: 0,
+            consumed: 0,
+            ahead: None,
             big_endian: false,
             seen_begin: false,
         }
     }
 
-    /// Bytes consumed so far.
+    /// Bytes of the records handed out so far (a header read ahead is not counted).
     pub fn offset(&self) -> u64 {
-        self.offset
+        self.consumed
     }
 
     /// The stream's byte order (known once the first BEGIN has been read).
@@ -1036,7 +1050,7 @@ impl<R: Read> StreamReader<R> {
                 Err(e) => return Err(e),
             }
         }
-        self.offset = self.offset.saturating_add(got as u64);
+        self.read_pos = self.read_pos.saturating_add(got as u64);
         Ok(got)
     }
 
@@ -1047,9 +1061,45 @@ impl<R: Read> StreamReader<R> {
     // Not `Iterator::next`: errors are not items, and reading stops at the first one.
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<(Record, Vec<u8>)>, StreamError> {
-        let start = self.offset;
-        let mut hdr = [0u8; RECORD_SIZE];
-        let got = self.read_full(&mut hdr)?;
+        let (hdr, start) = match self.ahead.take() {
+            Some(h) => h,
+            None => match self.read_header()? {
+                Some(h) => h,
+                None => return Ok(None),
+            },
+        };
+        let hdr = *hdr;
+        let d = Dec { buf: &hdr, be: self.big_endian };
+        let ty = d.u32(off::TYPE);
+        let name = type_name(ty).unwrap_or("?");
+        let (rec, payloadlen) = decode_record(&hdr, self.big_endian)?;
+        let (len, cap) = match &rec {
+            Record::Begin(_) => (u64::from(payloadlen), MAX_BEGIN_PAYLOAD),
+            other => (other.announced_payload(), MAX_PAYLOAD),
+        };
+        if len > cap {
+            return Err(StreamError::Invalid(format!(
+                "the DRR_{name} record at byte {start} announces a payload of {len} bytes (limit {cap})"
+            )));
+        }
+        let payload = self.read_payload(len, name)?;
+        if ty == DRR_END {
+            self.cksum = [0; 4];
+        } else {
+            // The payload is trusted only once the next header's checksum agrees.
+            self.ahead = self.read_header()?;
+        }
+        self.consumed = self.ahead.as_ref().map_or(self.read_pos, |(_, at)| *at);
+        Ok(Some((rec, payload)))
+    }
+
+    /// Reads one record header and checks it against the running sum (see [`Self::next`]);
+    /// `Ok(None)` when the input ends before it. Returns the header and its offset.
+    #[allow(clippy::type_complexity)]
+    fn read_header(&mut self) -> Result<Option<(Box<[u8; RECORD_SIZE]>, u64)>, StreamError> {
+        let start = self.read_pos;
+        let mut hdr = Box::new([0u8; RECORD_SIZE]);
+        let got = self.read_full(&mut hdr[..])?;
         if got == 0 {
             return Ok(None);
         }
@@ -1086,22 +1136,7 @@ impl<R: Read> StreamReader<R> {
             return Err(StreamError::Checksum { offset: start, record: name });
         }
         self.cksum = fletcher4_incremental(sum, tail, be);
-
-        let (rec, payloadlen) = decode_record(&hdr, be)?;
-        let (len, cap) = match &rec {
-            Record::Begin(_) => (u64::from(payloadlen), MAX_BEGIN_PAYLOAD),
-            other => (other.announced_payload(), MAX_PAYLOAD),
-        };
-        if len > cap {
-            return Err(StreamError::Invalid(format!(
-                "the DRR_{name} record at byte {start} announces a payload of {len} bytes (limit {cap})"
-            )));
-        }
-        let payload = self.read_payload(len, name)?;
-        if ty == DRR_END {
-            self.cksum = [0; 4];
-        }
-        Ok(Some((rec, payload)))
+        Ok(Some((hdr, start)))
     }
 
     /// Reads a payload of `len` (≤ the caps) bytes and continues the running sum over it.
@@ -1109,10 +1144,10 @@ impl<R: Read> StreamReader<R> {
         if len == 0 {
             return Ok(Vec::new());
         }
-        let start = self.offset;
+        let start = self.read_pos;
         let mut buf = Vec::with_capacity(usize::try_from(len.min(PAYLOAD_PREALLOC)).unwrap_or(0));
         let got = (&mut self.inner).take(len).read_to_end(&mut buf)?;
-        self.offset = self.offset.saturating_add(got as u64);
+        self.read_pos = self.read_pos.saturating_add(got as u64);
         if (got as u64) < len {
             return Err(StreamError::Truncated {
                 offset: start,

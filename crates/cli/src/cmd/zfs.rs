@@ -82,6 +82,7 @@ enum Cmd {
         name: String,
     },
     /// Create snapshots (POOL/FS@NAME).
+    #[command(alias = "snap")]
     Snapshot {
         /// Snapshot every descendant file system and volume too, in the same txg.
         #[arg(short = 'r')]
@@ -94,6 +95,12 @@ enum Cmd {
     },
     /// Remove a local property so the value is inherited again.
     Inherit {
+        /// Also every descendant file system and volume.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// Revert to the received value, if any (else inherit).
+        #[arg(short = 'S')]
+        received: bool,
         prop: String,
         #[arg(required = true)]
         names: Vec<String>,
@@ -251,6 +258,10 @@ enum Cmd {
         /// Send the file system's properties (a stream package).
         #[arg(short = 'p', long = "props")]
         props: bool,
+        /// Deduplicated streams are gone from OpenZFS (2.2): accepted with its warning, and
+        /// a regular stream is sent.
+        #[arg(short = 'D', long = "dedup")]
+        dedup: bool,
         #[arg(required_unless_present = "token")]
         snapshot: Option<String>,
     },
@@ -282,6 +293,12 @@ enum Cmd {
         /// Name it after the last component of the sent file system, below TARGET.
         #[arg(short = 'e')]
         last_only: bool,
+        /// Set PROP=VALUE locally on the received file system (its children inherit it).
+        #[arg(short = 'o', action = clap::ArgAction::Append, value_name = "PROP=VALUE")]
+        set: Vec<String>,
+        /// The received value of PROP does not apply (inherited instead, or dropped).
+        #[arg(short = 'x', action = clap::ArgAction::Append, value_name = "PROP")]
+        exclude: Vec<String>,
         target: String,
     },
     /// Create a bookmark FS#NAME of a snapshot (or a copy of a bookmark).
@@ -364,8 +381,11 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
         Cmd::Snapshot { names, props, recursive } => {
             crate::rwpool::snapshot(state, &names, &props, recursive).map(|_| Response::ok(String::new()))
         }
-        Cmd::Inherit { prop, names } => {
-            with_remount(state, &prop, &names, || crate::rwpool::inherit(state, &prop, &names))
+        Cmd::Inherit { recursive, received, prop, names } => {
+            let names = if recursive { with_descendants(state, &names) } else { Ok(names) };
+            names.and_then(|names| {
+                with_remount(state, &prop, &names, || crate::rwpool::inherit(state, &prop, &names, received))
+            })
         }
         Cmd::Set { args } => {
             // `zfs set P=V [P=V]... NAME...`: the assignments come first.
@@ -412,6 +432,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             snapshot,
             replicate,
             props,
+            dedup,
         } => {
             let intermediates = from_all.is_some();
             let o = crate::sendrecv::SendOpts {
@@ -427,12 +448,37 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
                 replicate,
                 props,
             };
-            crate::sendrecv::send(state, snapshot.as_deref().unwrap_or(""), &o, fds)
+            crate::sendrecv::send(state, snapshot.as_deref().unwrap_or(""), &o, fds).map(|mut r| {
+                if dedup {
+                    r.stderr.insert_str(
+                        0,
+                        "WARNING: deduplicated send is no longer supported.  A regular,\n\
+                         non-deduplicated stream will be generated.\n\n",
+                    );
+                }
+                r
+            })
         }
         Cmd::Receive { abort: true, target, .. } => crate::sendrecv::abort_receive(state, &target),
         Cmd::Receive {
-            force, save, no_mount, verbose, dry_run, discard_first, last_only, target, ..
+            force,
+            save,
+            no_mount,
+            verbose,
+            dry_run,
+            discard_first,
+            last_only,
+            set,
+            exclude,
+            target,
+            ..
         } => {
+            if let Some(a) = set.iter().find(|a| !a.contains('=')) {
+                return Response::usage(format!("missing '=' for property=value argument: '{a}'"));
+            }
+            if let Some(a) = exclude.iter().find(|a| a.contains('=')) {
+                return Response::usage(format!("invalid character '=' in property argument: '{a}'"));
+            }
             let o = crate::sendrecv::RecvOpts {
                 force,
                 resumable: save,
@@ -441,6 +487,8 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
                 last_only,
                 verbose,
                 dry_run,
+                set,
+                exclude,
             };
             crate::sendrecv::receive(state, &target, &o, fds)
         }
@@ -730,17 +778,23 @@ fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<Pro
     let user = dsl::props::is_user_prop(prop);
     if user && ds.kind == DatasetKind::Snapshot {
         // A snapshot's own user properties are in its dataset's props object.
-        let own = dsl::props::read_props_zap(dsl.mos(), ds.ds.props_obj).map_err(|e| e.to_string())?;
-        if let Some((_, v)) = own.into_iter().find(|(k, _)| k == prop) {
+        let own = dsl::props::read_props_zap_all(dsl.mos(), ds.ds.props_obj).map_err(|e| e.to_string())?;
+        if let Some((v, received)) = dsl::props::applies(&own, prop) {
             let shown = dsl::props::display_value(prop, &v);
-            return Ok(text(shown, "local"));
+            return Ok(text(shown, if received { "received" } else { "local" }));
         }
     }
+    // Whether the value found on the dataset's own directory is a received one.
+    let mut own_received = false;
     let found = dsl::props::resolve(ds.dir_obj, prop, |obj| -> Result<_, String> {
         let dir =
             if obj == ds.dir_obj { ds.dir.clone() } else { dsl.dir_phys(obj).map_err(|e| e.to_string())? };
-        let props = dsl.local_props(&dir).map_err(|e| e.to_string())?;
-        Ok((props.into_iter().find(|(k, _)| k == prop).map(|(_, v)| v), dir.parent_obj))
+        let all = dsl.all_props(&dir).map_err(|e| e.to_string())?;
+        let v = dsl::props::applies(&all, prop);
+        if obj == ds.dir_obj {
+            own_received = v.as_ref().is_some_and(|(_, r)| *r);
+        }
+        Ok((v.map(|(v, _)| v), dir.parent_obj))
     })?;
     if let Some((v, hop)) = found {
         // The dataset `hop` directories up, which set the value.
@@ -786,7 +840,7 @@ fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<Pro
             _ => shown,
         };
         let source = if hop == 0 && ds.kind != DatasetKind::Snapshot {
-            "local".to_string()
+            if own_received { "received" } else { "local" }.to_string()
         } else {
             format!("inherited from {name}")
         };
@@ -1006,19 +1060,32 @@ fn user_props(dsl: &DslPool, ds: &Dataset) -> Result<Vec<String>, String> {
     let err = |e: dsl::DslError| e.to_string();
     let mut names = std::collections::BTreeSet::new();
     if ds.kind == DatasetKind::Snapshot {
-        names.extend(
-            dsl::props::read_props_zap(dsl.mos(), ds.ds.props_obj).map_err(err)?.into_iter().map(|p| p.0),
-        );
+        names.extend(dsl::props::names_set(
+            &dsl::props::read_props_zap_all(dsl.mos(), ds.ds.props_obj).map_err(err)?,
+        ));
     }
     let mut dir = ds.dir.clone();
     for _ in 0..256 {
-        names.extend(dsl.local_props(&dir).map_err(err)?.into_iter().map(|p| p.0));
+        names.extend(dsl::props::names_set(&dsl.all_props(&dir).map_err(err)?));
         if dir.parent_obj == 0 {
             break;
         }
         dir = dsl.dir_phys(dir.parent_obj).map_err(err)?;
     }
     Ok(names.into_iter().filter(|n| dsl::props::is_user_prop(n)).collect())
+}
+
+/// The value `zfs receive` stored for `prop` on `ds` (`zfs get -o received`), `-` if none.
+fn received_value(dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<String, String> {
+    let prop = dsl::props::canonical(prop);
+    let all = if ds.kind == DatasetKind::Snapshot {
+        dsl::props::read_props_zap_all(dsl.mos(), ds.ds.props_obj)
+    } else {
+        dsl.all_props(&ds.dir)
+    }
+    .map_err(|e| e.to_string())?;
+    Ok(dsl::props::received(&all, prop)
+        .map_or_else(|| "-".to_string(), |v| dsl::props::display_value(prop, &v)))
 }
 
 /// Does a value's source pass `zfs get -s`'s list?
@@ -1033,7 +1100,8 @@ fn source_wanted(source: &str, wanted: &[String]) -> Result<bool, String> {
             "default" => source == "default",
             "inherited" => source.starts_with("inherited"),
             "none" => source == "-",
-            "temporary" | "received" => false,
+            "received" => source == "received",
+            "temporary" => false,
             other => return Err(format!("invalid source '{other}'")),
         };
     }
@@ -1084,7 +1152,7 @@ fn get(
                     "name" => Ok(e.ds.name.clone()),
                     "property" => Ok(p.clone()),
                     "value" => Ok(value.clone()),
-                    "received" => Ok("-".to_string()),
+                    "received" => received_value(&dsl, &e.ds, p),
                     "source" => Ok(v.source.clone()),
                     other => Err(format!("invalid field '{other}'")),
                 })
@@ -1795,7 +1863,30 @@ fn mount_o(state: &Arc<State>, name: &str, dir: Option<PathBuf>, opts: &str) -> 
 /// their parent) — a busy one makes the change fail, nothing changed. Then `mountpoint`
 /// mounts each one that was mounted or has canmount=on at its new place; `canmount` mounts
 /// again those that were mounted and still may be.
-fn with_remount(
+/// `names` and, after each, its descendant file systems and volumes (`zfs inherit -r`).
+fn with_descendants(state: &State, names: &[String]) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for n in names {
+        let pool = state.pool(pool_of(n))?;
+        let all = pool.dsl().list().map_err(|e| e.to_string())?;
+        if !all.iter().any(|d| d.name == *n) {
+            return Err(format!("cannot open '{n}': dataset does not exist"));
+        }
+        out.push(n.clone());
+        let below = format!("{n}/");
+        out.extend(
+            all.iter()
+                .filter(|d| {
+                    d.name.starts_with(&below)
+                        && matches!(d.kind, DatasetKind::Filesystem | DatasetKind::Volume)
+                })
+                .map(|d| d.name.clone()),
+        );
+    }
+    Ok(out)
+}
+
+pub(crate) fn with_remount(
     state: &Arc<State>,
     prop: &str,
     names: &[String],
@@ -1880,9 +1971,18 @@ pub(crate) fn mount_all_pub(state: &Arc<State>) -> Result<(), String> {
 }
 
 fn mount_all(state: &Arc<State>) -> Result<Response, String> {
+    mount_all_in(state, None)
+}
+
+/// The mounts `zpool import` makes: [`mount_all`] for pool `pool` only.
+pub(crate) fn mount_pool_filesystems(state: &Arc<State>, pool: &str) -> Result<Response, String> {
+    mount_all_in(state, Some(pool))
+}
+
+fn mount_all_in(state: &Arc<State>, only: Option<&str>) -> Result<Response, String> {
     prune_mounts(state);
     let mut todo: Vec<(usize, String)> = Vec::new();
-    for pool in state.all_pools() {
+    for pool in state.all_pools().into_iter().filter(|p| only.is_none_or(|o| p.name() == o)) {
         let dsl = pool.dsl();
         for ds in dsl.list().map_err(|e| e.to_string())? {
             // Inconsistent ones (a receive in progress or cut short) are not mounted.

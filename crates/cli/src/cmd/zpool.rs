@@ -329,16 +329,40 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             crate::rwadd::add(state, &args).map(Response::ok)
         }
         Cmd::Destroy { pool, force } => destroy(state, &pool, force),
-        Cmd::Import { dirs, mut props, destroyed, all, pool, newname, force, altroot, .. } => {
+        Cmd::Import { dirs, mut props, destroyed, all, pool, newname, force, altroot, no_mount } => {
             let dirs: Vec<PathBuf> = if dirs.is_empty() {
-                vec![PathBuf::from("/dev")]
+                let mut d = vec![PathBuf::from("/dev")];
+                d.extend(state.exported_dirs.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned());
+                d
             } else {
                 dirs.iter().map(|d| abs(cwd, d)).collect()
             };
             if let Some(r) = altroot {
                 props.push(format!("altroot={}", abs(cwd, &r).display()));
             }
-            import(state, &dirs, &props, destroyed, all, force, pool, newname)
+            let listing = pool.is_none() && !all;
+            let before: Vec<String> = state.all_pools().iter().map(|p| p.name().to_string()).collect();
+            import(state, &dirs, &props, destroyed, all, force, pool, newname).map(|mut r| {
+                if r.exit == 0 && !listing && !no_mount {
+                    // As zpool import does unless -N: the file systems of the pools
+                    // imported are mounted (read-only ones read-only); a failure is
+                    // reported (exit 1) and the pool stays imported.
+                    let new = state.all_pools().into_iter().filter(|p| !before.iter().any(|b| b == p.name()));
+                    for p in new {
+                        match crate::cmd::zfs::mount_pool_filesystems(state, p.name()) {
+                            Ok(m) => {
+                                r.stderr.push_str(&m.stderr);
+                                r.exit = r.exit.max(m.exit);
+                            }
+                            Err(e) => {
+                                r.stderr.push_str(&format!("{e}\n"));
+                                r.exit = 1;
+                            }
+                        }
+                    }
+                }
+                r
+            })
         }
         Cmd::Export { pools, force } => export(state, &pools, force),
         Cmd::Status { verbose, unhealthy_only, parsable, pools } => {
@@ -829,8 +853,22 @@ fn uncached(props: &[String]) -> bool {
 /// synced stays imported with all its changes, unless `-f` fences it.
 fn export(state: &State, names: &[String], force: bool) -> Result<Response, String> {
     for n in names {
-        state.pool(n)?;
+        let pool = state.pool(n)?;
+        let mut paths: Vec<PathBuf> = match crate::rwpool::writer_of(state, n) {
+            Some(rw) => rw.spa.leaf_paths().into_iter().map(PathBuf::from).collect(),
+            None => pool.candidate.devices.iter().map(|d| d.path.clone()).collect(),
+        };
+        drop(pool);
         release(state, n, false, force)?;
+        // Where to look again for an import without -d (see State::exported_dirs); /dev
+        // is searched anyway.
+        paths.retain(|p| !p.starts_with("/dev"));
+        let mut dirs = state.exported_dirs.lock().unwrap_or_else(|p| p.into_inner());
+        for dir in paths.iter().filter_map(|p| p.parent()) {
+            if !dirs.iter().any(|d| d == dir) {
+                dirs.push(dir.to_path_buf());
+            }
+        }
     }
     Ok(Response::ok(String::new()))
 }

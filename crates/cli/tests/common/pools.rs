@@ -61,7 +61,7 @@ pub const RAIDZ1: Layout = Layout {
 
 /// Imports `pool` from `dir` and mounts its root file system at `mnt`.
 pub fn import(d: &Daemon, dir: &Path, pool: &str, mnt: &Path, readonly: bool) {
-    let mut args = vec!["import", "-d", dir.to_str().unwrap()];
+    let mut args = vec!["import", "-N", "-d", dir.to_str().unwrap()];
     if readonly {
         args.extend(["-o", "readonly=on"]);
     }
