@@ -51,6 +51,8 @@ pub struct SendOpts {
     pub replicate: bool,
     /// `-p`: a package carrying the file system's properties.
     pub props: bool,
+    /// `-X`: with -R, file systems left out with their descendants.
+    pub exclude: Vec<String>,
 }
 
 /// Options of `zfs receive`.
@@ -190,6 +192,23 @@ impl Write for Counter {
 pub fn send(state: &Arc<State>, snapshot: &str, o: &SendOpts, fds: Vec<OwnedFd>) -> Result<Response, String> {
     if let Some(t) = &o.token {
         return send_resume(state, t, o, fds);
+    }
+    if !o.exclude.is_empty() {
+        if !o.replicate {
+            return Err("cannot send: -X (--exclude) applies to replication streams (-R) only".into());
+        }
+        let fs = snapshot.split('@').next().unwrap_or(snapshot);
+        for x in &o.exclude {
+            let ok = x.split('/').all(|c| {
+                !c.is_empty() && c.chars().all(|ch| ch.is_ascii_alphanumeric() || "_-.: ".contains(ch))
+            });
+            if !ok {
+                return Err(format!("cannot send: invalid dataset name '{x}' for -X"));
+            }
+            if x == fs || fs.starts_with(&format!("{x}/")) {
+                return Err(format!("cannot send '{snapshot}': -X {x} excludes the file system sent"));
+            }
+        }
     }
     send_from(state, snapshot, o, fds, None)
 }
@@ -571,10 +590,12 @@ fn replication_plan(
     let fromsnap = from.map(short);
     let all = dsl.list().map_err(|e| e.to_string())?;
     let below = format!("{fs}/");
+    let excluded = |n: &str| o.exclude.iter().any(|x| n == x || n.starts_with(&format!("{x}/")));
     let mut heads: Vec<&dsl::Dataset> = all
         .iter()
         .filter(|d| d.kind != dsl::DatasetKind::Snapshot && d.kind != dsl::DatasetKind::Bookmark)
         .filter(|d| d.name == fs || d.name.starts_with(&below))
+        .filter(|d| !excluded(&d.name))
         .collect();
     // A name sorts before every name it prefixes: parents come first.
     heads.sort_by(|a, b| a.name.cmp(&b.name));

@@ -262,6 +262,10 @@ enum Cmd {
         /// a regular stream is sent.
         #[arg(short = 'D', long = "dedup")]
         dedup: bool,
+        /// With -R: leave out these file systems and their descendants (comma-separated,
+        /// repeatable).
+        #[arg(short = 'X', long = "exclude", value_delimiter = ',', action = clap::ArgAction::Append)]
+        exclude: Vec<String>,
         #[arg(required_unless_present = "token")]
         snapshot: Option<String>,
     },
@@ -433,6 +437,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             replicate,
             props,
             dedup,
+            exclude,
         } => {
             let intermediates = from_all.is_some();
             let o = crate::sendrecv::SendOpts {
@@ -447,6 +452,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
                 token,
                 replicate,
                 props,
+                exclude,
             };
             crate::sendrecv::send(state, snapshot.as_deref().unwrap_or(""), &o, fds).map(|mut r| {
                 if dedup {
