@@ -956,6 +956,15 @@ fn receive_substreams(
                     ))
                 }
             }
+        } else if recursive && o.last_only {
+            // -e keeps the last element of the top's name and the descendants' paths below
+            // it: the substream's target is the parent of where it lands (receive_one
+            // appends the last element).
+            let src = sub.toname.split('@').next().unwrap_or("");
+            let last = top.rsplit('/').next().unwrap_or(top);
+            let rel = src.strip_prefix(top).unwrap_or("");
+            let lands = format!("{target}/{last}{rel}");
+            lands.rsplit_once('/').map_or(target.to_string(), |(p, _)| p.to_string())
         } else {
             target.to_string()
         };

@@ -1075,6 +1075,16 @@ fn replication_streams() {
     let (code, err) = recv_from(&d, &["-u", "rq/x"], &x);
     assert_eq!(code, 0, "{err}");
     assert_eq!(d.ok("rzfs", &["list", "-H", "-r", "-o", "name", "rq/x"]), "rq/x\nrq/x/late\n");
+    // -e with a replication stream: the top's last element, the descendants below it.
+    d.ok("rzfs", &["create", "rq/e"]);
+    let full6 = dir2.join("full6.zs");
+    assert_eq!(send_to(&d, &["-R", "rp/a@s6"], &full6).0, 0);
+    let (code, err) = recv_from(&d, &["-u", "-e", "rq/e"], &full6);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        d.ok("rzfs", &["list", "-H", "-r", "-o", "name", "rq/e"]),
+        "rq/e\nrq/e/a\nrq/e/a/b\nrq/e/a/b/c\nrq/e/a/k\nrq/e/a/late\n"
+    );
     for (args, want) in [
         (vec!["-X", "rp/a/b", "rp/a@s6"], "-R"),
         (vec!["-R", "-X", "rp/a", "rp/a@s6"], "excludes the file system sent"),
