@@ -732,7 +732,7 @@ pub fn receive(
         return receive_package(state, target, o, &mut rd, &begin, &payload);
     }
     let done = Default::default();
-    let plan = PropsPlan { props: None, top: true, done: &done };
+    let plan = PropsPlan { package: false, props: None, top: true, done: &done };
     receive_one(state, target, o, &mut rd, begin, &payload, &plan).map(|(r, _, _)| r)
 }
 
@@ -741,6 +741,8 @@ pub fn receive(
 /// recordsize): the stream's (`props`) and `receive -o`/`-x` ([`apply_cmdline_props`]),
 /// once per file system (`done`).
 struct PropsPlan<'a> {
+    /// The substream is part of a stream package.
+    package: bool,
     props: Option<&'a ondisk::nvlist::NvList>,
     /// The top file system of the receive (where `-o` values are local).
     top: bool,
@@ -973,7 +975,12 @@ fn receive_substreams(
         let one = RecvOpts { set: if is_top { o.set.clone() } else { Vec::new() }, ..o.clone() };
         // A file system's properties (and -o/-x) are set with its first substream.
         let meta = props_of.get(&toguid);
-        let plan = PropsPlan { props: meta.and_then(|m| m.props.as_ref()), top: is_top, done: &props_set };
+        let plan = PropsPlan {
+            package: true,
+            props: meta.and_then(|m| m.props.as_ref()),
+            top: is_top,
+            done: &props_set,
+        };
         let (r, fs, full) = receive_one(state, &sub_target, &one, rd, sub, &sub_payload, &plan)?;
         top_fs.get_or_insert_with(|| sub_target.clone());
         if full && !o.dry_run {
@@ -1408,7 +1415,17 @@ fn receive_one(
     let dsl = pool.dsl();
     let head = dsl.find(&fs).ok();
     let incremental = begin.fromguid != 0;
-    if dsl.find(&snapname).is_ok() {
+    if let Ok(there) = dsl.find(&snapname) {
+        // In a package, a snapshot the target already has (the same one: same guid) is
+        // passed over, as libzfs does when an -I package overlaps what was received before.
+        if plan.package && there.ds.guid == begin.toguid {
+            skip_substream(rd)?;
+            let mut r = Response::ok(String::new());
+            if o.verbose {
+                r.stdout = format!("snapshot {snapname} is already there: skipped\n");
+            }
+            return Ok((r, fs, false));
+        }
         return Err(format!("cannot receive: destination snapshot '{snapname}' exists"));
     }
     let saved = head.as_ref().and_then(|h| resume_state(&pool, h.ds_obj));
@@ -1563,6 +1580,21 @@ fn receive_one(
         }
     }
     Ok((r, fs, !incremental))
+}
+
+/// Reads a substream's records up to its END, applying nothing (every checksum is still
+/// verified: a damaged stream is refused).
+fn skip_substream(rd: &mut Reader) -> Result<(), String> {
+    loop {
+        match rd.next() {
+            Ok(Some((Record::End(_), _))) => return Ok(()),
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return Err("cannot receive: the stream ends before its END record: incomplete stream".into())
+            }
+            Err(e) => return Err(format!("cannot receive: invalid stream ({e})")),
+        }
+    }
 }
 
 /// Where one substream goes (see [`fill`]).

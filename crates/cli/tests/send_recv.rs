@@ -891,6 +891,16 @@ fn received_properties() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(get("my:prop", "rp/dst"), "-\t-\n");
     assert_eq!(get("my:new", "rp/dst"), "n\treceived\n");
+    // A package overlapping what was received before: the snapshots already there (same
+    // guid) are passed over, the new ones received.
+    d.ok("rzfs", &["snapshot", "-r", "rp/src@3"]);
+    assert_eq!(send_to(&d, &["-R", "-I", "@1", "rp/src@3"], &inc).0, 0);
+    let (code, err) = recv_from(&d, &["-F", "rp/dst"], &inc);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name", "-r", "rp/dst"]),
+        "rp/dst@1\nrp/dst@2\nrp/dst@3\nrp/dst/kid@1\nrp/dst/kid@2\nrp/dst/kid@3\n"
+    );
 
     // -o and -x.
     let (code, err) =
