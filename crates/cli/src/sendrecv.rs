@@ -1006,9 +1006,6 @@ struct Fresh<'a> {
     fromguid: u64,
     toname: &'a str,
     features: u64,
-    /// A full stream received into `HEAD/%recv` for `receive -F` over the existing file
-    /// system HEAD: the end swaps it in (`Spa::receive_swap`) instead of snapshotting.
-    swap_into: Option<&'a str>,
 }
 
 /// Why applying a stream stopped: `keep` when the stream itself ended or failed to read
@@ -1032,6 +1029,7 @@ fn apply_stream(
     snapname: &str,
     undo: Option<&str>,
     fresh: Option<Fresh>,
+    swap_into: Option<&str>,
 ) -> Result<u64, String> {
     let rw = crate::rwpool::writer_of(state, fs)
         .ok_or_else(|| format!("cannot receive: pool '{}' is read-only", pool_of(fs)))?;
@@ -1099,7 +1097,7 @@ fn apply_stream(
                     })
                     .map_err(|e| stop(e.to_string()))?;
             }
-            match fresh.as_ref().and_then(|f| f.swap_into) {
+            match swap_into {
                 Some(head) => crate::cmd::zfs::offline_while(state, head, true, || {
                     rw.spa
                         .receive_swap(head, fs, snapname, begin.toguid, begin.creation_time)
@@ -1209,6 +1207,7 @@ fn receive_resumed(
     fs: &str,
     snapname: &str,
     saved: Option<ResumeState>,
+    swap_into: Option<&str>,
 ) -> Result<(Response, String, bool), String> {
     let Some(saved) = saved else {
         return Err(format!(
@@ -1240,7 +1239,7 @@ fn receive_resumed(
     let head = dsl.find(fs).map_err(|e| e.to_string())?;
     let latest = dsl.snapshots(&head).map_err(|e| e.to_string())?.pop().map(|s| s.name);
     let full = begin.fromguid == 0;
-    let bytes = apply_stream(state, o, rd, begin, fs, snapname, latest.as_deref(), None)?;
+    let bytes = apply_stream(state, o, rd, begin, fs, snapname, latest.as_deref(), None, swap_into)?;
     let mut r = Response::ok(String::new());
     if o.verbose {
         r.stdout = format!(
@@ -1248,6 +1247,10 @@ fn receive_resumed(
             begin.toname,
             crate::format::nicenum(bytes)
         );
+    }
+    if let Some(head) = swap_into {
+        // FS/%recv was swapped into FS, which stayed in service.
+        return Ok((r, head.to_string(), false));
     }
     // The partial state kept the file system out of service (unlike OpenZFS, which receives
     // incrementals into a hidden clone): it comes back as a new one would.
@@ -1267,6 +1270,14 @@ pub fn abort_receive(state: &Arc<State>, fs: &str) -> Result<Response, String> {
     let dsl = p.dsl();
     let head = dsl.find(fs).map_err(|_| format!("cannot resume send: '{fs}' does not exist"))?;
     if resume_state(&p, head.ds_obj).is_none() {
+        // A receive -F over FS keeps its partial state in FS/%recv: that goes.
+        let tmp = format!("{fs}/{}", pool::admin::RECV_TMP);
+        if dsl.find(&tmp).is_ok_and(|t| resume_state(&p, t.ds_obj).is_some()) {
+            let rw = crate::rwpool::writer_of(state, fs)
+                .ok_or_else(|| format!("cannot abort: pool '{}' is read-only", pool_of(fs)))?;
+            rw.spa.destroy_datasets(&[tmp]).map_err(|e| e.to_string())?;
+            return Ok(Response::ok(String::new()));
+        }
         return Err(format!("'{fs}' does not have any resumable receive state to abort"));
     }
     let own = !dsl.snapshots(&head).map_err(|e| e.to_string())?.is_empty();
@@ -1429,8 +1440,35 @@ fn receive_one(
         return Err(format!("cannot receive: destination snapshot '{snapname}' exists"));
     }
     let saved = head.as_ref().and_then(|h| resume_state(&pool, h.ds_obj));
+    // The partial state of a receive -F over FS, kept in FS/%recv.
+    let tmp = format!("{fs}/{}", pool::admin::RECV_TMP);
+    let saved_tmp = dsl.find(&tmp).ok().and_then(|t| resume_state(&pool, t.ds_obj));
     if resuming {
-        return receive_resumed(state, o, rd, &begin, begin_payload, &fs, &snapname, saved);
+        if saved.is_none() && saved_tmp.is_some() {
+            if !o.force {
+                return Err(format!(
+                    "cannot receive resume stream: Resuming recv on existing destination '{fs}'\nmust specify -F to overwrite it"
+                ));
+            }
+            return receive_resumed(
+                state,
+                o,
+                rd,
+                &begin,
+                begin_payload,
+                &tmp,
+                &snapname,
+                saved_tmp,
+                Some(&fs),
+            );
+        }
+        return receive_resumed(state, o, rd, &begin, begin_payload, &fs, &snapname, saved, None);
+    }
+    if saved_tmp.is_some() {
+        return Err(format!(
+            "cannot receive: destination {fs} contains partially-complete state from \"zfs receive -s\".\n\
+             resume it with the token 'zfs get receive_resume_token {fs}' shows, or discard it with 'zfs receive -A {fs}'"
+        ));
     }
     if saved.is_some() {
         return Err(format!(
@@ -1549,8 +1587,7 @@ fn receive_one(
             .map_err(|e| format!("cannot receive new filesystem stream: {e}"))?;
         // Its properties go on FS itself: FS/%recv inherits what is inherited.
         let step = Step { props_on: &fs, into: &tmp, made: Some(&tmp), undo: None, swap: true, kind: "full" };
-        let once = RecvOpts { resumable: false, ..o.clone() };
-        let r = fill(state, &once, rd, &begin, plan, &snapname, &step)?;
+        let r = fill(state, o, rd, &begin, plan, &snapname, &step)?;
         // Mounted again (if it was) when the swap brought it back online.
         return Ok((r, fs, false));
     }
@@ -1634,13 +1671,9 @@ fn fill(
         }
         return Err(e);
     }
-    let fresh = Fresh {
-        fromguid: begin.fromguid,
-        toname: &begin.toname,
-        features: begin.features(),
-        swap_into: step.swap.then_some(step.props_on),
-    };
-    let bytes = apply_stream(state, o, rd, begin, step.into, snapname, step.undo, Some(fresh))?;
+    let fresh = Fresh { fromguid: begin.fromguid, toname: &begin.toname, features: begin.features() };
+    let swap = step.swap.then_some(step.props_on);
+    let bytes = apply_stream(state, o, rd, begin, step.into, snapname, step.undo, Some(fresh), swap)?;
     if o.verbose {
         r.stdout = format!(
             "receiving {} stream of {} into {snapname}\nreceived {} stream in {:.2} seconds\n",

@@ -815,6 +815,27 @@ fn receive_force_replaces_file_system() {
     let names = d.ok("rzfs", &["list", "-H", "-r", "-t", "all", "-o", "name", "rf/dst"]);
     assert_eq!(names, "rf/dst\nrf/dst@a\nrf/dst/kid\n");
 
+    // Resumable (-s): the partial state is kept in FS/%recv, FS keeps its files, its
+    // token resumes the stream, which then needs -F again.
+    let d4 = dir.join("d4");
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", d4.display()), "rf/d4"]);
+    std::fs::write(d4.join("mine"), b"kept until the end").unwrap();
+    let (code, err) = recv_from(&d, &["-s", "-F", "rf/d4"], &cut);
+    assert!(code != 0 && err.contains("partially-complete"), "{err}");
+    assert_eq!(std::fs::read(d4.join("mine")).unwrap(), b"kept until the end");
+    let token =
+        d.ok("rzfs", &["get", "-H", "-o", "value", "receive_resume_token", "rf/d4"]).trim().to_string();
+    assert!(token.starts_with("1-"), "{token}");
+    let rest = dir.join("rest.zs");
+    assert_eq!(send_to(&d, &["-t", &token], &rest).0, 0);
+    let (code, err) = recv_from(&d, &["-s", "rf/d4"], &rest);
+    assert!(code != 0 && err.contains("must specify -F"), "{err}");
+    let (code, err) = recv_from(&d, &["-s", "-F", "rf/d4"], &rest);
+    assert_eq!(code, 0, "{err}");
+    assert_same(&at_a, &tree(&d4), "after the resumed receive -F");
+    assert_eq!(d.ok("rzfs", &["list", "-H", "-r", "-o", "name", "rf/d4"]), "rf/d4\n");
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "receive_resume_token", "rf/d4"]), "-\n");
+
     // Refused over a clone (and below, over snapshots), changing nothing.
     d.ok("rzfs", &["clone", "rf/src@a", "rf/cl"]);
     let (code, err) = recv_from(&d, &["-F", "rf/cl"], &full);

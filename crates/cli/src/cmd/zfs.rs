@@ -999,7 +999,12 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
         }
         "userrefs" => text("-", "-"),
         "receive_resume_token" if !snap => {
-            text(crate::sendrecv::resume_token(pool, ds.ds_obj).unwrap_or_else(|| "-".into()), "-")
+            // A receive -F over this file system keeps its partial state in NAME/%recv
+            // (OpenZFS's get_receive_resume_token looks there too).
+            let tmp = format!("{}/{}", ds.name, pool::admin::RECV_TMP);
+            let token = crate::sendrecv::resume_token(pool, ds.ds_obj)
+                .or_else(|| dsl.find(&tmp).ok().and_then(|t| crate::sendrecv::resume_token(pool, t.ds_obj)));
+            text(token.unwrap_or_else(|| "-".into()), "-")
         }
         "receive_resume_token" => text("-", "-"),
         "mountpoint" => with_altroot(pool, inherited(pool, dsl, ds, prop)?),
