@@ -28,6 +28,52 @@ impl rzfs_fuse::Snapshots for PoolSnapshots {
     }
 }
 
+/// The snapshots of a file system mounted read-write: listed and opened from the pool as
+/// it is committed at each call (snapshots come and go while it is mounted).
+struct LiveSnapshots {
+    state: Arc<crate::daemon::State>,
+    head: String,
+}
+
+impl LiveSnapshots {
+    fn pool(&self) -> Result<Arc<Pool>, String> {
+        self.state.pool(self.head.split('/').next().unwrap_or(&self.head))
+    }
+}
+
+impl rzfs_fuse::Snapshots for LiveSnapshots {
+    fn list(&self) -> Vec<String> {
+        let Ok(pool) = self.pool() else { return Vec::new() };
+        let dsl = pool.dsl();
+        let Ok(head) = dsl.find(&self.head) else { return Vec::new() };
+        dsl.snapshots(&head)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|s| s.name.split_once('@').map(|(_, n)| n.to_string()))
+            .collect()
+    }
+    fn open(&self, name: &str) -> Result<Zpl, String> {
+        let pool = self.pool()?;
+        let ds = pool.dsl().find(&format!("{}@{name}", self.head)).map_err(|e| e.to_string())?;
+        open_zpl_only(&pool, &ds)
+    }
+}
+
+/// `.zfs/snapshot` of file system `ds`, mounted read-write.
+pub fn live_snapshots(
+    state: &Arc<crate::daemon::State>,
+    pool: &Arc<Pool>,
+    ds: &Dataset,
+) -> rzfs_fuse::SnapshotSource {
+    let dsl = pool.dsl();
+    let snapdir = crate::cmd::zfs::prop_value(pool, &dsl, ds, "snapdir").map(|v| v.exact).unwrap_or_default();
+    rzfs_fuse::SnapshotSource {
+        snapshots: Box::new(LiveSnapshots { state: state.clone(), head: ds.name.clone() }),
+        snapdir_visible: snapdir == "visible",
+        on_error: error_sink(pool.clone(), ds.name.clone()),
+    }
+}
+
 /// Everything a mount needs: the head's ZPL and its snapshots.
 pub fn open_zpl(pool: &Arc<Pool>, ds: &Dataset) -> Result<rzfs_fuse::MountSource, String> {
     let head = open_zpl_only(pool, ds)?;

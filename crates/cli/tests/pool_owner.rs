@@ -475,3 +475,51 @@ fn import_mounts_file_systems() {
     assert!(mounts_under(&top).is_empty() && mounts_under(&kid).is_empty(), "-N mounts nothing");
     d.ok("rzpool", &["export", "im"]);
 }
+
+/// `.zfs/snapshot` on a read-write mount: each snapshot's files as they were, read-only;
+/// snapshots taken or destroyed while mounted come and go; `.zfs` is reachable by name but
+/// not listed (snapdir=hidden, the default).
+#[test]
+fn snapshot_directory_on_read_write_mounts() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-snapdir");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-snapdir");
+    let top = dir.join("top");
+    d.ok("rzpool", &["create", "-m", top.to_str().unwrap(), "sd", &devs[0]]);
+    std::fs::write(top.join("a"), b"first").unwrap();
+    d.ok("rzfs", &["snapshot", "sd@s1"]);
+    std::fs::write(top.join("a"), b"second").unwrap();
+    std::fs::write(top.join("b"), b"only in s2").unwrap();
+    d.ok("rzfs", &["snapshot", "sd@s2"]);
+    let snapdir = top.join(".zfs/snapshot");
+    let names = |p: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(p)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(&snapdir), ["s1", "s2"]);
+    assert_eq!(std::fs::read(snapdir.join("s1/a")).unwrap(), b"first");
+    assert_eq!(std::fs::read(snapdir.join("s2/a")).unwrap(), b"second");
+    assert!(!snapdir.join("s1/b").exists());
+    assert_eq!(std::fs::read(top.join("a")).unwrap(), b"second");
+    assert!(std::fs::write(snapdir.join("s1/new"), b"x").is_err(), "snapshots are read-only");
+    assert!(std::fs::remove_file(snapdir.join("s1/a")).is_err(), "snapshots are read-only");
+    assert!(std::fs::write(snapdir.join("s1/a"), b"x").is_err(), "snapshots are read-only");
+    assert!(!names(&top).contains(&".zfs".to_string()), "snapdir=hidden: .zfs is not listed");
+    // Taken and destroyed while mounted.
+    std::fs::write(top.join("c"), b"third").unwrap();
+    d.ok("rzfs", &["snapshot", "sd@s3"]);
+    assert_eq!(std::fs::read(snapdir.join("s3/c")).unwrap(), b"third");
+    d.ok("rzfs", &["destroy", "sd@s1"]);
+    assert_eq!(names(&snapdir), ["s2", "s3"]);
+    std::thread::sleep(Duration::from_millis(1200));
+    assert!(!snapdir.join("s1").exists(), "a destroyed snapshot goes");
+    d.ok("rzpool", &["export", "sd"]);
+    zdb_check(&dir, "sd");
+}

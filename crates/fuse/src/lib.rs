@@ -36,7 +36,7 @@ use zpl::{Attrs, FileType, Zpl};
 const TTL: Duration = Duration::from_secs(60);
 const OBJ_BITS: u32 = 48;
 const OBJ_MASK: u64 = (1 << OBJ_BITS) - 1;
-const CTL_DIR: u64 = (0xFFFF << OBJ_BITS) | 1;
+pub(crate) const CTL_DIR: u64 = (0xFFFF << OBJ_BITS) | 1;
 const SNAP_DIR: u64 = (0xFFFF << OBJ_BITS) | 2;
 
 /// The snapshots of the mounted dataset, opened on demand for `.zfs/snapshot/NAME`.
@@ -221,12 +221,14 @@ pub fn mount_with(
 ) -> std::io::Result<MountHandle> {
     let names = src.snapshots.list();
     let fs = ZfsFuse {
-        head: src.head,
+        head: Some(src.head),
         snapdir_visible: src.snapdir_visible,
         on_error: src.on_error,
         snap_source: src.snapshots,
-        snaps: Mutex::new(names.into_iter().map(|n| (n, None)).collect()),
+        snaps: Mutex::new(names.into_iter().map(|n| (n, None, true)).collect()),
         acl: mo.acltype,
+        live: false,
+        ttl: TTL,
     };
     let mut opts = vec![
         MountOption::RO,
@@ -249,27 +251,81 @@ pub fn mount_with(
     Ok(MountHandle::new(session, dir))
 }
 
-type SnapSlot = (String, Option<Zpl>);
+/// A snapshot's place in the inode space: its name, its ZPL once opened, and whether it
+/// still exists (a destroyed one keeps its slot, so no index is ever reused).
+type SnapSlot = (String, Option<Zpl>, bool);
 
-struct ZfsFuse {
-    head: Zpl,
-    snapdir_visible: bool,
+/// What `.zfs/snapshot` of a read-write mount serves ([`rw`] hands it every inode of the
+/// snapshot range): the dataset's snapshots, listed again as they come and go.
+pub struct SnapshotSource {
+    pub snapshots: Box<dyn Snapshots>,
+    /// `snapdir=visible`: list `.zfs` in the root directory.
+    pub snapdir_visible: bool,
+    pub on_error: ErrorSink,
+}
+
+pub(crate) struct ZfsFuse {
+    /// The mounted dataset; `None` when serving only `.zfs` for a read-write mount.
+    head: Option<Zpl>,
+    pub(crate) snapdir_visible: bool,
     on_error: ErrorSink,
     snap_source: Box<dyn Snapshots>,
     snaps: Mutex<Vec<SnapSlot>>,
     /// The dataset's acltype (snapshots share it).
     acl: AclType,
+    /// Snapshots come and go (a read-write mount): the list is read again on lookups and
+    /// listings of `.zfs/snapshot`.
+    live: bool,
+    /// How long the kernel may cache entries and attributes.
+    ttl: Duration,
 }
 
 impl ZfsFuse {
+    /// The `.zfs` tree of a read-write mount: snapshots only, their list kept current,
+    /// entries cached briefly (a destroyed snapshot disappears within a second).
+    pub(crate) fn snapshot_view(src: SnapshotSource, acl: AclType) -> ZfsFuse {
+        let names = src.snapshots.list();
+        ZfsFuse {
+            head: None,
+            snapdir_visible: src.snapdir_visible,
+            on_error: src.on_error,
+            snap_source: src.snapshots,
+            snaps: Mutex::new(names.into_iter().map(|n| (n, None, true)).collect()),
+            acl,
+            live: true,
+            ttl: Duration::from_secs(1),
+        }
+    }
+
+    /// Reads the snapshot list again (a live view): gone ones lose their ZPL, new ones get
+    /// new slots at the end.
+    fn refresh(&self) {
+        if !self.live {
+            return;
+        }
+        let names = self.snap_source.list();
+        let mut snaps = self.snaps.lock().unwrap_or_else(|p| p.into_inner());
+        for slot in snaps.iter_mut() {
+            if slot.2 && !names.contains(&slot.0) {
+                slot.1 = None;
+                slot.2 = false;
+            }
+        }
+        for n in names {
+            if !snaps.iter().any(|s| s.2 && s.0 == n) {
+                snaps.push((n, None, true));
+            }
+        }
+    }
+
     /// (snapshot index, ZPL) for an inode; index 0 is the head dataset.
     fn zpl_of(&self, ino: u64) -> Option<(u64, Zpl)> {
         let idx = ino >> OBJ_BITS;
         if idx == 0 {
-            return Some((0, self.head.clone()));
+            return self.head.clone().map(|h| (0, h));
         }
         let mut snaps = self.snaps.lock().unwrap_or_else(|p| p.into_inner());
-        let slot = snaps.get_mut(idx as usize - 1)?;
+        let slot = snaps.get_mut(idx as usize - 1).filter(|s| s.2)?;
         if slot.1.is_none() {
             slot.1 = self.snap_source.open(&slot.0).ok();
         }
@@ -297,7 +353,7 @@ impl ZfsFuse {
         }
         let idx = (ino >> OBJ_BITS) as usize;
         let snaps = self.snaps.lock().unwrap_or_else(|p| p.into_inner());
-        let snap = if idx == 0 { None } else { snaps.get(idx - 1).map(|(n, _)| n.clone()) };
+        let snap = if idx == 0 { None } else { snaps.get(idx - 1).map(|(n, _, _)| n.clone()) };
         drop(snaps);
         (self.on_error)(snap.as_deref(), obj, e);
     }
@@ -397,29 +453,31 @@ impl Filesystem for ZfsFuse {
 
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         let name = name.as_bytes();
+        let ttl = self.ttl;
         if parent == 1 && name == b".zfs" {
-            return reply.entry(&TTL, &virtual_dir(CTL_DIR), 0);
+            return reply.entry(&ttl, &virtual_dir(CTL_DIR), 0);
         }
         if parent == CTL_DIR {
             return if name == b"snapshot" {
-                reply.entry(&TTL, &virtual_dir(SNAP_DIR), 0)
+                reply.entry(&ttl, &virtual_dir(SNAP_DIR), 0)
             } else {
                 reply.error(libc::ENOENT)
             };
         }
         if parent == SNAP_DIR {
+            self.refresh();
             let pos = self
                 .snaps
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .iter()
-                .position(|(n, _)| n.as_bytes() == name);
+                .position(|(n, _, live)| *live && n.as_bytes() == name);
             let Some(i) = pos else {
                 return reply.error(libc::ENOENT);
             };
             let ino = ((i as u64 + 1) << OBJ_BITS) | 1;
             return match self.attr(ino) {
-                Ok(a) => reply.entry(&TTL, &a, 0),
+                Ok(a) => reply.entry(&ttl, &a, 0),
                 Err(e) => reply.error(e),
             };
         }
@@ -430,7 +488,7 @@ impl Filesystem for ZfsFuse {
             Ok(Some(e)) => {
                 let ino = Self::ino_of(&z, idx, e.object);
                 match self.attr(ino) {
-                    Ok(a) => reply.entry(&TTL, &a, 0),
+                    Ok(a) => reply.entry(&ttl, &a, 0),
                     Err(e) => reply.error(e),
                 }
             }
@@ -441,7 +499,7 @@ impl Filesystem for ZfsFuse {
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
         match self.attr(ino) {
-            Ok(a) => reply.attr(&TTL, &a),
+            Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply.error(e),
         }
     }
@@ -496,9 +554,19 @@ impl Filesystem for ZfsFuse {
         } else if ino == SNAP_DIR {
             entries.push((SNAP_DIR, FType::Directory, b".".to_vec()));
             entries.push((CTL_DIR, FType::Directory, b"..".to_vec()));
-            let names: Vec<String> =
-                self.snaps.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(n, _)| n.clone()).collect();
-            for (i, n) in names.into_iter().enumerate() {
+            if offset == 0 {
+                self.refresh();
+            }
+            let names: Vec<(usize, String)> = self
+                .snaps
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.2)
+                .map(|(i, s)| (i, s.0.clone()))
+                .collect();
+            for (i, n) in names {
                 entries.push((((i as u64 + 1) << OBJ_BITS) | 1, FType::Directory, n.into_bytes()));
             }
         } else {
@@ -572,6 +640,11 @@ impl Filesystem for ZfsFuse {
 /// `.zfs` and `.zfs/snapshot` have no ZPL object behind them.
 fn is_virtual(ino: u64) -> bool {
     ino == CTL_DIR || ino == SNAP_DIR
+}
+
+/// Is `ino` one of `.zfs`'s (a snapshot's object or a virtual directory), not the head's?
+pub(crate) fn in_snapshot_space(ino: u64) -> bool {
+    ino >> OBJ_BITS != 0
 }
 
 fn xattr_reply(reply: ReplyXattr, v: &[u8], size: u32) {

@@ -124,8 +124,21 @@ pub fn mount_rw_with<B: RwBackend>(
     fsname: &str,
     mo: &MountOpts,
 ) -> std::io::Result<MountHandle> {
+    mount_rw_snapshots(backend, dir, fsname, mo, None)
+}
+
+/// [`mount_rw_with`], with the dataset's snapshots served read-only under `.zfs/snapshot`
+/// (every inode of the snapshot range goes to a [`crate::ZfsFuse`] view of them).
+pub fn mount_rw_snapshots<B: RwBackend>(
+    backend: Arc<B>,
+    dir: &Path,
+    fsname: &str,
+    mo: &MountOpts,
+    snapshots: Option<crate::SnapshotSource>,
+) -> std::io::Result<MountHandle> {
     let readonly = backend.readonly() || mo.readonly;
-    let fs = RwFs::with_opts(backend.clone(), mo.clone())?;
+    let mut fs = RwFs::with_opts(backend.clone(), mo.clone())?;
+    fs.snaps = snapshots.map(|src| crate::ZfsFuse::snapshot_view(src, mo.acltype));
     let name = fsname.to_string();
     let fs = crate::guard::Guarded::new(
         fs,
@@ -180,6 +193,8 @@ struct RwFs<B: RwBackend> {
     opts: MountOpts,
     /// fsync requests, answered by the syncer thread (see [`Syncer`]).
     syncer: Syncer,
+    /// `.zfs` and the snapshots under it (read-only), when the mount serves them.
+    snaps: Option<crate::ZfsFuse>,
 }
 
 /// Answers `fsync` off the request loop: a sync may wait (a txg to write, or a pool
@@ -410,6 +425,7 @@ impl<B: RwBackend> RwFs<B> {
             next_fh: 1,
             opts,
             syncer,
+            snaps: None,
         })
     }
 
@@ -693,6 +709,11 @@ impl<B: RwBackend> RwFs<B> {
         })
     }
 
+    /// The `.zfs` view when `ino` (or a lookup's parent) belongs to it.
+    fn snap_view(&mut self, ino: u64) -> Option<&mut crate::ZfsFuse> {
+        self.snaps.as_mut().filter(|_| crate::in_snapshot_space(ino))
+    }
+
     fn do_opendir(&mut self, ino: u64) -> Res<u64> {
         let obj = self.obj(ino);
         self.run(|c| match c.zpl.getattr(c.os, obj)?.kind() {
@@ -712,7 +733,15 @@ impl<B: RwBackend> RwFs<B> {
         let list = match cached {
             Some(l) => l,
             None => {
-                let l = self.listing(ino)?;
+                let mut l = self.listing(ino)?;
+                if ino == 1 && self.snaps.as_ref().is_some_and(|v| v.snapdir_visible) {
+                    // After `.` and `..`, as OpenZFS lists it (snapdir=visible).
+                    let at = l.len().min(2);
+                    l.insert(
+                        at,
+                        DirEntry { ino: crate::CTL_DIR, kind: FType::Directory, name: b".zfs".to_vec() },
+                    );
+                }
                 if let Some(slot) = self.dirs.get_mut(&fh) {
                     *slot = Some(l.clone());
                 }
@@ -795,11 +824,18 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         crate::acl_init(config, self.acl())
     }
 
-    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+    fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
+        let dotzfs = parent == 1 && name.as_bytes() == b".zfs";
+        if let Some(v) = self.snaps.as_mut().filter(|_| dotzfs || crate::in_snapshot_space(parent)) {
+            return v.lookup(req, parent, name, reply);
+        }
         reply_entry(reply, self.do_lookup(parent, name.as_bytes()));
     }
 
-    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+    fn getattr(&mut self, req: &Request<'_>, ino: u64, fh: Option<u64>, reply: ReplyAttr) {
+        if let Some(v) = self.snap_view(ino) {
+            return v.getattr(req, ino, fh, reply);
+        }
         match self.do_getattr(ino) {
             Ok(a) => reply.attr(&TTL, &a),
             Err(e) => reply.error(e),
@@ -824,6 +860,9 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         _flags: Option<u32>,
         reply: ReplyAttr,
     ) {
+        if crate::in_snapshot_space(ino) {
+            return reply.error(libc::EROFS);
+        }
         let sa = set_attr(mode, uid, gid, size, atime, mtime, now());
         match self.do_setattr(ino, sa) {
             Ok(a) => reply.attr(&TTL, &a),
@@ -831,7 +870,10 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         }
     }
 
-    fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
+    fn readlink(&mut self, req: &Request<'_>, ino: u64, reply: ReplyData) {
+        if let Some(v) = self.snap_view(ino) {
+            return v.readlink(req, ino, reply);
+        }
         match self.do_readlink(ino) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e),
@@ -848,6 +890,9 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        if crate::in_snapshot_space(parent) {
+            return reply.error(libc::EROFS);
+        }
         reply_entry(reply, self.do_mknod(ids(req), parent, name.as_bytes(), mode, umask, rdev));
     }
 
@@ -860,14 +905,23 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         umask: u32,
         reply: ReplyEntry,
     ) {
+        if crate::in_snapshot_space(parent) {
+            return reply.error(libc::EROFS);
+        }
         reply_entry(reply, self.do_mkdir(ids(req), parent, name.as_bytes(), mode, umask));
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        if crate::in_snapshot_space(parent) {
+            return reply.error(libc::EROFS);
+        }
         reply_empty(reply, self.do_unlink(parent, name.as_bytes()));
     }
 
     fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        if crate::in_snapshot_space(parent) {
+            return reply.error(libc::EROFS);
+        }
         reply_empty(reply, self.do_rmdir(parent, name.as_bytes()));
     }
 
@@ -879,6 +933,9 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        if crate::in_snapshot_space(parent) {
+            return reply.error(libc::EROFS);
+        }
         let r = self.do_symlink(ids(req), parent, link_name.as_bytes(), target.as_os_str().as_bytes());
         reply_entry(reply, r);
     }
@@ -893,14 +950,25 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         flags: u32,
         reply: ReplyEmpty,
     ) {
+        if crate::in_snapshot_space(parent) || crate::in_snapshot_space(newparent) {
+            // Across the snapshot space and the head: EXDEV, as between two mounts.
+            let both = crate::in_snapshot_space(parent) && crate::in_snapshot_space(newparent);
+            return reply.error(if both { libc::EROFS } else { libc::EXDEV });
+        }
         reply_empty(reply, self.do_rename((parent, name.as_bytes()), (newparent, newname.as_bytes()), flags));
     }
 
     fn link(&mut self, _req: &Request<'_>, ino: u64, newparent: u64, newname: &OsStr, reply: ReplyEntry) {
+        if crate::in_snapshot_space(ino) || crate::in_snapshot_space(newparent) {
+            return reply.error(libc::EXDEV);
+        }
         reply_entry(reply, self.do_link(ino, newparent, newname.as_bytes()));
     }
 
-    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+    fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
+        if let Some(v) = self.snap_view(ino) {
+            return v.open(req, ino, flags, reply);
+        }
         match self.do_open(ino, flags) {
             Ok(fh) => reply.opened(fh, fuser::consts::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(e),
@@ -917,6 +985,9 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         _flags: i32,
         reply: ReplyCreate,
     ) {
+        if crate::in_snapshot_space(parent) {
+            return reply.error(libc::EROFS);
+        }
         match self.do_create(ids(req), parent, name.as_bytes(), mode, umask) {
             Ok(((a, gen), fh)) => reply.created(&TTL, &a, gen, fh, fuser::consts::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(e),
@@ -925,15 +996,18 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
 
     fn read(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         ino: u64,
-        _fh: u64,
+        fh: u64,
         offset: i64,
         size: u32,
-        _flags: i32,
-        _lock: Option<u64>,
+        flags: i32,
+        lock: Option<u64>,
         reply: ReplyData,
     ) {
+        if let Some(v) = self.snap_view(ino) {
+            return v.read(req, ino, fh, offset, size, flags, lock, reply);
+        }
         match self.do_read(ino, offset, size) {
             Ok(d) => reply.data(&d),
             Err(e) => reply.error(e),
@@ -952,6 +1026,9 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         _lock: Option<u64>,
         reply: ReplyWrite,
     ) {
+        if crate::in_snapshot_space(ino) {
+            return reply.error(libc::EROFS);
+        }
         match self.do_write(ino, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
@@ -973,6 +1050,9 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        if crate::in_snapshot_space(ino) {
+            return reply.ok();
+        }
         reply_empty(reply, self.do_release(ino));
     }
 
@@ -981,13 +1061,20 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
     }
 
     fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        if self.snap_view(ino).is_some() {
+            // The view lists at every call: no handle state.
+            return reply.opened(0, 0);
+        }
         match self.do_opendir(ino) {
             Ok(fh) => reply.opened(fh, 0),
             Err(e) => reply.error(e),
         }
     }
 
-    fn readdir(&mut self, _req: &Request<'_>, ino: u64, fh: u64, offset: i64, mut reply: ReplyDirectory) {
+    fn readdir(&mut self, req: &Request<'_>, ino: u64, fh: u64, offset: i64, mut reply: ReplyDirectory) {
+        if let Some(v) = self.snap_view(ino) {
+            return v.readdir(req, ino, fh, offset, reply);
+        }
         match self.do_readdir(ino, fh, offset) {
             Ok(list) => {
                 for (next, e) in list {
@@ -1032,22 +1119,38 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         if position != 0 {
             return reply.error(libc::EINVAL);
         }
+        if crate::in_snapshot_space(ino) {
+            return reply.error(libc::EROFS);
+        }
         reply_empty(reply, self.do_setxattr(req.uid(), ino, name.as_bytes(), value, flags));
     }
 
-    fn getxattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if let Some(v) = self.snap_view(ino) {
+            return v.getxattr(req, ino, name, size, reply);
+        }
         reply_xattr(reply, self.do_getxattr(ino, name.as_bytes(), size));
     }
 
     fn listxattr(&mut self, req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
+        if let Some(v) = self.snap_view(ino) {
+            return v.listxattr(req, ino, size, reply);
+        }
         reply_xattr(reply, self.do_listxattr(req.uid(), ino, size));
     }
 
     fn removexattr(&mut self, req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        if crate::in_snapshot_space(ino) {
+            return reply.error(libc::EROFS);
+        }
         reply_empty(reply, self.do_removexattr(req.uid(), ino, name.as_bytes()));
     }
 
     fn access(&mut self, _req: &Request<'_>, ino: u64, mask: i32, reply: ReplyEmpty) {
+        if crate::in_snapshot_space(ino) {
+            // Read and search only: the kernel checks modes itself (default_permissions).
+            return if mask & libc::W_OK != 0 { reply.error(libc::EROFS) } else { reply.ok() };
+        }
         reply_empty(reply, self.do_access(ino, mask));
     }
 
@@ -1061,6 +1164,9 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        if crate::in_snapshot_space(ino) {
+            return reply.error(libc::EROFS);
+        }
         reply_empty(reply, self.do_fallocate(ino, offset, length, mode));
     }
 }

@@ -1843,7 +1843,8 @@ fn mount_o(state: &Arc<State>, name: &str, dir: Option<PathBuf>, opts: &str) -> 
     let session = match crate::rwpool::writer_of(state, name).filter(|_| !name.contains('@')) {
         Some(rw) => {
             let backend = Arc::new(crate::rwpool::DsBackend::open(state, rw, name)?);
-            rzfs_fuse::rw::mount_rw_with(backend, &dir, name, &mo)
+            let snaps = crate::zplopen::live_snapshots(state, &pool, &ds);
+            rzfs_fuse::rw::mount_rw_snapshots(backend, &dir, name, &mo, Some(snaps))
                 .map_err(|e| format!("cannot mount '{name}' on {}: {e}", dir.display()))?
         }
         None => {
