@@ -499,6 +499,11 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             crate::sendrecv::receive(state, &target, &o, fds)
         }
         Cmd::Bookmark { source, bookmark } => {
+            // `#NAME` alone names a bookmark of the source's file system (zfs-bookmark(8)).
+            let bookmark = match bookmark.strip_prefix('#') {
+                Some(_) => format!("{}{bookmark}", source.split(['@', '#']).next().unwrap_or(&source)),
+                None => bookmark,
+            };
             let rw = crate::rwpool::writer_of(state, &bookmark)
                 .ok_or_else(|| format!("cannot create bookmark '{bookmark}': pool is read-only"));
             rw.and_then(|rw| rw.spa.bookmark(&source, &bookmark).map_err(|e| e.to_string()))
