@@ -356,7 +356,9 @@ fn bookmarks() {
     }
     let dir = scratch("bookmarks");
     let d = Daemon::new("bookmarks");
-    let (_devs, _) = create(&d, &dir, "bm", &SINGLE, 256 << 20);
+    // New pools have the feature (enabled); this one is made without any.
+    let devs = files(&dir, 1, 256 << 20);
+    d.ok("rzpool", &["create", "-d", "-m", dir.join("mnt").to_str().unwrap(), "bm", &devs[0]]);
     // Without the feature, bookmark refuses and says how to enable it.
     let (code, _, err) = d.run("rzfs", &["bookmark", "bm@none", "bm#none"]);
     assert!(code != 0, "{err}");
