@@ -375,6 +375,9 @@ fn bookmarks() {
     d.ok("rzfs", &["bookmark", "bm/src@a", "bm/src#a"]);
     // `#NAME` alone: a bookmark of the source's file system.
     d.ok("rzfs", &["bookmark", "bm/src#a", "#copy"]);
+    // And a source named without its file system: the bookmark's.
+    d.ok("rzfs", &["bookmark", "@a", "bm/src#short"]);
+    d.ok("rzfs", &["destroy", "bm/src#short"]);
     let (code, _, err) = d.run("rzfs", &["bookmark", "bm/src@a", "bm/src#a"]);
     assert!(code != 0 && err.contains("exists"), "{err}");
     let list = d.ok("rzfs", &["list", "-H", "-t", "bookmark", "-o", "name,guid,createtxg"]);

@@ -504,6 +504,12 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
                 Some(_) => format!("{}{bookmark}", source.split(['@', '#']).next().unwrap_or(&source)),
                 None => bookmark,
             };
+            // And `@SNAP` / `#BOOKMARK` alone a source in the bookmark's file system.
+            let source = if source.starts_with(['@', '#']) {
+                format!("{}{source}", bookmark.split('#').next().unwrap_or(&bookmark))
+            } else {
+                source
+            };
             let rw = crate::rwpool::writer_of(state, &bookmark)
                 .ok_or_else(|| format!("cannot create bookmark '{bookmark}': pool is read-only"));
             rw.and_then(|rw| rw.spa.bookmark(&source, &bookmark).map_err(|e| e.to_string()))
