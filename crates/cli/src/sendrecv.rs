@@ -134,9 +134,7 @@ fn check_cmdline_props(o: &RecvOpts) -> Result<(), String> {
             || dsl::props::DEFAULTS.iter().any(|(p, _)| *p == k)
             || dsl::props::parse_value(k, "").is_ok()
             || k == "mountpoint";
-        if RECV_FIXED_PROPS.contains(&k)
-            || (!known && !dsl::props::is_inheritable(k) && dsl::props::parse_value(k, "0").is_err())
-        {
+        if RECV_FIXED_PROPS.contains(&k) || !known {
             return Err(format!("cannot receive: invalid property '{k}'"));
         }
     }

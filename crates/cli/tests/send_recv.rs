@@ -944,6 +944,7 @@ fn received_properties() {
         (vec!["-o", "atime=off", "-x", "atime"], "specified multiple times"),
         (vec!["-x", "atime", "-x", "atime"], "specified multiple times"),
         (vec!["-x", "version"], "invalid property 'version'"),
+        (vec!["-x", "nosuch"], "invalid property 'nosuch'"),
         (vec!["-o", "atime=maybe"], "atime"),
     ] {
         let mut a = args.clone();

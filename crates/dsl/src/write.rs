@@ -392,16 +392,27 @@ pub fn head_reserved(os: &DirtyObjset, zaps: &mut ZapCache, ds: u64) -> Result<u
     if d.head_dataset_obj != ds || d.props_zapobj == 0 {
         return Ok(0);
     }
-    let pz = d.props_zapobj;
-    if let Some(v) = zaps.lookup_u64(os, pz, "refreservation").map_err(zerr)? {
-        return Ok(v);
+    let v = dir_value(os, zaps, d.props_zapobj, "refreservation")?;
+    Ok(v.and_then(|v| (v.int_size == 8).then(|| v.values.first().copied()).flatten()).unwrap_or(0))
+}
+
+/// The value of `prop` that props ZAP `pz` (0: none) gives its own directory in the open
+/// txg: the local entry, else the received one unless an explicit inherit hides it — the
+/// rule of [`crate::props::applies`] (which reads committed entries), looked up entry by
+/// entry. `None`: the parent decides (or the default).
+pub fn dir_value(os: &DirtyObjset, zaps: &mut ZapCache, pz: u64, prop: &str) -> Result<Option<ZapVal>> {
+    if pz == 0 {
+        return Ok(None);
     }
-    let marker = format!("refreservation{}", crate::props::INHERIT_SUFFIX);
+    if let Some(v) = zaps.lookup(os, pz, prop.as_bytes()).map_err(zerr)? {
+        return Ok(Some(v));
+    }
+    let marker = format!("{prop}{}", crate::props::INHERIT_SUFFIX);
     if zaps.lookup(os, pz, marker.as_bytes()).map_err(zerr)?.is_some() {
-        return Ok(0);
+        return Ok(None);
     }
-    let recvd = format!("refreservation{}", crate::props::RECVD_SUFFIX);
-    Ok(zaps.lookup_u64(os, pz, &recvd).map_err(zerr)?.unwrap_or(0))
+    let recvd = format!("{prop}{}", crate::props::RECVD_SUFFIX);
+    zaps.lookup(os, pz, recvd.as_bytes()).map_err(zerr)
 }
 
 /// How much a change of `d` bytes in a head's unique space changes what its directory is

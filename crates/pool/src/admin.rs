@@ -134,25 +134,24 @@ fn set_one_prop(w: &mut PoolWriter, dir: u64, ds: u64, k: &str, v: Option<ZapVal
     match v {
         // zfs set: a local value, which also lifts an explicit inherit.
         Some(v) => {
-            set_entry(w, dir, ds, &marker, None)?;
-            set_entry(w, dir, ds, k, Some(v))
+            set_entry(w, ds, &marker, None)?;
+            set_entry(w, ds, k, Some(v))
         }
         // zfs inherit: the local value goes; on a dataset with received properties a
         // marker keeps the received value from applying (dsl_prop_set_sync_impl,
         // ZPROP_SRC_INHERITED).
         None => {
-            set_entry(w, dir, ds, k, None)?;
+            set_entry(w, ds, k, None)?;
             if has_entry(w, dir, dsl::props::HAS_RECVD)? {
-                set_entry(w, dir, ds, &marker, Some(ZapVal::u64(0)))?;
+                set_entry(w, ds, &marker, Some(ZapVal::u64(0)))?;
             }
             Ok(())
         }
     }
 }
 
-/// Sets or removes one entry of directory `dir`'s props ZAP (head dataset `ds`).
-fn set_entry(w: &mut PoolWriter, dir: u64, ds: u64, k: &str, v: Option<ZapVal>) -> Result<()> {
-    debug_assert_eq!(dslw::ds_phys(&w.mos, ds).map(|p| p.dir_obj).ok(), Some(dir));
+/// Sets or removes one entry of head dataset `ds`'s props ZAP (its directory's).
+fn set_entry(w: &mut PoolWriter, ds: u64, k: &str, v: Option<ZapVal>) -> Result<()> {
     dslw::set_head_entry(&mut w.mos, &mut w.mos_zaps, ds, k, v)?;
     Ok(())
 }
@@ -564,19 +563,18 @@ impl Spa {
                 if replace {
                     for old in received_names(w, f.dir)? {
                         if !p.iter().any(|(k, _)| *k == old) {
-                            set_entry(w, f.dir, f.ds, &recvd(&old), None)?;
+                            set_entry(w, f.ds, &recvd(&old), None)?;
                         }
                     }
                 }
-                set_entry(w, f.dir, f.ds, dsl::props::HAS_RECVD, Some(ZapVal::u64(0)))?;
+                set_entry(w, f.ds, dsl::props::HAS_RECVD, Some(ZapVal::u64(0)))?;
                 for (k, v) in &p {
-                    set_entry(w, f.dir, f.ds, &recvd(k), Some(v.clone()))?;
+                    set_entry(w, f.ds, &recvd(k), Some(v.clone()))?;
                 }
                 for k in &x {
                     if !has_entry(w, f.dir, k)? {
                         set_entry(
                             w,
-                            f.dir,
                             f.ds,
                             &format!("{k}{}", dsl::props::INHERIT_SUFFIX),
                             Some(ZapVal::u64(0)),
@@ -603,8 +601,8 @@ impl Spa {
                     return dslw::set_snapshot_prop(&mut w.mos, &mut w.mos_zaps, f.ds, &k, None)
                         .map_err(Into::into);
                 }
-                set_entry(w, f.dir, f.ds, &k, None)?;
-                set_entry(w, f.dir, f.ds, &format!("{k}{}", dsl::props::INHERIT_SUFFIX), None)?;
+                set_entry(w, f.ds, &k, None)?;
+                set_entry(w, f.ds, &format!("{k}{}", dsl::props::INHERIT_SUFFIX), None)?;
                 refresh_settings(w, f)
             },
         )

@@ -378,18 +378,7 @@ impl PoolWriter {
         let (mos, zaps) = (&self.mos, &mut self.mos_zaps);
         let found = dsl::props::resolve(dir, prop, |d| -> Result<_> {
             let p = dsl::write::dir_phys(mos, d)?;
-            let pz = p.props_zapobj;
-            let mut get = |k: &str| -> Result<Option<zap::write::ZapVal>> {
-                if pz == 0 {
-                    return Ok(None);
-                }
-                zaps.lookup(mos, pz, k.as_bytes()).map_err(|e| bad(e.to_string()))
-            };
-            // Local, else received unless explicitly inherited (dsl::props::applies).
-            let mut v = get(prop)?;
-            if v.is_none() && get(&format!("{prop}{}", dsl::props::INHERIT_SUFFIX))?.is_none() {
-                v = get(&format!("{prop}{}", dsl::props::RECVD_SUFFIX))?;
-            }
+            let v = dsl::write::dir_value(mos, zaps, p.props_zapobj, prop)?;
             let v = v.and_then(|v| (v.int_size == 8).then(|| v.values.first().copied()).flatten());
             Ok((v.map(dsl::props::RawProp::Num), p.parent_obj))
         })?;
