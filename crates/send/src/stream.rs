@@ -1011,7 +1011,7 @@ pub struct StreamReader<R: Read> {
     /// Where the last record handed out (with its payload) ends.
     consumed: u64,
     /// The header after the last record handed out, already verified: (bytes, its offset).
-    ahead: Option<(Box<[u8; RECORD_SIZE]>, u64)>,
+    ahead: Option<([u8; RECORD_SIZE], u64)>,
     big_endian: bool,
     seen_begin: bool,
 }
@@ -1068,7 +1068,6 @@ impl<R: Read> StreamReader<R> {
                 None => return Ok(None),
             },
         };
-        let hdr = *hdr;
         let d = Dec { buf: &hdr, be: self.big_endian };
         let ty = d.u32(off::TYPE);
         let name = type_name(ty).unwrap_or("?");
@@ -1095,10 +1094,9 @@ impl<R: Read> StreamReader<R> {
 
     /// Reads one record header and checks it against the running sum (see [`Self::next`]);
     /// `Ok(None)` when the input ends before it. Returns the header and its offset.
-    #[allow(clippy::type_complexity)]
-    fn read_header(&mut self) -> Result<Option<(Box<[u8; RECORD_SIZE]>, u64)>, StreamError> {
+    fn read_header(&mut self) -> Result<Option<([u8; RECORD_SIZE], u64)>, StreamError> {
         let start = self.read_pos;
-        let mut hdr = Box::new([0u8; RECORD_SIZE]);
+        let mut hdr = [0u8; RECORD_SIZE];
         let got = self.read_full(&mut hdr[..])?;
         if got == 0 {
             return Ok(None);
