@@ -30,31 +30,41 @@ impl rzfs_fuse::Snapshots for PoolSnapshots {
 
 /// The snapshots of a file system mounted read-write: listed and opened from the pool as
 /// it is committed at each call (snapshots come and go while it is mounted).
+/// The head is known by its dataset object, not its name: `zfs rename -u` renames a file
+/// system under a live mount.
 struct LiveSnapshots {
     state: Arc<crate::daemon::State>,
-    head: String,
+    pool: String,
+    head_obj: u64,
 }
 
 impl LiveSnapshots {
-    fn pool(&self) -> Result<Arc<Pool>, String> {
-        self.state.pool(self.head.split('/').next().unwrap_or(&self.head))
+    fn head(&self) -> Result<(Arc<Pool>, Dataset), String> {
+        let pool = self.state.pool(&self.pool)?;
+        let head = pool
+            .dsl()
+            .list()
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .find(|d| d.ds_obj == self.head_obj && d.kind != dsl::DatasetKind::Snapshot)
+            .ok_or_else(|| "the file system is gone".to_string())?;
+        Ok((pool, head))
     }
 }
 
 impl rzfs_fuse::Snapshots for LiveSnapshots {
     fn list(&self) -> Vec<String> {
-        let Ok(pool) = self.pool() else { return Vec::new() };
-        let dsl = pool.dsl();
-        let Ok(head) = dsl.find(&self.head) else { return Vec::new() };
-        dsl.snapshots(&head)
+        let Ok((pool, head)) = self.head() else { return Vec::new() };
+        pool.dsl()
+            .snapshots(&head)
             .unwrap_or_default()
             .into_iter()
             .filter_map(|s| s.name.split_once('@').map(|(_, n)| n.to_string()))
             .collect()
     }
     fn open(&self, name: &str) -> Result<Zpl, String> {
-        let pool = self.pool()?;
-        let ds = pool.dsl().find(&format!("{}@{name}", self.head)).map_err(|e| e.to_string())?;
+        let (pool, head) = self.head()?;
+        let ds = pool.dsl().find(&format!("{}@{name}", head.name)).map_err(|e| e.to_string())?;
         open_zpl_only(&pool, &ds)
     }
 }
@@ -68,7 +78,11 @@ pub fn live_snapshots(
     let dsl = pool.dsl();
     let snapdir = crate::cmd::zfs::prop_value(pool, &dsl, ds, "snapdir").map(|v| v.exact).unwrap_or_default();
     rzfs_fuse::SnapshotSource {
-        snapshots: Box::new(LiveSnapshots { state: state.clone(), head: ds.name.clone() }),
+        snapshots: Box::new(LiveSnapshots {
+            state: state.clone(),
+            pool: pool.name().to_string(),
+            head_obj: ds.ds_obj,
+        }),
         snapdir_visible: snapdir == "visible",
         on_error: error_sink(pool.clone(), ds.name.clone()),
     }

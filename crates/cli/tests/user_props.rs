@@ -229,7 +229,9 @@ fn holds_and_release() {
 }
 
 /// `zfs rename`: a file system moved under another parent (space and inherited properties
-/// follow, mounts move), snapshots renamed (`-r`, `@new` shorthand), refusals. zdb clean.
+/// follow, mounts move), snapshots renamed (`-r`, `@new` shorthand), refusals, `-p` (parents
+/// created), `-u` (a busy mount kept, under its new name), name depth and length limits.
+/// zdb clean.
 #[test]
 fn rename_datasets() {
     if skip_without_fuse_zdb("rename_datasets") {
@@ -276,6 +278,46 @@ fn rename_datasets() {
     refused(&["rename", "rn/a", "rn/nope/a"], "does not exist");
     refused(&["rename", "rn/a@t2", "rn/x@t2"], "same dataset");
     refused(&["rename", "-r", "rn/a", "rn/z"], "only be used on snapshots");
+    // -p: the missing parents are created (and mounted), the file system moves under them.
+    d.ok("rzfs", &["rename", "-p", "rn/a", "rn/n1/n2/a"]);
+    let names = d.ok("rzfs", &["list", "-H", "-o", "name", "-r", "rn"]);
+    assert_eq!(names, "rn\nrn/n1\nrn/n1/n2\nrn/n1/n2/a\nrn/x\nrn/x/c\n", "{names}");
+    assert!(d.ok("rzfs", &["mount"]).contains(&format!("rn/n1/n2/a\t{}", mnt.join("n1/n2/a").display())));
+    refused(&["rename", "-p", "rn/x/c@t1", "rn/q/c@t1"], "snapshots");
+    // -u: a busy file system is renamed without an unmount; the mount stays where it was
+    // under its new name, open files and .zfs/snapshot keep working.
+    let open = std::fs::File::open(mnt.join("x/c/f")).unwrap();
+    refused(&["rename", "rn/x/c", "rn/d"], "busy");
+    d.ok("rzfs", &["rename", "-u", "rn/x/c", "rn/d"]);
+    let mounts = d.ok("rzfs", &["mount"]);
+    assert!(mounts.contains(&format!("rn/d\t{}\n", mnt.join("x/c").display())), "{mounts}");
+    assert!(!mounts.contains("rn/x/c"), "{mounts}");
+    assert_eq!(std::io::Read::bytes(&open).count(), 300_000);
+    assert_eq!(std::fs::read(mnt.join("x/c/.zfs/snapshot/t1/f")).unwrap(), vec![7u8; 300_000]);
+    std::fs::write(mnt.join("x/c/g"), b"after -u").unwrap();
+    drop(open);
+    d.ok("rzfs", &["unmount", "rn/d"]);
+    d.ok("rzfs", &["mount", "rn/d"]);
+    assert_eq!(std::fs::read(mnt.join("d/g")).unwrap(), b"after -u");
+    d.ok("rzfs", &["rename", "rn/d", "rn/x/c"]);
+    d.ok("rzfs", &["rename", "rn/n1/n2/a", "rn/a"]);
+    // Names: at most 49 levels below the pool (zfs_max_dataset_nesting) and 255 bytes,
+    // snapshots included; a rename may not break either anywhere below the renamed.
+    d.ok("rzfs", &["create", "-o", "mountpoint=none", "rn/z"]);
+    let deep = |n: usize| format!("rn/z{}", "/z".repeat(n - 1));
+    d.ok("rzfs", &["create", "-p", &deep(49)]);
+    refused(&["create", "-p", &deep(50)], "nesting depth exceeded");
+    refused(&["create", &deep(50)], "nesting depth exceeded");
+    assert!(d.run("rzfs", &["list", &deep(48)]).0 == 0 && d.run("rzfs", &["list", &deep(50)]).0 != 0);
+    d.ok("rzfs", &["create", "-p", "rn/z/y/q"]);
+    refused(&["rename", &deep(3), "rn/z/y/q/w"], "too long");
+    d.ok("rzfs", &["rename", &deep(3), "rn/z/w"]);
+    let long = format!("rn/x/c@{}", "s".repeat(255 - "rn/x/c@".len()));
+    d.ok("rzfs", &["snapshot", &long]);
+    refused(&["snapshot", &format!("{long}s")], "too long");
+    refused(&["rename", "rn/x/c", "rn/x/cc"], "too long");
+    d.ok("rzfs", &["destroy", &long]);
+    d.ok("rzfs", &["destroy", "-r", "rn/z"]);
     d.ok("rzpool", &["sync", "rn"]);
     let x1 = used("rn/x");
     d.ok("rzpool", &["export", "rn"]);

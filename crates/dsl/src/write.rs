@@ -660,6 +660,39 @@ pub fn rename_dir(
     Ok(())
 }
 
+/// The names of everything at and below directory `dir` (named `name`): file systems and
+/// volumes with their snapshots (`dmu_objset_find_dp` with children and snapshots, as
+/// `zfs rename` checks the names it would make). Bounded by the name-length limit: a tree
+/// deeper than 256 levels is corrupt.
+pub fn subtree_names(os: &DirtyObjset, zaps: &mut ZapCache, dir: u64, name: &str) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut todo = vec![(dir, name.to_string(), 0usize)];
+    while let Some((d, n, depth)) = todo.pop() {
+        if depth > MAX_NESTING {
+            return Err(bad(format!("directory {dir} is nested deeper than {MAX_NESTING} levels")));
+        }
+        let p = dir_phys(os, d)?;
+        if p.head_dataset_obj != 0 {
+            let snapnames = ds_phys(os, p.head_dataset_obj)?.snapnames_zapobj;
+            if snapnames != 0 {
+                for (k, _) in zaps.entries(os, snapnames).map_err(zerr)? {
+                    out.push(format!("{n}@{}", String::from_utf8_lossy(&k)));
+                }
+            }
+        }
+        if p.child_dir_zapobj != 0 {
+            for (k, v) in zaps.entries(os, p.child_dir_zapobj).map_err(zerr)? {
+                let leaf = String::from_utf8_lossy(&k);
+                if let Some(&c) = v.values.first() {
+                    todo.push((c, format!("{n}/{leaf}"), depth + 1));
+                }
+            }
+        }
+        out.push(n);
+    }
+    Ok(out)
+}
+
 /// `zfs hold TAG SNAP`: adds `tag` (with the time it was placed) to snapshot `ds`'s user
 /// holds, the `ds_userrefs_obj` ZAP, created on first use (`DMU_OT_USERREFS`, as
 /// `dsl_dataset_user_hold_sync_one_impl`). A held snapshot cannot be destroyed.

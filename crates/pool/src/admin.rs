@@ -58,11 +58,40 @@ pub fn check_new_name(name: &str) -> Result<(&str, &str)> {
 /// (OpenZFS's `recv_clone_name`); `%` keeps it out of every name a user can give.
 pub const RECV_TMP: &str = "%recv";
 
+/// How deep a dataset name may nest: OpenZFS refuses a name with this many `/` or more in
+/// its dataset part (`zfs_max_dataset_nesting`, zfs_namecheck.c), so that the recursive
+/// code in its kernel has a bounded stack.
+pub const MAX_DATASET_NESTING: usize = 50;
+
+/// A dataset name is shorter than this (`ZFS_MAX_DATASET_NAME_LEN`, with its NUL).
+pub const MAX_DATASET_NAME_LEN: usize = 256;
+
+/// The nesting depth of a dataset, snapshot or bookmark name: its `/`s before any `@`/`#`.
+pub fn nesting_depth(name: &str) -> usize {
+    name.split(['@', '#']).next().unwrap_or("").matches('/').count()
+}
+
 /// [`check_new_name`]; `hidden` also admits the leaf [`RECV_TMP`].
 fn check_name(name: &str, hidden: bool) -> Result<(&str, &str)> {
+    let parts = check_syntax(name, hidden)?;
+    if nesting_depth(name) >= MAX_DATASET_NESTING {
+        return Err(PoolError::Invalid(format!(
+            "cannot create '{name}': maximum name nesting depth exceeded"
+        )));
+    }
+    Ok(parts)
+}
+
+/// A new dataset name's length and characters, split into parent and leaf. Its depth is
+/// the caller's: a new dataset must be shallower than [`MAX_DATASET_NESTING`], a rename
+/// must not get deeper than it.
+fn check_syntax(name: &str, hidden: bool) -> Result<(&str, &str)> {
     let (parent, leaf) = name
         .rsplit_once('/')
         .ok_or_else(|| PoolError::Invalid(format!("cannot create '{name}': missing pool name")))?;
+    if name.len() >= MAX_DATASET_NAME_LEN {
+        return Err(PoolError::Invalid(format!("cannot create '{name}': name is too long")));
+    }
     if hidden && leaf == RECV_TMP {
         return Ok((parent, leaf));
     }
@@ -311,7 +340,12 @@ impl Spa {
                 let (fs, snap) = full.split_once('@').ok_or_else(|| {
                     PoolError::Invalid(format!("cannot create snapshot '{full}': missing '@'"))
                 })?;
-                if snap.is_empty() || snap.contains(['@', '/']) || full.len() > 255 {
+                if full.len() >= MAX_DATASET_NAME_LEN {
+                    return Err(PoolError::Invalid(format!(
+                        "cannot create snapshot '{full}': name is too long"
+                    )));
+                }
+                if snap.is_empty() || snap.contains(['@', '/']) {
                     return Err(PoolError::Invalid(format!("cannot create snapshot '{full}': invalid name")));
                 }
                 // zfs_component_namecheck: letters, digits and `-_.: `.
@@ -402,11 +436,31 @@ impl Spa {
         if old.split('/').next() != new.split('/').next() {
             return Err(fail("datasets must be within same pool".into()));
         }
-        let (parent, leaf) = check_new_name(new).map_err(|_| fail(format!("invalid name '{new}'")))?;
+        let (parent, leaf) = check_syntax(new, false).map_err(|e| match e {
+            PoolError::Invalid(m) if m.ends_with("too long") => fail("dataset name is too long".into()),
+            _ => fail(format!("invalid name '{new}'")),
+        })?;
         let (o, p, l) = (old.to_string(), parent.to_string(), leaf.to_string());
         let leaf = l.clone();
+        let char_delta = new.len() as isize - old.len() as isize;
+        let nest_delta = nesting_depth(new) as isize - nesting_depth(old) as isize;
         let check = move |w: &mut PoolWriter| -> Result<(Found, Found)> {
             let f = must_find(w, &o)?;
+            // A longer or deeper name must leave every name below it valid, snapshots too
+            // (`dsl_valid_rename`); a name already too deep may still get shallower.
+            if char_delta > 0 || nest_delta > 0 {
+                for n in dslw::subtree_names(&w.mos, &mut w.mos_zaps, f.dir, &o)? {
+                    let too_long = n.len() as isize + char_delta >= MAX_DATASET_NAME_LEN as isize;
+                    let too_deep = nest_delta > 0
+                        && nesting_depth(&n) as isize + nest_delta >= MAX_DATASET_NESTING as isize;
+                    if too_long || too_deep {
+                        return Err(PoolError::Invalid(format!(
+                            "cannot rename '{o}': dataset name is too long ('{n}' would be {})",
+                            if too_long { "too long" } else { "nested too deep" }
+                        )));
+                    }
+                }
+            }
             let np = lookup(w, &p)?.ok_or_else(|| {
                 PoolError::NotFound(format!("cannot rename '{o}': parent '{p}' does not exist"))
             })?;

@@ -175,6 +175,12 @@ enum Cmd {
         /// Unmount busy file systems by force.
         #[arg(short = 'f')]
         force: bool,
+        /// Create the new name's missing parent file systems.
+        #[arg(short = 'p')]
+        parents: bool,
+        /// Do not unmount: mounted file systems stay where they are, under their new names.
+        #[arg(short = 'u')]
+        no_unmount: bool,
         old: String,
         new: String,
     },
@@ -416,7 +422,9 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
                 rw.spa.release(names, &tag).map_err(|e| e.to_string())
             })
         }
-        Cmd::Rename { recursive, force, old, new } => rename(state, &old, &new, recursive, force),
+        Cmd::Rename { recursive, force, parents, no_unmount, old, new } => {
+            rename(state, &old, &new, RenameHow { recursive, force, parents, no_unmount })
+        }
         Cmd::Holds { recursive, scripted, parsable, snapshots } => {
             holds(state, &snapshots, recursive, scripted, parsable)
         }
@@ -1205,6 +1213,10 @@ pub(crate) fn create(
 ) -> Result<Response, String> {
     let mut todo = Vec::new();
     if parents {
+        // Refused before any parent is made (libzfs `zfs_create_ancestors_props`).
+        if pool::admin::nesting_depth(name) >= pool::admin::MAX_DATASET_NESTING {
+            return Err(format!("cannot create '{name}': maximum name nesting depth exceeded"));
+        }
         let mut prefix = String::new();
         for part in name.split('/') {
             if !prefix.is_empty() {
@@ -1277,17 +1289,23 @@ fn named_snapshots(
     Ok(out)
 }
 
-/// `zfs rename [-r] [-f] OLD NEW`. A file system's mounts at or below it are unmounted and
-/// mounted again under the new names: where the mountpoint property had put them, at the
-/// property's new value (an inherited mountpoint follows the name); elsewhere (`zfs mount
-/// FS DIR`), at the same directory. Volumes are served again under their new names.
-fn rename(
-    state: &Arc<State>,
-    old: &str,
-    new: &str,
+/// The flags of `zfs rename`.
+struct RenameHow {
     recursive: bool,
     force: bool,
-) -> Result<Response, String> {
+    parents: bool,
+    no_unmount: bool,
+}
+
+/// `zfs rename [-r] [-f] [-p] [-u] OLD NEW`. A file system's mounts at or below it are
+/// unmounted and mounted again under the new names: where the mountpoint property had put
+/// them, at the property's new value (an inherited mountpoint follows the name); elsewhere
+/// (`zfs mount FS DIR`), at the same directory. With `-u` nothing is unmounted: each mount
+/// keeps its directory and is known by its new name from then on (a mount serves its
+/// dataset by object number, so the rename does not disturb it). Volumes are served again
+/// under their new names. `-p` creates the new name's missing parents first.
+fn rename(state: &Arc<State>, old: &str, new: &str, how: RenameHow) -> Result<Response, String> {
+    let RenameHow { recursive, force, parents, no_unmount } = how;
     let pool =
         state.pool(pool_of(old)).map_err(|_| format!("cannot open '{old}': dataset does not exist"))?;
     let rw = crate::rwpool::writer_of(state, pool.name())
@@ -1310,7 +1328,43 @@ fn rename(
     if recursive {
         return Err("-r can only be used on snapshots".into());
     }
+    let mut resp = Response::ok(String::new());
+    if parents {
+        if new.contains('@') {
+            return Err("-p cannot be used with snapshots".into());
+        }
+        if let Some((parent, _)) = new.rsplit_once('/') {
+            if parent.contains('/') && dsl.find(parent).is_err() && pool_of(parent) == pool.name() {
+                resp = create(state, parent, &[], true)?;
+            }
+        }
+    }
     let below = |n: &str| n == old || n.starts_with(&format!("{old}/"));
+    let renamed = |n: &str| format!("{new}{}", &n[old.len()..]);
+    let vols: Vec<String> = all
+        .iter()
+        .map(|d| d.name.clone())
+        .filter(|n| below(n) && crate::volumes::device_known(state, n))
+        .collect();
+    if no_unmount {
+        crate::volumes::unserve(state, &vols, force)
+            .map_err(|v| format!("cannot rename '{v}': dataset is busy"))?;
+        let r = rw.spa.rename(old, new, &[]).map_err(|e| e.to_string());
+        for v in &vols {
+            crate::volumes::serve(state, &if r.is_ok() { renamed(v) } else { v.clone() });
+        }
+        if r.is_ok() {
+            for m in state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter_mut() {
+                if below(&m.dataset) {
+                    crate::daemon::track_mount(&m.dataset, false);
+                    m.dataset = renamed(&m.dataset);
+                    crate::daemon::track_mount(&m.dataset, true);
+                }
+            }
+        }
+        r?;
+        return Ok(resp);
+    }
     // Mounts at or below, deepest first, with where the property put each.
     prune_mounts(state);
     let mut mounted: Vec<(String, PathBuf, bool)> = Vec::new();
@@ -1322,17 +1376,11 @@ fn rename(
         mounted.push((m.dataset.clone(), m.dir.clone(), by_prop));
     }
     mounted.sort_by_key(|(n, _, _)| std::cmp::Reverse(n.matches('/').count()));
-    let vols: Vec<String> = all
-        .iter()
-        .map(|d| d.name.clone())
-        .filter(|n| below(n) && crate::volumes::device_known(state, n))
-        .collect();
     crate::volumes::unserve(state, &vols, force)
         .map_err(|v| format!("cannot rename '{v}': dataset is busy"))?;
     for (n, _, _) in &mounted {
         unmount(state, n, Path::new("/"), force)?;
     }
-    let renamed = |n: &str| format!("{new}{}", &n[old.len()..]);
     let r = rw.spa.rename(old, new, &[]).map_err(|e| e.to_string());
     // Whatever happened, mount and serve what was there (under the names they now have).
     let names = |n: &str| if r.is_ok() { renamed(n) } else { n.to_string() };
@@ -1355,8 +1403,7 @@ fn rename(
         crate::volumes::serve(state, &names(v));
     }
     r?;
-    let mut resp = Response::ok(String::new());
-    resp.stderr = warnings;
+    resp.stderr.push_str(&warnings);
     Ok(resp)
 }
 
