@@ -854,12 +854,10 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
     }
 
     /// As OpenZFS's `zfs_statfs`: the size is what the dataset references plus what it can
-    /// still take, so `df` shows the dataset's own use, not the pool's, and never counts
-    /// the slop as used.
+    /// still take (within its quotas), so `df` shows the dataset's own use, not the pool's,
+    /// and never counts the slop as used.
     fn space(&self) -> (u64, u64, u64, u64) {
-        let (_, avail) = self.rw.spa.space();
-        let refd =
-            self.rw.spa.read(|w| dsl::write::ds_phys(&w.mos, self.ds).map_or(0, |p| p.referenced_bytes));
+        let (refd, avail) = self.rw.spa.head_space(self.ds).unwrap_or_else(|_| (0, self.rw.spa.space().1));
         (refd.saturating_add(avail), avail, 0, 1u64 << 32)
     }
 }

@@ -785,7 +785,8 @@ fn apply_cmdline_props(
             o.set.iter().filter_map(|a| a.split_once('=')).map(|(k, _)| dsl::props::canonical(k).to_string()),
         );
     }
-    let received = props.map(|p| received_list(p, &dropped)).unwrap_or_default();
+    let mut received = props.map(|p| received_list(p, &dropped)).unwrap_or_default();
+    received.retain(|(k, _)| !DELAYED_PROPS.contains(&k.as_str()));
     if props.is_some() || !markers.is_empty() {
         rw.spa
             .set_received_props(fs, received, props.is_some(), markers)
@@ -807,6 +808,35 @@ fn apply_cmdline_props(
 }
 
 /// A stream's property list as values to store, without the names in `dropped`.
+/// Received properties set only after the data of each substream (`extract_delay_props`
+/// in OpenZFS's `zfs_ioc_recv_impl`): an earlier snapshot of a replication stream may
+/// reference more than the final `refquota` allows, and must still be received.
+const DELAYED_PROPS: [&str; 1] = ["refquota"];
+
+/// After a substream's data: the stream's [`DELAYED_PROPS`] for `fs`, as received values.
+fn apply_delayed_props(
+    state: &Arc<State>,
+    o: &RecvOpts,
+    fs: &str,
+    props: Option<&ondisk::nvlist::NvList>,
+) -> Result<(), String> {
+    let Some(props) = props else { return Ok(()) };
+    if o.dry_run {
+        return Ok(());
+    }
+    let excluded: Vec<&str> = o.exclude.iter().map(|k| dsl::props::canonical(k)).collect();
+    let mut list = received_list(props, &excluded);
+    list.retain(|(k, _)| DELAYED_PROPS.contains(&k.as_str()));
+    if list.is_empty() {
+        return Ok(());
+    }
+    let rw =
+        crate::rwpool::writer_of(state, fs).ok_or_else(|| format!("cannot receive: '{fs}' is read-only"))?;
+    rw.spa
+        .set_received_props(fs, list, false, Vec::new())
+        .map_err(|e| format!("cannot set the properties received for '{fs}': {e}"))
+}
+
 fn received_list(props: &ondisk::nvlist::NvList, dropped: &[&str]) -> Vec<(String, zap::write::ZapVal)> {
     let mut list = Vec::new();
     for (k, v) in &props.pairs {
@@ -1083,7 +1113,7 @@ fn apply_stream(
                 };
                 let pos = rd.offset();
                 rw.spa
-                    .with_dataset(ds, pool::space::SpaceCheck::Normal, reserve, |tx| {
+                    .with_dataset_receiving(ds, reserve, |tx| {
                         recv::apply(&mut tx.ds.os, &mut st, &rec, &payload)
                             .map_err(|e| pool::PoolError::Invalid(e.to_string()))?;
                         if o.resumable {
@@ -1672,6 +1702,7 @@ fn fill(
     let fresh = Fresh { fromguid: begin.fromguid, toname: &begin.toname, features: begin.features() };
     let swap = step.swap.then_some(step.props_on);
     let bytes = apply_stream(state, o, rd, begin, step.into, snapname, step.undo, Some(fresh), swap)?;
+    apply_delayed_props(state, o, step.props_on, plan.props)?;
     if o.verbose {
         r.stdout = format!(
             "receiving {} stream of {} into {snapname}\nreceived {} stream in {:.2} seconds\n",

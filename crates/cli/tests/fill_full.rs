@@ -173,3 +173,93 @@ fn fill_to_full_every_layout() {
         }
     }
 }
+
+/// Writes 1 MiB files named `prefix{i}` into `dir` until a write fails; returns the bytes
+/// of the files written whole and the error.
+fn fill_dir(dir: &Path, prefix: &str, rng: &mut Rng) -> (u64, std::io::Error) {
+    let mut total = 0u64;
+    for i in 0..10_000 {
+        let data = rng.data_in(1 << 20, (1 << 20) + 1);
+        match write_file(&dir.join(format!("{prefix}{i:04}")), &data, false) {
+            Ok(()) => total += data.len() as u64,
+            Err(e) => return (total, e),
+        }
+    }
+    panic!("{}: no limit reached", dir.display());
+}
+
+/// `quota` and `refquota`: writes stop with EDQUOT near the limit (within OpenZFS's slack:
+/// one change, and 1/32 of a quota), `available` and `statfs` show what is left, deleting
+/// makes room (not under a `quota` while a snapshot holds the data, but under a
+/// `refquota`), quotas below what is used are refused, and zdb is clean.
+#[test]
+fn quotas_answer_edquot() {
+    if zdb().is_none() || !fuse_usable() {
+        eprintln!("quotas_answer_edquot: needs FUSE, root and zdb; skipped");
+        return;
+    }
+    const EDQUOT: i32 = 122;
+    const MB: u64 = 1 << 20;
+    let dir = scratch("quotas");
+    let devs = files(&dir, 1, 256 << 20);
+    let d = Daemon::with_env("quotas", &[("RZFS_TXG_TIMEOUT", "0.2")]);
+    let mnt = dir.join("mnt");
+    d.ok("rzpool", &["create", "-m", mnt.to_str().unwrap(), "qt", &devs[0]]);
+    let mut rng = Rng::new(0x9707a);
+    let refused = |args: &[&str], why: &str| {
+        let (code, _, err) = d.run("rzfs", args);
+        assert!(code != 0 && err.contains(why), "{args:?}: {err}");
+    };
+    let num = |p: &str, n: &str| -> u64 {
+        d.ok("rzfs", &["get", "-Hp", "-o", "value", p, n]).trim().parse().unwrap()
+    };
+    // quota on a parent limits what a child writes.
+    d.ok("rzfs", &["create", "-o", "quota=12M", "qt/a"]);
+    d.ok("rzfs", &["create", "qt/a/b"]);
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value,source", "quota", "qt/a"]), "12M\tlocal\n");
+    assert!(num("available", "qt/a/b") <= 12 * MB);
+    let (written, e) = fill_dir(&mnt.join("a/b"), "f", &mut rng);
+    assert_eq!(e.raw_os_error(), Some(EDQUOT), "{e}");
+    d.ok("rzpool", &["sync", "qt"]);
+    let used = num("used", "qt/a");
+    assert!(written >= 8 * MB && used <= 12 * MB + 12 * MB / 32 + 2 * MB, "written {written}, used {used}");
+    assert!(num("available", "qt/a/b") < MB, "{}", num("available", "qt/a/b"));
+    let avail = statfs_avail(&mnt.join("a/b"));
+    assert!(avail < MB, "statfs: {avail}");
+    // A snapshot holds the data: deleting frees nothing under the quota.
+    d.ok("rzfs", &["snapshot", "qt/a/b@s"]);
+    std::fs::remove_file(mnt.join("a/b/f0000")).unwrap();
+    d.ok("rzpool", &["sync", "qt"]);
+    let e = write_file(&mnt.join("a/b/again"), &vec![1u8; MB as usize], false).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(EDQUOT), "{e}");
+    d.ok("rzfs", &["destroy", "qt/a/b@s"]);
+    d.ok("rzpool", &["sync", "qt"]);
+    write_file(&mnt.join("a/b/again"), &vec![1u8; MB as usize / 2], false).unwrap();
+    // refquota: snapshots are not charged.
+    d.ok("rzfs", &["create", "-o", "refquota=6M", "qt/r"]);
+    let (written, e) = fill_dir(&mnt.join("r"), "g", &mut rng);
+    assert_eq!(e.raw_os_error(), Some(EDQUOT), "{e}");
+    d.ok("rzpool", &["sync", "qt"]);
+    let refd = num("referenced", "qt/r");
+    assert!(written >= 3 * MB && refd <= 8 * MB, "written {written}, referenced {refd}");
+    d.ok("rzfs", &["snapshot", "qt/r@s"]);
+    for i in 0..3 {
+        std::fs::remove_file(mnt.join(format!("r/g{i:04}"))).unwrap();
+    }
+    d.ok("rzpool", &["sync", "qt"]);
+    write_file(&mnt.join("r/after"), &vec![2u8; MB as usize], false).unwrap();
+    // Refusals (libzfs and the kernel's checks).
+    refused(&["set", "quota=0", "qt/a"], "use 'none'");
+    refused(&["set", "quota=1M", "qt/a"], "less than current used");
+    refused(&["set", "refquota=1M", "qt/r"], "less than current used");
+    d.ok("rzfs", &["set", "quota=none", "qt/a"]);
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "quota", "qt/a"]), "none\n");
+    write_file(&mnt.join("a/b/free"), &vec![3u8; 2 * MB as usize], false).unwrap();
+    d.ok("rzfs", &["set", "quota=100M", "qt/a"]);
+    d.ok("rzpool", &["export", "qt"]);
+    // zdb reads dd_quota from the directory itself.
+    let dump = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-dddd", "qt"]);
+    assert!(dump.contains("quota = 100M"), "dd_quota is in the directory");
+    zdb_check(&dir, "qt");
+    let _ = std::fs::remove_dir_all(&dir);
+}

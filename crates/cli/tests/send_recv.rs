@@ -876,7 +876,7 @@ fn received_properties() {
     }
     let dir = scratch("recv-props");
     let d = Daemon::new("recv-props");
-    let (_devs, _mnt) = create(&d, &dir, "rp", &SINGLE, 256 << 20);
+    let (_devs, mnt) = create(&d, &dir, "rp", &SINGLE, 256 << 20);
     let get = |what: &str, name: &str| d.ok("rzfs", &["get", "-H", "-o", "value,source", what, name]);
     d.ok("rzfs", &["create", "-o", "compression=gzip", "-o", "my:prop=a", "rp/src"]);
     d.ok("rzfs", &["create", "rp/src/kid"]);
@@ -953,6 +953,27 @@ fn received_properties() {
         assert!(code != 0 && err.contains(want), "{args:?}: {err}");
     }
     assert!(d.run("rzfs", &["list", "rp/dst3"]).0 != 0, "a refused receive creates nothing");
+
+    // A received refquota is set after each snapshot's data (OpenZFS's delayed
+    // properties): an earlier snapshot referencing more than it still arrives.
+    d.ok("rzfs", &["create", "rp/rq"]);
+    std::fs::write(mnt.join("rq/f1"), vec![1u8; 3 << 20]).unwrap();
+    std::fs::write(mnt.join("rq/f2"), vec![2u8; 3 << 20]).unwrap();
+    d.ok("rzfs", &["snapshot", "rp/rq@1"]);
+    std::fs::remove_file(mnt.join("rq/f2")).unwrap();
+    d.ok("rzpool", &["sync", "rp"]);
+    d.ok("rzfs", &["set", "refquota=5M", "rp/rq"]);
+    d.ok("rzfs", &["snapshot", "rp/rq@2"]);
+    let rq = dir.join("rq.zs");
+    assert_eq!(send_to(&d, &["-R", "rp/rq@2"], &rq).0, 0);
+    let (code, err) = recv_from(&d, &["rp/rq2"], &rq);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(get("refquota", "rp/rq2"), "5M\treceived\n");
+    assert_eq!(std::fs::read(mnt.join("rq2/f1")).unwrap(), vec![1u8; 3 << 20]);
+    assert_eq!(
+        d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name", "rp/rq2"]),
+        "rp/rq2@1\nrp/rq2@2\n"
+    );
 
     // A stream whose blocks need a pool feature (send -c of lz4 data) is refused by a pool
     // without it, until the feature is enabled.

@@ -16,6 +16,7 @@
 pub mod destroy;
 pub mod promote;
 pub mod props;
+pub mod quota;
 pub mod write;
 
 use dmu::Objset;

@@ -186,6 +186,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("sync", "standard"),
     ("recordsize", "131072"),
     ("quota", "0"),
+    ("refquota", "0"),
     ("reservation", "0"),
     ("refreservation", "0"),
     ("volmode", "default"),
@@ -337,6 +338,14 @@ pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, Stri
             };
             index_of(prop, v).map(RawProp::Num).ok_or_else(bad)
         }
+        "quota" | "refquota" => match value {
+            "none" => Ok(RawProp::Num(0)),
+            v => match parse_size(v) {
+                Some(0) => Err("use 'none' to disable quota/refquota".into()),
+                Some(n) => Ok(RawProp::Num(n)),
+                None => Err(format!("bad numeric value '{v}'")),
+            },
+        },
         "refreservation" => match value {
             "none" => Ok(RawProp::Num(0)),
             v => parse_size(v).map(RawProp::Num).ok_or_else(|| format!("bad numeric value '{v}'")),

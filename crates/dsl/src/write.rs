@@ -76,7 +76,7 @@ pub fn set_ds_phys(os: &mut DirtyObjset, ds: u64, p: &DslDatasetPhys) -> Result<
 const POOL_DIRECTORY: u64 = 1;
 /// Deepest dataset name accepted (`zfs_max_dataset_nesting` is 50; names are at most 255
 /// bytes anyway).
-const MAX_NESTING: usize = 256;
+pub(crate) const MAX_NESTING: usize = 256;
 
 /// A dataset found by name in the open txg.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -501,6 +501,16 @@ pub fn set_head_entry(
     val: Option<ZapVal>,
 ) -> Result<()> {
     let p = ds_phys(os, ds)?;
+    if key.split('$').next() == Some("quota") {
+        // OpenZFS's kernel reads the quota from `dd_quota` (`dsl_dir_set_quota_sync`
+        // keeps it equal to the effective property).
+        set_prop(os, zaps, p.dir_obj, key, val)?;
+        let pz = dir_phys(os, p.dir_obj)?.props_zapobj;
+        let q = dir_value(os, zaps, pz, "quota")?.and_then(|v| v.values.first().copied()).unwrap_or(0);
+        let mut d = dir_phys(os, p.dir_obj)?;
+        d.quota = q;
+        return set_dir_phys(os, p.dir_obj, &d);
+    }
     if key.split('$').next() != Some("refreservation") {
         return set_prop(os, zaps, p.dir_obj, key, val);
     }

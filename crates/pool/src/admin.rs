@@ -552,6 +552,25 @@ impl Spa {
                 props.iter().filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v))).collect();
             w.check_props_features(&set)
                 .map_err(|e| PoolError::Unsupported(format!("cannot set property for '{name}': {e}")))?;
+            // A quota below what is already used would make the dataset unwritable at once
+            // (`dsl_dir_set_quota_check`, `dsl_dataset_set_refquota_check`).
+            for (k, v) in &set {
+                let n = v.values.first().copied().unwrap_or(0);
+                let floor = match k.as_str() {
+                    "quota" => dslw::dir_phys(&w.mos, f.dir)?.used_bytes,
+                    "refquota" => dslw::ds_phys(&w.mos, f.ds)?.referenced_bytes.max(dslw::head_reserved(
+                        &w.mos,
+                        &mut w.mos_zaps,
+                        f.ds,
+                    )?),
+                    _ => continue,
+                };
+                if n != 0 && n < floor {
+                    return Err(PoolError::NoSpace(format!(
+                        "cannot set property for '{name}': size is less than current used or reserved space"
+                    )));
+                }
+            }
             Ok(f)
         }
         let (n, p) = (name.to_string(), props.clone());

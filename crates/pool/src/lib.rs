@@ -61,6 +61,9 @@ pub enum PoolError {
     /// A change does not fit in the space left (ENOSPC).
     #[error("{0}")]
     NoSpace(String),
+    /// A `quota` or `refquota` is reached (EDQUOT).
+    #[error("{0}")]
+    QuotaExceeded(String),
     /// Devices failed and what was being written could not be stored with the redundancy
     /// left (EIO).
     #[error("{0}")]
@@ -97,6 +100,7 @@ impl PoolError {
             PoolError::Invalid(_) => errno::EINVAL,
             PoolError::Unsupported(_) => errno::ENOTSUP,
             PoolError::NoSpace(_) => errno::ENOSPC,
+            PoolError::QuotaExceeded(_) => errno::EDQUOT,
             PoolError::Busy(_) => errno::EBUSY,
             PoolError::Exists(_) => errno::EEXIST,
             PoolError::Dmu(dmu::DmuError::Zio(zio::ZioError::NoSpace(_))) => errno::ENOSPC,

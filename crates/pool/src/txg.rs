@@ -502,6 +502,30 @@ impl Spa {
         reserve: Reserve,
         f: impl FnOnce(DatasetTx<'_>) -> Result<R>,
     ) -> Result<R> {
+        self.with_dataset_held(ds, check, reserve, true, f)
+    }
+
+    /// [`Spa::with_dataset`] for `zfs receive`, whose writes are not held to the head's
+    /// `refquota`: OpenZFS receives into a clone (`FS/%recv`) whose dataset has none of its
+    /// own, and sets a received refquota only after the data. Quotas of directories still
+    /// apply.
+    pub fn with_dataset_receiving<R>(
+        &self,
+        ds: u64,
+        reserve: Reserve,
+        f: impl FnOnce(DatasetTx<'_>) -> Result<R>,
+    ) -> Result<R> {
+        self.with_dataset_held(ds, SpaceCheck::Normal, reserve, false, f)
+    }
+
+    fn with_dataset_held<R>(
+        &self,
+        ds: u64,
+        check: SpaceCheck,
+        reserve: Reserve,
+        refquota: bool,
+        f: impl FnOnce(DatasetTx<'_>) -> Result<R>,
+    ) -> Result<R> {
         let changes = reserve != Reserve::None;
         if changes {
             self.admit()?;
@@ -517,6 +541,11 @@ impl Spa {
                 r => r,
             };
             self.reserve(&mut w, check, reserve, copies)?;
+            // Changes that free space are not held to quotas: a dataset over its quota
+            // can always be emptied.
+            if check == SpaceCheck::Normal {
+                self.check_quotas(&mut w, ds, refquota)?;
+            }
         }
         let txg = w.txg;
         let d = w
@@ -611,6 +640,46 @@ impl Spa {
             self.sync_locked_forced(w)?;
         }
         Err(PoolError::NoSpace(format!("out of space in pool '{}'", self.name)))
+    }
+
+    /// Refuses a change of head dataset `ds` that a `quota` above it or its `refquota`
+    /// forbids ([`dsl::quota`]: EDQUOT); when only the open txg's estimate is over a limit,
+    /// syncs it and asks again.
+    fn check_quotas(&self, w: &mut PoolWriter, ds: u64, refquota: bool) -> Result<()> {
+        for _ in 0..=FORCED_TXGS_FOR_SPACE {
+            let mut head = head_space(w, ds)?;
+            if !refquota {
+                head.refquota = 0;
+            }
+            let a = Accounting::of(w);
+            // What each open dataset's part of the open txg will add, deflated, with the
+            // directories it is charged to; computed only if a quota asks for it.
+            let mut flights: Option<Vec<(Vec<u64>, u64)>> = None;
+            let (mos, datasets) = (&w.mos, &w.datasets);
+            let mut in_flight = |dir: u64| -> u64 {
+                let f = flights.get_or_insert_with(|| {
+                    datasets
+                        .iter()
+                        .map(|(&obj, d)| {
+                            let mut c = d.os.cost();
+                            c.add(&d.zaps.cost());
+                            let bytes = a.deflate(a.asize_of(&c, d.policy.copies));
+                            (dir_chain(mos, obj).unwrap_or_default(), bytes)
+                        })
+                        .collect()
+                });
+                f.iter().filter(|(chain, _)| chain.contains(&dir)).map(|(_, b)| *b).sum()
+            };
+            let mut dirs = |d: u64| dsl::write::dir_phys(mos, d);
+            match dsl::quota::verdict(&head, &mut in_flight, &mut dirs)? {
+                dsl::quota::Verdict::Fits => return Ok(()),
+                dsl::quota::Verdict::Over(why) => {
+                    return Err(PoolError::QuotaExceeded(format!("disk quota exceeded ({why})")));
+                }
+                dsl::quota::Verdict::Wait => self.sync_locked_forced(w)?,
+            }
+        }
+        Err(PoolError::QuotaExceeded("disk quota exceeded".into()))
     }
 
     /// Queues a sync task and waits until the txg that runs it is durable. `check` runs
@@ -928,6 +997,17 @@ impl Spa {
         (a.deflate(a.size), a.deflate(avail))
     }
 
+    /// (referenced, available) of head dataset `ds` for `statfs`: what it references, and
+    /// the pool's available space within the quotas above it and its refquota
+    /// ([`dsl::quota::head_available`]).
+    pub fn head_space(&self, ds: u64) -> Result<(u64, u64)> {
+        let (_, pool_avail) = self.space();
+        let mut w = lock(&self.w);
+        let head = head_space(&mut w, ds)?;
+        let avail = dsl::quota::head_available(&head, pool_avail, &mut |d| dsl::write::dir_phys(&w.mos, d))?;
+        Ok((head.referenced, avail))
+    }
+
     /// (size, allocated) in raw bytes as the allocator keeps them — what `zpool list`
     /// shows, without reading space maps from the devices (which may be failing).
     /// Deferred frees still count as allocated, as in the space maps.
@@ -981,6 +1061,34 @@ fn panic_text(p: &Box<dyn std::any::Any + Send>) -> String {
         .map(|s| s.to_string())
         .or_else(|| p.downcast_ref::<String>().cloned())
         .unwrap_or_else(|| "panic".into())
+}
+
+/// What a change of head dataset `ds` is held to by [`dsl::quota::verdict`], as of the
+/// open txg.
+pub(crate) fn head_space(w: &mut PoolWriter, ds: u64) -> Result<dsl::quota::HeadSpace> {
+    let p = dsl::write::ds_phys(&w.mos, ds)?;
+    let pz = dsl::write::dir_phys(&w.mos, p.dir_obj)?.props_zapobj;
+    let refquota = dsl::write::dir_value(&w.mos, &mut w.mos_zaps, pz, "refquota")?
+        .and_then(|v| v.values.first().copied())
+        .unwrap_or(0);
+    Ok(dsl::quota::HeadSpace {
+        dir: p.dir_obj,
+        referenced: p.referenced_bytes,
+        unique: p.unique_bytes,
+        refquota,
+        refreservation: dsl::write::head_reserved(&w.mos, &mut w.mos_zaps, ds)?,
+    })
+}
+
+/// The directories head dataset `ds` is charged to: its own, then each ancestor's.
+fn dir_chain(mos: &dmu::tx::DirtyObjset, ds: u64) -> Result<Vec<u64>> {
+    let mut d = dsl::write::ds_phys(mos, ds)?.dir_obj;
+    let mut out = Vec::new();
+    while d != 0 && out.len() <= 256 {
+        out.push(d);
+        d = dsl::write::dir_phys(mos, d)?.parent_obj;
+    }
+    Ok(out)
 }
 
 /// Space figures of a pool, in allocated (asize) bytes unless said otherwise.

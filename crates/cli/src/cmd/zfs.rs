@@ -842,6 +842,7 @@ fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<Pro
             dsl::props::RawProp::Num(n)
                 if prop == "recordsize"
                     || prop == "quota"
+                    || prop == "refquota"
                     || prop == "reservation"
                     || prop == "refreservation" =>
             {
@@ -853,6 +854,7 @@ fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<Pro
             dsl::props::RawProp::Num(n)
                 if prop == "recordsize"
                     || prop == "quota"
+                    || prop == "refquota"
                     || prop == "reservation"
                     || prop == "refreservation" =>
             {
@@ -887,12 +889,26 @@ fn inherited(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<Pro
             exact: v.into(),
             source: "default".into(),
         }),
-        Some(_) if prop == "quota" || prop == "reservation" || prop == "refreservation" => {
+        Some(_) if ["quota", "refquota", "reservation", "refreservation"].contains(&prop) => {
             Ok(PropVal { human: "none".into(), exact: "0".into(), source: "default".into() })
         }
         Some(v) => Ok(text(v, "default")),
         None => Err(format!("invalid property '{prop}'")),
     }
+}
+
+/// The space head `ds` has left, given the pool's (`dsl::quota::head_available`: within
+/// the quotas above it and its refquota, with its reservations).
+pub fn head_available(pool: &Pool, dsl: &DslPool, ds: &Dataset, pool_avail: u64) -> Result<u64, String> {
+    let n = |p: &str| -> Result<u64, String> { Ok(prop_value(pool, dsl, ds, p)?.exact.parse().unwrap_or(0)) };
+    let head = dsl::quota::HeadSpace {
+        dir: ds.ds.dir_obj,
+        referenced: ds.ds.referenced_bytes,
+        unique: ds.ds.unique_bytes,
+        refquota: n("refquota")?,
+        refreservation: n("refreservation")?,
+    };
+    dsl::quota::head_available(&head, pool_avail, &mut |d| dsl.dir_phys(d)).map_err(|e| e.to_string())
 }
 
 /// The value of `prop` for dataset `ds`.
@@ -934,7 +950,7 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
                 // Unreadable space maps (failing devices) leave AVAIL unknown, not the
                 // whole listing failed.
                 match pool::status::space(pool) {
-                    Ok(sp) => num(sp.available(pool)),
+                    Ok(sp) => num(head_available(pool, dsl, ds, sp.available(pool))?),
                     Err(_) => text("-", "-"),
                 }
             }
