@@ -378,6 +378,22 @@ fn bookmarks() {
     // And a source named without its file system: the bookmark's.
     d.ok("rzfs", &["bookmark", "@a", "bm/src#short"]);
     d.ok("rzfs", &["destroy", "bm/src#short"]);
+    // In a clone, snapshots and bookmarks of its history are ancestors; not in another
+    // file system.
+    d.ok("rzfs", &["clone", "-o", "mountpoint=none", "bm/src@a", "bm/cl"]);
+    d.ok("rzfs", &["bookmark", "bm/src@a", "bm/cl#a"]);
+    d.ok("rzfs", &["bookmark", "bm/src#a", "bm/cl#acopy"]);
+    d.ok("rzfs", &["create", "-o", "mountpoint=none", "bm/other"]);
+    for src in ["bm/src@a", "bm/src#a"] {
+        let (code, _, err) = d.run("rzfs", &["bookmark", src, "bm/other#x"]);
+        assert!(code != 0 && err.contains("not an ancestor"), "{err}");
+    }
+    assert_eq!(
+        d.ok("rzfs", &["get", "-H", "-o", "value", "guid", "bm/cl#a"]),
+        d.ok("rzfs", &["get", "-H", "-o", "value", "guid", "bm/src@a"])
+    );
+    d.ok("rzfs", &["destroy", "-r", "bm/cl"]);
+    d.ok("rzfs", &["destroy", "bm/other"]);
     let (code, _, err) = d.run("rzfs", &["bookmark", "bm/src@a", "bm/src#a"]);
     assert!(code != 0 && err.contains("exists"), "{err}");
     let list = d.ok("rzfs", &["list", "-H", "-t", "bookmark", "-o", "name,guid,createtxg"]);

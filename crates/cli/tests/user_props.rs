@@ -284,6 +284,10 @@ fn rename_datasets() {
     assert_eq!(names, "rn\nrn/n1\nrn/n1/n2\nrn/n1/n2/a\nrn/x\nrn/x/c\n", "{names}");
     assert!(d.ok("rzfs", &["mount"]).contains(&format!("rn/n1/n2/a\t{}", mnt.join("n1/n2/a").display())));
     refused(&["rename", "-p", "rn/x/c@t1", "rn/q/c@t1"], "snapshots");
+    // A bare snapshot name as the target; the same name is no change.
+    d.ok("rzfs", &["rename", "rn/x/c@t1", "t9"]);
+    d.ok("rzfs", &["rename", "rn/x/c@t9", "rn/x/c@t9"]);
+    d.ok("rzfs", &["rename", "rn/x/c@t9", "@t1"]);
     // -u: a busy file system is renamed without an unmount; the mount stays where it was
     // under its new name, open files and .zfs/snapshot keep working.
     let open = std::fs::File::open(mnt.join("x/c/f")).unwrap();

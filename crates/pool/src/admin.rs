@@ -120,6 +120,25 @@ fn origin_snapshot(w: &mut PoolWriter) -> Result<Option<u64>> {
     Ok(Some(dslw::ds_phys(&w.mos, head)?.prev_snap_obj))
 }
 
+/// Is a snapshot (or bookmark) of directory `src_dir` taken in txg `txg` part of the history
+/// of directory `dir`'s head: `dir` itself, or an origin reached through the clone chain
+/// at or after `txg`?
+fn is_before(w: &PoolWriter, dir: u64, src_dir: u64, txg: u64) -> Result<bool> {
+    let (mut d, mut limit) = (dir, u64::MAX);
+    for _ in 0..1024 {
+        if d == src_dir {
+            return Ok(txg <= limit);
+        }
+        let origin = dslw::dir_phys(&w.mos, d)?.origin_obj;
+        if origin == 0 {
+            return Ok(false);
+        }
+        let o = dslw::ds_phys(&w.mos, origin)?;
+        (d, limit) = (o.dir_obj, o.creation_txg);
+    }
+    Err(PoolError::Invalid(format!("directory {dir}: clone chain too long")))
+}
+
 /// Re-reads the effective settings of an open dataset after its properties changed.
 fn refresh_settings(w: &mut PoolWriter, f: Found) -> Result<()> {
     if w.datasets.contains_key(&f.ds) {
@@ -823,7 +842,7 @@ impl Spa {
     }
 
     /// `zfs bookmark SNAPSHOT|BOOKMARK FS#NAME`: a bookmark of the snapshot (or a copy of
-    /// the bookmark) in the same file system.
+    /// the bookmark) in the same file system, or in a clone whose history holds it.
     pub fn bookmark(&self, source: &str, new: &str) -> Result<()> {
         fn check(w: &mut PoolWriter, source: &str, new: &str) -> Result<(Found, String, [u64; 3])> {
             let (fs, name) = new
@@ -833,12 +852,8 @@ impl Spa {
                 return Err(PoolError::Invalid(format!("cannot create bookmark '{new}': invalid name")));
             }
             let src_fs = source.split(['@', '#']).next().unwrap_or(source);
-            if src_fs != fs {
-                return Err(PoolError::Invalid(format!(
-                    "cannot create bookmark '{new}': source is not an ancestor of the new bookmark's dataset"
-                )));
-            }
             let head = must_find(w, fs)?;
+            let src_head = must_find(w, src_fs)?;
             let phys = if source.contains('@') {
                 let s = must_find(w, source)?;
                 let p = dslw::ds_phys(&w.mos, s.ds)?;
@@ -846,7 +861,7 @@ impl Spa {
             } else if let Some((_, b)) = source.split_once('#') {
                 let obj = w
                     .mos_zaps
-                    .lookup_u64(&w.mos, head.ds, dsl::DS_FIELD_BOOKMARK_NAMES)
+                    .lookup_u64(&w.mos, src_head.ds, dsl::DS_FIELD_BOOKMARK_NAMES)
                     .ok()
                     .flatten()
                     .ok_or_else(|| not_found(source))?;
@@ -864,6 +879,14 @@ impl Spa {
                     "cannot create bookmark '{new}': '{source}' is not a snapshot or bookmark"
                 )));
             };
+            // The source must be in the new bookmark's file system's history: its own, or
+            // through its origins (a clone's), no later than where it branched off
+            // (`dsl_dataset_is_before`).
+            if !is_before(w, head.dir, src_head.dir, phys[1])? {
+                return Err(PoolError::Invalid(format!(
+                    "cannot create bookmark '{new}': source is not an ancestor of the new bookmark's dataset"
+                )));
+            }
             Ok((head, name.to_string(), phys))
         }
         let (s, n) = (source.to_string(), new.to_string());

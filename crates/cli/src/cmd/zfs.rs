@@ -1331,8 +1331,22 @@ fn rename(state: &Arc<State>, old: &str, new: &str, how: RenameHow) -> Result<Re
     if !all.iter().any(|d| d.name == old) {
         return Err(format!("cannot open '{old}': dataset does not exist"));
     }
+    if old == new {
+        return Ok(Response::ok(String::new()));
+    }
     if let Some((fs, snap)) = old.split_once('@') {
-        let new_full = if new.starts_with('@') { format!("{fs}{new}") } else { new.to_string() };
+        if parents {
+            return Err("-p cannot be used with snapshots".into());
+        }
+        // A short target names a snapshot of the same file system: `@new`, or just `new`
+        // (libzfs `zfs_rename`).
+        let new_full = if new.starts_with('@') {
+            format!("{fs}{new}")
+        } else if !new.contains('@') {
+            format!("{fs}@{new}")
+        } else {
+            new.to_string()
+        };
         let snaps: Vec<String> = if recursive {
             snapshot_spec(&all, fs, snap, true)?.into_iter().map(|d| d.name).collect()
         } else {
@@ -1346,9 +1360,6 @@ fn rename(state: &Arc<State>, old: &str, new: &str, how: RenameHow) -> Result<Re
     }
     let mut resp = Response::ok(String::new());
     if parents {
-        if new.contains('@') {
-            return Err("-p cannot be used with snapshots".into());
-        }
         if let Some((parent, _)) = new.rsplit_once('/') {
             if parent.contains('/') && dsl.find(parent).is_err() && pool_of(parent) == pool.name() {
                 resp = create(state, parent, &[], true)?;
