@@ -229,6 +229,12 @@ pub fn main_forward(prog: &str) -> ! {
         eprintln!("Error: Stream can not be written to a terminal.\nYou must redirect standard output.");
         std::process::exit(1);
     }
+    // `receive -A` (abort a resumable receive) reads no stream.
+    let aborts = argv.iter().skip(1).any(|a| a.starts_with('-') && !a.starts_with("--") && a.contains('A'));
+    if passed == Some(StreamFd::In) && !aborts && std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        eprintln!("Error: Backup stream can not be read from a terminal.\nYou must redirect standard input.");
+        std::process::exit(1);
+    }
     let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
     let fds: Vec<std::os::fd::BorrowedFd> = match passed {
         Some(StreamFd::Out) => vec![stdout.as_fd()],

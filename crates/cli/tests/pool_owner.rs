@@ -518,8 +518,19 @@ fn snapshot_directory_on_read_write_mounts() {
     assert_eq!(std::fs::read(snapdir.join("s3/c")).unwrap(), b"third");
     d.ok("rzfs", &["destroy", "sd@s1"]);
     assert_eq!(names(&snapdir), ["s2", "s3"]);
-    std::thread::sleep(Duration::from_millis(1200));
-    assert!(!snapdir.join("s1").exists(), "a destroyed snapshot goes");
+    assert!(!snapdir.join("s1").exists(), "a destroyed snapshot goes at once");
+    assert!(!snapdir.join("s1/a").exists());
+    // promote moves a snapshot between live mounts, back and forth (ZTS zfs_promote_001).
+    d.ok("rzfs", &["clone", "sd@s2", "sd/cl"]);
+    let cl = top.join("cl/.zfs/snapshot");
+    for (from, to) in [(&snapdir, &cl), (&cl, &snapdir)] {
+        assert_eq!(std::fs::read(from.join("s2/b")).unwrap(), b"only in s2");
+        let who = if to == &cl { "sd/cl" } else { "sd" };
+        d.ok("rzfs", &["promote", who]);
+        assert!(!from.join("s2/b").exists(), "promoted away from {}", from.display());
+        assert_eq!(std::fs::read(to.join("s2/b")).unwrap(), b"only in s2");
+    }
+    d.ok("rzfs", &["destroy", "sd/cl"]);
     d.ok("rzpool", &["export", "sd"]);
     zdb_check(&dir, "sd");
 }

@@ -969,6 +969,22 @@ fn received_properties() {
         assert!(code != 0 && err.contains(want), "{args:?}: {err}");
     }
     assert!(d.run("rzfs", &["list", "rp/dst3"]).0 != 0, "a refused receive creates nothing");
+    // A stream is never written to or read from a terminal (zfs_main's isatty checks).
+    if std::path::Path::new("/usr/bin/script").exists() {
+        for (cmd, want) in
+            [("send rp/src@1", "written to a terminal"), ("receive rp/dst4", "read from a terminal")]
+        {
+            let o = std::process::Command::new("/usr/bin/script")
+                .args(["-qec", &format!("{} {cmd}", env!("CARGO_BIN_EXE_rzfs")), "/dev/null"])
+                .env("RZFS_SOCKET", &d.sock)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .unwrap();
+            let out = String::from_utf8_lossy(&o.stdout);
+            assert!(!o.status.success() && out.contains(want), "{cmd}: {out}");
+        }
+        assert!(d.run("rzfs", &["list", "rp/dst4"]).0 != 0);
+    }
 
     // A received refquota is set after each snapshot's data (OpenZFS's delayed
     // properties): an earlier snapshot referencing more than it still arrives.

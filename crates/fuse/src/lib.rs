@@ -476,8 +476,11 @@ impl Filesystem for ZfsFuse {
                 return reply.error(libc::ENOENT);
             };
             let ino = ((i as u64 + 1) << OBJ_BITS) | 1;
+            // Not cached by the kernel: snapshots come and go under a live mount (destroy,
+            // rename, promote moves them to another file system), and a cached entry would
+            // show one that is gone.
             return match self.attr(ino) {
-                Ok(a) => reply.entry(&ttl, &a, 0),
+                Ok(a) => reply.entry(&Duration::ZERO, &a, 0),
                 Err(e) => reply.error(e),
             };
         }
