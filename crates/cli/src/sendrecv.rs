@@ -51,6 +51,8 @@ pub struct SendOpts {
     pub replicate: bool,
     /// `-p`: a package carrying the file system's properties.
     pub props: bool,
+    /// `-b`: the properties carried are the received values only.
+    pub backup: bool,
     /// `-X`: with -R, file systems left out with their descendants.
     pub exclude: Vec<String>,
 }
@@ -449,7 +451,12 @@ fn send_from(
         // snapshots in the stream, then its own END.
         let mut fss = ondisk::nvlist::NvList::new();
         for p in &plans {
-            fss.add_nvlist(&format!("0x{:x}", p.head.ds.guid), fs_entry(&dsl, p, o.replicate || o.props)?);
+            let props = match (o.replicate || o.props, o.backup) {
+                (false, _) => PropsSent::None,
+                (true, false) => PropsSent::Effective,
+                (true, true) => PropsSent::Received,
+            };
+            fss.add_nvlist(&format!("0x{:x}", p.head.ds.guid), fs_entry(&dsl, p, props)?);
         }
         let mut hdr = ondisk::nvlist::NvList::new();
         if let Some(f) = &o.from {
@@ -522,10 +529,29 @@ fn effective(all: Vec<(String, dsl::props::RawProp)>) -> Vec<(String, dsl::props
         .collect()
 }
 
+/// The received values among a props ZAP's entries (`P$recvd` as `P`): what `send -b`
+/// carries (libzfs `send_iterate_prop` with `received_only`).
+fn received_only(all: Vec<(String, dsl::props::RawProp)>) -> Vec<(String, dsl::props::RawProp)> {
+    all.into_iter()
+        .filter_map(|(k, v)| k.strip_suffix(dsl::props::RECVD_SUFFIX).map(|k| (k.to_string(), v)))
+        .collect()
+}
+
+/// Which properties a package carries.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PropsSent {
+    None,
+    /// Those set on the dataset itself, local or received (`-p`, `-R`).
+    Effective,
+    /// The received values only (`-b`).
+    Received,
+}
+
 /// A file system's entry in a package header's `fss` (libzfs `send_iterate_fs`): name,
-/// `parentfromsnap`, local properties (with `props`), snapshot guids and each snapshot's own
+/// `parentfromsnap`, properties (as `props` says), snapshot guids and each snapshot's own
 /// properties.
-fn fs_entry(dsl: &dsl::DslPool, p: &FsPlan, props: bool) -> Result<ondisk::nvlist::NvList, String> {
+fn fs_entry(dsl: &dsl::DslPool, p: &FsPlan, props: PropsSent) -> Result<ondisk::nvlist::NvList, String> {
+    let pick = |all| if props == PropsSent::Received { received_only(all) } else { effective(all) };
     let nv_of = |list: Vec<(String, dsl::props::RawProp)>, snapshot: bool| {
         let mut nv = ondisk::nvlist::NvList::new();
         for (k, v) in list {
@@ -548,13 +574,17 @@ fn fs_entry(dsl: &dsl::DslPool, p: &FsPlan, props: bool) -> Result<ondisk::nvlis
     let mut snapprops = ondisk::nvlist::NvList::new();
     for s in &p.snaps {
         snaps.add_u64(&short(s), s.ds.guid);
-        let own = effective(dsl::props::read_props_zap_all(dsl.mos(), s.ds.props_obj).map_err(err)?);
-        snapprops.add_nvlist(&short(s), if props { nv_of(own, true) } else { ondisk::nvlist::NvList::new() });
+        let nv = if props == PropsSent::None {
+            ondisk::nvlist::NvList::new()
+        } else {
+            nv_of(pick(dsl::props::read_props_zap_all(dsl.mos(), s.ds.props_obj).map_err(err)?), true)
+        };
+        snapprops.add_nvlist(&short(s), nv);
     }
-    let local = if props {
-        nv_of(effective(dsl.all_props(&p.head.dir).map_err(err)?), false)
-    } else {
+    let local = if props == PropsSent::None {
         Default::default()
+    } else {
+        nv_of(pick(dsl.all_props(&p.head.dir).map_err(err)?), false)
     };
     let mut one = ondisk::nvlist::NvList::new();
     one.add_str("name", &p.head.name).add_u64("parentfromsnap", p.parentfromsnap);

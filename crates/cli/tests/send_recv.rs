@@ -986,6 +986,33 @@ fn received_properties() {
         assert!(d.run("rzfs", &["list", "rp/dst4"]).0 != 0);
     }
 
+    // send -b: only what was received travels on, whatever overrides it locally; -w of a
+    // dataset that is not encrypted is -Lec.
+    let (code, err) = recv_from(&d, &["rp/bk"], &full);
+    assert_eq!(code, 0, "{err}");
+    for (p, n) in [("compression=lz4", "rp/bk"), ("exec=off", "rp/bk"), ("my:prop=new", "rp/bk")] {
+        d.ok("rzfs", &["set", p, n]);
+    }
+    d.ok("rzfs", &["set", "my:newprop=x", "rp/bk"]);
+    d.ok("rzfs", &["set", "my:snap=new", "rp/bk@1"]);
+    d.ok("rzfs", &["set", "my:newsnap=y", "rp/bk@1"]);
+    let b = dir.join("b.zs");
+    let (code, err) = send_to(&d, &["-bw", "rp/bk@1"], &b);
+    assert_eq!(code, 0, "{err}");
+    let (code, err) = recv_from(&d, &["rp/rs"], &b);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(get("compression", "rp/rs"), "gzip\treceived\n");
+    assert_eq!(get("my:prop", "rp/rs"), "a\treceived\n");
+    assert!(get("exec", "rp/rs").ends_with("\tdefault\n"), "{}", get("exec", "rp/rs"));
+    assert_eq!(get("my:newprop", "rp/rs"), "-\t-\n");
+    assert_eq!(get("my:snap", "rp/rs@1"), "s\treceived\n");
+    assert_eq!(get("my:newsnap", "rp/rs@1"), "-\t-\n");
+    for bad in ["rp/bk", "rp/bk#nope"] {
+        assert!(send_to(&d, &["-b", bad], &b).0 != 0, "send -b {bad}");
+    }
+    d.ok("rzfs", &["destroy", "-r", "rp/rs"]);
+    d.ok("rzfs", &["destroy", "-r", "rp/bk"]);
+
     // A received refquota is set after each snapshot's data (OpenZFS's delayed
     // properties): an earlier snapshot referencing more than it still arrives.
     d.ok("rzfs", &["create", "rp/rq"]);

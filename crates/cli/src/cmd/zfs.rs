@@ -264,6 +264,14 @@ enum Cmd {
         /// Send the file system's properties (a stream package).
         #[arg(short = 'p', long = "props")]
         props: bool,
+        /// Raw: blocks as they are stored. For a dataset that is not encrypted this is
+        /// -L -e -c (as in OpenZFS).
+        #[arg(short = 'w', long = "raw")]
+        raw: bool,
+        /// Backup: send the properties the dataset received (-p with the received values
+        /// only, whatever local values override them).
+        #[arg(short = 'b', long = "backup")]
+        backup: bool,
         /// Deduplicated streams are gone from OpenZFS (2.2): accepted with its warning, and
         /// a regular stream is sent.
         #[arg(short = 'D', long = "dedup")]
@@ -444,6 +452,8 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             snapshot,
             replicate,
             props,
+            raw,
+            backup,
             dedup,
             exclude,
         } => {
@@ -451,15 +461,16 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             let o = crate::sendrecv::SendOpts {
                 from: from.or(from_all),
                 intermediates,
-                large_blocks,
-                embed,
-                compressed,
+                large_blocks: large_blocks || raw,
+                embed: embed || raw,
+                compressed: compressed || raw,
+                backup,
                 dry_run,
                 verbose,
                 parsable,
                 token,
                 replicate,
-                props,
+                props: props || backup,
                 exclude,
             };
             crate::sendrecv::send(state, snapshot.as_deref().unwrap_or(""), &o, fds).map(|mut r| {
