@@ -53,6 +53,8 @@ pub struct SendOpts {
     pub props: bool,
     /// `-b`: the properties carried are the received values only.
     pub backup: bool,
+    /// `-s`: with -R, descendants that lack the snapshot are left out with a warning.
+    pub skip_missing: bool,
     /// `-X`: with -R, file systems left out with their descendants.
     pub exclude: Vec<String>,
 }
@@ -322,8 +324,9 @@ fn send_from(
     };
     // The (source, snapshot) pairs to send: one, or with -I every snapshot after the
     // source up to SNAPSHOT, each from the one before; with -R, those of every descendant.
+    let mut warnings = String::new();
     let plans: Vec<FsPlan> = if o.replicate {
-        replication_plan(&dsl, fs, tosnap, &to, from.as_ref(), o)?
+        replication_plan(&dsl, fs, tosnap, &to, from.as_ref(), o, &mut warnings)?
     } else {
         let mut chain: Vec<(Option<dsl::Dataset>, dsl::Dataset)> = Vec::new();
         if o.intermediates {
@@ -439,7 +442,9 @@ fn send_from(
         } else if o.verbose {
             out.push_str(&format!("total estimated size is {}\n", crate::format::nicenum(total)));
         }
-        return Ok(Response::ok(out));
+        let mut r = Response::ok(out);
+        r.stderr = warnings;
+        return Ok(r);
     }
     let fd = fds.into_iter().next().ok_or_else(|| format!("cannot send '{snapshot}': no output stream"))?;
     // Records are gathered; block payloads (larger than the buffer) go straight to the fd.
@@ -492,8 +497,9 @@ fn send_from(
     }
     w.get_mut().flush().map_err(io)?;
     let mut r = Response::ok(String::new());
+    r.stderr = warnings;
     if o.verbose {
-        r.stderr = format!(
+        r.stderr += &format!(
             "{} send of {snapshot}: {} in {records} records, {:.1} s\n",
             if o.from.is_some() { "incremental" } else { "full" },
             crate::format::nicenum(w.bytes_written()),
@@ -602,7 +608,8 @@ fn fs_entry(dsl: &dsl::DslPool, p: &FsPlan, props: PropsSent) -> Result<ondisk::
 /// every snapshot up to SNAP (the first in full); with `-i` the source and SNAP; with `-I`
 /// everything between; a descendant that lacks the source is sent from its beginning. A
 /// descendant created after SNAP was taken is left out; one that existed but lacks SNAP is
-/// an error. A clone's first snapshot is sent as an incremental from its origin (parents and
+/// an error, unless `-s` (skip missing): then it is left out with its descendants and a
+/// warning in `warnings`. A clone's first snapshot is sent as an incremental from its origin (parents and
 /// origins first).
 fn replication_plan(
     dsl: &dsl::DslPool,
@@ -611,6 +618,7 @@ fn replication_plan(
     to: &dsl::Dataset,
     from: Option<&dsl::Dataset>,
     o: &SendOpts,
+    warnings: &mut String,
 ) -> Result<Vec<FsPlan>, String> {
     if from.is_some_and(|f| f.kind == dsl::DatasetKind::Bookmark) {
         return Err(format!("cannot send '{fs}@{tosnap}': -R cannot start at a bookmark"));
@@ -646,6 +654,15 @@ fn replication_plan(
                 .and_then(|p| p.snaps.iter().find(|s| short(s) == tosnap))
                 .map(|s| s.ds.creation_txg);
             if h.name != fs && parent_to_txg.is_some_and(|t| h.ds.creation_txg > t) {
+                skipped.push(h.name.clone());
+                continue;
+            }
+            if h.name != fs && o.skip_missing {
+                // libzfs `send_iterate_fs` with `skipmissing`.
+                warnings.push_str(&format!(
+                    "WARNING: skipping dataset {} and its children: snapshot {tosnap} does not exist\n",
+                    h.name
+                ));
                 skipped.push(h.name.clone());
                 continue;
             }

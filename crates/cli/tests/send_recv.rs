@@ -1184,6 +1184,14 @@ fn replication_streams() {
     d.ok("rzfs", &["snapshot", "rp/a@only"]);
     let (code, _, err) = d.run("rzfs", &["send", "-R", "-nP", "rp/a@only"]);
     assert!(code != 0 && err.contains("rp/a/b@only does not exist"), "{err}");
+    // -s: those lacking it are left out with their descendants, with a warning.
+    let (code, out, err) = d.run("rzfs", &["send", "-Rs", "-nP", "rp/a@only"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("WARNING: skipping dataset rp/a/b and its children"), "{err}");
+    assert!(out.contains("\trp/a@only\t") && !out.contains("rp/a/b"), "{out}");
+    let only = dir2.join("only.zs");
+    let (code, err) = send_to(&d, &["-Rs", "rp/a@only"], &only);
+    assert!(code == 0 && err.contains("WARNING: skipping"), "{err}");
     // -X: a file system left out with its descendants (the clone of one of them stays:
     // its origin is sent as an incremental it cannot take, so it is left out here too).
     let est = d.ok("rzfs", &["send", "-R", "-nP", "-X", "rp/a/b,rp/a/k", "rp/a@s6"]);

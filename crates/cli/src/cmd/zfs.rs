@@ -272,6 +272,10 @@ enum Cmd {
         /// only, whatever local values override them).
         #[arg(short = 'b', long = "backup")]
         backup: bool,
+        /// With -R: leave out descendants that lack the snapshot (with a warning) instead
+        /// of failing.
+        #[arg(short = 's', long = "skip-missing")]
+        skip_missing: bool,
         /// Deduplicated streams are gone from OpenZFS (2.2): accepted with its warning, and
         /// a regular stream is sent.
         #[arg(short = 'D', long = "dedup")]
@@ -454,6 +458,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             props,
             raw,
             backup,
+            skip_missing,
             dedup,
             exclude,
         } => {
@@ -465,6 +470,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
                 embed: embed || raw,
                 compressed: compressed || raw,
                 backup,
+                skip_missing,
                 dry_run,
                 verbose,
                 parsable,
