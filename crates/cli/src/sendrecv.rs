@@ -314,11 +314,6 @@ fn send_from(
                     "cannot send '{snapshot}': incremental source ({full}) is not earlier than it"
                 ));
             }
-            if clone && o.intermediates {
-                return Err(format!(
-                    "cannot send '{snapshot}': -I from a clone's origin is not supported by rzfs yet"
-                ));
-            }
             Some(from)
         }
     };

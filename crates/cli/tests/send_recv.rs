@@ -1184,6 +1184,20 @@ fn replication_streams() {
     d.ok("rzfs", &["snapshot", "rp/a@only"]);
     let (code, _, err) = d.run("rzfs", &["send", "-R", "-nP", "rp/a@only"]);
     assert!(code != 0 && err.contains("rp/a/b@only does not exist"), "{err}");
+    // -I from a clone's origin: the clone's first snapshot comes as a clone incremental,
+    // the rest after it; received as a clone of the same origin.
+    let ki = dir2.join("ki.zs");
+    let (code, err) = send_to(&d, &["-I", "rp/a/b@s1", "rp/a/k@s6"], &ki);
+    assert_eq!(code, 0, "{err}");
+    let dump = zstream_dump(&ki);
+    assert!(dump.contains("rp/a/k@s2") && dump.contains("rp/a/k@s6"), "{dump}");
+    let (code, err) = recv_from(&d, &["-u", "rp/kk"], &ki);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "origin", "rp/kk"]), "rp/a/b@s1\n");
+    let guids =
+        |fs: &str| d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "guid", "-s", "createtxg", fs]);
+    assert_eq!(guids("rp/kk"), guids("rp/a/k"));
+    d.ok("rzfs", &["destroy", "-r", "rp/kk"]);
     // -s: those lacking it are left out with their descendants, with a warning.
     let (code, out, err) = d.run("rzfs", &["send", "-Rs", "-nP", "rp/a@only"]);
     assert_eq!(code, 0, "{err}");
