@@ -331,3 +331,45 @@ fn rename_datasets() {
     d.ok("rzpool", &["export", "rn"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `written` (since the previous snapshot) and `written@SNAP` (since SNAP): what was
+/// written in between, counting data a later snapshot or the head no longer references.
+#[test]
+fn written_properties() {
+    if skip_without_fuse_zdb("written_properties") {
+        return;
+    }
+    let dir = scratch("written");
+    let d = Daemon::new("written");
+    let (_devs, mnt) = create(&d, &dir, "wr", &SINGLE, 256 << 20);
+    const MB: u64 = 1 << 20;
+    let mut rng = common::rng::Rng::new(5);
+    d.ok("rzfs", &["create", "-o", "compression=off", "wr/fs"]);
+    std::fs::write(mnt.join("fs/a"), rng.data_in(MB, MB + 1)).unwrap();
+    d.ok("rzfs", &["snapshot", "wr/fs@s1"]);
+    std::fs::write(mnt.join("fs/b"), rng.data_in(2 * MB, 2 * MB + 1)).unwrap();
+    d.ok("rzfs", &["snapshot", "wr/fs@s2"]);
+    std::fs::remove_file(mnt.join("fs/a")).unwrap();
+    std::fs::write(mnt.join("fs/c"), rng.data_in(MB / 2, MB / 2 + 1)).unwrap();
+    d.ok("rzpool", &["sync", "wr"]);
+    let n = |p: &str, name: &str| -> u64 {
+        d.ok("rzfs", &["get", "-Hp", "-o", "value", p, name]).trim().parse().unwrap()
+    };
+    let near = |got: u64, want: u64, what: &str| {
+        assert!(got >= want && got <= want + want / 10 + 64 * 1024, "{what}: {got}, about {want}");
+    };
+    near(n("written", "wr/fs@s1"), MB, "written of s1");
+    assert_eq!(n("written", "wr/fs@s1"), n("referenced", "wr/fs@s1"));
+    near(n("written", "wr/fs@s2"), 2 * MB, "written of s2");
+    near(n("written", "wr/fs"), MB / 2, "written of the head");
+    // Since s1: b and c, although a (from before s1) is gone.
+    near(n("written@s1", "wr/fs"), 2 * MB + MB / 2, "written@s1 of the head");
+    assert_eq!(n("written@wr/fs@s1", "wr/fs"), n("written@s1", "wr/fs"));
+    near(n("written@s1", "wr/fs@s2"), 2 * MB, "written@s1 of s2");
+    let (code, _, err) = d.run("rzfs", &["get", "written@s2", "wr/fs@s1"]);
+    assert!(code != 0 && err.contains("not an earlier snapshot"), "{err}");
+    let (code, _, err) = d.run("rzfs", &["get", "written@nope", "wr/fs"]);
+    assert!(code != 0 && err.contains("does not exist"), "{err}");
+    d.ok("rzpool", &["export", "wr"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1034,6 +1034,32 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
                 + d.used_breakdown[ondisk::dsl::DD_USED_CHILD_RSRV])
         }
         "usedbyrefreservation" if !snap => num(d.used_breakdown[ondisk::dsl::DD_USED_REFRSRV]),
+        // Since the previous snapshot (all it references when it has none).
+        "written" => {
+            let prev = (p.prev_snap_obj != 0)
+                .then(|| dsl.list().ok()?.into_iter().find(|x| x.ds_obj == p.prev_snap_obj))
+                .flatten()
+                .filter(|x| x.kind == DatasetKind::Snapshot && !x.name.contains("$ORIGIN"));
+            match prev {
+                Some(prev) => num(dsl.space_written(&prev, ds).map_err(|e| e.to_string())?.unwrap_or(0)),
+                None => num(p.referenced_bytes),
+            }
+        }
+        w if w.starts_with("written@") => {
+            let since = &w["written@".len()..];
+            let fs = ds.name.split('@').next().unwrap_or(&ds.name);
+            let full = if since.contains('@') { since.to_string() } else { format!("{fs}@{since}") };
+            let old = dsl.find(&full).map_err(|_| format!("cannot get '{w}': '{full}' does not exist"))?;
+            match dsl.space_written(&old, ds).map_err(|e| e.to_string())? {
+                Some(n) if old.ds.creation_txg <= p.creation_txg || !snap => num(n),
+                _ => {
+                    return Err(format!(
+                        "cannot get '{w}': '{full}' is not an earlier snapshot of '{}'",
+                        ds.name
+                    ))
+                }
+            }
+        }
         "usedbydataset" | "usedbysnapshots" | "usedbychildren" | "usedbyrefreservation" => text("-", "-"),
         "refreservation" if snap => text("-", "-"),
         "defer_destroy" if snap => {
