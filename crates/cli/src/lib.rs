@@ -11,6 +11,7 @@ pub mod cache;
 pub mod client;
 pub mod cmd;
 pub mod daemon;
+pub mod diff;
 pub mod format;
 pub mod inspect;
 pub mod mountopts;

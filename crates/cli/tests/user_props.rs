@@ -373,3 +373,71 @@ fn written_properties() {
     d.ok("rzpool", &["export", "wr"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `zfs diff`: added, removed, modified, renamed and linked files between two snapshots
+/// and against the live file system, with `-F`, `-H`, `-t` and `-h`, paths under the
+/// mount point escaped as OpenZFS escapes them.
+#[test]
+fn diff_snapshots() {
+    if skip_without_fuse_zdb("diff_snapshots") {
+        return;
+    }
+    let dir = scratch("diff");
+    let d = Daemon::new("diff");
+    let (_devs, mnt) = create(&d, &dir, "df", &SINGLE, 256 << 20);
+    d.ok("rzfs", &["create", "df/fs"]);
+    let fs = mnt.join("fs");
+    for f in ["a", "b", "e"] {
+        std::fs::write(fs.join(f), f).unwrap();
+    }
+    std::fs::create_dir(fs.join("d")).unwrap();
+    std::fs::write(fs.join("d/x"), "x").unwrap();
+    d.ok("rzfs", &["snapshot", "df/fs@s1"]);
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(fs.join("a"), "changed").unwrap();
+    std::fs::remove_file(fs.join("b")).unwrap();
+    std::fs::write(fs.join("c"), "new").unwrap();
+    std::fs::rename(fs.join("d/x"), fs.join("d/y")).unwrap();
+    std::fs::hard_link(fs.join("e"), fs.join("e2")).unwrap();
+    d.ok("rzfs", &["snapshot", "df/fs@s2"]);
+    let m = fs.display().to_string();
+    let sorted = |s: String| {
+        let mut v: Vec<String> = s.lines().map(String::from).collect();
+        v.sort();
+        v
+    };
+    let mut want = vec![
+        format!("M\t{m}/"),
+        format!("M\t{m}/a"),
+        format!("-\t{m}/b"),
+        format!("+\t{m}/c"),
+        format!("M\t{m}/d"),
+        format!("R\t{m}/d/x -> {m}/d/y"),
+        format!("M\t{m}/e\t(+1)"),
+    ];
+    want.sort();
+    assert_eq!(sorted(d.ok("rzfs", &["diff", "df/fs@s1", "df/fs@s2"])), want);
+    assert_eq!(sorted(d.ok("rzfs", &["diff", "df/fs@s1", "@s2"])), want);
+    // Against the live file system, after one more change.
+    std::fs::write(fs.join("sp ace"), "s").unwrap();
+    let live = sorted(d.ok("rzfs", &["diff", "df/fs@s2"]));
+    assert_eq!(live, [format!("+\t{m}/sp\\0040ace"), format!("M\t{m}/")], "{live:?}");
+    let raw = d.ok("rzfs", &["diff", "-h", "df/fs@s2", "df/fs"]);
+    assert!(raw.contains(&format!("+\t{m}/sp ace\n")), "{raw}");
+    let fh = d.ok("rzfs", &["diff", "-FH", "df/fs@s1", "df/fs@s2"]);
+    assert!(fh.contains(&format!("R\tF\t{m}/d/x\t{m}/d/y\n")), "{fh}");
+    assert!(fh.contains(&format!("M\t/\t{m}/d\n")), "{fh}");
+    let t = d.ok("rzfs", &["diff", "-t", "df/fs@s1", "df/fs@s2"]);
+    for line in t.lines() {
+        let (ts, _) = line.split_once('\t').unwrap();
+        let (s, ns) = ts.trim_start().split_once('.').unwrap();
+        assert!(s.parse::<u64>().is_ok() && ns.len() == 9, "{line}");
+    }
+    assert_eq!(d.ok("rzfs", &["diff", "df/fs@s2", "df/fs@s2"]), "");
+    let (code, _, err) = d.run("rzfs", &["diff", "df/fs@s2", "df/fs@s1"]);
+    assert!(code != 0 && err.contains("not an earlier snapshot"), "{err}");
+    let (code, _, err) = d.run("rzfs", &["diff", "df/fs"]);
+    assert!(code != 0 && err.contains("snapshot"), "{err}");
+    d.ok("rzpool", &["export", "df"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -160,6 +160,29 @@ enum Cmd {
         /// FS, VOL, or FS@SNAP where SNAP may be a list `a,b,c` with ranges `a%b`.
         name: String,
     },
+    /// What changed between SNAPSHOT and a later snapshot of its file system, or the file
+    /// system itself: + added, - removed, M modified, R renamed.
+    #[command(disable_help_flag = true)]
+    Diff {
+        /// A column with the file type (F file, / directory, @ symlink, | fifo, = socket,
+        /// B/C devices).
+        #[arg(short = 'F')]
+        classify: bool,
+        /// Tab-separated, for scripts.
+        #[arg(short = 'H')]
+        scripted: bool,
+        /// A first column with the change time.
+        #[arg(short = 't')]
+        timestamps: bool,
+        /// Paths as they are (no escapes).
+        #[arg(short = 'h')]
+        no_mangle: bool,
+        #[arg(long = "help", action = clap::ArgAction::Help)]
+        help: Option<bool>,
+        snapshot: String,
+        /// A later snapshot, or the file system (the default).
+        to: Option<String>,
+    },
     /// Promote a clone: the snapshots it depends on (its origin and those before it) move
     /// to it, and the file system it was cloned from becomes its clone.
     Promote {
@@ -400,6 +423,10 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             destroy(state, &name, &how)
         }
         Cmd::Promote { name } => promote(state, &name).map(|_| Response::ok(String::new())),
+        Cmd::Diff { classify, scripted, timestamps, no_mangle, snapshot, to, .. } => {
+            let o = crate::diff::DiffOpts { classify, scripted, timestamps, no_mangle };
+            diff(state, &snapshot, to.as_deref(), o)
+        }
         Cmd::Snapshot { names, props, recursive } => {
             crate::rwpool::snapshot(state, &names, &props, recursive).map(|_| Response::ok(String::new()))
         }
@@ -1346,6 +1373,66 @@ fn named_snapshots(
         }
     }
     Ok(out)
+}
+
+/// `zfs diff SNAPSHOT [SNAPSHOT|FILESYSTEM]` ([`crate::diff`]); paths are shown under the
+/// file system's mount (or mountpoint property), as OpenZFS shows them.
+fn diff(
+    state: &Arc<State>,
+    from: &str,
+    to: Option<&str>,
+    o: crate::diff::DiffOpts,
+) -> Result<Response, String> {
+    let Some((fs, _)) = from.split_once('@') else {
+        return Err(format!("Badly formed snapshot name {from}"));
+    };
+    let to_name = match to {
+        None => fs.to_string(),
+        Some(t) if t.starts_with('@') => format!("{fs}{t}"),
+        Some(t) => t.to_string(),
+    };
+    if to_name.split('@').next() != Some(fs) {
+        return Err(format!("cannot diff '{from}' and '{to_name}': not the same file system"));
+    }
+    let pool =
+        state.pool(pool_of(fs)).map_err(|_| format!("cannot open '{from}': dataset does not exist"))?;
+    // A live file system: what it holds now, so its open txg is written first.
+    if !to_name.contains('@') {
+        if let Some(rw) = crate::rwpool::writer_of(state, pool.name()) {
+            rw.sync()?;
+        }
+    }
+    let pool =
+        state.pool(pool_of(fs)).map_err(|_| format!("cannot open '{from}': dataset does not exist"))?;
+    let dsl = pool.dsl();
+    let a = dsl.find(from).map_err(|_| format!("cannot open '{from}': dataset does not exist"))?;
+    let b = dsl.find(&to_name).map_err(|_| format!("cannot open '{to_name}': dataset does not exist"))?;
+    if b.kind == DatasetKind::Snapshot && b.ds.creation_txg < a.ds.creation_txg {
+        return Err(format!("cannot diff '{from}' and '{to_name}': '{from}' is not an earlier snapshot"));
+    }
+    let head = dsl.find(fs).map_err(|_| format!("cannot open '{fs}': dataset does not exist"))?;
+    if head.kind != DatasetKind::Filesystem {
+        return Err(format!("cannot diff '{from}': not a file system snapshot"));
+    }
+    prune_mounts(state);
+    let mounted = state
+        .mounts
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .find(|m| m.dataset == fs)
+        .map(|m| m.dir.clone());
+    let mnt = match mounted {
+        Some(d) => d.to_string_lossy().into_owned(),
+        None => {
+            let v = prop_value(&pool, &dsl, &head, "mountpoint")?.exact;
+            if !v.starts_with('/') {
+                return Err(format!("cannot diff '{from}': Cannot diff an unmounted snapshot"));
+            }
+            v
+        }
+    };
+    crate::diff::diff(&pool, &a, &b, &mnt, o).map(Response::ok)
 }
 
 /// The flags of `zfs rename`.
