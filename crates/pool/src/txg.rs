@@ -651,13 +651,15 @@ impl Spa {
             if !refquota {
                 head.refquota = 0;
             }
-            let a = Accounting::of(w);
             // What each open dataset's part of the open txg will add, deflated, with the
-            // directories it is charged to; computed only if a quota asks for it.
+            // directories it is charged to; computed only if a quota asks for it (most
+            // writes have none above them and pay only for reading the directory chain).
             let mut flights: Option<Vec<(Vec<u64>, u64)>> = None;
-            let (mos, datasets) = (&w.mos, &w.datasets);
+            let w_ref: &PoolWriter = w;
+            let (mos, datasets) = (&w_ref.mos, &w_ref.datasets);
             let mut in_flight = |dir: u64| -> u64 {
                 let f = flights.get_or_insert_with(|| {
+                    let a = Accounting::of(w_ref);
                     datasets
                         .iter()
                         .map(|(&obj, d)| {
