@@ -850,6 +850,25 @@ fn apply_cmdline_props(
 }
 
 /// A stream's property list as values to store, without the names in `dropped`.
+/// The received values (`P$recvd`) file system `fs` has now; `None` if it does not exist.
+fn received_now(state: &Arc<State>, fs: &str) -> Option<Vec<(String, zap::write::ZapVal)>> {
+    let pool = state.pool(pool_of(fs)).ok()?;
+    let dsl = pool.dsl();
+    let ds = dsl.find(fs).ok()?;
+    let all = dsl.all_props(&ds.dir).ok()?;
+    Some(
+        all.into_iter()
+            .filter_map(|(k, v)| {
+                let k = k.strip_suffix(dsl::props::RECVD_SUFFIX)?.to_string();
+                Some(match v {
+                    dsl::props::RawProp::Num(n) => (k, zap::write::ZapVal::u64(n)),
+                    dsl::props::RawProp::Str(t) => (k, zap::write::ZapVal::string(&t)),
+                })
+            })
+            .collect(),
+    )
+}
+
 /// Received properties set only after the data of each substream (`extract_delay_props`
 /// in OpenZFS's `zfs_ioc_recv_impl`): an earlier snapshot of a replication stream may
 /// reference more than the final `refquota` allows, and must still be received.
@@ -1105,7 +1124,7 @@ fn apply_stream(
         .ok_or_else(|| format!("cannot receive: pool '{}' is read-only", pool_of(fs)))?;
     let stop = |msg: String| Stop { keep: false, msg };
     let applied = crate::cmd::zfs::offline_while(state, fs, true, || {
-        Ok((|| -> Result<u64, Stop> {
+        let r = (|| -> Result<u64, Stop> {
             if let Some(f) = &fresh {
                 rw.spa.set_inconsistent(fs).map_err(|e| stop(e.to_string()))?;
                 if o.resumable {
@@ -1180,8 +1199,18 @@ fn apply_stream(
                     .map_err(|e| stop(e.to_string()))?,
             }
             Ok(st.data_bytes)
-        })())
-    })?;
+        })();
+        // A failed receive into an existing file system takes it back to its source
+        // snapshot while it is still unmounted, so it is mounted again as it was (the
+        // inconsistent state never shows).
+        if let (Err(Stop { keep, .. }), Some(src)) = (&r, undo) {
+            if !(*keep && o.resumable) {
+                return Ok((r, Some(rw.spa.rollback(src, &[]).map_err(|e| e.to_string()))));
+            }
+        }
+        Ok((r, None))
+    });
+    let (applied, rolled_back) = applied?;
     let kind = if begin.fromguid != 0 { "incremental" } else { "new filesystem" };
     match applied {
         Ok(b) => Ok(b),
@@ -1195,11 +1224,12 @@ fn apply_stream(
         }
         Err(Stop { msg, .. }) => {
             // The target goes back to what it was.
-            let cleanup = match undo {
-                Some(src) => crate::cmd::zfs::offline_while(state, fs, true, || {
+            let cleanup = match (undo, rolled_back) {
+                (Some(_), Some(done)) => done,
+                (Some(src), None) => crate::cmd::zfs::offline_while(state, fs, true, || {
                     rw.spa.rollback(src, &[]).map_err(|e| e.to_string())
                 }),
-                None => rw.spa.destroy_datasets(&[fs.to_string()]).map_err(|e| e.to_string()),
+                (None, _) => rw.spa.destroy_datasets(&[fs.to_string()]).map_err(|e| e.to_string()),
             };
             let mut m = format!("cannot receive {kind} stream: {msg}");
             if let Err(c) = cleanup {
@@ -1733,6 +1763,13 @@ fn fill(
 ) -> Result<Response, String> {
     let t0 = std::time::Instant::now();
     let mut r = Response::ok(String::new());
+    // The received values the file system had: a receive that fails puts them back
+    // (`zfs_ioc_recv_impl` restores its `origrecvd`).
+    let before = if plan.props.is_some() && step.made != Some(step.props_on) {
+        received_now(state, step.props_on)
+    } else {
+        None
+    };
     if let Err(e) = plan.apply(state, o, step.props_on, &mut r) {
         if let Some(m) = step.made {
             if let Some(rw) = crate::rwpool::writer_of(state, m) {
@@ -1743,7 +1780,19 @@ fn fill(
     }
     let fresh = Fresh { fromguid: begin.fromguid, toname: &begin.toname, features: begin.features() };
     let swap = step.swap.then_some(step.props_on);
-    let bytes = apply_stream(state, o, rd, begin, step.into, snapname, step.undo, Some(fresh), swap)?;
+    let bytes = match apply_stream(state, o, rd, begin, step.into, snapname, step.undo, Some(fresh), swap) {
+        Ok(b) => b,
+        Err(e) => {
+            if let (Some(list), Some(rw)) = (before, crate::rwpool::writer_of(state, step.props_on)) {
+                if let Err(x) = rw.spa.set_received_props(step.props_on, list, true, Vec::new()) {
+                    return Err(format!(
+                        "{e}\n(and the properties received before could not be restored: {x})"
+                    ));
+                }
+            }
+            return Err(e);
+        }
+    };
     apply_delayed_props(state, o, step.props_on, plan.props)?;
     if o.verbose {
         r.stdout = format!(

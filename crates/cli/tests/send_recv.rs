@@ -986,6 +986,35 @@ fn received_properties() {
         assert!(d.run("rzfs", &["list", "rp/dst4"]).0 != 0);
     }
 
+    // A failed incremental leaves the file system as it was: its received properties
+    // back, mounted, its files as at the source snapshot (ZTS zfs_receive_014_pos).
+    d.ok("rzfs", &["create", "-o", "compression=gzip-1", "-o", "my:u=v", "rp/p1"]);
+    d.ok("rzfs", &["snapshot", "rp/p1@1"]);
+    let p1 = dir.join("p1.zs");
+    assert_eq!(send_to(&d, &["-p", "rp/p1@1"], &p1).0, 0);
+    let (code, err) = recv_from(&d, &["rp/p2"], &p1);
+    assert_eq!(code, 0, "{err}");
+    d.ok("rzfs", &["set", "compression=gzip-2", "rp/p1"]);
+    d.ok("rzfs", &["inherit", "my:u", "rp/p1"]);
+    std::fs::write(mnt.join("p1/big"), vec![9u8; 3 << 20]).unwrap();
+    d.ok("rzfs", &["snapshot", "rp/p1@2"]);
+    let inc = dir.join("p1i.zs");
+    assert_eq!(send_to(&d, &["-p", "-i", "@1", "rp/p1@2"], &inc).0, 0);
+    let bytes = std::fs::read(&inc).unwrap();
+    let cut = dir.join("p1c.zs");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let (code, _) = recv_from(&d, &["-F", "rp/p2"], &cut);
+    assert!(code != 0);
+    assert_eq!(get("compression", "rp/p2"), "gzip-1\treceived\n");
+    assert_eq!(get("my:u", "rp/p2"), "v\treceived\n");
+    assert!(d.ok("rzfs", &["mount"]).contains("rp/p2\t"), "still mounted");
+    assert!(!mnt.join("p2/big").exists());
+    let (code, err) = recv_from(&d, &["-F", "rp/p2"], &inc);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(get("compression", "rp/p2"), "gzip-2\treceived\n");
+    assert_eq!(get("my:u", "rp/p2"), "-\t-\n");
+    assert_eq!(std::fs::read(mnt.join("p2/big")).unwrap(), vec![9u8; 3 << 20]);
+
     // send -b: only what was received travels on, whatever overrides it locally; -w of a
     // dataset that is not encrypted is -Lec.
     let (code, err) = recv_from(&d, &["rp/bk"], &full);
