@@ -338,21 +338,47 @@ impl DslPool {
     /// key at or below `old`'s txg holds blocks born no later than it). `None` when `old`
     /// is not in `new`'s history.
     pub fn space_written(&self, old: &Dataset, new: &Dataset) -> Result<Option<u64>> {
-        let mut used = i128::from(new.ds.referenced_bytes) - i128::from(old.ds.referenced_bytes);
-        let (mut obj, mut phys) = (new.ds_obj, new.ds.clone());
+        self.space_written_phys((old.ds_obj, &old.ds), (new.ds_obj, &new.ds))
+    }
+
+    /// [`DslPool::space_written`] of datasets given by object number and record.
+    pub fn space_written_phys(
+        &self,
+        old: (u64, &DslDatasetPhys),
+        new: (u64, &DslDatasetPhys),
+    ) -> Result<Option<u64>> {
+        let (old_obj, old) = old;
+        let mut used = i128::from(new.1.referenced_bytes) - i128::from(old.referenced_bytes);
+        let (mut obj, mut phys) = (new.0, new.1.clone());
         for _ in 0..1_000_000 {
-            if obj == old.ds_obj {
+            if obj == old_obj {
                 return Ok(Some(used.clamp(0, i128::from(u64::MAX)) as u64));
             }
-            if phys.prev_snap_obj == 0 || phys.prev_snap_txg < old.ds.creation_txg {
+            if phys.prev_snap_obj == 0 || phys.prev_snap_txg < old.creation_txg {
                 return Ok(None);
             }
-            let max = if phys.prev_snap_txg == old.ds.creation_txg { u64::MAX } else { old.ds.creation_txg };
+            let max = if phys.prev_snap_txg == old.creation_txg { u64::MAX } else { old.creation_txg };
             used += i128::from(self.deadlist_space_range(phys.deadlist_obj, max)?);
             obj = phys.prev_snap_obj;
             phys = self.dataset(obj)?;
         }
-        Err(DslError::Corrupt { what: "snapshot chain", detail: format!("dataset {} loops", new.ds_obj) })
+        Err(DslError::Corrupt { what: "snapshot chain", detail: format!("dataset {} loops", new.0) })
+    }
+
+    /// Reads a dataset record by object number.
+    pub fn dataset_phys(&self, obj: u64) -> Result<DslDatasetPhys> {
+        self.dataset(obj)
+    }
+
+    /// The `$ORIGIN@$ORIGIN` snapshot every new file system is a clone of (pools from
+    /// version 11 on), if the pool has one.
+    pub fn origin_snapshot_obj(&self) -> Result<Option<u64>> {
+        let root = self.dir(self.root_dir_obj()?)?;
+        let Some(odir) = zap::lookup_u64(&self.mos, root.child_dir_zapobj, "$ORIGIN")? else {
+            return Ok(None);
+        };
+        let head = self.dir(odir)?.head_dataset_obj;
+        Ok(Some(self.dataset(head)?.prev_snap_obj).filter(|&o| o != 0))
     }
 
     /// The bytes of deadlist `dl`'s entries whose key is below `maxtxg`

@@ -1063,13 +1063,15 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
         "usedbyrefreservation" if !snap => num(d.used_breakdown[ondisk::dsl::DD_USED_REFRSRV]),
         // Since the previous snapshot (all it references when it has none).
         "written" => {
-            let prev = (p.prev_snap_obj != 0)
-                .then(|| dsl.list().ok()?.into_iter().find(|x| x.ds_obj == p.prev_snap_obj))
-                .flatten()
-                .filter(|x| x.kind == DatasetKind::Snapshot && !x.name.contains("$ORIGIN"));
-            match prev {
-                Some(prev) => num(dsl.space_written(&prev, ds).map_err(|e| e.to_string())?.unwrap_or(0)),
-                None => num(p.referenced_bytes),
+            let origin = dsl.origin_snapshot_obj().map_err(|e| e.to_string())?;
+            if p.prev_snap_obj == 0 || Some(p.prev_snap_obj) == origin {
+                num(p.referenced_bytes)
+            } else {
+                let prev = dsl.dataset_phys(p.prev_snap_obj).map_err(|e| e.to_string())?;
+                let w = dsl
+                    .space_written_phys((p.prev_snap_obj, &prev), (ds.ds_obj, p))
+                    .map_err(|e| e.to_string())?;
+                num(w.unwrap_or(0))
             }
         }
         w if w.starts_with("written@") => {
