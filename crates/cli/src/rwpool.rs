@@ -72,6 +72,9 @@ fn register(state: &Arc<State>, mut w: PoolWriter, base: Pool) -> Result<Arc<RwP
     let rw = Arc::new(RwPool { name: name.clone(), spa, zpl: Mutex::new(BTreeMap::new()) });
     state.pools.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), view);
     state.writers.lock().unwrap_or_else(|p| p.into_inner()).insert(name, rw.clone());
+    // What Spa::start did before the callback was set (a replace another system finished
+    // is detached and synced at import) is shown from the start.
+    rw.spa.refresh_view_now();
     Ok(rw)
 }
 

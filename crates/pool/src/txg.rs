@@ -289,10 +289,43 @@ impl Spa {
     /// resilver_defer). The new scan state is the open txg's, written by whatever sync comes
     /// next: a request forces no sync of its own (OpenZFS sets the restart up in syncing
     /// context too).
+    ///
+    /// When nothing needs resilvering and no resilver runs, replaces whose new device is
+    /// already whole are finished instead (OpenZFS's `spa_scan` asks its async thread for
+    /// `spa_vdev_resilver_done` then): a pool whose resilver another system completed
+    /// (OpenZFS ends it but detaches only later, in its async thread, which an export
+    /// cancels) would otherwise keep its `replacing` vdev forever.
     pub fn request_resilver(self: &Arc<Self>) {
         {
             let mut w = lock(&self.w);
-            if w.resilver_range().is_none() || !self.is_active() {
+            if !self.is_active() {
+                return;
+            }
+            if w.resilver_range().is_none() {
+                let resilvering =
+                    w.scan.phys.is_scanning() && w.scan.phys.func == crate::scan::ScanFunc::Resilver as u64;
+                if resilvering {
+                    return;
+                }
+                let gone = match w.resilver_done() {
+                    Ok(g) => g,
+                    Err(e) => {
+                        eprintln!("rzfsd: pool '{}': finishing a replace: {e}", self.name);
+                        return;
+                    }
+                };
+                if gone.is_empty() {
+                    return;
+                }
+                for p in &gone {
+                    eprintln!("rzfsd: pool '{}': replace done, {p} detached", self.name);
+                }
+                self.refresh_view(&w);
+                drop(w);
+                self.mark_dirty();
+                if let Err(e) = self.sync_or_fail() {
+                    eprintln!("rzfsd: pool '{}': syncing a finished replace: {e}", self.name);
+                }
                 return;
             }
             if let Err(e) = w.scan_setup(crate::scan::ScanFunc::Resilver) {
@@ -415,6 +448,14 @@ impl Spa {
     /// Sets the callback run after every successful sync.
     pub fn set_on_synced(&self, f: OnSynced) {
         *lock(&self.on_synced) = Some(f);
+    }
+
+    /// Runs the view callback now: for the owner that registers its callback after
+    /// [`Spa::start`], whose import-time work (a finished replace detached, a spare
+    /// stepping in) may already have synced without anyone to tell.
+    pub fn refresh_view_now(&self) {
+        let w = lock(&self.w);
+        self.refresh_view(&w);
     }
 
     /// Runs the view callback without a sync: the tree changed in memory (a replace
