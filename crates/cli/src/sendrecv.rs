@@ -1142,7 +1142,13 @@ fn apply_stream(
                 .map_err(|e| stop(e.to_string()))?
                 .ds_obj;
             rw.spa.open_dataset(ds).map_err(|e| stop(e.to_string()))?;
-            let mut st = RecvState { toguid: begin.toguid, data_bytes: 0, last_write: None };
+            let mut st = RecvState {
+                toguid: begin.toguid,
+                data_bytes: 0,
+                last_write: None,
+                full: begin.fromguid == 0,
+                generation: Some(file_generation),
+            };
             loop {
                 let (rec, payload) = match rd.next() {
                     Ok(Some(r)) => r,
@@ -1607,6 +1613,7 @@ fn receive_one(
         else {
             return Err(format!("cannot receive: local origin for clone {snapname} does not exist"));
         };
+        check_large_blocks(&rw, origin, &begin)?;
         if o.dry_run {
             return Ok((would_receive(o, "incremental", &begin.toname, &snapname), fs, false));
         }
@@ -1640,6 +1647,7 @@ fn receive_one(
                 "cannot receive incremental stream: most recent snapshot of {fs} does not\nmatch incremental source"
             ));
         };
+        check_large_blocks(&rw, src, &begin)?;
         let later: Vec<String> = snaps
             .iter()
             .filter(|d| d.ds.creation_txg > src.ds.creation_txg)
@@ -1804,4 +1812,23 @@ fn fill(
         );
     }
     Ok(r)
+}
+
+/// An incremental stream without large blocks onto a snapshot that has them is refused
+/// (`recv_check_large_blocks`): its 128 KiB pieces of a large-block file would shrink the
+/// file's block size, which a receive cannot do without losing the blocks it does not carry.
+fn check_large_blocks(rw: &crate::rwpool::RwPool, from: &dsl::Dataset, begin: &Begin) -> Result<(), String> {
+    if begin.features() & send::stream::FEATURE_LARGE_BLOCKS != 0 {
+        return Ok(());
+    }
+    let active = rw.spa.read(|w| w.ds_features(from.ds_obj)).map_err(|e| format!("cannot receive: {e}"))?;
+    if active.contains(&"large_blocks") {
+        return Err("cannot receive incremental stream: incremental send stream requires -L (--large-block), to match previous receive.".into());
+    }
+    Ok(())
+}
+
+/// The ZPL generation in a bonus buffer (for the receive's same-file test).
+fn file_generation(os: &dmu::tx::DirtyObjset, bonus_type: u8, bonus: &[u8]) -> Result<Option<u64>, String> {
+    zpl::write::bonus_generation(os, bonus_type, bonus).map_err(|e| e.to_string())
 }

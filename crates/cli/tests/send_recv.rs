@@ -345,6 +345,65 @@ fn holes_keep_births() {
     assert!(holes.iter().all(|l| !l.ends_with(" B=0")), "{}", holes.join("\n"));
 }
 
+/// Toggling `send -L` between a full and an incremental stream (ZTS `send-L_toggle`): a
+/// file received from 128 KiB pieces has 128 KiB blocks; an incremental -L stream then
+/// carries only its changed 1 MiB blocks, so the file must keep its block size and the
+/// blocks the stream does not carry (they were dropped: holes where data was). The other
+/// way round (-L first, then without) is refused, as OpenZFS refuses it.
+#[test]
+fn large_block_toggle() {
+    if skip_without_fuse_zdb("large_block_toggle") {
+        return;
+    }
+    let dir = scratch("ltoggle");
+    let d = Daemon::new("ltoggle");
+    let (_devs, pool_mnt) = create(&d, &dir, "lt", &SINGLE, 512 << 20);
+    let mnt = dir.join("fs");
+    let m = format!("mountpoint={}", mnt.display());
+    d.ok("rzfs", &["create", "-o", &m, "-o", "compression=on", "-o", "recordsize=1m", "lt/fs"]);
+    let mut rng = Rng::new(17);
+    let file = mnt.join("file");
+    std::fs::write(&file, rng.data(1500 << 10)).unwrap();
+    // A small file too: a single block whose size changes starts over.
+    std::fs::write(mnt.join("small"), rng.data(3000)).unwrap();
+    d.ok("rzfs", &["snapshot", "lt/fs@snap"]);
+    let first = std::fs::read(&file).unwrap();
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&file).unwrap();
+        f.write_all_at(&rng.data(1500 << 10), 2048 << 10).unwrap();
+    }
+    std::fs::write(mnt.join("small"), rng.data(200_000)).unwrap();
+    d.ok("rzfs", &["snapshot", "lt/fs@snap2"]);
+    let want = tree(&mnt);
+    let s = |name: &str| dir.join(name);
+    for (full, inc, name) in [("-c", "-c", "noL-noL"), ("-cL", "-cL", "L-L"), ("-c", "-cL", "noL-L")] {
+        assert_eq!(send_to(&d, &[full, "lt/fs@snap"], &s("full")).0, 0);
+        assert_eq!(send_to(&d, &[inc, "-i", "@snap", "lt/fs@snap2"], &s("inc")).0, 0);
+        let target = format!("lt/recv-{name}");
+        let (c, e) = recv_from(&d, &[&target], &s("full"));
+        assert_eq!(c, 0, "{name} full: {e}");
+        let (c, e) = recv_from(&d, &[&target], &s("inc"));
+        assert_eq!(c, 0, "{name} incremental: {e}");
+        let got = tree(&pool_mnt.join(format!("recv-{name}")));
+        assert_same(&want, &got, name);
+    }
+    // -L first, then an incremental without it: refused, the target as it was.
+    assert_eq!(send_to(&d, &["-cL", "lt/fs@snap"], &s("full")).0, 0);
+    assert_eq!(send_to(&d, &["-c", "-i", "@snap", "lt/fs@snap2"], &s("inc")).0, 0);
+    assert_eq!(recv_from(&d, &["lt/recv-L-noL"], &s("full")).0, 0);
+    let (c, e) = recv_from(&d, &["lt/recv-L-noL"], &s("inc"));
+    assert_ne!(c, 0);
+    assert!(
+        e.contains("incremental send stream requires -L (--large-block), to match previous receive."),
+        "{e}"
+    );
+    let got = std::fs::read(pool_mnt.join("recv-L-noL/file")).unwrap();
+    assert!(got == first, "the refused incremental left the file as the full stream made it");
+    d.ok("rzpool", &["export", "lt"]);
+    zdb_check(&dir, "lt");
+}
+
 /// Bookmarks: made from a snapshot or another bookmark, listed with the snapshot's guid and
 /// txg, outliving their snapshot, and the source of an incremental send; destroyed one by
 /// one and with their file system. zdb checks the `bookmarks` feature's refcount and the

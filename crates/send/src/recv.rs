@@ -5,9 +5,11 @@
 //! `receive_free`, `receive_write_embedded`):
 //!
 //! - OBJECT creates the object with the sender's number, type, block size, bonus type and
-//!   bonus, or updates an existing one; an existing object of another type, block size,
-//!   bonus type or dnode size is freed and created again (`dmu_object_reclaim`): the stream
-//!   then carries all of its blocks.
+//!   bonus, or updates an existing one. An existing object whose dnode cannot take the new
+//!   shape (fewer block pointers, another dnode size), or whose block size changes and that
+//!   cannot be the same file, is freed and created again: the stream then carries all of
+//!   its blocks. The same file whose block size grew (a `send -L` incremental after a
+//!   stream without -L) keeps its blocks (see `block_size_change`).
 //! - FREEOBJECTS frees the allocated objects of a range; FREE frees a byte range of an
 //!   object (to its end: a truncation).
 //! - WRITE and WRITE_EMBEDDED write whole blocks (compressed payloads are decompressed:
@@ -128,7 +130,16 @@ pub struct RecvState {
     pub data_bytes: u64,
     /// (object, offset) of the last WRITE applied: where a resumed stream may start.
     pub last_write: Option<(u64, u64)>,
+    /// A full stream (no incremental source): it replaces whatever an object number held.
+    pub full: bool,
+    /// The ZPL generation of a bonus buffer of a bonus type in the objset (the layer above
+    /// knows the ZPL): tells a file whose block size grew from another file under the same
+    /// object number. None: such an object is always started over.
+    pub generation: Option<GenerationFn>,
 }
+
+/// See [`RecvState::generation`].
+pub type GenerationFn = fn(&DirtyObjset, u8, &[u8]) -> std::result::Result<Option<u64>, String>;
 
 fn check_guid(st: &RecvState, g: u64, what: &str) -> Result<()> {
     if g != st.toguid {
@@ -142,7 +153,7 @@ pub fn apply(os: &mut DirtyObjset, st: &mut RecvState, rec: &Record, payload: &[
     match rec {
         Record::Object(o) => {
             check_guid(st, o.toguid, "OBJECT")?;
-            object(os, o, payload)
+            object(os, st, o, payload)
         }
         Record::FreeObjects(f) => {
             check_guid(st, f.toguid, "FREEOBJECTS")?;
@@ -209,7 +220,7 @@ pub fn apply(os: &mut DirtyObjset, st: &mut RecvState, rec: &Record, payload: &[
     }
 }
 
-fn object(os: &mut DirtyObjset, o: &Object, payload: &[u8]) -> Result<()> {
+fn object(os: &mut DirtyObjset, st: &RecvState, o: &Object, payload: &[u8]) -> Result<()> {
     let obj = o.object;
     if obj == 0 || obj >= dmu::tx::OBJECT_LIMIT {
         return Err(RecvError::Invalid(format!("OBJECT record for object {obj}")));
@@ -237,23 +248,86 @@ fn object(os: &mut DirtyObjset, o: &Object, payload: &[u8]) -> Result<()> {
     let bonus = payload[..bonuslen].to_vec();
     let (otype, btype) = (o.object_type as u8, o.bonustype as u8);
     match os.dnode(obj)? {
-        Some(d)
-            if d.object_type == otype
-                && d.data_block_size() == bs
-                && d.bonustype == btype
-                && d.extra_slots == 0
-                && (MAX_BONUS - bonuslen) / 128 + 1 >= usize::from(d.nblkptr) =>
-        {
-            os.set_bonus(obj, bonus)?;
+        Some(d) => {
+            // What an existing object keeps (`receive_handle_existing_object`): its
+            // contents go only when it cannot be the same file, or its dnode cannot take
+            // the new shape.
+            let nblkptr = ((MAX_BONUS - bonuslen) / 128 + 1).min(3);
+            let mut start_over = d.extra_slots != 0 || nblkptr < usize::from(d.nblkptr);
+            if d.data_block_size() != bs && !start_over {
+                start_over = match block_size_change(os, st, &d, o, &bonus)? {
+                    SizeChange::StartOver => true,
+                    SizeChange::KeepContents => false,
+                };
+            }
+            if start_over {
+                os.reclaim_object(obj, otype, bs, btype, bonus)?;
+            } else {
+                // Same file (or one whose every changed block the stream carries): its
+                // blocks and block size stay; type and bonus are the stream's.
+                os.set_bonus(obj, bonus)?;
+                let dd = os.dirty(obj)?;
+                dd.phys.object_type = otype;
+                dd.phys.bonustype = btype;
+            }
         }
-        // Another object under this number in the snapshot: start it over.
-        Some(_) => os.reclaim_object(obj, otype, bs, btype, bonus)?,
         None => os.claim_object(obj, otype, bs, btype, bonus)?,
     }
     let d = os.dirty(obj)?;
     d.phys.checksum = o.checksumtype;
     d.phys.compress = o.compress;
     Ok(())
+}
+
+enum SizeChange {
+    StartOver,
+    KeepContents,
+}
+
+/// An OBJECT record gives an existing object another block size. Either the sender freed
+/// the object and a new file took its number (its contents go: the stream carries all of
+/// the new file), or the file is the same and only the stream changed: an incremental
+/// `send -L` after a full stream without it, whose 128 KiB records built the object with
+/// 128 KiB blocks. Then the object keeps its block size and contents, or the blocks the
+/// stream does not carry would be lost. OpenZFS decides so (`dmu_recv.c`,
+/// `receive_handle_existing_object`): a full stream, anything but file contents, and a
+/// single-block object start over; otherwise the ZPL generation decides, and the same file
+/// may only see its block size grow (a shrink would be `-L` turned off, which
+/// `recv_check_large_blocks` refuses at BEGIN).
+fn block_size_change(
+    os: &DirtyObjset,
+    st: &RecvState,
+    d: &ondisk::dnode::DnodePhys,
+    o: &Object,
+    bonus: &[u8],
+) -> Result<SizeChange> {
+    const PLAIN_FILE_CONTENTS: u8 = 19;
+    let obj = o.object;
+    if st.full || o.object_type != u32::from(PLAIN_FILE_CONTENTS) || d.object_type != PLAIN_FILE_CONTENTS {
+        return Ok(SizeChange::StartOver);
+    }
+    if d.maxblkid == 0 {
+        return Ok(SizeChange::StartOver);
+    }
+    let Some(generation) = st.generation else {
+        return Ok(SizeChange::StartOver);
+    };
+    let invalid = |e: String| RecvError::Invalid(format!("object {obj}: cannot read its generation: {e}"));
+    let old = generation(os, d.bonustype, &d.bonus).map_err(invalid)?;
+    let new = generation(os, o.bonustype as u8, bonus).map_err(invalid)?;
+    match (old, new) {
+        (Some(a), Some(b)) if a == b => {
+            if u64::from(o.blksz) <= d.data_block_size() {
+                return Err(RecvError::Invalid(format!(
+                    "object {obj}: the block size of a file can only grow in an incremental stream ({} to {} bytes)",
+                    d.data_block_size(),
+                    o.blksz
+                )));
+            }
+            Ok(SizeChange::KeepContents)
+        }
+        _ => Ok(SizeChange::StartOver),
+    }
 }
 
 fn free_objects(os: &mut DirtyObjset, first: u64, count: u64) -> Result<()> {

@@ -221,6 +221,28 @@ fn show(name: &[u8]) -> String {
     String::from_utf8_lossy(name).into_owned()
 }
 
+/// The ZPL generation of a file (`ZPL_GEN`: the txg that created it) from a bonus buffer
+/// of `bonus_type` in objset `os` (an SA record decoded with the objset's own tables, or a
+/// legacy `znode_phys_t`); None for other bonus types or an SA record without it. A
+/// receive asks this to tell a file whose block size grew (`send -L` after a stream
+/// without it) from another file that reused the object number
+/// (`receive_object_is_same_generation`).
+pub fn bonus_generation(os: &DirtyObjset, bonus_type: u8, bonus: &[u8]) -> Result<Option<u64>> {
+    match bonus_type {
+        DMU_OT_SA => {
+            let mut zaps = ZapCache::new();
+            let Some(master) = zaps.lookup_u64(os, crate::MASTER_NODE_OBJ, "SA_ATTRS")? else {
+                return Ok(None);
+            };
+            let t = SaTables::load(os, &mut zaps, master)?;
+            let rec = t.decode(bonus)?;
+            Ok(rec.get(t.nums.gen).map(|_| rec.u64(t.nums.gen)))
+        }
+        17 => Ok(Some(ondisk::znode::ZnodePhys::parse(bonus, ondisk::ByteOrder::Little)?.gen)),
+        _ => Ok(None),
+    }
+}
+
 impl ZplWriter {
     /// Creates a new ZPL version 5 filesystem in an empty objset, as `zfs_create_fs` does.
     pub fn create_fs(
