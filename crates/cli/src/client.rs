@@ -208,9 +208,84 @@ fn stream_fd(prog: &str, argv: &[String]) -> Option<StreamFd> {
     }
 }
 
+/// `zfs list|get|set|inherit PATH`: an argument that is a path (`/...` or `./...`) names
+/// the file system mounted where the path lives, found as libzfs's `zfs_path_to_zhandle`
+/// does: the mount whose device is the path's (in the caller's view of the mounts, so the
+/// client resolves it, not the daemon).
+fn resolve_paths(prog: &str, argv: &mut [String]) -> Result<(), String> {
+    if prog != "rzfs" || !matches!(argv.first().map(String::as_str), Some("list" | "get" | "set" | "inherit"))
+    {
+        return Ok(());
+    }
+    for a in argv.iter_mut().skip(1) {
+        if !a.starts_with('/') && !a.starts_with("./") {
+            continue;
+        }
+        *a = path_to_dataset(a)?;
+    }
+    Ok(())
+}
+
+/// The dataset mounted where `path` lives.
+fn path_to_dataset(path: &str) -> Result<String, String> {
+    use std::os::unix::fs::MetadataExt;
+    let md = std::fs::metadata(path).map_err(|e| {
+        let msg = nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)).desc();
+        format!("cannot open '{path}': {msg}")
+    })?;
+    let dev = md.dev();
+    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
+    let info = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("cannot find mountpoint for '{path}': {e}"))?;
+    let want = format!("{major}:{minor}");
+    // The last entry with the device wins: a later mount over the same point hides earlier ones.
+    let entry = info
+        .lines()
+        .filter_map(mountinfo_entry)
+        .rfind(|(d, _, _)| *d == want)
+        .ok_or_else(|| format!("cannot find mountpoint for '{path}'"))?;
+    let (_, fstype, source) = entry;
+    if fstype != "fuse" && !fstype.starts_with("fuse.") {
+        return Err(format!("'{path}': not a ZFS filesystem"));
+    }
+    Ok(source)
+}
+
+/// (major:minor, file system type, source) of one `/proc/self/mountinfo` line.
+fn mountinfo_entry(line: &str) -> Option<(String, String, String)> {
+    let (left, right) = line.split_once(" - ")?;
+    let dev = left.split_whitespace().nth(2)?.to_string();
+    let mut r = right.split_whitespace();
+    let fstype = r.next()?.to_string();
+    let source = unescape_mountinfo(r.next()?);
+    Some((dev, fstype, source))
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space).
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
+            let v = b[i + 1..i + 4].iter().fold(0u32, |acc, c| acc * 8 + u32::from(c - b'0'));
+            out.push(v as u8);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Entry point of `rzpool` and `rzfs`: forward argv to the daemon (starting it if needed).
 pub fn main_forward(prog: &str) -> ! {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mut argv: Vec<String> = std::env::args().skip(1).collect();
+    if let Err(e) = resolve_paths(prog, &mut argv) {
+        eprintln!("{e}");
+        std::process::exit(1);
+    }
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let sock = socket_path();
     if let Err(e) = access::check_dir(socket_dir(&sock), &trusted_owners()) {
@@ -276,6 +351,26 @@ pub fn main_forward(prog: &str) -> ! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mountinfo_lines_and_escapes() {
+        let l = "46 27 0:43 / /tmp/a\\040b rw,relatime shared:1 - fuse tank/my\\040fs rw,user_id=0";
+        assert_eq!(
+            mountinfo_entry(l),
+            Some(("0:43".to_string(), "fuse".to_string(), "tank/my fs".to_string()))
+        );
+        assert_eq!(mountinfo_entry("garbage"), None);
+        assert_eq!(unescape_mountinfo("a\\134b\\0"), "a\\b\\0");
+        let mut argv: Vec<String> =
+            ["list", "-o", "name", "/nonexistent-rzfs-path"].map(String::from).to_vec();
+        let e = resolve_paths("rzfs", &mut argv).unwrap_err();
+        assert_eq!(e, "cannot open '/nonexistent-rzfs-path': No such file or directory");
+        let mut argv: Vec<String> = ["list", "/proc"].map(String::from).to_vec();
+        assert_eq!(resolve_paths("rzfs", &mut argv).unwrap_err(), "'/proc': not a ZFS filesystem");
+        let mut argv: Vec<String> = ["send", "/x"].map(String::from).to_vec();
+        resolve_paths("rzfs", &mut argv).unwrap();
+        assert_eq!(argv[1], "/x");
+    }
 
     #[test]
     fn follow_flag_is_taken_out() {

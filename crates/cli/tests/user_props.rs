@@ -95,7 +95,7 @@ fn listing_options() {
     }
     let dir = scratch("list-opts");
     let d = Daemon::new("list-opts");
-    let (_devs, _mnt) = create(&d, &dir, "lo", &SINGLE, 256 << 20);
+    let (_devs, mnt) = create(&d, &dir, "lo", &SINGLE, 256 << 20);
     d.ok("rzfs", &["create", "lo/a"]);
     // The short names zfs(8) accepts (compress, recsize) are the properties themselves.
     d.ok("rzfs", &["create", "-o", "compress=lz4", "-o", "recsize=64K", "lo/a/b"]);
@@ -131,6 +131,17 @@ fn listing_options() {
     assert_eq!(got, "lo/a@s1\nlo/a@s2\n");
     let (code, _, err) = d.run("rzfs", &["get", "-s", "bogus", "all", "lo"]);
     assert!(code != 0 && err.contains("invalid source 'bogus'"), "{err}");
+    // A path names the file system it lives in (libzfs's zfs_path_to_zhandle).
+    let sub = mnt.join("a/b/dir");
+    std::fs::create_dir_all(&sub).unwrap();
+    assert_eq!(names(&[sub.to_str().unwrap()]), "lo/a/b\n");
+    assert_eq!(names(&["-r", mnt.join("a").to_str().unwrap()]), "lo/a\nlo/a/b\n");
+    let got = d.ok("rzfs", &["get", "-H", "-o", "value", "recordsize", mnt.to_str().unwrap()]);
+    assert_eq!(got, "128K\n");
+    d.ok("rzfs", &["set", "x:y=2", sub.to_str().unwrap()]);
+    assert_eq!(get(&d, "x:y", &["lo/a/b"]), "lo/a/b\tx:y\t2\tlocal\n");
+    let (code, _, err) = d.run("rzfs", &["list", "/proc"]);
+    assert!(code != 0 && err.contains("'/proc': not a ZFS filesystem"), "{err}");
     d.ok("rzpool", &["export", "lo"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
