@@ -331,7 +331,7 @@ pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> 
     for (k, v) in &po.numeric {
         pool_props.push((k.clone(), ZapVal::u64(*v)));
     }
-    let settings = settings_from(&root_props, set.contains("lz4_compress"));
+    let settings = settings_from(&root_props, set.contains("lz4_compress"), set.contains("embedded_data"));
     let now = now_pair();
     let init = |os: &mut dmu::tx::DirtyObjset, z: &mut zap::write::ZapCache| {
         zpl::write::ZplWriter::create_fs(os, z, now, 0, 0)
@@ -364,7 +364,7 @@ pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> 
     Ok(rw)
 }
 
-fn settings_from(props: &[(String, ZapVal)], lz4: bool) -> DatasetSettings {
+fn settings_from(props: &[(String, ZapVal)], lz4: bool, embed: bool) -> DatasetSettings {
     let get = |k: &str| props.iter().find(|(n, _)| n == k).and_then(|(_, v)| v.values.first().copied());
     let (policy_compress, zstd_level) =
         pool::open_rw::decode_compression(get("compression").unwrap_or(2), lz4);
@@ -376,6 +376,7 @@ fn settings_from(props: &[(String, ZapVal)], lz4: bool) -> DatasetSettings {
         recordsize: get("recordsize").unwrap_or(128 << 10),
         readonly: get("readonly") == Some(1),
         lz4,
+        embed,
     }
 }
 

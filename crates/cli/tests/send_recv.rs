@@ -404,6 +404,73 @@ fn large_block_toggle() {
     zdb_check(&dir, "lt");
 }
 
+/// Blocks that compress to 112 bytes or less live in their block pointers (embedded_data,
+/// as OpenZFS writes them; ZTS `send-c_embedded_blocks`): zdb sees them EMBEDDED, `send -e`
+/// carries them as WRITE_EMBEDDED and a plain send as WRITE, both receive to the same
+/// files (embedded again), and overwriting, deleting and a destroyed snapshot keep the
+/// space accounting right (zdb -bcc, rzdb -b).
+#[test]
+fn embedded_blocks() {
+    if skip_without_fuse_zdb("embedded_blocks") {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch("embedded");
+    let d = Daemon::new("embedded");
+    let (_devs, pool_mnt) = create(&d, &dir, "em", &SINGLE, 256 << 20);
+    let mnt = dir.join("fs");
+    let m = format!("mountpoint={}", mnt.display());
+    d.ok("rzfs", &["create", "-o", &m, "-o", "compression=lz4", "em/fs"]);
+    let mut rng = Rng::new(29);
+    let sizes = [512usize, 1024, 2048, 4096, 8192, 16384];
+    for n in sizes {
+        let mut b = vec![0u8; n];
+        b[n - 8..].copy_from_slice(&rng.data(8));
+        std::fs::write(mnt.join(n.to_string()), b).unwrap();
+    }
+    std::fs::write(mnt.join("big"), rng.data(300_000)).unwrap();
+    d.ok("rzfs", &["snapshot", "em/fs@now"]);
+    d.ok("rzpool", &["sync", "em"]);
+    let obj = mnt.join("4096").metadata().unwrap().ino().to_string();
+    let out = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-ddddd", "em/fs", &obj]);
+    assert!(out.contains("EMBEDDED"), "object {obj} is embedded:\n{out}");
+    let want = tree(&mnt);
+    let (plain, embed) = (dir.join("plain"), dir.join("embed"));
+    let (c, e) = send_to(&d, &["-c", "em/fs@now"], &plain);
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(send_to(&d, &["-c", "-e", "em/fs@now"], &embed).0, 0);
+    let dp = zstream_dump(&plain);
+    let de = zstream_dump(&embed);
+    assert!(!dp.contains("WRITE_EMBEDDED object"), "no -e, no WRITE_EMBEDDED:\n{dp}");
+    assert!(de.contains(&format!("WRITE_EMBEDDED object = {obj} offset = 0")), "{de}");
+    // The received copies compress too (they inherit from the pool's root).
+    d.ok("rzfs", &["set", "compression=lz4", "em"]);
+    for (s, name) in [(&plain, "plain"), (&embed, "embed")] {
+        let (c, e) = recv_from(&d, &[&format!("em/{name}")], s);
+        assert_eq!(c, 0, "{name}: {e}");
+        assert_same(&want, &tree(&pool_mnt.join(name)), name);
+        let robj = pool_mnt.join(name).join("4096").metadata().unwrap().ino().to_string();
+        d.ok("rzpool", &["sync", "em"]);
+        let out = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-ddddd", &format!("em/{name}"), &robj]);
+        assert!(out.contains("EMBEDDED"), "received object {robj} is embedded again:\n{out}");
+    }
+    // Overwritten while a snapshot holds them (deadlist), deleted, then born and freed in
+    // one snapshot interval.
+    std::fs::write(mnt.join("512"), b"now a different tiny file").unwrap();
+    std::fs::remove_file(mnt.join("1024")).unwrap();
+    std::fs::write(mnt.join("short-lived"), vec![0u8; 4000]).unwrap();
+    d.ok("rzpool", &["sync", "em"]);
+    std::fs::write(mnt.join("short-lived"), [1u8; 3000]).unwrap();
+    d.ok("rzpool", &["sync", "em"]);
+    std::fs::remove_file(mnt.join("short-lived")).unwrap();
+    assert_eq!(std::fs::read(mnt.join("512")).unwrap(), b"now a different tiny file");
+    d.ok("rzfs", &["snapshot", "em/fs@later"]);
+    d.ok("rzfs", &["destroy", "em/fs@now"]);
+    d.ok("rzpool", &["export", "em"]);
+    zdb_check(&dir, "em");
+    rzdb_space_check(&dir, "em");
+}
+
 /// Bookmarks: made from a snapshot or another bookmark, listed with the snapshot's guid and
 /// txg, outliving their snapshot, and the source of an incremental send; destroyed one by
 /// one and with their file system. zdb checks the `bookmarks` feature's refcount and the

@@ -872,7 +872,13 @@ impl DirtyObjset {
             let fill = dnode_block_fill(&data, self.order);
             let mut p = ctx.zio.prepare(&data, &props, ctx.sector)?;
             if fill == 0 {
-                p = Prepared { phys: Vec::new(), lsize: bs, compress: props.compress, hole: true };
+                p = Prepared {
+                    phys: Vec::new(),
+                    lsize: bs,
+                    compress: props.compress,
+                    hole: true,
+                    embedded: false,
+                };
             }
             tree.set_l0_with_fill(blkid, p, props, fill)?;
         }
@@ -956,7 +962,11 @@ fn place(
     old: Option<&BlkPtr>,
 ) -> Result<BlkPtr> {
     if let Some(o) = old.filter(|o| !o.is_hole() && !o.is_embedded()) {
-        if o.logical_birth() == ctx.txg && !p.hole && o.ndvas() == usize::from(props.copies.clamp(1, 3)) {
+        if o.logical_birth() == ctx.txg
+            && !p.hole
+            && !p.embedded
+            && o.ndvas() == usize::from(props.copies.clamp(1, 3))
+        {
             let same_dvas = o.dvas();
             if p.pad_to(o.psize()) {
                 let bp = ctx.zio.issue(&p, props, ctx.txg, &same_dvas)?;
@@ -968,6 +978,13 @@ fn place(
     }
     if p.hole {
         return Ok(BlkPtr::default());
+    }
+    if p.embedded {
+        // Nothing to allocate: the data is in the pointer, charged as OpenZFS charges it
+        // (no allocated bytes; its payload and logical size count).
+        let bp = ctx.zio.issue(&p, props, ctx.txg, &[])?;
+        sink.born(&bp);
+        return Ok(bp);
     }
     let dvas = ctx.alloc.allocate(ctx.zio, p.psize(), usize::from(props.copies.clamp(1, 3)), ctx.txg)?;
     let bp = ctx.zio.issue(&p, props, ctx.txg, &dvas)?;
@@ -1047,7 +1064,8 @@ impl<'a, 'b> TreeUpdate<'a, 'b> {
         let mut bp = self.place_counted(p, &props, old.as_ref())?;
         if bp.is_hole() {
             bp = self.ctx.hole(lsize, self.new.object_type, 0);
-        } else {
+        } else if !bp.is_embedded() {
+            // (An embedded pointer's fill word is payload; its fill is 1 by definition.)
             bp.fill = fill;
         }
         self.changes[0].insert(blkid, bp);
@@ -1058,7 +1076,7 @@ impl<'a, 'b> TreeUpdate<'a, 'b> {
     fn place_counted(&mut self, p: Prepared, props: &WriteProps, old: Option<&BlkPtr>) -> Result<BlkPtr> {
         let old_dsize = old.map(|o| self.ctx.bp_dsize(o)).unwrap_or(0);
         let bp = place(&self.os.reader, self.ctx, self.sink, p, props, old)?;
-        let in_place = old.is_some_and(|o| o.dva == bp.dva && !bp.is_hole());
+        let in_place = old.is_some_and(|o| o.dva == bp.dva && !bp.is_hole() && !bp.is_embedded());
         if !in_place {
             self.used_delta -= i128::from(old_dsize);
             self.used_delta += i128::from(self.ctx.bp_dsize(&bp));
@@ -1197,7 +1215,13 @@ impl<'a, 'b> TreeUpdate<'a, 'b> {
                 let p = if any {
                     self.ctx.zio.prepare(&content, &props, self.ctx.sector)?
                 } else {
-                    Prepared { phys: Vec::new(), lsize: ibs as u64, compress: props.compress, hole: true }
+                    Prepared {
+                        phys: Vec::new(),
+                        lsize: ibs as u64,
+                        compress: props.compress,
+                        hole: true,
+                        embedded: false,
+                    }
                 };
                 let mut nbp = self.place_counted(p, &props, old_p.filter(|b| !b.is_hole()).as_ref())?;
                 if nbp.is_hole() {

@@ -252,6 +252,7 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
                 zstd_level: spec.root_policy.zstd_level,
                 copies: spec.root_policy.copies,
                 meta_compress: spec.root_policy.meta_compress,
+                embed: spec.root_policy.embed && spec.features.iter().any(|f| f.name == "embedded_data"),
             },
             recordsize: 128 << 10,
             resume: None,

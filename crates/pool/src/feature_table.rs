@@ -160,6 +160,7 @@ pub const NOT_BY_DEFAULT: &[&str] = &["hole_birth"];
 /// The writer's owner adjusts this list as support grows.
 pub const IMPLEMENTED_FOR_WRITE: &[&str] = &[
     "async_destroy",
+    "embedded_data",
     "empty_bpobj",
     "lz4_compress",
     "extensible_dataset",

@@ -356,6 +356,8 @@ pub struct DatasetSettings {
     pub readonly: bool,
     /// The pool has `lz4_compress` (metadata and `compression=on` use lz4, else lzjb).
     pub lz4: bool,
+    /// The pool has `embedded_data` (tiny compressed blocks go in their pointers).
+    pub embed: bool,
 }
 
 impl DatasetSettings {
@@ -367,6 +369,7 @@ impl DatasetSettings {
             zstd_level: self.zstd_level,
             copies: self.copies,
             meta_compress: crate::writer::meta_compress(self.lz4),
+            embed: self.embed,
         }
     }
 }
@@ -392,6 +395,7 @@ impl PoolWriter {
     /// (the pool has lz4_compress), `checksum=on` is fletcher4.
     pub fn dataset_settings(&mut self, dir: u64) -> Result<DatasetSettings> {
         let lz4 = self.feature_refcount("lz4_compress")?.is_some();
+        let embed = self.feature_refcount("embedded_data")?.is_some();
         let (compress, zstd_level) =
             decode_compression(self.inherited_prop(dir, "compression")?.unwrap_or(2), lz4);
         let checksum = decode_checksum(self.inherited_prop(dir, "checksum")?.unwrap_or(1));
@@ -406,6 +410,7 @@ impl PoolWriter {
             recordsize,
             readonly,
             lz4,
+            embed,
         })
     }
 }

@@ -182,13 +182,24 @@ pub struct Policy {
     /// Compression of metadata: lz4 when the pool has `lz4_compress`, else lzjb
     /// (`zio_compress_select` of `ZIO_COMPRESS_ON`).
     pub meta_compress: u8,
+    /// The pool has `embedded_data`: tiny compressed level-0 blocks of datasets live in
+    /// their block pointers. (OpenZFS embeds MOS blocks too; rzfs keeps the MOS plain.)
+    pub embed: bool,
 }
 
 impl Policy {
     /// A dataset's policy on a pool with `lz4_compress` (what library users and tests
     /// create): data written with `data_checksum`/`data_compress` and `copies` copies.
     pub fn dataset(data_checksum: u8, data_compress: u8, copies: u8) -> Policy {
-        Policy { mos: false, data_checksum, data_compress, zstd_level: 0, copies, meta_compress: LZ4 }
+        Policy {
+            mos: false,
+            data_checksum,
+            data_compress,
+            zstd_level: 0,
+            copies,
+            meta_compress: LZ4,
+            embed: true,
+        }
     }
 }
 
@@ -214,6 +225,7 @@ impl WritePolicy for Policy {
             copies: if self.mos { 3 } else { (self.copies + 1).min(3) },
             object_type,
             level,
+            embed: self.embed && !self.mos,
         };
         if self.mos && ot == T::SpaceMap && level == 0 {
             p.compress = OFF;
@@ -273,7 +285,19 @@ impl BlockSink for DatasetSink<'_> {
         crate::dsfeatures::features_of_bp(bp, &mut self.features);
     }
     fn kill(&mut self, bp: &BlkPtr) -> dmu::Result<()> {
-        if bp.is_hole() || bp.is_embedded() {
+        if bp.is_hole() {
+            return Ok(());
+        }
+        if bp.is_embedded() {
+            // Nothing to free, but its payload and logical size leave the dataset, or go
+            // to the deadlist (stored without the payload) as `dsl_dataset_block_kill` and
+            // `bpobj_enqueue` do.
+            if bp.logical_birth() > self.prev_snap_txg {
+                self.freed.add(SpaceDelta::of(bp, 0));
+            } else {
+                let stored = BlkPtr { prop: bp.prop, birth: bp.birth, ..BlkPtr::default() };
+                self.dead.push((stored, 0));
+            }
             return Ok(());
         }
         let ds = (self.dsize)(bp);
@@ -892,6 +916,7 @@ impl PoolWriter {
             zstd_level: 0,
             copies: 3,
             meta_compress: meta,
+            embed: false,
         };
         let mut pass = 0;
         loop {

@@ -6,6 +6,9 @@
 //!    and, once rounded up to the pool's smallest sector, is still smaller than the block
 //!    (OpenZFS `zio_write_compress` / `zio_compress_data`). The tail is zero-padded, which
 //!    every decompressor ignores (lz4 and zstd carry their length in a header).
+//!    A level-0 block that compresses to at most 112 bytes on a pool with `embedded_data`
+//!    is stored inside its block pointer instead (`BP_EMBEDDED_TYPE_DATA`): no allocation,
+//!    no checksum (the pointer's own checksum covers it).
 //! 2. **checksum** over exactly `psize` physical bytes, little-endian words.
 //! 3. **allocate**: the caller decides where; [`Allocate`] picks fresh space, or the caller
 //!    passes the DVAs of a block born in the same txg to rewrite it in place (the sync loop's
@@ -33,7 +36,17 @@ pub struct WriteProps {
     pub copies: u8,
     pub object_type: u8,
     pub level: u8,
+    /// The pool has `embedded_data`: a level-0 block that compresses to at most
+    /// [`BPE_PAYLOAD_SIZE`] bytes lives inside its block pointer.
+    pub embed: bool,
 }
+
+/// Bytes of payload an embedded block pointer holds (`BPE_PAYLOAD_SIZE`).
+pub const BPE_PAYLOAD_SIZE: usize = 112;
+/// `DMU_OT_DNODE` and `DMU_OT_OBJSET`: their block pointers carry a fill count, so their
+/// blocks are never embedded (`DMU_OT_HAS_FILL`).
+const OT_DNODE: u8 = 10;
+const OT_OBJSET: u8 = 11;
 
 /// A block after the compression stage: what will be written and how it is described.
 #[derive(Clone, Debug)]
@@ -44,6 +57,9 @@ pub struct Prepared {
     pub compress: u8,
     /// The block is all zeros and compression is on: it becomes a hole.
     pub hole: bool,
+    /// The compressed bytes (`phys`, unpadded) go inside the block pointer: nothing is
+    /// allocated or written.
+    pub embedded: bool,
 }
 
 impl Prepared {
@@ -86,22 +102,57 @@ impl Zio {
         let kind = compress::kind_from_zio(props.compress)
             .ok_or_else(|| ZioError::Unsupported(format!("compression value {}", props.compress)))?;
         if kind != CompressKind::Off && data.iter().all(|&b| b == 0) {
-            return Ok(Prepared { phys: Vec::new(), lsize, compress: props.compress, hole: true });
+            return Ok(Prepared {
+                phys: Vec::new(),
+                lsize,
+                compress: props.compress,
+                hole: true,
+                embedded: false,
+            });
         }
         if kind != CompressKind::Off && kind != CompressKind::Empty {
             // Keep compression only if it saves 1/8 (zio_compress_data's rule).
             let limit = (lsize - (lsize >> 3)) as usize;
             let mut dst = vec![0u8; limit];
             if let Some(n) = compress::compress(kind, props.zstd_level, data, &mut dst) {
+                // Small enough to embed (`zio_write_compress`): level 0, not a block whose
+                // pointer needs a fill count (dnode and objset blocks).
+                if props.embed
+                    && n <= BPE_PAYLOAD_SIZE
+                    && n <= limit
+                    && props.level == 0
+                    && !matches!(props.object_type, OT_DNODE | OT_OBJSET)
+                {
+                    dst.truncate(n.max(1));
+                    return Ok(Prepared {
+                        phys: dst,
+                        lsize,
+                        compress: props.compress,
+                        hole: false,
+                        embedded: true,
+                    });
+                }
                 let rounded = (n as u64).max(1).next_multiple_of(sector.max(512));
                 if n <= limit && rounded < lsize {
                     dst.truncate(n);
                     dst.resize(rounded as usize, 0);
-                    return Ok(Prepared { phys: dst, lsize, compress: props.compress, hole: false });
+                    return Ok(Prepared {
+                        phys: dst,
+                        lsize,
+                        compress: props.compress,
+                        hole: false,
+                        embedded: false,
+                    });
                 }
             }
         }
-        Ok(Prepared { phys: data.to_vec(), lsize, compress: compress::ZIO_COMPRESS_OFF, hole: false })
+        Ok(Prepared {
+            phys: data.to_vec(),
+            lsize,
+            compress: compress::ZIO_COMPRESS_OFF,
+            hole: false,
+            embedded: false,
+        })
     }
 
     /// Stages 2 and 4: checksums the prepared block, writes it to every DVA and returns its
@@ -109,6 +160,18 @@ impl Zio {
     pub fn issue(&self, p: &Prepared, props: &WriteProps, txg: u64, dvas: &[Dva]) -> Result<BlkPtr> {
         if p.hole {
             return Ok(BlkPtr::default());
+        }
+        if p.embedded {
+            return BlkPtr::new_embedded(
+                &p.phys,
+                p.lsize,
+                p.compress,
+                props.object_type,
+                props.level,
+                txg,
+                ByteOrder::Little,
+            )
+            .map_err(|e| ZioError::Corrupt(e.to_string()));
         }
         if dvas.is_empty() || dvas.len() > 3 {
             return Err(ZioError::Corrupt(format!("{} DVAs for one block", dvas.len())));
@@ -152,8 +215,8 @@ impl Zio {
         alloc: &dyn Allocate,
     ) -> Result<BlkPtr> {
         let p = self.prepare(data, props, sector)?;
-        if p.hole {
-            return Ok(BlkPtr::default());
+        if p.hole || p.embedded {
+            return self.issue(&p, props, txg, &[]);
         }
         let dvas = alloc.allocate(self, p.psize(), usize::from(props.copies.clamp(1, 3)), txg)?;
         self.issue(&p, props, txg, &dvas)
