@@ -9,7 +9,7 @@
 //!   shape (fewer block pointers, another dnode size), or whose block size changes and that
 //!   cannot be the same file, is freed and created again: the stream then carries all of
 //!   its blocks. The same file whose block size grew (a `send -L` incremental after a
-//!   stream without -L) keeps its blocks (see `block_size_change`).
+//!   stream without -L) keeps its blocks (see `same_file_grows`).
 //! - FREEOBJECTS frees the allocated objects of a range; FREE frees a byte range of an
 //!   object (to its end: a truncation).
 //! - WRITE and WRITE_EMBEDDED write whole blocks (compressed payloads are decompressed:
@@ -255,10 +255,7 @@ fn object(os: &mut DirtyObjset, st: &RecvState, o: &Object, payload: &[u8]) -> R
             let nblkptr = ((MAX_BONUS - bonuslen) / 128 + 1).min(3);
             let mut start_over = d.extra_slots != 0 || nblkptr < usize::from(d.nblkptr);
             if d.data_block_size() != bs && !start_over {
-                start_over = match block_size_change(os, st, &d, o, &bonus)? {
-                    SizeChange::StartOver => true,
-                    SizeChange::KeepContents => false,
-                };
+                start_over = !same_file_grows(os, st, &d, o, &bonus)?;
             }
             if start_over {
                 os.reclaim_object(obj, otype, bs, btype, bonus)?;
@@ -279,11 +276,6 @@ fn object(os: &mut DirtyObjset, st: &RecvState, o: &Object, payload: &[u8]) -> R
     Ok(())
 }
 
-enum SizeChange {
-    StartOver,
-    KeepContents,
-}
-
 /// An OBJECT record gives an existing object another block size. Either the sender freed
 /// the object and a new file took its number (its contents go: the stream carries all of
 /// the new file), or the file is the same and only the stream changed: an incremental
@@ -294,23 +286,24 @@ enum SizeChange {
 /// single-block object start over; otherwise the ZPL generation decides, and the same file
 /// may only see its block size grow (a shrink would be `-L` turned off, which
 /// `recv_check_large_blocks` refuses at BEGIN).
-fn block_size_change(
+/// True: keep the object's block size and contents.
+fn same_file_grows(
     os: &DirtyObjset,
     st: &RecvState,
     d: &ondisk::dnode::DnodePhys,
     o: &Object,
     bonus: &[u8],
-) -> Result<SizeChange> {
+) -> Result<bool> {
     const PLAIN_FILE_CONTENTS: u8 = 19;
     let obj = o.object;
     if st.full || o.object_type != u32::from(PLAIN_FILE_CONTENTS) || d.object_type != PLAIN_FILE_CONTENTS {
-        return Ok(SizeChange::StartOver);
+        return Ok(false);
     }
     if d.maxblkid == 0 {
-        return Ok(SizeChange::StartOver);
+        return Ok(false);
     }
     let Some(generation) = st.generation else {
-        return Ok(SizeChange::StartOver);
+        return Ok(false);
     };
     let invalid = |e: String| RecvError::Invalid(format!("object {obj}: cannot read its generation: {e}"));
     let old = generation(os, d.bonustype, &d.bonus).map_err(invalid)?;
@@ -324,9 +317,9 @@ fn block_size_change(
                     o.blksz
                 )));
             }
-            Ok(SizeChange::KeepContents)
+            Ok(true)
         }
-        _ => Ok(SizeChange::StartOver),
+        _ => Ok(false),
     }
 }
 
