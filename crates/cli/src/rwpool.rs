@@ -377,6 +377,7 @@ fn settings_from(props: &[(String, ZapVal)], lz4: bool, embed: bool) -> DatasetS
         readonly: get("readonly") == Some(1),
         lz4,
         embed,
+        dnode_slots: pool::open_rw::dnode_slots_of(get("dnodesize")),
     }
 }
 

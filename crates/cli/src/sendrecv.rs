@@ -1148,6 +1148,7 @@ fn apply_stream(
                 last_write: None,
                 full: begin.fromguid == 0,
                 generation: Some(file_generation),
+                large_dnodes: begin.features() & send::stream::FEATURE_LARGE_DNODE != 0,
             };
             loop {
                 let (rec, payload) = match rd.next() {

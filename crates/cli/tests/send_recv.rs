@@ -476,6 +476,156 @@ fn embedded_blocks() {
     rzdb_space_check(&dir, "em");
 }
 
+/// The xattrs of every file under `root` (getfattr, hex values), by relative path.
+fn xattr_tree(root: &std::path::Path) -> BTreeMap<String, String> {
+    let o = std::process::Command::new("getfattr")
+        .args(["-R", "-d", "-h", "-e", "hex", "-m", "^user\\.", "--absolute-names"])
+        .arg(root)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let prefix = format!("# file: {}/", root.display());
+    let mut out = BTreeMap::new();
+    for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
+        let mut lines = block.lines();
+        let name = lines.next().unwrap_or("").trim_start_matches(&prefix).to_string();
+        out.insert(name, lines.collect::<Vec<_>>().join("\n"));
+    }
+    out
+}
+
+/// The dnode size zdb shows for object `obj` of dataset `ds` (`zdb -dd`'s dnsize column).
+fn zdb_dnsize(dir: &std::path::Path, ds: &str, obj: u64) -> String {
+    let out = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-dd", ds, &obj.to_string()]);
+    let line = out
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(&obj.to_string()))
+        .unwrap_or_else(|| panic!("no object {obj} in zdb -dd {ds}:\n{out}"));
+    // Object lvl iblk dblk dsize dnsize lsize %full type
+    line.split_whitespace().nth(5).unwrap_or_else(|| panic!("{line}")).to_string()
+}
+
+/// Large dnodes (`dnodesize=auto`, 1 KiB): new files and directories take two slots, which
+/// OpenZFS's zdb reads (dnsize 1K, -bcc clean, large_dnode's refcount counts the
+/// dataset); they hold what a 512-byte dnode cannot (a 600-byte symlink target). Files
+/// deleted and created in turn, then with `dnodesize=legacy` again, mix 1 KiB and 512-byte
+/// dnodes in the same dnode blocks: the slots inside a large dnode are never handed out as
+/// objects, and a freed large dnode leaves no bytes behind. Full and incremental streams
+/// carry the dnode sizes (zstream dump: dn_slots) and are received with the same contents,
+/// dnode sizes and xattrs; a pool without large_dnode refuses such a stream unchanged.
+#[test]
+fn large_dnodes() {
+    if skip_without_fuse_zdb("large_dnodes") {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch("largedn");
+    let d = Daemon::new("largedn");
+    let (_devs, pool_mnt) = create(&d, &dir, "ld", &SINGLE, 256 << 20);
+    let mnt = dir.join("fs");
+    let m = format!("mountpoint={}", mnt.display());
+    d.ok("rzfs", &["create", "-o", &m, "-o", "dnodesize=auto", "ld/fs"]);
+    let got = d.ok("rzfs", &["get", "-H", "-o", "value,source", "dnodesize", "ld/fs"]);
+    assert_eq!(got.trim(), "auto\tlocal");
+    let mut rng = Rng::new(41);
+    let target = "t".repeat(600);
+    for i in 0..60 {
+        std::fs::write(mnt.join(format!("f{i}")), rng.data_in(1, 20_000)).unwrap();
+        if i % 10 == 0 {
+            std::fs::create_dir(mnt.join(format!("d{i}"))).unwrap();
+            std::fs::write(mnt.join(format!("d{i}/inner")), rng.data(3000)).unwrap();
+        }
+    }
+    std::os::unix::fs::symlink(&target, mnt.join("longlink")).unwrap();
+    let value = format!("0x{}", "ab".repeat(200));
+    let o = std::process::Command::new("setfattr")
+        .args(["-n", "user.big", "-v", &value])
+        .arg(mnt.join("f7"))
+        .status()
+        .unwrap();
+    assert!(o.success());
+    d.ok("rzpool", &["sync", "ld"]);
+    let ino = |p: &str| mnt.join(p).symlink_metadata().unwrap().ino();
+    for p in ["f3", "d10", "longlink"] {
+        assert_eq!(zdb_dnsize(&dir, "ld/fs", ino(p)), "1K", "{p}");
+    }
+    d.ok("rzfs", &["snapshot", "ld/fs@a"]);
+    // Deleted and created in turn: new files take freed slots, never a large dnode's inside.
+    for i in (0..60).step_by(3) {
+        std::fs::remove_file(mnt.join(format!("f{i}"))).unwrap();
+    }
+    d.ok("rzpool", &["sync", "ld"]);
+    for i in 0..30 {
+        std::fs::write(mnt.join(format!("g{i}")), rng.data_in(1, 5000)).unwrap();
+    }
+    d.ok("rzfs", &["set", "dnodesize=legacy", "ld/fs"]);
+    for i in 0..30 {
+        std::fs::write(mnt.join(format!("h{i}")), rng.data_in(1, 5000)).unwrap();
+    }
+    for i in (1..60).step_by(3) {
+        std::fs::remove_file(mnt.join(format!("f{i}"))).unwrap();
+    }
+    d.ok("rzpool", &["sync", "ld"]);
+    for i in 0..20 {
+        std::fs::write(mnt.join(format!("k{i}")), rng.data_in(1, 5000)).unwrap();
+    }
+    // In one txg: 512-byte dnodes freed, 1 KiB ones created (they may lie over the freed).
+    d.ok("rzfs", &["set", "dnodesize=auto", "ld/fs"]);
+    for i in 0..15 {
+        std::fs::remove_file(mnt.join(format!("h{i}"))).unwrap();
+        std::fs::write(mnt.join(format!("m{i}")), rng.data_in(1, 5000)).unwrap();
+    }
+    d.ok("rzfs", &["set", "dnodesize=2k", "ld/fs"]);
+    std::fs::write(mnt.join("two-k"), b"4 slots").unwrap();
+    d.ok("rzpool", &["sync", "ld"]);
+    assert_eq!(zdb_dnsize(&dir, "ld/fs", ino("g5")), "1K");
+    assert_eq!(zdb_dnsize(&dir, "ld/fs", ino("h20")), "512");
+    assert_eq!(zdb_dnsize(&dir, "ld/fs", ino("m3")), "1K");
+    assert_eq!(zdb_dnsize(&dir, "ld/fs", ino("two-k")), "2K");
+    let want = tree(&mnt);
+    assert_eq!(want["longlink"], target.as_bytes());
+    d.ok("rzfs", &["snapshot", "ld/fs@b"]);
+    let feat = d.ok("rzpool", &["get", "-H", "-o", "value", "feature@large_dnode", "ld"]);
+    assert_eq!(feat.trim(), "active");
+
+    // Full and incremental streams keep the dnode sizes.
+    let (full, inc) = (dir.join("full"), dir.join("inc"));
+    let (c, e) = send_to(&d, &["ld/fs@a"], &full);
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(send_to(&d, &["-i", "@a", "ld/fs@b"], &inc).0, 0);
+    let dump = zstream_dump(&full);
+    assert!(dump.contains("dn_slots = 2"), "{dump}");
+    assert!(zstream_dump(&inc).contains("dn_slots = 4"));
+    assert_eq!(recv_from(&d, &["ld/copy"], &full).0, 0);
+    let (c, e) = recv_from(&d, &["ld/copy"], &inc);
+    assert_eq!(c, 0, "{e}");
+    let copy = pool_mnt.join("copy");
+    assert_same(&want, &tree(&copy), "received");
+    assert_eq!(xattr_tree(&mnt), xattr_tree(&copy));
+    d.ok("rzpool", &["sync", "ld"]);
+    for p in ["g5", "h20", "m3", "two-k", "longlink", "d10"] {
+        let obj = copy.join(p).symlink_metadata().unwrap().ino();
+        assert_eq!(zdb_dnsize(&dir, "ld/copy", obj), zdb_dnsize(&dir, "ld/fs", ino(p)), "{p}");
+    }
+
+    // A pool without large_dnode refuses the stream, and has nothing of it after.
+    let dir2 = scratch("largedn2");
+    let devs2 = files(&dir2, 1, 128 << 20);
+    d.ok("rzpool", &["create", "-o", "feature@large_dnode=disabled", "-m", "none", "nold", &devs2[0]]);
+    let (c, e) = recv_from(&d, &["nold/copy"], &full);
+    assert_ne!(c, 0);
+    assert!(e.contains("large_dnode"), "{e}");
+    let (c, _, _) = d.run("rzfs", &["list", "nold/copy"]);
+    assert_ne!(c, 0, "nothing received");
+    d.ok("rzpool", &["export", "nold"]);
+    zdb_check(&dir2, "nold");
+
+    d.ok("rzfs", &["destroy", "-r", "ld/fs"]);
+    d.ok("rzpool", &["export", "ld"]);
+    let out = zdb_check(&dir, "ld");
+    assert!(!out.is_empty());
+}
+
 /// Bookmarks: made from a snapshot or another bookmark, listed with the snapshot's guid and
 /// txg, outliving their snapshot, and the source of an incremental send; destroyed one by
 /// one and with their file system. zdb checks the `bookmarks` feature's refcount and the

@@ -110,6 +110,45 @@ impl std::ops::Deref for Dnode {
     }
 }
 
+/// What one slot of the meta-dnode holds.
+#[derive(Clone, Debug)]
+pub enum Slot {
+    /// No dnode.
+    Free,
+    /// The first slot of a dnode.
+    Start(Box<Dnode>),
+    /// A later slot of the large dnode that starts at the given object.
+    Interior(u64),
+}
+
+/// The slot (within one dnode block) where the dnode covering slot `want` starts; None when
+/// `want` is free. Walks the dnode headers from the block's start: byte 0 is the type (0:
+/// free slot), byte 12 `dn_extra_slots`. A count that would cross the block (corrupt) is
+/// taken as one slot, so the slot it claims reads as a dnode and fails its own checks.
+pub fn slot_owner(block: &[u8], want: usize) -> Option<usize> {
+    let slots = block.len() / DNODE_SLOT_SIZE;
+    let mut s = 0;
+    while s < slots && s <= want {
+        let d = &block[s * DNODE_SLOT_SIZE..];
+        if d[0] == 0 {
+            if s == want {
+                return None;
+            }
+            s += 1;
+            continue;
+        }
+        let mut n = 1 + usize::from(d[12]);
+        if s + n > slots {
+            n = 1;
+        }
+        if want < s + n {
+            return Some(s);
+        }
+        s += n;
+    }
+    None
+}
+
 /// An open objset (read-only).
 #[derive(Clone)]
 pub struct Objset {
@@ -146,25 +185,42 @@ impl Objset {
         md.maxblkid.saturating_add(1).saturating_mul(md.data_block_size()) / DNODE_SLOT_SIZE as u64
     }
 
-    /// Reads dnode `object`. A free slot is `NoSuchObject`.
+    /// Reads dnode `object`. A free slot, and a slot inside a large dnode (the second and
+    /// later slots of a `dnodesize` > 512 object: they hold its block pointers and bonus, not
+    /// a dnode), are `NoSuchObject`.
     pub fn dnode(&self, object: u64) -> Result<Dnode> {
+        match self.slot(object)? {
+            Slot::Start(d) => Ok(*d),
+            Slot::Free | Slot::Interior(_) => Err(DmuError::NoSuchObject(object)),
+        }
+    }
+
+    /// What slot `object` of the meta-dnode holds. Whether a slot is the inside of a large
+    /// dnode is known only from the block's first slot on (OpenZFS learns it the same way
+    /// when it loads a dnode block, `dnode_hold_impl`): the walk reads two bytes per dnode.
+    pub fn slot(&self, object: u64) -> Result<Slot> {
         let md = &self.phys.meta_dnode;
         let blksz = md.data_block_size();
         if blksz == 0 {
             return Err(DmuError::Corrupt { what: "meta-dnode", detail: "zero block size".into() });
         }
-        let byte = object.checked_mul(DNODE_SLOT_SIZE as u64).ok_or(DmuError::NoSuchObject(object))?;
+        // Past the meta-dnode's last block (or past any possible one): free.
+        let Some(byte) = object.checked_mul(DNODE_SLOT_SIZE as u64) else { return Ok(Slot::Free) };
         let blkid = byte / blksz;
         if blkid > md.maxblkid {
-            return Err(DmuError::NoSuchObject(object));
+            return Ok(Slot::Free);
         }
         let block = self.read_block(md, blkid)?;
-        let off = (byte % blksz) as usize;
-        let phys = DnodePhys::parse(block.get(off..).unwrap_or(&[]), self.dnode_byte_order())?;
-        if phys.is_free() {
-            return Err(DmuError::NoSuchObject(object));
+        let want = (byte % blksz) as usize / DNODE_SLOT_SIZE;
+        match slot_owner(&block, want) {
+            None => Ok(Slot::Free),
+            Some(s) if s < want => Ok(Slot::Interior(object - (want - s) as u64)),
+            Some(_) => {
+                let off = want * DNODE_SLOT_SIZE;
+                let phys = DnodePhys::parse(block.get(off..).unwrap_or(&[]), self.dnode_byte_order())?;
+                Ok(Slot::Start(Box::new(Dnode { object, phys })))
+            }
         }
-        Ok(Dnode { object, phys })
     }
 
     /// Byte order of dnode blocks: that of the meta-dnode's pointers.
@@ -485,6 +541,46 @@ mod tests {
         assert_eq!(seen, vec![1, 31]);
         assert_eq!(os.dnode(31).unwrap().object, 31);
         assert!(os.dnode(40).is_err());
+    }
+
+    /// The slots after a large dnode's first are its inside, not objects: `dnode` refuses
+    /// them even when their bytes (its bonus) would parse as a dnode.
+    #[test]
+    fn large_dnode_slots_are_interior() {
+        let mut block = vec![0u8; 4 << 10];
+        let mut big = small_dnode();
+        big.extra_slots = 2; // objects 2..5
+        big.bonus = vec![19u8; 700]; // bonus bytes fill slots 3 and 4 with non-zero "types"
+        big.bonuslen = 700;
+        big.bonustype = 44;
+        big.encode_into(&mut block[2 * 512..], ByteOrder::Little).unwrap();
+        small_dnode().encode_into(&mut block[5 * 512..], ByteOrder::Little).unwrap();
+        assert_eq!(slot_owner(&block, 0), None);
+        assert_eq!(slot_owner(&block, 2), Some(2));
+        assert_eq!(slot_owner(&block, 3), Some(2));
+        assert_eq!(slot_owner(&block, 4), Some(2));
+        assert_eq!(slot_owner(&block, 5), Some(5));
+        assert_eq!(slot_owner(&block, 6), None);
+        assert_eq!(slot_owner(&block, 7), None);
+        assert_eq!(slot_owner(&block, 99), None);
+        let mut meta = small_dnode();
+        meta.object_type = 10;
+        meta.indblkshift = 14;
+        meta.datablkszsec = 8;
+        meta.blkptr = vec![embedded(&block, 10, 0)];
+        let os = objset_with_meta(meta);
+        assert_eq!(os.dnode(2).unwrap().bonus.len(), 700);
+        assert!(matches!(os.slot(3).unwrap(), Slot::Interior(2)));
+        assert!(matches!(os.slot(4).unwrap(), Slot::Interior(2)));
+        assert!(matches!(os.dnode(4), Err(DmuError::NoSuchObject(4))));
+        assert!(matches!(os.slot(5).unwrap(), Slot::Start(_)));
+        assert!(matches!(os.slot(6).unwrap(), Slot::Free));
+        // A corrupt count that would cross the block stands for one slot.
+        let mut bad = vec![0u8; 2048];
+        bad[512] = 19;
+        bad[512 + 12] = 31;
+        assert_eq!(slot_owner(&bad, 1), Some(1));
+        assert_eq!(slot_owner(&bad, 2), None);
     }
 
     /// Sizes from disk never become allocations larger than the object or the caller's cap.

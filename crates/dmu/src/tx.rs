@@ -28,7 +28,9 @@
 use crate::{DmuError, Objset, Reader, Result};
 use ondisk::blkptr::{BlkPtr, BLKPTR_SIZE};
 use ondisk::dmu_types::DmuObjectType;
-use ondisk::dnode::{DnodePhys, DNODE_BLOCK_SHIFT, DNODE_FLAG_USED_BYTES, DNODE_SLOT_SIZE};
+use ondisk::dnode::{
+    DnodePhys, DNODE_BLOCK_SHIFT, DNODE_CORE_SIZE, DNODE_FLAG_USED_BYTES, DNODE_MAX_SLOTS, DNODE_SLOT_SIZE,
+};
 use ondisk::objset::{ObjsetPhys, OBJSET_PHYS_SIZE_V2};
 use ondisk::ByteOrder;
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,6 +41,15 @@ use zio::{Allocate, Prepared, WriteProps, Zio};
 pub const INDBLKSHIFT: u8 = 17;
 /// Size of a dnode's bonus area with one block pointer in a 512-byte dnode.
 pub const DN_MAX_BONUSLEN_512: usize = 320;
+/// `DMU_OT_SA`: objects with this bonus type keep a single block pointer, the rest of the
+/// dnode goes to the bonus (`dnode_allocate`).
+const DMU_OT_SA: u8 = 44;
+
+/// The bonus room of a dnode of `slots` slots with one block pointer and room for a spill
+/// pointer (`DN_SLOTS_TO_BONUSLEN`): 320 bytes for 512-byte dnodes, 832 for 1 KiB ...
+pub fn bonus_len_for_slots(slots: usize) -> usize {
+    slots * DNODE_SLOT_SIZE - DNODE_CORE_SIZE - BLKPTR_SIZE
+}
 /// Largest object number we hand out (object numbers fit 48 bits in OpenZFS).
 pub const OBJECT_LIMIT: u64 = 1 << 48;
 
@@ -48,6 +59,9 @@ pub trait BlockSink {
     fn born(&mut self, bp: &BlkPtr);
     /// A block of the committed tree is no longer referenced by this objset.
     fn kill(&mut self, bp: &BlkPtr) -> Result<()>;
+    /// A dnode of more than one slot was written: the dataset's `large_dnode` feature
+    /// becomes active (`dnode_sync`). The MOS has none.
+    fn large_dnode(&mut self) {}
 }
 
 /// How blocks of an object are written: the owner of the objset resolves properties.
@@ -199,6 +213,9 @@ pub struct DirtyObjset {
     freed_now: BTreeSet<u64>,
     next_object: u64,
     order: ByteOrder,
+    /// Slots of the dnodes [`DirtyObjset::alloc_object_dnsize`] callers ask for by default:
+    /// the objset's `dnodesize` (1 = legacy 512 bytes; `os_dnodesize`).
+    dnode_slots: u8,
     /// What syncing this objset may write; `cost.data_bytes` is the bytes of the dirty
     /// level-0 blocks in `dnodes`, kept up to date by every insert and removal: the write
     /// throttle asks after every operation, and summing the map each time made the work of
@@ -234,15 +251,26 @@ fn corrupt(what: &'static str, detail: impl Into<String>) -> DmuError {
     DmuError::Corrupt { what, detail: detail.into() }
 }
 
-/// The dnode of a new object (512 bytes; as many block pointers as the bonus leaves room
-/// for, up to three).
-fn fresh_dnode(object_type: u8, block_size: u64, bonus_type: u8, bonus: Vec<u8>) -> Result<DnodePhys> {
-    if bonus.len() > DN_MAX_BONUSLEN_512 {
+/// The dnode of a new object of `slots` slots: as many block pointers as the bonus leaves
+/// room for, up to three, one for SA bonuses (`dnode_allocate`).
+fn fresh_dnode(
+    object_type: u8,
+    block_size: u64,
+    bonus_type: u8,
+    bonus: Vec<u8>,
+    slots: usize,
+) -> Result<DnodePhys> {
+    if !(1..=DNODE_MAX_SLOTS).contains(&slots) {
+        return Err(corrupt("dnode", format!("{slots} slots")));
+    }
+    let room = bonus_len_for_slots(slots);
+    if bonus.len() > room {
         return Err(corrupt("dnode", format!("bonus of {} bytes does not fit", bonus.len())));
     }
     check_block_size(block_size)?;
-    let nblkptr = 1 + ((DN_MAX_BONUSLEN_512 - bonus.len()) / BLKPTR_SIZE).min(2);
+    let nblkptr = if bonus_type == DMU_OT_SA { 1 } else { 1 + ((room - bonus.len()) / BLKPTR_SIZE).min(2) };
     Ok(DnodePhys {
+        extra_slots: (slots - 1) as u8,
         object_type,
         indblkshift: INDBLKSHIFT,
         nlevels: 1,
@@ -283,6 +311,7 @@ impl DirtyObjset {
             freed_now: BTreeSet::new(),
             next_object: 1,
             order: ByteOrder::Little,
+            dnode_slots: 1,
             cost: TxgCost::default(),
         }
     }
@@ -303,6 +332,7 @@ impl DirtyObjset {
             freed_now: BTreeSet::new(),
             next_object: 1,
             order,
+            dnode_slots: 1,
             cost: TxgCost::default(),
         })
     }
@@ -429,14 +459,67 @@ impl DirtyObjset {
         Ok(d)
     }
 
-    fn slot_is_free(&self, object: u64) -> Result<bool> {
-        if self.freed_now.contains(&object) {
+    /// The objset's default dnode size in slots (`dnodesize`; 1 is 512 bytes).
+    pub fn dnode_slots(&self) -> u8 {
+        self.dnode_slots
+    }
+
+    /// Sets the default dnode size (the dataset's `dnodesize`: 1 for legacy, 2 for auto).
+    pub fn set_dnode_slots(&mut self, slots: u8) {
+        self.dnode_slots = slots.clamp(1, DNODE_MAX_SLOTS as u8);
+    }
+
+    /// Dnode slots per block of the meta-dnode (32 with its 16 KiB blocks).
+    fn slots_per_block(&self) -> u64 {
+        (self.phys.meta_dnode.data_block_size() / DNODE_SLOT_SIZE as u64).max(1)
+    }
+
+    /// The dirty, live dnode whose slots cover `slot` (it may start there), if any.
+    fn dirty_owner(&self, slot: u64) -> Option<u64> {
+        let lo = slot.saturating_sub(DNODE_MAX_SLOTS as u64 - 1);
+        self.dnodes
+            .range(lo..=slot)
+            .rev()
+            .find(|(&o, d)| !d.freed && !d.phys.is_free() && slot < o + d.phys.slots() as u64)
+            .map(|(&o, _)| o)
+    }
+
+    /// Can `slot` become part of a new dnode (as its first slot when `first`)? Not when a
+    /// live dirty dnode covers it, nor when the committed dnode covering it is still there
+    /// in the open txg. A first slot must also not be an object freed in this txg (its number
+    /// is not reused before the next); a later slot may be: its old dnode is zeroed at sync
+    /// before the new one is written over it. `owner` is an object whose own slots may be
+    /// taken (an object being started over with another size).
+    fn slot_available(&self, slot: u64, first: bool, owner: Option<u64>) -> Result<bool> {
+        if first && self.freed_now.contains(&slot) {
             return Ok(false);
         }
-        if let Some(d) = self.dnodes.get(&object) {
-            return Ok(d.phys.is_free() && !d.freed);
+        if let Some(o) = self.dirty_owner(slot) {
+            return Ok(Some(o) == owner);
         }
-        Ok(self.committed_dnode(object)?.is_none())
+        let Some(base) = &self.base else { return Ok(true) };
+        let committed = match base.slot(slot)? {
+            crate::Slot::Free => return Ok(true),
+            crate::Slot::Start(_) => slot,
+            crate::Slot::Interior(o) => o,
+        };
+        // Still committed: only if nothing in the open txg freed, started over or resized it
+        // (a dirty record that does not cover `slot` any more is one of those).
+        Ok(Some(committed) == owner || self.dnodes.contains_key(&committed))
+    }
+
+    /// Are slots `obj .. obj + slots` free for a new dnode, within one dnode block?
+    fn slots_available(&self, obj: u64, slots: usize, owner: Option<u64>) -> Result<bool> {
+        let per_block = self.slots_per_block();
+        if obj % per_block + slots as u64 > per_block {
+            return Ok(false);
+        }
+        for (i, s) in (obj..obj + slots as u64).enumerate() {
+            if !self.slot_available(s, i == 0 && owner != Some(s), owner)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Allocates a new object (512-byte dnode) and returns its number.
@@ -447,15 +530,30 @@ impl DirtyObjset {
         bonus_type: u8,
         bonus: Vec<u8>,
     ) -> Result<u64> {
+        self.alloc_object_dnsize(object_type, block_size, bonus_type, bonus, 1)
+    }
+
+    /// Allocates a new object whose dnode takes `slots` slots (`dmu_object_alloc_dnsize`): the
+    /// first run of free slots, from the allocation cursor on, that does not cross a dnode
+    /// block.
+    pub fn alloc_object_dnsize(
+        &mut self,
+        object_type: u8,
+        block_size: u64,
+        bonus_type: u8,
+        bonus: Vec<u8>,
+        slots: u8,
+    ) -> Result<u64> {
+        let slots = usize::from(slots.max(1));
         let mut obj = self.next_object.max(1);
-        while !self.slot_is_free(obj)? {
+        while !self.slots_available(obj, slots, None)? {
             obj += 1;
             if obj >= OBJECT_LIMIT {
                 return Err(corrupt("objset", "no free object numbers"));
             }
         }
-        self.next_object = obj + 1;
-        self.claim_object(obj, object_type, block_size, bonus_type, bonus)?;
+        self.next_object = obj + slots as u64;
+        self.claim_object_dnsize(obj, object_type, block_size, bonus_type, bonus, slots as u8)?;
         Ok(obj)
     }
 
@@ -468,10 +566,24 @@ impl DirtyObjset {
         bonus_type: u8,
         bonus: Vec<u8>,
     ) -> Result<()> {
-        if !self.slot_is_free(obj)? {
+        self.claim_object_dnsize(obj, object_type, block_size, bonus_type, bonus, 1)
+    }
+
+    /// Creates object `obj` with a dnode of `slots` slots at a fixed number (a receive).
+    pub fn claim_object_dnsize(
+        &mut self,
+        obj: u64,
+        object_type: u8,
+        block_size: u64,
+        bonus_type: u8,
+        bonus: Vec<u8>,
+        slots: u8,
+    ) -> Result<()> {
+        let slots = usize::from(slots.max(1));
+        if obj == 0 || !self.slots_available(obj, slots, None)? {
             return Err(corrupt("objset", format!("object {obj} is in use")));
         }
-        let phys = fresh_dnode(object_type, block_size, bonus_type, bonus)?;
+        let phys = fresh_dnode(object_type, block_size, bonus_type, bonus, slots)?;
         let old = self.take_dirty(obj);
         if old.is_none() {
             self.charge_new_dnode(obj);
@@ -479,6 +591,19 @@ impl DirtyObjset {
         let committed = old.and_then(|d| d.committed.clone());
         self.dnodes.insert(obj, Arc::new(DirtyDnode { phys, committed, ..Default::default() }));
         Ok(())
+    }
+
+    /// The live objects whose dnodes start in slots `obj + 1 .. obj + slots`: what must be
+    /// freed before `obj` can grow to `slots` slots (a receive frees them,
+    /// `receive_object`).
+    pub fn objects_in_slots(&self, obj: u64, slots: u8) -> Result<Vec<u64>> {
+        let mut out = Vec::new();
+        for s in obj + 1..obj + u64::from(slots.max(1)) {
+            if self.dnode(s)?.is_some() {
+                out.push(s);
+            }
+        }
+        Ok(out)
     }
 
     /// Takes object `obj`'s dirty record out of the open txg (its dirty blocks leave the
@@ -503,10 +628,31 @@ impl DirtyObjset {
         bonus_type: u8,
         bonus: Vec<u8>,
     ) -> Result<()> {
+        self.reclaim_object_dnsize(obj, object_type, block_size, bonus_type, bonus, 1)
+    }
+
+    /// [`DirtyObjset::reclaim_object`] with a dnode of `slots` slots: slots the object did
+    /// not have before must be free (see [`DirtyObjset::objects_in_slots`]).
+    pub fn reclaim_object_dnsize(
+        &mut self,
+        obj: u64,
+        object_type: u8,
+        block_size: u64,
+        bonus_type: u8,
+        bonus: Vec<u8>,
+        slots: u8,
+    ) -> Result<()> {
         if self.dnode(obj)?.is_none() {
             return Err(DmuError::NoSuchObject(obj));
         }
-        let phys = fresh_dnode(object_type, block_size, bonus_type, bonus)?;
+        let slots = usize::from(slots.max(1));
+        if !self.slots_available(obj, slots, Some(obj))? {
+            return Err(corrupt(
+                "objset",
+                format!("object {obj} cannot grow to {slots} slots: they are in use"),
+            ));
+        }
+        let phys = fresh_dnode(object_type, block_size, bonus_type, bonus, slots)?;
         let committed = match self.take_dirty(obj) {
             Some(d) => d.committed.clone(),
             None => {
@@ -536,7 +682,7 @@ impl DirtyObjset {
     /// Replaces the bonus buffer (same or smaller length than the dnode allows).
     pub fn set_bonus(&mut self, obj: u64, bonus: Vec<u8>) -> Result<()> {
         let d = self.dirty(obj)?;
-        let room = DN_MAX_BONUSLEN_512 - (usize::from(d.phys.nblkptr) - 1) * BLKPTR_SIZE;
+        let room = bonus_room(&d.phys);
         if bonus.len() > room {
             return Err(corrupt("dnode", format!("bonus of {} bytes exceeds {room}", bonus.len())));
         }
@@ -745,7 +891,8 @@ impl DirtyObjset {
     pub fn sync(&mut self, ctx: &SyncCtx, sink: &mut dyn BlockSink) -> Result<BlkPtr> {
         let dirty = std::mem::take(&mut self.dnodes);
         self.cost = TxgCost::default();
-        let mut new_dnodes: BTreeMap<u64, DnodePhys> = BTreeMap::new();
+        // Per object: the slots its committed dnode took (0 if none), and its new dnode.
+        let mut new_dnodes: BTreeMap<u64, (usize, DnodePhys)> = BTreeMap::new();
         let mut writes = Vec::new();
         for (obj, d) in &dirty {
             if !d.freed {
@@ -762,7 +909,8 @@ impl DirtyObjset {
         for (obj, d) in dirty {
             let prepared = by_obj.remove(&obj).unwrap_or_default();
             let phys = self.sync_object(ctx, sink, &d, prepared)?;
-            new_dnodes.insert(obj, phys);
+            let old_slots = d.committed.as_ref().map_or(0, |c| c.slots());
+            new_dnodes.insert(obj, (old_slots, phys));
         }
         self.sync_meta(ctx, sink, &new_dnodes)?;
         let bp = self.write_objset_block(ctx, sink)?;
@@ -833,31 +981,55 @@ impl DirtyObjset {
     }
 
     /// Writes the dnode blocks holding `new_dnodes` and updates the meta-dnode.
+    ///
+    /// Every slot a committed dnode took is zeroed first (a freed large dnode leaves no
+    /// bytes behind, as `dnode_sync_free` clears all its slots), then the live dnodes are
+    /// written: a new large dnode may lie over the slots of objects freed in the same txg.
     fn sync_meta(
         &mut self,
         ctx: &SyncCtx,
         sink: &mut dyn BlockSink,
-        new_dnodes: &BTreeMap<u64, DnodePhys>,
+        new_dnodes: &BTreeMap<u64, (usize, DnodePhys)>,
     ) -> Result<()> {
         let meta = self.phys.meta_dnode.clone();
         let bs = meta.data_block_size();
         let per_block = bs / DNODE_SLOT_SIZE as u64;
         let mut blocks: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
-        for (&obj, dn) in new_dnodes {
+        for &obj in new_dnodes.keys() {
             let blkid = obj / per_block;
-            let b = match blocks.entry(blkid) {
-                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::btree_map::Entry::Vacant(e) => e.insert(match &self.base {
+            if let std::collections::btree_map::Entry::Vacant(e) = blocks.entry(blkid) {
+                e.insert(match &self.base {
                     Some(base) if blkid <= meta.maxblkid => base.read_block(&meta, blkid)?.to_vec(),
                     _ => vec![0u8; bs as usize],
-                }),
-            };
+                });
+            }
+        }
+        let place = |obj: u64, slots: usize| -> Result<(u64, usize)> {
             let off = ((obj % per_block) as usize) * DNODE_SLOT_SIZE;
+            if off + slots * DNODE_SLOT_SIZE > bs as usize {
+                return Err(corrupt("dnode", format!("object {obj}'s {slots} slots cross its dnode block")));
+            }
+            Ok((obj / per_block, off))
+        };
+        for (&obj, (old_slots, _)) in new_dnodes {
+            let (blkid, off) = place(obj, (*old_slots).max(1))?;
+            if let Some(b) = blocks.get_mut(&blkid) {
+                b[off..off + old_slots.max(&1) * DNODE_SLOT_SIZE].fill(0);
+            }
+        }
+        let mut large = false;
+        for (&obj, (_, dn)) in new_dnodes {
             if dn.is_free() {
-                b[off..off + DNODE_SLOT_SIZE].fill(0);
-            } else {
+                continue;
+            }
+            let (blkid, off) = place(obj, dn.slots())?;
+            if let Some(b) = blocks.get_mut(&blkid) {
                 dn.encode_into(&mut b[off..], self.order)?;
             }
+            large |= dn.extra_slots > 0;
+        }
+        if large {
+            sink.large_dnode();
         }
         if blocks.is_empty() {
             return Ok(());
@@ -899,6 +1071,12 @@ impl DirtyObjset {
         self.base = Some(Objset { reader: self.reader.clone(), bp, phys });
         Ok(bp)
     }
+}
+
+/// Bonus bytes dnode `dn` can hold with its block pointers, keeping room for a spill pointer
+/// (`DN_MAX_BONUS_LEN`).
+pub fn bonus_room(dn: &DnodePhys) -> usize {
+    bonus_len_for_slots(dn.slots()).saturating_sub(usize::from(dn.nblkptr.max(1)) * BLKPTR_SIZE - BLKPTR_SIZE)
 }
 
 fn check_block_size(bs: u64) -> Result<()> {

@@ -163,6 +163,14 @@ pub const INDEX_VALUES: &[(&str, u64, &str)] = &[
     ("volmode", 1, "full"),
     ("volmode", 2, "dev"),
     ("volmode", 3, "none"),
+    // ZFS_DNSIZE_LEGACY 0, AUTO 1, then the size in bytes (include/sys/fs/zfs.h).
+    ("dnodesize", 0, "legacy"),
+    ("dnodesize", 1, "auto"),
+    ("dnodesize", 1024, "1k"),
+    ("dnodesize", 2048, "2k"),
+    ("dnodesize", 4096, "4k"),
+    ("dnodesize", 8192, "8k"),
+    ("dnodesize", 16384, "16k"),
 ];
 
 /// Default values of the inheritable properties rzfs reports (`zfs get` with source
@@ -190,6 +198,7 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("reservation", "0"),
     ("refreservation", "0"),
     ("volmode", "default"),
+    ("dnodesize", "legacy"),
 ];
 
 /// Renders a stored value for display (index names for index properties).
@@ -351,7 +360,7 @@ pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, Stri
             v => parse_size(v).map(RawProp::Num).ok_or_else(|| format!("bad numeric value '{v}'")),
         },
         "atime" | "relatime" | "readonly" | "canmount" | "xattr" | "copies" | "exec" | "setuid"
-        | "devices" | "snapdir" | "sync" | "volmode" => {
+        | "devices" | "snapdir" | "sync" | "volmode" | "dnodesize" => {
             index_of(prop, value).map(RawProp::Num).ok_or_else(bad)
         }
         _ => Err(format!("property '{prop}' cannot be set by rzfs yet")),

@@ -146,6 +146,7 @@ fn refresh_settings(w: &mut PoolWriter, f: Found) -> Result<()> {
         if let Some(d) = w.datasets.get_mut(&f.ds) {
             d.policy = s.policy();
             d.recordsize = s.recordsize;
+            d.os.set_dnode_slots(s.dnode_slots);
         }
     }
     Ok(())
@@ -291,6 +292,7 @@ impl Spa {
                 w.activate_for_props(ds, &p)?;
                 let s = w.dataset_settings(dir)?;
                 let mut os = DirtyObjset::create(&w.reader, os_type);
+                os.set_dnode_slots(s.dnode_slots);
                 let mut zaps = ZapCache::new();
                 init(&mut os, &mut zaps)?;
                 w.datasets.insert(

@@ -233,6 +233,10 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
         dsl::write::set_prop(&mut mos, &mut zaps, dsl.root_dir, k, Some(v.clone()))?;
     }
     let mut root_os = DirtyObjset::create(&reader, DMU_OST_ZFS);
+    let dnodesize = spec.root_props.iter().find(|(k, _)| k == "dnodesize");
+    root_os.set_dnode_slots(crate::open_rw::dnode_slots_of(
+        dnodesize.and_then(|(_, v)| v.values.first().copied()),
+    ));
     let mut root_zaps = ZapCache::new();
     (spec.init_root)(&mut root_os, &mut root_zaps)?;
     let mut w = PoolWriter::new(&spec.name, pool_guid, tops, info, reader, ms, mos, zaps, txg);

@@ -14,6 +14,9 @@
 //!   (`dsl_dataset_block_born`: lsize above 128 KiB → large_blocks; the block's checksum or
 //!   compression → its feature), or when `compression` is set to a value that needs one.
 //!   A snapshot starts with its head's active features; destroying a dataset releases them.
+//! - large_dnode becomes active on a dataset when a dnode of more than one slot is synced in
+//!   it (`dnode_sync`), not when `dnodesize` is set; setting it only needs the feature
+//!   enabled.
 
 use crate::feature_table::{self, Feature};
 use crate::writer::PoolWriter;
@@ -186,6 +189,8 @@ pub fn props_features(props: &[(String, ZapVal)]) -> Vec<&'static str> {
             "compression" => compress_feature((n & 0x7f) as u8),
             "checksum" => u8::try_from(n).ok().and_then(checksum_feature),
             "recordsize" if n > OLD_MAXBLOCKSIZE => Some("large_blocks"),
+            // Any dnode size but legacy (0) (`zfs_prop_set_special`'s check).
+            "dnodesize" if n != 0 => Some("large_dnode"),
             _ => None,
         };
         if let Some(f) = f {

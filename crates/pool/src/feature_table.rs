@@ -165,6 +165,7 @@ pub const IMPLEMENTED_FOR_WRITE: &[&str] = &[
     "lz4_compress",
     "extensible_dataset",
     "large_blocks",
+    "large_dnode",
     "sha512",
     "skein",
     "edonr",

@@ -299,7 +299,10 @@ impl PoolWriter {
         } else {
             DirtyObjset::open(&self.reader, &bp)?
         };
-        let recordsize = self.dataset_settings(phys.dir_obj)?.recordsize;
+        let s = self.dataset_settings(phys.dir_obj)?;
+        let mut os = os;
+        os.set_dnode_slots(s.dnode_slots);
+        let recordsize = s.recordsize;
         self.datasets
             .insert(ds, DatasetWriter { os, zaps: ZapCache::new(), policy, recordsize, resume: None });
         Ok(())
@@ -358,6 +361,19 @@ pub struct DatasetSettings {
     pub lz4: bool,
     /// The pool has `embedded_data` (tiny compressed blocks go in their pointers).
     pub embed: bool,
+    /// Slots of the dnodes of new files and directories (`dnodesize`).
+    pub dnode_slots: u8,
+}
+
+/// The dnode size a stored `dnodesize` value asks for, in 512-byte slots: legacy (0) is
+/// one, auto (1) two (`dnodesize_changed_cb`: auto is `DNODE_MIN_SIZE * 2`), 1k..16k their
+/// size.
+pub fn dnode_slots_of(raw: Option<u64>) -> u8 {
+    match raw.unwrap_or(0) {
+        0 => 1,
+        1 => 2,
+        n => (n / 512).clamp(1, 32) as u8,
+    }
 }
 
 impl DatasetSettings {
@@ -402,7 +418,9 @@ impl PoolWriter {
         let copies = self.inherited_prop(dir, "copies")?.unwrap_or(1).clamp(1, 3) as u8;
         let recordsize = self.inherited_prop(dir, "recordsize")?.unwrap_or(128 << 10);
         let readonly = self.inherited_prop(dir, "readonly")?.unwrap_or(0) == 1;
+        let dnode_slots = dnode_slots_of(self.inherited_prop(dir, "dnodesize")?);
         Ok(DatasetSettings {
+            dnode_slots,
             policy_checksum: checksum,
             policy_compress: compress,
             zstd_level,

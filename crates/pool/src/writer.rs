@@ -284,6 +284,11 @@ impl BlockSink for DatasetSink<'_> {
         self.born.add(SpaceDelta::of(bp, (self.dsize)(bp)));
         crate::dsfeatures::features_of_bp(bp, &mut self.features);
     }
+    fn large_dnode(&mut self) {
+        if !self.features.contains(&"large_dnode") {
+            self.features.push("large_dnode");
+        }
+    }
     fn kill(&mut self, bp: &BlkPtr) -> dmu::Result<()> {
         if bp.is_hole() {
             return Ok(());

@@ -116,7 +116,7 @@ pub fn check_begin(b: &Begin, big_endian: bool) -> Result<()> {
     Ok(())
 }
 
-/// The dnode size limit of this receiver: 512-byte dnodes.
+/// The bonus room of a 512-byte dnode (`DN_OLD_MAX_BONUSLEN`).
 const MAX_BONUS: usize = 320;
 /// Largest block OpenZFS allows (`SPA_MAXBLOCKSIZE`).
 const MAX_BLOCK: u64 = 16 << 20;
@@ -136,6 +136,9 @@ pub struct RecvState {
     /// knows the ZPL): tells a file whose block size grew from another file under the same
     /// object number. None: such an object is always started over.
     pub generation: Option<GenerationFn>,
+    /// The stream may hold dnodes above 512 bytes: its BEGIN has LARGE_DNODE, and the
+    /// receiving pool has large_dnode enabled (`spa_maxdnodesize`).
+    pub large_dnodes: bool,
 }
 
 /// See [`RecvState::generation`].
@@ -225,11 +228,18 @@ fn object(os: &mut DirtyObjset, st: &RecvState, o: &Object, payload: &[u8]) -> R
     if obj == 0 || obj >= dmu::tx::OBJECT_LIMIT {
         return Err(RecvError::Invalid(format!("OBJECT record for object {obj}")));
     }
-    if o.dn_slots > 1 {
-        return Err(RecvError::Unsupported(format!(
-            "object {obj} has a {}-byte dnode (dnodesize); rzfs receives 512-byte dnodes only",
-            u32::from(o.dn_slots) * 512
+    // Streams from before large dnodes say 0 (`receive_object`: one slot).
+    let slots = o.dn_slots.max(1);
+    let max_slots = if st.large_dnodes { ondisk::dnode::DNODE_MAX_SLOTS as u8 } else { 1 };
+    if slots > max_slots {
+        return Err(RecvError::Invalid(format!(
+            "object {obj}: a {}-byte dnode in a stream without large dnodes (or above 16 KiB)",
+            u32::from(slots) * 512
         )));
+    }
+    let per_block = 1u64 << (ondisk::dnode::DNODE_BLOCK_SHIFT - ondisk::dnode::DNODE_SHIFT);
+    if obj % per_block + u64::from(slots) > per_block {
+        return Err(RecvError::Invalid(format!("object {obj}: its {slots} dnode slots cross a dnode block")));
     }
     if o.object_type == 0 || o.object_type > 255 || o.bonustype > 255 {
         return Err(RecvError::Invalid(format!(
@@ -242,23 +252,28 @@ fn object(os: &mut DirtyObjset, st: &RecvState, o: &Object, payload: &[u8]) -> R
         return Err(RecvError::Invalid(format!("object {obj}: block size {bs}")));
     }
     let bonuslen = o.bonuslen as usize;
-    if bonuslen > MAX_BONUS || payload.len() < bonuslen {
+    if bonuslen > dmu::tx::bonus_len_for_slots(usize::from(slots)) || payload.len() < bonuslen {
         return Err(RecvError::Invalid(format!("object {obj}: bonus of {bonuslen} bytes")));
     }
     let bonus = payload[..bonuslen].to_vec();
     let (otype, btype) = (o.object_type as u8, o.bonustype as u8);
+    // A dnode that grows into slots other objects hold: they go first (`receive_object`
+    // frees them; the sender freed them too, or they could not be there).
+    for other in os.objects_in_slots(obj, slots)? {
+        os.free_object(other)?;
+    }
     match os.dnode(obj)? {
         Some(d) => {
             // What an existing object keeps (`receive_handle_existing_object`): its
             // contents go only when it cannot be the same file, or its dnode cannot take
-            // the new shape.
-            let nblkptr = ((MAX_BONUS - bonuslen) / 128 + 1).min(3);
-            let mut start_over = d.extra_slots != 0 || nblkptr < usize::from(d.nblkptr);
+            // the new shape (another size, fewer block pointers: `deduce_nblkptr`).
+            let nblkptr = if btype == 44 { 1 } else { (MAX_BONUS.saturating_sub(bonuslen) / 128 + 1).min(3) };
+            let mut start_over = d.slots() != usize::from(slots) || nblkptr < usize::from(d.nblkptr);
             if d.data_block_size() != bs && !start_over {
                 start_over = !same_file_grows(os, st, &d, o, &bonus)?;
             }
             if start_over {
-                os.reclaim_object(obj, otype, bs, btype, bonus)?;
+                os.reclaim_object_dnsize(obj, otype, bs, btype, bonus, slots)?;
             } else {
                 // Same file (or one whose every changed block the stream carries): its
                 // blocks and block size stay; type and bonus are the stream's.
@@ -268,7 +283,7 @@ fn object(os: &mut DirtyObjset, st: &RecvState, o: &Object, payload: &[u8]) -> R
                 dd.phys.bonustype = btype;
             }
         }
-        None => os.claim_object(obj, otype, bs, btype, bonus)?,
+        None => os.claim_object_dnsize(obj, otype, bs, btype, bonus, slots)?,
     }
     let d = os.dirty(obj)?;
     d.phys.checksum = o.checksumtype;

@@ -116,6 +116,21 @@ impl ZapCache {
         Ok(obj)
     }
 
+    /// Like [`ZapCache::create`] with a dnode of `slots` slots (a directory of a file system
+    /// with `dnodesize` above 512).
+    pub fn create_dnsize(
+        &mut self,
+        os: &mut DirtyObjset,
+        ot: u8,
+        bonus_type: u8,
+        bonus: Vec<u8>,
+        slots: u8,
+    ) -> Result<u64> {
+        let obj = os.alloc_object_dnsize(ot, 512, bonus_type, bonus, slots)?;
+        self.register_new(obj, 0);
+        Ok(obj)
+    }
+
     /// Like [`ZapCache::create`] with name normalization flags (snapshot maps).
     pub fn create_norm(&mut self, os: &mut DirtyObjset, ot: u8, normflags: u64) -> Result<u64> {
         let obj = os.alloc_object(ot, 512, 0, Vec::new())?;

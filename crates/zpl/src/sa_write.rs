@@ -290,11 +290,10 @@ impl SaTables {
     }
 }
 
-/// Bonus bytes the DMU lets a dnode use with its number of block pointers. Large dnodes
-/// (`dnodesize=auto`) would offer more, but `DirtyObjset::set_bonus` stays within one slot.
+/// Bonus bytes the DMU lets a dnode use with its size and number of block pointers (832
+/// for a 1 KiB dnode of `dnodesize=auto`, 320 for a 512-byte one).
 pub(crate) fn bonus_room(dn: &DnodePhys) -> usize {
-    let extra = usize::from(dn.nblkptr.max(1) - 1) * ondisk::blkptr::BLKPTR_SIZE;
-    dmu::tx::DN_MAX_BONUSLEN_512.saturating_sub(extra)
+    dmu::tx::bonus_room(dn)
 }
 
 /// The attributes of one znode, in record order.

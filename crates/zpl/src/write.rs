@@ -367,11 +367,13 @@ impl ZplWriter {
     fn alloc_znode(&mut self, os: &mut DirtyObjset, zaps: &mut ZapCache, dir: bool) -> Result<u64> {
         // OpenZFS reserves the whole bonus (`DN_BONUS_SIZE`), so the dnode keeps a single
         // block pointer; the SA code then shrinks the bonus to what the record uses.
-        let bonus = vec![0u8; dmu::tx::DN_MAX_BONUSLEN_512];
+        // The dnode takes the objset's `dnodesize` (`zfs_mknode`, `dmu_objset_dnodesize`).
+        let slots = os.dnode_slots();
+        let bonus = vec![0u8; dmu::tx::bonus_len_for_slots(usize::from(slots))];
         let obj = if dir {
-            zaps.create(os, DMU_OT_DIRECTORY_CONTENTS, DMU_OT_SA, bonus)?
+            zaps.create_dnsize(os, DMU_OT_DIRECTORY_CONTENTS, DMU_OT_SA, bonus, slots)?
         } else {
-            os.alloc_object(DMU_OT_PLAIN_FILE_CONTENTS, 512, DMU_OT_SA, bonus)?
+            os.alloc_object_dnsize(DMU_OT_PLAIN_FILE_CONTENTS, 512, DMU_OT_SA, bonus, slots)?
         };
         Ok(obj)
     }
@@ -436,7 +438,7 @@ impl ZplWriter {
             rec.set(num, bytes);
         }
         let need = self.sa.encoded_len(&rec)?;
-        if need > dmu::tx::DN_MAX_BONUSLEN_512 {
+        if need > dmu::tx::bonus_len_for_slots(usize::from(os.dnode_slots())) {
             return err(
                 ENAMETOOLONG,
                 format!("{need} bytes of attributes do not fit the bonus (no spill support)"),

@@ -1011,7 +1011,7 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
         "logicalreferenced" | "lrefer" => num(p.uncompressed_bytes),
         "guid" => text(p.guid.to_string(), "-"),
         "createtxg" => text(p.creation_txg.to_string(), "-"),
-        "mountpoint" if snap || ds.kind == DatasetKind::Volume => text("-", "-"),
+        "mountpoint" | "dnodesize" if snap || ds.kind == DatasetKind::Volume => text("-", "-"),
         "mounted" if snap => text("-", "-"),
         "mounted" => text(if crate::daemon::is_mounted(&ds.name) { "yes" } else { "no" }, "-"),
         "clones" => {
@@ -1154,6 +1154,7 @@ const GET_ALL: &[&str] = &[
     "readonly",
     "canmount",
     "xattr",
+    "dnodesize",
     "copies",
     "guid",
     "createtxg",
