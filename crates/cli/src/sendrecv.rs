@@ -53,6 +53,8 @@ pub struct SendOpts {
     pub props: bool,
     /// `-b`: the properties carried are the received values only.
     pub backup: bool,
+    /// `-h`: a package carrying the snapshots' user holds (`snapholds`).
+    pub holds: bool,
     /// `-s`: with -R, descendants that lack the snapshot are left out with a warning.
     pub skip_missing: bool,
     /// `-X`: with -R, file systems left out with their descendants.
@@ -75,6 +77,8 @@ pub struct RecvOpts {
     /// `-x P`: the received value of P does not apply (the effective value is inherited,
     /// or for a property that is not inherited, the received one is dropped).
     pub exclude: Vec<String>,
+    /// `-h`: the holds a `send -h` stream carries are not placed.
+    pub skip_holds: bool,
 }
 
 /// Properties `receive -o`/`-x` may not name (libzfs `zfs_receive_checkprops`: read-only,
@@ -445,7 +449,7 @@ fn send_from(
     // Records are gathered; block payloads (larger than the buffer) go straight to the fd.
     let mut w = StreamWriter::new(BufWriter::with_capacity(64 << 10, File::from(fd)));
     let io = |e: std::io::Error| format!("cannot send '{snapshot}': {e}");
-    let package = o.intermediates || o.replicate || o.props;
+    let package = o.intermediates || o.replicate || o.props || o.holds;
     if package {
         // The package header (libzfs `send_prelim_records`): the file systems and their
         // snapshots in the stream, then its own END.
@@ -456,7 +460,7 @@ fn send_from(
                 (true, false) => PropsSent::Effective,
                 (true, true) => PropsSent::Received,
             };
-            fss.add_nvlist(&format!("0x{:x}", p.head.ds.guid), fs_entry(&dsl, p, props)?);
+            fss.add_nvlist(&format!("0x{:x}", p.head.ds.guid), fs_entry(&dsl, p, props, o.holds)?);
         }
         let mut hdr = ondisk::nvlist::NvList::new();
         if let Some(f) = &o.from {
@@ -470,7 +474,11 @@ fn send_from(
         hdr.add_nvlist("fss", fss);
         let begin = Begin {
             magic: BACKUP_MAGIC,
-            versioninfo: versioninfo(HDRTYPE_COMPOUNDSTREAM, FEATURE_SA_SPILL),
+            // The holds flag is set once, in the package's BEGIN (`send_prelim_records`).
+            versioninfo: versioninfo(
+                HDRTYPE_COMPOUNDSTREAM,
+                FEATURE_SA_SPILL | if o.holds { FEATURE_HOLDS } else { 0 },
+            ),
             toname: snapshot.to_string(),
             ..Default::default()
         };
@@ -551,7 +559,12 @@ enum PropsSent {
 /// A file system's entry in a package header's `fss` (libzfs `send_iterate_fs`): name,
 /// `parentfromsnap`, properties (as `props` says), snapshot guids and each snapshot's own
 /// properties.
-fn fs_entry(dsl: &dsl::DslPool, p: &FsPlan, props: PropsSent) -> Result<ondisk::nvlist::NvList, String> {
+fn fs_entry(
+    dsl: &dsl::DslPool,
+    p: &FsPlan,
+    props: PropsSent,
+    holds: bool,
+) -> Result<ondisk::nvlist::NvList, String> {
     let pick = |all| if props == PropsSent::Received { received_only(all) } else { effective(all) };
     let nv_of = |list: Vec<(String, dsl::props::RawProp)>, snapshot: bool| {
         let mut nv = ondisk::nvlist::NvList::new();
@@ -573,8 +586,21 @@ fn fs_entry(dsl: &dsl::DslPool, p: &FsPlan, props: PropsSent) -> Result<ondisk::
     let err = |e: dsl::DslError| e.to_string();
     let mut snaps = ondisk::nvlist::NvList::new();
     let mut snapprops = ondisk::nvlist::NvList::new();
+    // Each snapshot's holds, tag -> creation time (`lzc_get_holds`), with -h.
+    let mut snapholds = ondisk::nvlist::NvList::new();
     for s in &p.snaps {
         snaps.add_u64(&short(s), s.ds.guid);
+        if holds {
+            let mut tags = ondisk::nvlist::NvList::new();
+            if s.ds.userrefs_obj != 0 {
+                for e in zap::list(dsl.mos(), s.ds.userrefs_obj).map_err(|e| e.to_string())? {
+                    tags.add_u64(&e.name_string(), e.first_u64().unwrap_or(0));
+                }
+            }
+            if !tags.pairs.is_empty() {
+                snapholds.add_nvlist(&short(s), tags);
+            }
+        }
         let nv = if props == PropsSent::None {
             ondisk::nvlist::NvList::new()
         } else {
@@ -595,6 +621,9 @@ fn fs_entry(dsl: &dsl::DslPool, p: &FsPlan, props: PropsSent) -> Result<ondisk::
         }
     }
     one.add_nvlist("props", local).add_nvlist("snaps", snaps).add_nvlist("snapprops", snapprops);
+    if holds {
+        one.add_nvlist("snapholds", snapholds);
+    }
     Ok(one)
 }
 
@@ -957,6 +986,7 @@ fn receive_package(
                         })
                         .collect(),
                     snapprops: one.get_nvlist("snapprops").cloned(),
+                    snapholds: one.get_nvlist("snapholds").cloned(),
                 });
                 for (_, g) in &meta.snaps {
                     props_of.insert(*g, meta.clone());
@@ -980,7 +1010,9 @@ fn receive_package(
     } else {
         Vec::new()
     };
-    let r = receive_substreams(state, target, o, rd, recursive, &top, &props_of);
+    // Holds travel when the package's BEGIN says so and `receive -h` does not refuse them.
+    let holds = begin.features() & FEATURE_HOLDS != 0 && !o.skip_holds;
+    let r = receive_substreams(state, target, o, rd, recursive, &top, &props_of, holds);
     if recursive && !o.dry_run {
         let mut names: Vec<String> = state
             .pool(pool_of(target))
@@ -1005,7 +1037,9 @@ fn receive_package(
 }
 
 /// The substreams of a package, after its header; returns the answer and the file systems
-/// created (by full substreams).
+/// created (by full substreams). With `holds`, each snapshot received gets the holds the
+/// header lists for it (`zfs_receive_one`'s `lzc_hold`; failures are ignored as there).
+#[allow(clippy::too_many_arguments)]
 fn receive_substreams(
     state: &Arc<State>,
     target: &str,
@@ -1014,6 +1048,7 @@ fn receive_substreams(
     recursive: bool,
     top: &str,
     props_of: &std::collections::BTreeMap<u64, Arc<FsMeta>>,
+    holds: bool,
 ) -> Result<(Response, Vec<String>), String> {
     let mut made = Vec::new();
     let mut resp = Response::ok(String::new());
@@ -1070,7 +1105,23 @@ fn receive_substreams(
             top: is_top,
             done: &props_set,
         };
+        let sent_snap = sub.toname.split_once('@').map_or(String::new(), |(_, s)| s.to_string());
         let (r, fs, full) = receive_one(state, &sub_target, &one, rd, sub, &sub_payload, &plan)?;
+        if let (Some(m), true, false) = (meta, holds, o.dry_run) {
+            let snap = sub_target.split_once('@').map_or(sent_snap.as_str(), |(_, s)| s);
+            let name = format!("{fs}@{snap}");
+            if let (Some(tags), Some(rw)) = (
+                m.snapholds.as_ref().and_then(|h| h.get_nvlist(&sent_snap)),
+                crate::rwpool::writer_of(state, &fs),
+            ) {
+                for (tag, _) in &tags.pairs {
+                    if let Err(e) = rw.spa.hold(std::slice::from_ref(&name), tag, crate::rwpool::now_pair().0)
+                    {
+                        eprintln!("rzfsd: cannot place hold '{tag}' on '{name}' received: {e}");
+                    }
+                }
+            }
+        }
         top_fs.get_or_insert_with(|| sub_target.clone());
         if full && !o.dry_run {
             made.push(fs.clone());
@@ -1429,6 +1480,8 @@ struct FsMeta {
     props: Option<ondisk::nvlist::NvList>,
     snaps: Vec<(String, u64)>,
     snapprops: Option<ondisk::nvlist::NvList>,
+    /// `snapholds`: snapshot name -> { hold tag -> time } (`send -h`).
+    snapholds: Option<ondisk::nvlist::NvList>,
 }
 
 /// The answer of `receive -n`: nothing, or with -v what would be received.

@@ -626,6 +626,59 @@ fn large_dnodes() {
     assert!(!out.is_empty());
 }
 
+/// `send -h` carries the snapshots' user holds in a package (the HOLDS flag in its BEGIN,
+/// `snapholds` in its header, which zstream dump reads); receive places them on the
+/// snapshots it creates, full and incremental, and `receive -h` leaves them out.
+#[test]
+fn holds_travel() {
+    if skip_without_fuse_zdb("holds_travel") {
+        return;
+    }
+    let dir = scratch("holdsend");
+    let d = Daemon::new("holdsend");
+    let (_devs, pool_mnt) = create(&d, &dir, "hs", &SINGLE, 256 << 20);
+    d.ok("rzfs", &["create", "hs/fs"]);
+    std::fs::write(pool_mnt.join("fs/a"), b"first").unwrap();
+    d.ok("rzfs", &["snapshot", "hs/fs@s1"]);
+    d.ok("rzfs", &["hold", "keep-1", "hs/fs@s1"]);
+    d.ok("rzfs", &["hold", "keep-2", "hs/fs@s1"]);
+    std::fs::write(pool_mnt.join("fs/b"), b"second").unwrap();
+    d.ok("rzfs", &["snapshot", "hs/fs@s2"]);
+    d.ok("rzfs", &["hold", "keep-3", "hs/fs@s2"]);
+    let (full, inc) = (dir.join("full"), dir.join("inc"));
+    let (c, e) = send_to(&d, &["-h", "hs/fs@s1"], &full);
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(send_to(&d, &["-h", "-i", "@s1", "hs/fs@s2"], &inc).0, 0);
+    let dump = zstream_dump(&full);
+    assert!(dump.contains("snapholds") && dump.contains("keep-2"), "{dump}");
+    d.ok("rzfs", &["create", "hs/r"]);
+    let (c, e) = recv_from(&d, &["-F", "hs/r/fs@s1"], &full);
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(recv_from(&d, &["hs/r/fs"], &inc).0, 0);
+    let holds = d.ok("rzfs", &["holds", "-H", "hs/r/fs@s1", "hs/r/fs@s2"]);
+    let tags: Vec<(&str, &str)> = holds
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (f[0], f[1])
+        })
+        .collect();
+    assert_eq!(tags, [("hs/r/fs@s1", "keep-1"), ("hs/r/fs@s1", "keep-2"), ("hs/r/fs@s2", "keep-3")]);
+    // A held snapshot is not destroyed.
+    let (c, _, _) = d.run("rzfs", &["destroy", "hs/r/fs@s2"]);
+    assert_ne!(c, 0);
+    // receive -h: no holds.
+    assert_eq!(recv_from(&d, &["-h", "hs/r2"], &full).0, 0);
+    assert_eq!(d.ok("rzfs", &["holds", "-H", "hs/r2@s1"]).trim(), "");
+    for (t, s) in [("keep-1", "hs/r/fs@s1"), ("keep-2", "hs/r/fs@s1"), ("keep-3", "hs/r/fs@s2")] {
+        d.ok("rzfs", &["release", t, s]);
+    }
+    d.ok("rzfs", &["destroy", "hs/r/fs@s2"]);
+    assert!(d.ok("rzfs", &["send", "--help"]).contains("--holds"));
+    d.ok("rzpool", &["export", "hs"]);
+    zdb_check(&dir, "hs");
+}
+
 /// Bookmarks: made from a snapshot or another bookmark, listed with the snapshot's guid and
 /// txg, outliving their snapshot, and the source of an incremental send; destroyed one by
 /// one and with their file system. zdb checks the `bookmarks` feature's refcount and the

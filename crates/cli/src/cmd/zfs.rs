@@ -251,7 +251,13 @@ enum Cmd {
         snapshot: String,
     },
     /// Write a send stream of a snapshot to standard output (full, or with -i incremental).
+    #[command(disable_help_flag = true)]
     Send {
+        /// Carry the snapshots' user holds (a stream package); `receive` places them.
+        #[arg(short = 'h', long = "holds")]
+        holds: bool,
+        #[arg(long = "help", action = clap::ArgAction::Help)]
+        help: Option<bool>,
         /// Incremental from this earlier snapshot (`@snap` or `fs@snap`).
         #[arg(short = 'i', value_name = "SNAPSHOT", conflicts_with = "from_all")]
         from: Option<String>,
@@ -312,8 +318,13 @@ enum Cmd {
     },
     /// Create a snapshot (and for a full stream its file system) from a send stream read
     /// from standard input.
-    #[command(alias = "recv")]
+    #[command(alias = "recv", disable_help_flag = true)]
     Receive {
+        /// Do not place the user holds a `send -h` stream carries.
+        #[arg(short = 'h')]
+        skip_holds: bool,
+        #[arg(long = "help", action = clap::ArgAction::Help)]
+        help: Option<bool>,
         /// Roll the destination back to the stream's source first (and destroy later
         /// snapshots).
         #[arg(short = 'F')]
@@ -471,6 +482,8 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             rollback(state, &snapshot, recursive || clones, force).map(|_| Response::ok(String::new()))
         }
         Cmd::Send {
+            holds,
+            help: _,
             from,
             from_all,
             large_blocks,
@@ -504,6 +517,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
                 token,
                 replicate,
                 props: props || backup,
+                holds,
                 exclude,
             };
             crate::sendrecv::send(state, snapshot.as_deref().unwrap_or(""), &o, fds).map(|mut r| {
@@ -529,6 +543,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             set,
             exclude,
             target,
+            skip_holds,
             ..
         } => {
             if let Some(a) = set.iter().find(|a| !a.contains('=')) {
@@ -547,6 +562,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
                 dry_run,
                 set,
                 exclude,
+                skip_holds,
             };
             crate::sendrecv::receive(state, &target, &o, fds)
         }
