@@ -55,8 +55,9 @@ pub enum ZioError {
     /// Every copy failed its checksum (or could not be read/reconstructed).
     #[error("checksum error: no copy of block {bp} verifies")]
     Checksum { bp: String },
-    /// Device-level failure with no good copy left.
-    #[error("I/O error reading {bp}: {detail}")]
+    /// Device-level failure with no good copy left (a read), or a write that too many
+    /// devices failed.
+    #[error("I/O error on {bp}: {detail}")]
     Io { bp: String, detail: String },
     /// The block pointer or the bytes it led to are malformed.
     #[error("corrupt block: {0}")]

@@ -169,6 +169,23 @@ impl LibFs {
         Ok(LibFs { name: name.into(), spa, ds, zpl: Mutex::new(zpl), leaves })
     }
 
+    /// Opens the root file system again (after a rollback replaced its contents, or a
+    /// promote or destroy changed the datasets around it).
+    pub fn reopen(&mut self) -> Result<(), String> {
+        let ds = self.spa.read(|w| {
+            let root_dir = w.mos_zaps.lookup_u64(&w.mos, 1, "root_dataset").unwrap().unwrap();
+            dsl::write::dir_phys(&w.mos, root_dir).unwrap().head_dataset_obj
+        });
+        self.spa.open_dataset(ds).map_err(|e| format!("open root: {e}"))?;
+        let zpl = self.spa.read(|w| {
+            let d = w.datasets.get_mut(&ds).unwrap();
+            zpl::write::ZplWriter::open(&d.os, &mut d.zaps)
+        });
+        self.zpl = Mutex::new(zpl.map_err(|e| format!("open the ZPL: {e}"))?);
+        self.ds = ds;
+        Ok(())
+    }
+
     fn run<R>(
         &self,
         check: SpaceCheck,
@@ -233,8 +250,13 @@ impl LibFs {
 /// Imports the exported pool `name` from `dir` read-only and reads its root file system.
 pub fn read_back(dir: &Path, name: &str) -> Result<Files, String> {
     let p = super::open(dir, name)?;
-    let ds = p.dsl().find(name).map_err(|e| format!("root dataset: {e}"))?;
-    let z = rzfs_cli::zplopen::open_zpl_only(&p, &ds)?;
+    read_dataset(&p, name)
+}
+
+/// The files of file system or snapshot `name` of an imported pool.
+pub fn read_dataset(p: &pool::Pool, name: &str) -> Result<Files, String> {
+    let ds = p.dsl().find(name).map_err(|e| format!("{name}: {e}"))?;
+    let z = rzfs_cli::zplopen::open_zpl_only(p, &ds)?;
     let mut entries = Vec::new();
     z.walk(&mut |path, e| {
         entries.push((path.to_string(), e.object, e.dtype));
