@@ -113,6 +113,13 @@ fn listing_options() {
         d.ok("rzfs", &a)
     };
     assert_eq!(names(&["-t", "snapshot", "lo/a"]), "lo/a@s1\nlo/a@s2\n");
+    // Properties that do not apply to snapshots read `-` there and are not in `get all`
+    // (zfs_prop.c's types); those that do are inherited as on the file system.
+    let vals =
+        d.ok("rzfs", &["get", "-H", "-o", "value,source", "compression,recordsize,atime,exec", "lo/a/b@s1"]);
+    assert_eq!(vals, "-\t-\n-\t-\n-\t-\non\tdefault\n");
+    let all = d.ok("rzfs", &["get", "-H", "-o", "property", "all", "lo/a/b@s1"]);
+    assert!(all.contains("\nexec\n") && !all.contains("compression") && !all.contains("available"), "{all}");
     assert_eq!(names(&["-t", "snapshot", "-r", "lo/a"]), "lo/a@s1\nlo/a@s2\nlo/a/b@s1\n");
     assert_eq!(names(&["-t", "snapshot", "-S", "creation", "lo/a"]), "lo/a@s2\nlo/a@s1\n");
     assert_eq!(names(&["-t", "snapshot", "-s", "creation", "lo/a"]), "lo/a@s1\nlo/a@s2\n");

@@ -971,6 +971,61 @@ pub fn head_available(pool: &Pool, dsl: &DslPool, ds: &Dataset, pool_avail: u64)
     dsl::quota::head_available(&head, pool_avail, &mut |d| dsl.dir_phys(d)).map_err(|e| e.to_string())
 }
 
+/// The dataset types a native property applies to (`pd_types` in OpenZFS's zfs_prop.c):
+/// F file system, V volume, S snapshot. A property that does not apply to a dataset's type
+/// reads `-` there (`zfs_prop_get` refuses it) and is left out of `get all`. Properties not
+/// listed apply to every type.
+const PROP_TYPES: &[(&str, &str)] = &[
+    ("sync", "FV"),
+    ("checksum", "FV"),
+    ("dedup", "FV"),
+    ("compression", "FV"),
+    ("snapdir", "F"),
+    ("acltype", "FS"),
+    ("copies", "FV"),
+    ("xattr", "FS"),
+    ("dnodesize", "F"),
+    ("volmode", "FV"),
+    ("atime", "F"),
+    ("relatime", "F"),
+    ("devices", "FS"),
+    ("exec", "FS"),
+    ("setuid", "FS"),
+    ("readonly", "FV"),
+    ("canmount", "F"),
+    ("mounted", "F"),
+    ("defer_destroy", "S"),
+    ("origin", "FV"),
+    ("clones", "S"),
+    ("mountpoint", "F"),
+    ("receive_resume_token", "FV"),
+    ("available", "FV"),
+    ("volblocksize", "V"),
+    ("usedbysnapshots", "FV"),
+    ("usedbydataset", "FV"),
+    ("usedbychildren", "FV"),
+    ("usedbyrefreservation", "FV"),
+    ("userrefs", "S"),
+    ("logicalused", "FV"),
+    ("quota", "F"),
+    ("reservation", "FV"),
+    ("volsize", "SV"),
+    ("refquota", "F"),
+    ("refreservation", "FV"),
+    ("recordsize", "F"),
+];
+
+/// Does native property `prop` apply to `ds`'s type?
+fn applies_to(prop: &str, ds: &Dataset) -> bool {
+    let t = match ds.kind {
+        DatasetKind::Filesystem => 'F',
+        DatasetKind::Volume => 'V',
+        DatasetKind::Snapshot => 'S',
+        DatasetKind::Bookmark => return true,
+    };
+    PROP_TYPES.iter().find(|(p, _)| *p == prop).is_none_or(|(_, types)| types.contains(t))
+}
+
 /// The value of `prop` for dataset `ds`.
 pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Result<PropVal, String> {
     let prop = dsl::props::canonical(prop);
@@ -989,6 +1044,9 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
             p if dsl::props::is_user_prop(p) => text("-", "-"),
             _ => text("-", "-"),
         });
+    }
+    if !applies_to(prop, ds) {
+        return Ok(text("-", "-"));
     }
     let snap = ds.kind == DatasetKind::Snapshot;
     let p = &ds.ds;
@@ -1273,6 +1331,7 @@ fn get(
         let dsl = e.pool.dsl();
         let mut plist = plist.clone();
         if props == "all" {
+            plist.retain(|p| applies_to(p, &e.ds));
             plist.extend(user_props(&dsl, &e.ds)?);
         }
         for p in &plist {
