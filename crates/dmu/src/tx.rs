@@ -41,9 +41,6 @@ use zio::{Allocate, Prepared, WriteProps, Zio};
 pub const INDBLKSHIFT: u8 = 17;
 /// Size of a dnode's bonus area with one block pointer in a 512-byte dnode.
 pub const DN_MAX_BONUSLEN_512: usize = 320;
-/// `DMU_OT_SA`: objects with this bonus type keep a single block pointer, the rest of the
-/// dnode goes to the bonus (`dnode_allocate`).
-const DMU_OT_SA: u8 = 44;
 
 /// The bonus room of a dnode of `slots` slots with one block pointer and room for a spill
 /// pointer (`DN_SLOTS_TO_BONUSLEN`): 320 bytes for 512-byte dnodes, 832 for 1 KiB ...
@@ -268,7 +265,12 @@ fn fresh_dnode(
         return Err(corrupt("dnode", format!("bonus of {} bytes does not fit", bonus.len())));
     }
     check_block_size(block_size)?;
-    let nblkptr = if bonus_type == DMU_OT_SA { 1 } else { 1 + ((room - bonus.len()) / BLKPTR_SIZE).min(2) };
+    // SA bonuses keep a single block pointer: the rest of the dnode is bonus.
+    let nblkptr = if bonus_type == DmuObjectType::Sa.to_u8() {
+        1
+    } else {
+        1 + ((room - bonus.len()) / BLKPTR_SIZE).min(2)
+    };
     Ok(DnodePhys {
         extra_slots: (slots - 1) as u8,
         object_type,
@@ -617,23 +619,12 @@ impl DirtyObjset {
         old
     }
 
-    /// Starts existing object `obj` over as a new object of another type, block size or
-    /// bonus (OpenZFS `dmu_object_reclaim`, what a receive does when the sender reused an
-    /// object number): everything it held dies at sync, the number stays allocated.
+    /// Starts existing object `obj` over as a new object of another type, block size, bonus
+    /// or dnode size (`slots`; OpenZFS `dmu_object_reclaim_dnsize`, what a receive does when
+    /// the sender reused an object number): everything it held dies at sync, the number
+    /// stays allocated. Slots the object did not have before must be free (see
+    /// [`DirtyObjset::objects_in_slots`]).
     pub fn reclaim_object(
-        &mut self,
-        obj: u64,
-        object_type: u8,
-        block_size: u64,
-        bonus_type: u8,
-        bonus: Vec<u8>,
-    ) -> Result<()> {
-        self.reclaim_object_dnsize(obj, object_type, block_size, bonus_type, bonus, 1)
-    }
-
-    /// [`DirtyObjset::reclaim_object`] with a dnode of `slots` slots: slots the object did
-    /// not have before must be free (see [`DirtyObjset::objects_in_slots`]).
-    pub fn reclaim_object_dnsize(
         &mut self,
         obj: u64,
         object_type: u8,
@@ -1011,10 +1002,11 @@ impl DirtyObjset {
             }
             Ok((obj / per_block, off))
         };
-        for (&obj, (old_slots, _)) in new_dnodes {
-            let (blkid, off) = place(obj, (*old_slots).max(1))?;
+        for (&obj, &(old_slots, _)) in new_dnodes {
+            let slots = old_slots.max(1);
+            let (blkid, off) = place(obj, slots)?;
             if let Some(b) = blocks.get_mut(&blkid) {
-                b[off..off + old_slots.max(&1) * DNODE_SLOT_SIZE].fill(0);
+                b[off..off + slots * DNODE_SLOT_SIZE].fill(0);
             }
         }
         let mut large = false;

@@ -267,13 +267,14 @@ fn object(os: &mut DirtyObjset, st: &RecvState, o: &Object, payload: &[u8]) -> R
             // What an existing object keeps (`receive_handle_existing_object`): its
             // contents go only when it cannot be the same file, or its dnode cannot take
             // the new shape (another size, fewer block pointers: `deduce_nblkptr`).
-            let nblkptr = if btype == 44 { 1 } else { (MAX_BONUS.saturating_sub(bonuslen) / 128 + 1).min(3) };
+            let sa = ondisk::dmu_types::DmuObjectType::Sa.to_u8();
+            let nblkptr = if btype == sa { 1 } else { (MAX_BONUS.saturating_sub(bonuslen) / 128 + 1).min(3) };
             let mut start_over = d.slots() != usize::from(slots) || nblkptr < usize::from(d.nblkptr);
             if d.data_block_size() != bs && !start_over {
                 start_over = !same_file_grows(os, st, &d, o, &bonus)?;
             }
             if start_over {
-                os.reclaim_object_dnsize(obj, otype, bs, btype, bonus, slots)?;
+                os.reclaim_object(obj, otype, bs, btype, bonus, slots)?;
             } else {
                 // Same file (or one whose every changed block the stream carries): its
                 // blocks and block size stay; type and bonus are the stream's.
