@@ -476,6 +476,99 @@ fn embedded_blocks() {
     rzdb_space_check(&dir, "em");
 }
 
+/// The `<lsize>L/<psize>P` of each level-0 block of object `obj` of `ds` (zdb -ddddd).
+fn zdb_block_sizes(dir: &std::path::Path, ds: &str, obj: u64) -> Vec<String> {
+    let out = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-ddddd", ds, &obj.to_string()]);
+    out.lines()
+        .filter(|l| l.split_whitespace().nth(1) == Some("L0"))
+        .map(|l| {
+            l.split_whitespace().find(|w| w.ends_with('P') && w.contains("L/")).unwrap_or("?").to_string()
+        })
+        .collect()
+}
+
+/// A `send -c -e` stream is received as it came: every block keeps the sender's compression
+/// (lz4, gzip, zstd, zle, lzjb) and size, and embedded blocks stay embedded, whatever the
+/// receiving file system's `compression` (here off), as OpenZFS writes them; a block
+/// changed after the receive is written by the receiver's own properties. A stream
+/// without -c is compressed by the receiver's properties.
+#[test]
+fn compressed_stream_kept() {
+    if skip_without_fuse_zdb("compressed_stream_kept") {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch("rawcomp");
+    let d = Daemon::new("rawcomp");
+    let (_devs, pool_mnt) = create(&d, &dir, "rc", &SINGLE, 256 << 20);
+    let mnt = dir.join("fs");
+    let m = format!("mountpoint={}", mnt.display());
+    d.ok("rzfs", &["create", "-o", &m, "rc/fs"]);
+    let mut rng = Rng::new(53);
+    let algos = ["lz4", "gzip-3", "zstd", "zle", "lzjb"];
+    for a in algos {
+        d.ok("rzfs", &["set", &format!("compression={a}"), "rc/fs"]);
+        std::fs::write(mnt.join(a), rng.data(700_000)).unwrap();
+        d.ok("rzpool", &["sync", "rc"]);
+    }
+    d.ok("rzfs", &["set", "compression=lz4", "rc/fs"]);
+    let mut tiny = vec![0u8; 4096];
+    tiny[4000..4008].copy_from_slice(&rng.data(8));
+    std::fs::write(mnt.join("tiny"), &tiny).unwrap();
+    d.ok("rzfs", &["set", "compression=off", "rc/fs"]);
+    std::fs::write(mnt.join("plain"), rng.data(300_000)).unwrap();
+    // Before the sync, st_blocks counts the new data (as OpenZFS's, never 0 for a file
+    // with data: cp and mv would copy it as a sparse file), and an empty file has the
+    // one block of its dnode (`dmu_object_size_from_db`).
+    assert!(mnt.join("plain").metadata().unwrap().blocks() >= 300_000 / 512);
+    std::fs::write(mnt.join("empty"), b"").unwrap();
+    assert_eq!(mnt.join("empty").metadata().unwrap().blocks(), 1);
+    d.ok("rzfs", &["snapshot", "rc/fs@s"]);
+    let want = tree(&mnt);
+    let (comp, plain) = (dir.join("comp"), dir.join("plain"));
+    let (c, e) = send_to(&d, &["-c", "-e", "rc/fs@s"], &comp);
+    assert_eq!(c, 0, "{e}");
+    assert_eq!(send_to(&d, &["rc/fs@s"], &plain).0, 0);
+    let off = d.ok("rzfs", &["get", "-H", "-o", "value", "compression", "rc"]);
+    assert_eq!(off.trim(), "off", "the receivers inherit compression=off");
+    assert_eq!(recv_from(&d, &["rc/comp"], &comp).0, 0);
+    assert_eq!(recv_from(&d, &["rc/plain"], &plain).0, 0);
+    assert_same(&want, &tree(&pool_mnt.join("comp")), "comp");
+    assert_same(&want, &tree(&pool_mnt.join("plain")), "plain");
+    d.ok("rzpool", &["sync", "rc"]);
+    let dirs = dir.to_str().unwrap();
+    for f in algos.iter().chain(&["tiny", "plain"]) {
+        let src = zdb_block_sizes(&dir, "rc/fs", mnt.join(f).metadata().unwrap().ino());
+        let got = zdb_block_sizes(&dir, "rc/comp", pool_mnt.join("comp").join(f).metadata().unwrap().ino());
+        assert!(!src.is_empty(), "{f}");
+        assert_eq!(src, got, "{f}: blocks of the -c copy as the source's");
+        let unc = zdb_block_sizes(&dir, "rc/plain", pool_mnt.join("plain").join(f).metadata().unwrap().ino());
+        if *f != "plain" && *f != "tiny" {
+            assert_ne!(src, unc, "{f}: the copy from a stream without -c is not compressed");
+        }
+    }
+    let tiny_obj = pool_mnt.join("comp/tiny").metadata().unwrap().ino().to_string();
+    let out = run_zdb(&["-e", "-p", dirs, "-ddddd", "rc/comp", &tiny_obj]);
+    assert!(out.contains("EMBEDDED"), "the embedded block stays embedded:\n{out}");
+    let refer = |ds: &str| -> u64 {
+        d.ok("rzfs", &["get", "-Hp", "-o", "value", "referenced", ds]).trim().parse().unwrap()
+    };
+    let (s, r) = (refer("rc/fs@s"), refer("rc/comp"));
+    assert!(r.abs_diff(s) * 50 < s, "referenced {r} of the -c copy, {s} of the source");
+    assert!(refer("rc/plain") > s + s / 4, "the copy from a plain stream takes more space");
+    // Changed after the receive: written by the receiver's properties (compression off).
+    let lz4 = pool_mnt.join("comp/lz4");
+    let mut data = std::fs::read(&lz4).unwrap();
+    data[..131072].fill(7);
+    std::fs::write(&lz4, &data).unwrap();
+    d.ok("rzpool", &["sync", "rc"]);
+    let sizes = zdb_block_sizes(&dir, "rc/comp", lz4.metadata().unwrap().ino());
+    assert_eq!(sizes[0], "20000L/20000P", "{sizes:?}");
+    assert_eq!(std::fs::read(&lz4).unwrap(), data);
+    d.ok("rzpool", &["export", "rc"]);
+    zdb_check(&dir, "rc");
+}
+
 /// The xattrs of every file under `root` (getfattr, hex values), by relative path.
 fn xattr_tree(root: &std::path::Path) -> BTreeMap<String, String> {
     let o = std::process::Command::new("getfattr")

@@ -35,7 +35,7 @@ use ondisk::objset::{ObjsetPhys, OBJSET_PHYS_SIZE_V2};
 use ondisk::ByteOrder;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use zio::{Allocate, Prepared, WriteProps, Zio};
+use zio::{Allocate, Prepared, WriteProps, Zio, BPE_PAYLOAD_SIZE};
 
 /// Indirect blocks are 128 KiB (`DN_MAX_INDBLKSHIFT`), as OpenZFS creates them.
 pub const INDBLKSHIFT: u8 = 17;
@@ -182,6 +182,8 @@ pub struct DirtyDnode {
     pub blocks: BTreeMap<u64, DirtyBlock>,
     /// Level-0 block ranges `[start, end)` that become holes.
     pub frees: Vec<(u64, u64)>,
+    /// Dirty blocks whose on-disk form came with them ([`RawBlock`]), by block id.
+    raw: BTreeMap<u64, RawBlock>,
     /// The object was freed in this txg (its whole committed tree dies at sync).
     pub freed: bool,
     /// The object was started over in this txg under the same number
@@ -196,6 +198,27 @@ impl DirtyDnode {
     fn is_freed_block(&self, blkid: u64) -> bool {
         self.frees.iter().any(|&(s, e)| blkid >= s && blkid < e)
     }
+}
+
+/// A dirty level-0 block whose on-disk bytes are already known: a block received
+/// compressed (a WRITE record of a `send -c` stream) or as an embedded pointer's payload
+/// (WRITE_EMBEDDED). It is written as it came, with the sender's compression, as OpenZFS's
+/// receive does (`receive_write` hands the DMU a compressed ARC buffer, and
+/// `receive_write_embedded` an embedded pointer), so a received dataset takes the space
+/// its source took whatever its own `compression`.
+///
+/// It stands only while the block's data is the very `Arc` it was made with: the record
+/// shares it, so any later change to the block copies the data first (`Arc::make_mut`) and
+/// the sync then compresses the new data by the dataset's properties.
+#[derive(Clone, Debug)]
+struct RawBlock {
+    logical: DirtyBlock,
+    /// ZIO compression of `phys`.
+    compress: u8,
+    /// The compressed bytes (`psize` long; a multiple of 512 unless embedded).
+    phys: Arc<Vec<u8>>,
+    /// `phys` goes inside the block pointer (at most 112 bytes).
+    embedded: bool,
 }
 
 /// The open txg's view of one objset.
@@ -218,6 +241,9 @@ pub struct DirtyObjset {
     /// throttle asks after every operation, and summing the map each time made the work of
     /// one txg quadratic in the number of files it creates.
     cost: TxgCost,
+    /// Bytes of [`RawBlock`] payloads added in this txg (memory on top of `cost`; not
+    /// decreased when a raw form is dropped before the sync: an over-estimate).
+    raw_bytes: u64,
 }
 
 /// The open txg of one objset as it was before a sync began ([`DirtyObjset::checkpoint`]):
@@ -231,6 +257,7 @@ pub struct OsCheckpoint {
     freed_now: BTreeSet<u64>,
     next_object: u64,
     cost: TxgCost,
+    raw_bytes: u64,
 }
 
 /// What one dirty object costs in memory besides its blocks, as the throttle counts it: a
@@ -315,6 +342,7 @@ impl DirtyObjset {
             order: ByteOrder::Little,
             dnode_slots: 1,
             cost: TxgCost::default(),
+            raw_bytes: 0,
         }
     }
 
@@ -336,6 +364,7 @@ impl DirtyObjset {
             order,
             dnode_slots: 1,
             cost: TxgCost::default(),
+            raw_bytes: 0,
         })
     }
 
@@ -356,7 +385,7 @@ impl DirtyObjset {
             self.cost.data_blocks,
             self.dnodes.values().map(|d| d.blocks.len() as u64).sum::<u64>()
         );
-        self.cost.data_bytes + self.dnodes.len() as u64 * DIRTY_DNODE_COST
+        self.cost.data_bytes + self.raw_bytes + self.dnodes.len() as u64 * DIRTY_DNODE_COST
     }
 
     /// What syncing this objset's open txg may write (see [`TxgCost`]).
@@ -373,6 +402,7 @@ impl DirtyObjset {
             freed_now: self.freed_now.clone(),
             next_object: self.next_object,
             cost: self.cost,
+            raw_bytes: self.raw_bytes,
         }
     }
 
@@ -386,6 +416,7 @@ impl DirtyObjset {
         self.freed_now = c.freed_now;
         self.next_object = c.next_object;
         self.cost = c.cost;
+        self.raw_bytes = c.raw_bytes;
     }
 
     /// Charges the metadata that dirtying `object` (not dirty yet) makes the sync write: its
@@ -663,6 +694,7 @@ impl DirtyObjset {
         let gone = blocks_len(d.blocks.values());
         let count = d.blocks.len() as u64;
         d.blocks.clear();
+        d.raw.clear();
         d.frees.clear();
         self.cost.data_bytes -= gone;
         self.cost.data_blocks -= count;
@@ -702,6 +734,7 @@ impl DirtyObjset {
         let gone = blocks_len(d.blocks.values());
         let count = d.blocks.len() as u64;
         d.blocks.clear();
+        d.raw.clear();
         d.phys.datablkszsec = (block_size >> 9) as u16;
         let added = newb.len() as u64;
         d.blocks.insert(0, Arc::new(newb));
@@ -812,6 +845,62 @@ impl DirtyObjset {
         Ok(())
     }
 
+    /// Bytes of new data `obj` holds in the open txg: its dirty blocks past the end of its
+    /// committed data (all of them for an object that had none). Overwrites of committed
+    /// blocks are not counted: their space is already in `dn_used`. What `stat` adds to
+    /// `st_blocks` before the sync, as other file systems count delayed allocations.
+    pub fn pending_bytes(&self, obj: u64) -> u64 {
+        let Some(d) = self.dnodes.get(&obj) else { return 0 };
+        let bs = d.phys.data_block_size();
+        let n = match &d.committed {
+            Some(c) if !d.reclaimed && c.used_bytes() > 0 => {
+                d.blocks.range(c.maxblkid.saturating_add(1)..).count() as u64
+            }
+            _ => d.blocks.len() as u64,
+        };
+        n.saturating_mul(bs)
+    }
+
+    /// Writes whole level-0 block `blkid` of `obj` whose on-disk form is known: `logical`
+    /// is its content (the object's block size), `phys` those bytes compressed with ZIO
+    /// compression `compress` (`embedded`: the payload of an embedded block pointer). The
+    /// sync writes `phys` as it is when the pool can hold it that way (see [`RawBlock`]),
+    /// otherwise it compresses `logical` as any write. The caller vouches that `phys`
+    /// decompresses to `logical` (a receive decompresses every payload to check it).
+    pub fn write_compressed(
+        &mut self,
+        obj: u64,
+        blkid: u64,
+        logical: &[u8],
+        compress: u8,
+        phys: Vec<u8>,
+        embedded: bool,
+    ) -> Result<()> {
+        let dn = self.dnode(obj)?.ok_or(DmuError::NoSuchObject(obj))?;
+        let bs = dn.data_block_size();
+        if logical.len() as u64 != bs || phys.is_empty() || phys.len() > logical.len() {
+            return Err(corrupt(
+                "compressed block",
+                format!(
+                    "{} bytes compressed to {} for object {obj} of {bs}-byte blocks",
+                    logical.len(),
+                    phys.len()
+                ),
+            ));
+        }
+        let offset =
+            blkid.checked_mul(bs).ok_or_else(|| corrupt("compressed block", format!("block {blkid}")))?;
+        self.write(obj, offset, logical)?;
+        let d = self.dirty(obj)?;
+        let Some(block) = d.blocks.get(&blkid).cloned() else {
+            return Err(corrupt("compressed block", format!("block {blkid} of object {obj} is not dirty")));
+        };
+        let added = phys.len() as u64;
+        d.raw.insert(blkid, RawBlock { logical: block, compress, phys: Arc::new(phys), embedded });
+        self.raw_bytes += added;
+        Ok(())
+    }
+
     /// Frees `[offset, offset+len)` (`len = u64::MAX`: to the end, a truncate). Whole
     /// blocks become holes; partial blocks are zeroed.
     pub fn free_range(&mut self, obj: u64, offset: u64, len: u64) -> Result<()> {
@@ -845,6 +934,7 @@ impl DirtyObjset {
             let edges = 2 * u64::from(d.phys.nlevels.saturating_sub(1));
             let ibs = 1u64 << d.phys.indblkshift.max(8);
             d.blocks.retain(|&b, _| b < first_whole || b >= last_whole);
+            d.raw.retain(|&b, _| b < first_whole || b >= last_whole);
             d.frees.push((first_whole, last_whole));
             if len == u64::MAX || last_whole > d.phys.maxblkid {
                 d.phys.maxblkid = first_whole.saturating_sub(1).min(d.phys.maxblkid);
@@ -885,18 +975,25 @@ impl DirtyObjset {
         // Per object: the slots its committed dnode took (0 if none), and its new dnode.
         let mut new_dnodes: BTreeMap<u64, (usize, DnodePhys)> = BTreeMap::new();
         let mut writes = Vec::new();
+        let mut by_obj: BTreeMap<u64, BTreeMap<u64, Prepared>> = BTreeMap::new();
         for (obj, d) in &dirty {
             if !d.freed {
+                let props = ctx.policy.props(&d.phys, 0);
                 for (blkid, data) in &d.blocks {
-                    writes.push((*obj, *blkid, data.as_slice(), ctx.policy.props(&d.phys, 0)));
+                    match d.raw.get(blkid).and_then(|r| raw_prepared(ctx, &props, r, data)) {
+                        Some(p) => {
+                            by_obj.entry(*obj).or_default().insert(*blkid, p);
+                        }
+                        None => writes.push((*obj, *blkid, data.as_slice(), props)),
+                    }
                 }
             }
         }
         let written = write_blocks_parallel(ctx, &writes)?;
-        let mut by_obj: BTreeMap<u64, BTreeMap<u64, Prepared>> = BTreeMap::new();
         for ((obj, blkid, _, _), p) in writes.iter().zip(written) {
             by_obj.entry(*obj).or_default().insert(*blkid, p);
         }
+        self.raw_bytes = 0;
         for (obj, d) in dirty {
             let prepared = by_obj.remove(&obj).unwrap_or_default();
             let phys = self.sync_object(ctx, sink, &d, prepared)?;
@@ -1097,6 +1194,38 @@ fn dnode_block_fill(block: &[u8], order: ByteOrder) -> u64 {
 
 /// Compresses and checksums level-0 blocks on up to 4 threads (allocation and issue happen
 /// later, in tree order, so that placement is deterministic).
+/// The prepared form of raw block `r` whose dirty data is `data`, if it still stands (the
+/// block was not changed since) and the pool can hold it so: an embedded pointer only where
+/// the dataset embeds (the pool has `embedded_data`), a compressed block only if it still
+/// saves space once padded to the pool's sector, as `zio_write_compress` requires of any
+/// compressed block.
+fn raw_prepared(ctx: &SyncCtx, props: &WriteProps, r: &RawBlock, data: &DirtyBlock) -> Option<Prepared> {
+    if !Arc::ptr_eq(&r.logical, data) {
+        return None;
+    }
+    let lsize = data.len() as u64;
+    if r.embedded {
+        if !props.embed || r.phys.len() > BPE_PAYLOAD_SIZE {
+            return None;
+        }
+        return Some(Prepared {
+            phys: r.phys.to_vec(),
+            lsize,
+            compress: r.compress,
+            hole: false,
+            embedded: true,
+        });
+    }
+    let rounded = (r.phys.len() as u64).next_multiple_of(ctx.sector.max(512));
+    if rounded >= lsize {
+        return None;
+    }
+    let mut phys = Vec::with_capacity(rounded as usize);
+    phys.extend_from_slice(&r.phys);
+    phys.resize(rounded as usize, 0);
+    Some(Prepared { phys, lsize, compress: r.compress, hole: false, embedded: false })
+}
+
 fn write_blocks_parallel(ctx: &SyncCtx, writes: &[(u64, u64, &[u8], WriteProps)]) -> Result<Vec<Prepared>> {
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(4);
     if writes.len() < 4 || threads < 2 {

@@ -418,7 +418,7 @@ fn to_fuse_attr(ino: u64, a: &Attrs) -> FileAttr {
     FileAttr {
         ino,
         size: a.size,
-        blocks: a.used_bytes.div_ceil(512),
+        blocks: a.blocks512(),
         atime: ts(a.atime),
         mtime: ts(a.mtime),
         ctime: ts(a.ctime),

@@ -301,7 +301,7 @@ fn to_attr(ino: u64, a: &Attrs) -> FileAttr {
     FileAttr {
         ino,
         size: a.size,
-        blocks: a.used_bytes.div_ceil(512),
+        blocks: a.blocks512(),
         atime: time_from_zfs(a.atime),
         mtime: time_from_zfs(a.mtime),
         ctime: time_from_zfs(a.ctime),

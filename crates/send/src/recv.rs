@@ -12,8 +12,11 @@
 //!   stream without -L) keeps its blocks (see `same_file_grows`).
 //! - FREEOBJECTS frees the allocated objects of a range; FREE frees a byte range of an
 //!   object (to its end: a truncation).
-//! - WRITE and WRITE_EMBEDDED write whole blocks (compressed payloads are decompressed:
-//!   the receiving dataset compresses by its own properties).
+//! - WRITE and WRITE_EMBEDDED write whole blocks. A compressed payload (`send -c`) and an
+//!   embedded pointer's payload are decompressed to check them and kept as they came: the
+//!   block is written with the sender's compression (`DirtyObjset::write_compressed`), as
+//!   OpenZFS writes them; uncompressed payloads are compressed by the receiving dataset's
+//!   properties.
 //!
 //! The pool layer above owns the dataset, its txgs and what happens on failure; here every
 //! record is checked against what the objset can hold before anything changes, so a bad
@@ -136,6 +139,8 @@ pub struct RecvState {
     /// knows the ZPL): tells a file whose block size grew from another file under the same
     /// object number. None: such an object is always started over.
     pub generation: Option<GenerationFn>,
+    /// The BEGIN record's feature flags.
+    pub features: u64,
     /// The stream may hold dnodes above 512 bytes: its BEGIN has LARGE_DNODE, and the
     /// receiving pool has large_dnode enabled (`spa_maxdnodesize`).
     pub large_dnodes: bool,
@@ -164,12 +169,16 @@ pub fn apply(os: &mut DirtyObjset, st: &mut RecvState, rec: &Record, payload: &[
         }
         Record::Write(w) => {
             check_guid(st, w.toguid, "WRITE")?;
-            let data = if w.compressiontype != 0 {
-                decompress(w.compressiontype, payload, w.logical_size)?
-            } else {
-                payload.to_vec()
-            };
-            write(os, w.object, w.offset, &data)?;
+            if w.compressiontype != 0 {
+                check_compress_feature(st, w.compressiontype, "WRITE")?;
+                let data = decompress(w.compressiontype, payload, w.logical_size)?;
+                write_compressed(os, w.object, w.offset, data.as_slice(), w.compressiontype, payload, false)?;
+                st.data_bytes += data.len() as u64;
+                st.last_write = Some((w.object, w.offset));
+                return Ok(());
+            }
+            let data = payload;
+            write(os, w.object, w.offset, data)?;
             st.data_bytes += data.len() as u64;
             st.last_write = Some((w.object, w.offset));
             Ok(())
@@ -179,12 +188,19 @@ pub fn apply(os: &mut DirtyObjset, st: &mut RecvState, rec: &Record, payload: &[
             let body = payload.get(..w.psize as usize).ok_or_else(|| {
                 RecvError::Invalid(format!("WRITE_EMBEDDED payload shorter than its psize {}", w.psize))
             })?;
+            check_compress_feature(st, w.compression, "WRITE_EMBEDDED")?;
             let mut data = decompress(w.compression, body, u64::from(w.lsize))?;
             if w.length > MAX_BLOCK {
                 return Err(RecvError::Invalid(format!("WRITE_EMBEDDED length {} too large", w.length)));
             }
             data.resize(w.length as usize, 0);
-            write(os, w.object, w.offset, &data)?;
+            // Only BP_EMBEDDED_TYPE_DATA (0) exists for data; the length must be the
+            // embedded pointer's logical size for the pointer to be kept as it came.
+            if w.etype == 0 && w.length == u64::from(w.lsize) {
+                write_compressed(os, w.object, w.offset, &data, w.compression, body, true)?;
+            } else {
+                write(os, w.object, w.offset, &data)?;
+            }
             st.data_bytes += data.len() as u64;
             st.last_write = Some((w.object, w.offset));
             Ok(())
@@ -372,6 +388,50 @@ fn write(os: &mut DirtyObjset, obj: u64, offset: u64, data: &[u8]) -> Result<()>
     // A block of another size than the object's (a large block split into 128 KiB records)
     // is written piecewise: the DMU merges it.
     os.write(obj, offset, data)?;
+    Ok(())
+}
+
+/// Writes a block that came compressed: kept as it came (see
+/// [`DirtyObjset::write_compressed`]) when it is one whole block of the object, else
+/// written from its decompressed `data` like any other.
+fn write_compressed(
+    os: &mut DirtyObjset,
+    obj: u64,
+    offset: u64,
+    data: &[u8],
+    compress: u8,
+    phys: &[u8],
+    embedded: bool,
+) -> Result<()> {
+    let dn = os
+        .dnode(obj)?
+        .ok_or_else(|| RecvError::Invalid(format!("WRITE to object {obj}, which does not exist")))?;
+    let bs = dn.data_block_size();
+    let whole =
+        data.len() as u64 == bs && offset.is_multiple_of(bs) && !phys.is_empty() && phys.len() <= data.len();
+    if !whole {
+        return write(os, obj, offset, data);
+    }
+    os.write_compressed(obj, offset / bs, data, compress, phys.to_vec(), embedded)?;
+    Ok(())
+}
+
+/// A compressed payload needs the stream feature its algorithm needs: lz4 and newer need
+/// LZ4, zstd needs ZSTD (`recv_check_compress_feature`): the receiving pool was checked
+/// for those features at BEGIN, so a block the pool cannot hold never gets in.
+fn check_compress_feature(st: &RecvState, compress: u8, what: &str) -> Result<()> {
+    const LZ4: u8 = 15;
+    const ZSTD: u8 = 16;
+    if compress == ZSTD && st.features & FEATURE_ZSTD == 0 {
+        return Err(RecvError::Invalid(format!(
+            "{what} record compressed with zstd in a stream without ZSTD"
+        )));
+    }
+    if compress >= LZ4 && compress != ZSTD && st.features & FEATURE_LZ4 == 0 {
+        return Err(RecvError::Invalid(format!(
+            "{what} record compressed with algorithm {compress} in a stream without LZ4"
+        )));
+    }
     Ok(())
 }
 

@@ -43,7 +43,7 @@ use std::sync::Arc;
 mod vdev_io;
 mod write;
 pub use vdev_io::VdevIo;
-pub use write::{Allocate, Prepared, WriteProps};
+pub use write::{Allocate, Prepared, WriteProps, BPE_PAYLOAD_SIZE};
 
 /// Deepest gang tree we follow (gang children may themselves be gangs; OpenZFS bounds the
 /// depth implicitly through block sizes; 8 is far beyond anything a 16 MiB block needs).

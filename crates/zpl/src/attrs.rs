@@ -54,11 +54,23 @@ pub struct Attrs {
     pub symlink: Option<Vec<u8>>,
     /// SA xattrs: a packed nvlist of name → bytes.
     pub sa_xattrs: Option<Vec<u8>>,
+    /// Bytes the object takes on disk (`dn_used`), plus, on a writable mount, the new data
+    /// it holds in the open txg (see `DirtyObjset::pending_bytes`).
     pub used_bytes: u64,
+    /// Slots of its dnode.
+    pub dnode_slots: u64,
     pub blksize: u64,
 }
 
 impl Attrs {
+    /// `st_blocks` as OpenZFS reports it (`dmu_object_size_from_db`): the used bytes in
+    /// 512-byte units, rounded to the nearest, plus one per dnode slot, so that a file
+    /// with data never reads as wholly sparse (tools such as `cp` and `mv` punch holes
+    /// in a copy whose source looks sparse).
+    pub fn blocks512(&self) -> u64 {
+        (self.used_bytes.saturating_add(256) >> 9) + self.dnode_slots.max(1)
+    }
+
     /// The file type from the mode.
     pub fn kind(&self) -> FileType {
         match self.mode & 0o170000 {
@@ -161,6 +173,7 @@ pub fn decode(os: &Objset, dn: &Dnode, sa: Option<&SaTables>) -> Result<Attrs> {
     let mut a = Attrs {
         object: dn.object,
         used_bytes: dn.used_bytes(),
+        dnode_slots: dn.slots() as u64,
         blksize: dn.data_block_size(),
         ..Default::default()
     };

@@ -563,7 +563,8 @@ impl ZplWriter {
         let z = self.load(os, obj)?;
         let mut a = Attrs {
             object: obj,
-            used_bytes: z.dn.used_bytes(),
+            used_bytes: z.dn.used_bytes().saturating_add(os.pending_bytes(obj)),
+            dnode_slots: z.dn.slots() as u64,
             blksize: z.dn.data_block_size(),
             ..Default::default()
         };
