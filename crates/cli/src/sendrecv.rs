@@ -167,6 +167,13 @@ fn feature_active(p: &pool::Pool, short: &str) -> bool {
     feature_refcount(p, short).is_some_and(|c| c > 0)
 }
 
+/// Is per-dataset feature `short` active on dataset object `ds_obj` (a ZAP entry named by
+/// the feature's guid in the zapified dataset object; `dsl_dataset_feature_is_active`)?
+fn ds_feature_active(p: &pool::Pool, ds_obj: u64, short: &str) -> bool {
+    let Some(f) = pool::feature_table::by_name(short) else { return false };
+    zap::lookup_u64(&p.mos, ds_obj, f.guid).ok().flatten().is_some()
+}
+
 /// Is pool feature `short` enabled (or active)?
 fn feature_enabled(p: &pool::Pool, short: &str) -> bool {
     feature_refcount(p, short).is_some()
@@ -358,31 +365,39 @@ fn send_from(
         snaps.extend(chain.iter().map(|(_, t)| t.clone()));
         vec![FsPlan { head, snaps, chain, parentfromsnap: 0, clone }]
     };
+    // The stream's feature flags as `setup_featureflags` sets them: pool-wide features for
+    // embedded blocks and lz4, the snapshot's own per-dataset features for large blocks,
+    // zstd and large dnodes (a stream of a dataset that never had a large block can be
+    // received by a pool without large_blocks, even with -L).
     let mut features = 0u64;
-    if o.large_blocks && feature_active(&pool, "large_blocks") {
-        features |= FEATURE_LARGE_BLOCKS;
-    }
     if o.embed && feature_active(&pool, "embedded_data") {
         features |= FEATURE_EMBED_DATA;
     }
     if o.compressed {
         features |= FEATURE_COMPRESSED;
-        if feature_active(&pool, "zstd_compress") {
-            features |= FEATURE_ZSTD;
-        }
     }
     if features & (FEATURE_EMBED_DATA | FEATURE_COMPRESSED) != 0 && feature_active(&pool, "lz4_compress") {
         features |= FEATURE_LZ4;
     }
-    if feature_active(&pool, "large_dnode") {
-        features |= FEATURE_LARGE_DNODE;
-    }
+    let ds_features = |to: &dsl::Dataset| -> u64 {
+        let mut f = 0;
+        if o.large_blocks && ds_feature_active(&pool, to.ds_obj, "large_blocks") {
+            f |= FEATURE_LARGE_BLOCKS;
+        }
+        if o.compressed && ds_feature_active(&pool, to.ds_obj, "zstd_compress") {
+            f |= FEATURE_ZSTD;
+        }
+        if ds_feature_active(&pool, to.ds_obj, "large_dnode") {
+            f |= FEATURE_LARGE_DNODE;
+        }
+        f
+    };
     let open = |d: &dsl::Dataset| -> Result<dmu::Objset, String> {
         let bp = d.objset_bp().map_err(|e| e.to_string())?;
         dmu::Objset::open(&pool.reader, &bp).map_err(|e| format!("cannot send '{}': {e}", d.name))
     };
     let params = |from: &Option<dsl::Dataset>, to: &dsl::Dataset, os: &dmu::Objset, clone: bool| {
-        let mut f = features;
+        let mut f = features | ds_features(to);
         if os.os_type() == ondisk::objset::DMU_OST_ZFS {
             f |= FEATURE_SA_SPILL;
         }
@@ -859,9 +874,11 @@ fn apply_cmdline_props(
     let mut received = props.map(|p| received_list(p, &dropped)).unwrap_or_default();
     received.retain(|(k, _)| !DELAYED_PROPS.contains(&k.as_str()));
     if props.is_some() || !markers.is_empty() {
-        rw.spa
+        let rejected = rw
+            .spa
             .set_received_props(fs, received, props.is_some(), markers)
             .map_err(|e| format!("cannot set the properties received for '{fs}': {e}"))?;
+        warn_rejected(r, fs, &rejected);
     }
     if top && !o.set.is_empty() {
         // A new mountpoint or canmount moves the mounts as zfs set does.
@@ -876,6 +893,14 @@ fn apply_cmdline_props(
         r.stderr.push_str(&m.stderr);
     }
     Ok(())
+}
+
+/// Warns of received properties the pool could not hold (the receive goes on, as
+/// OpenZFS's does: "cannot receive P property on FS: reason").
+fn warn_rejected(r: &mut Response, fs: &str, rejected: &[(String, String)]) {
+    for (k, why) in rejected {
+        r.stderr.push_str(&format!("cannot receive {k} property on {fs}: {why}\n"));
+    }
 }
 
 /// A stream's property list as values to store, without the names in `dropped`.
@@ -922,8 +947,10 @@ fn apply_delayed_props(
     }
     let rw =
         crate::rwpool::writer_of(state, fs).ok_or_else(|| format!("cannot receive: '{fs}' is read-only"))?;
+    // refquota needs no pool feature: nothing is rejected.
     rw.spa
         .set_received_props(fs, list, false, Vec::new())
+        .map(|_| ())
         .map_err(|e| format!("cannot set the properties received for '{fs}': {e}"))
 }
 
@@ -1199,6 +1226,7 @@ fn apply_stream(
                 last_write: None,
                 full: begin.fromguid == 0,
                 generation: Some(file_generation),
+                features: begin.features(),
                 large_dnodes: begin.features() & send::stream::FEATURE_LARGE_DNODE != 0,
             };
             loop {
@@ -1466,6 +1494,7 @@ fn received_snapshot_props(state: &Arc<State>, o: &RecvOpts, fs: &str, m: &FsMet
         // The snapshot of that name here, if it is the sender's (same guid).
         let snap = format!("{fs}@{name}");
         if dsl.find(&snap).is_ok_and(|d| d.ds.guid == *guid) {
+            // Snapshot properties are user properties: none needs a pool feature.
             rw.spa
                 .set_received_props(&snap, list, false, Vec::new())
                 .map_err(|e| format!("cannot set the properties received for '{snap}': {e}"))?;

@@ -569,6 +569,56 @@ fn compressed_stream_kept() {
     zdb_check(&dir, "rc");
 }
 
+/// A stream's LARGE_BLOCKS flag follows the sent dataset, not the pool (as
+/// `setup_featureflags`): `send -L` of a file system that never had a block above 128 KiB
+/// is received by a pool without large_blocks. A received property the pool cannot hold
+/// (`recordsize=1M` there) is left out with a warning, and the data is received all the
+/// same, in 128 KiB blocks.
+#[test]
+fn stream_features_follow_the_dataset() {
+    if skip_without_fuse_zdb("stream_features_follow_the_dataset") {
+        return;
+    }
+    let dir = scratch("dsfeat");
+    let d = Daemon::new("dsfeat");
+    let (_devs, pool_mnt) = create(&d, &dir, "lb", &SINGLE, 256 << 20);
+    let mut rng = Rng::new(61);
+    d.ok("rzfs", &["create", "-o", "recordsize=1M", "lb/big"]);
+    d.ok("rzfs", &["create", "lb/small"]);
+    for fs in ["big", "small"] {
+        std::fs::write(pool_mnt.join(fs).join("f"), rng.data(3 << 20)).unwrap();
+        d.ok("rzfs", &["snapshot", &format!("lb/{fs}@s")]);
+    }
+    let dir2 = scratch("dsfeat2");
+    let devs2 = files(&dir2, 1, 128 << 20);
+    d.ok("rzpool", &["create", "-o", "feature@large_blocks=disabled", "-m", "none", "nolb", &devs2[0]]);
+    let (small, big) = (dir.join("small"), dir.join("big"));
+    assert_eq!(send_to(&d, &["-L", "lb/small@s"], &small).0, 0);
+    assert!(!zstream_dump(&small).contains("LARGE_BLOCKS"));
+    let (c, e) = recv_from(&d, &["nolb/small"], &small);
+    assert_eq!(c, 0, "{e}");
+    // -L of the 1 MiB dataset needs large_blocks; without -L its blocks are split.
+    assert_eq!(send_to(&d, &["-L", "lb/big@s"], &big).0, 0);
+    let (c, e) = recv_from(&d, &["nolb/big"], &big);
+    assert_ne!(c, 0);
+    assert!(e.contains("large_blocks"), "{e}");
+    assert_eq!(send_to(&d, &["-p", "lb/big@s"], &big).0, 0);
+    let (c, e) = recv_from(&d, &["nolb/big"], &big);
+    assert_eq!(c, 0, "{e}");
+    assert!(e.contains("cannot receive recordsize property on nolb/big"), "{e}");
+    let rs = d.ok("rzfs", &["get", "-Hp", "-o", "value,source", "recordsize", "nolb/big"]);
+    assert_eq!(rs.trim(), "131072\tdefault");
+    let m = dir2.join("m");
+    d.ok("rzfs", &["set", &format!("mountpoint={}", m.display()), "nolb/big"]);
+    assert_eq!(
+        std::fs::read(m.join("f")).unwrap(),
+        std::fs::read(pool_mnt.join("big/f")).unwrap(),
+        "received in 128 KiB blocks"
+    );
+    d.ok("rzpool", &["export", "nolb"]);
+    zdb_check(&dir2, "nolb");
+}
+
 /// The xattrs of every file under `root` (getfattr, hex values), by relative path.
 fn xattr_tree(root: &std::path::Path) -> BTreeMap<String, String> {
     let o = std::process::Command::new("getfattr")

@@ -622,13 +622,30 @@ impl Spa {
     /// properties replaces the set, as `zfs_ioc_recv` clears the old ones). `inherit`:
     /// properties to hide behind an explicit inherit (`receive -x`, and `-o` on the
     /// children of a replication stream). One txg.
+    ///
+    /// A value the pool cannot hold (one needing a feature the pool has not enabled, such
+    /// as `recordsize=1M` without large_blocks) is left out and returned with the reason:
+    /// OpenZFS's receive sets the others and warns of it ("cannot receive recordsize
+    /// property on ..."), the data is received all the same.
     pub fn set_received_props(
         &self,
         name: &str,
         props: Vec<(String, ZapVal)>,
         replace: bool,
         inherit: Vec<String>,
-    ) -> Result<()> {
+    ) -> Result<Vec<(String, String)>> {
+        let rejected: Vec<(String, String)> = self.read(|w| {
+            props
+                .iter()
+                .filter_map(|(k, v)| {
+                    w.check_props_features(&[(k.clone(), v.clone())])
+                        .err()
+                        .map(|e| (k.clone(), e.to_string()))
+                })
+                .collect()
+        });
+        let props: Vec<(String, ZapVal)> =
+            props.into_iter().filter(|(k, _)| !rejected.iter().any(|(r, _)| r == k)).collect();
         let (n, p, x) = (name.to_string(), props.clone(), inherit.clone());
         self.sync_task(
             SpaceCheck::Reserved,
@@ -678,7 +695,8 @@ impl Spa {
                 w.activate_for_props(f.ds, &p)?;
                 refresh_settings(w, f)
             },
-        )
+        )?;
+        Ok(rejected)
     }
 
     /// `zfs inherit -S PROP NAME`: the local value and any explicit inherit go, so the
