@@ -59,6 +59,13 @@ fn busy_export_and_unmount_are_refused() {
     assert!(rc != 0 && err.contains("pool or dataset is busy"), "unmount of a busy dataset: rc {rc}: {err}");
     let (rc, _, err) = d.run("rzpool", &["export", "busy"]);
     assert!(rc != 0 && err.contains("busy"), "export of a busy pool: rc {rc}: {err}");
+    // Nor is a busy file system destroyed, even with -f (OpenZFS on Linux).
+    for args in [&["destroy", "busy/a/b"][..], &["destroy", "-f", "busy/a/b"], &["destroy", "-rf", "busy/a"]]
+    {
+        let (rc, _, err) = d.run("rzfs", args);
+        assert!(rc != 0 && err.contains("busy"), "{args:?} of a busy dataset: rc {rc}: {err}");
+    }
+    assert_eq!(std::fs::read(mnt.join("a/b/file")).unwrap(), b"hello");
     // Still imported, mounted and writable.
     std::fs::write(mnt.join("a/b/after"), b"still here").unwrap();
     assert!(d.ok("rzpool", &["list", "-H", "-o", "name"]).contains("busy"));
