@@ -239,13 +239,21 @@ fn send_resume(state: &Arc<State>, token: &str, o: &SendOpts, fds: Vec<OwnedFd>)
         state.pool(pool_of(toname)).map_err(|_| format!("cannot resume send: '{toname}' does not exist"))?;
     let dsl = pool.dsl();
     let all = dsl.list().map_err(|e| e.to_string())?;
-    let to = all.iter().find(|d| d.kind == dsl::DatasetKind::Snapshot && d.ds.guid == toguid).ok_or_else(
-        || {
+    // A file system's own state was sent (`FS@--head--`): the file system itself, if it is
+    // still the same one (its guid).
+    let head = toname.ends_with(&format!("@{HEAD_SNAP}"));
+    let to = all
+        .iter()
+        .find(|d| {
+            (d.kind == dsl::DatasetKind::Snapshot || head)
+                && d.name.contains('@') != head
+                && d.ds.guid == toguid
+        })
+        .ok_or_else(|| {
             format!(
                 "cannot resume send: '{toname}' is no longer the same snapshot (guid {toguid:#x} not found)"
             )
-        },
-    )?;
+        })?;
     let (fs, _) = to.name.split_once('@').unwrap_or((&to.name, ""));
     let from = match nv.get_u64("fromguid") {
         None => None,
@@ -280,6 +288,10 @@ fn send_resume(state: &Arc<State>, token: &str, o: &SendOpts, fds: Vec<OwnedFd>)
     send_from(state, &name, &o2, fds, Some((object, offset)))
 }
 
+/// The snapshot name a stream of a file system's own state carries (`FS@--head--`, as
+/// `dmu_send_impl` names it); receive makes it a snapshot of that name.
+const HEAD_SNAP: &str = "--head--";
+
 fn send_from(
     state: &Arc<State>,
     snapshot: &str,
@@ -287,13 +299,44 @@ fn send_from(
     fds: Vec<OwnedFd>,
     resume: Option<(u64, u64)>,
 ) -> Result<Response, String> {
-    let Some((fs, tosnap)) = snapshot.split_once('@') else {
-        return Err(format!("cannot send '{snapshot}': not a snapshot (rzfs sends snapshots only)"));
-    };
+    // A file system (or volume) is sent as it stands, when nothing can change it: it must
+    // not be mounted or served (OpenZFS owns the dataset for the send, which fails while
+    // it is mounted). Its pool is synced first, so its committed state is all it has.
+    let head = !snapshot.contains('@');
+    let (fs, tosnap) = snapshot.split_once('@').unwrap_or((snapshot, HEAD_SNAP));
+    if head {
+        if o.replicate || o.intermediates || o.props || o.holds || o.backup {
+            return Err(format!(
+                "cannot send '{snapshot}': -R, -I, -p, -b and -h need a snapshot, not a file system"
+            ));
+        }
+        if snapshot.contains('#') {
+            return Err(format!("cannot send '{snapshot}': a bookmark cannot be sent, only sent from"));
+        }
+        state.pool(pool_of(fs)).map_err(|_| format!("cannot open '{snapshot}': dataset does not exist"))?;
+        let mounted = state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|m| m.dataset == fs);
+        if mounted || crate::volumes::device_known(state, fs) {
+            return Err(format!(
+                "cannot send '{fs}': dataset is busy (a file system is sent only while unmounted; send a snapshot of it instead)"
+            ));
+        }
+        if let Some(rw) = crate::rwpool::writer_of(state, fs) {
+            rw.sync()?;
+        }
+    }
     let pool =
         state.pool(pool_of(fs)).map_err(|_| format!("cannot open '{snapshot}': dataset does not exist"))?;
     let dsl = pool.dsl();
-    let to = dsl.find(snapshot).map_err(|_| format!("cannot open '{snapshot}': dataset does not exist"))?;
+    let mut to =
+        dsl.find(snapshot).map_err(|_| format!("cannot open '{snapshot}': dataset does not exist"))?;
+    if head {
+        if to.kind == dsl::DatasetKind::Snapshot {
+            return Err(format!("cannot send '{snapshot}': not a file system"));
+        }
+        // Named as a snapshot in the stream; later than every snapshot it has.
+        to.name = format!("{fs}@{HEAD_SNAP}");
+        to.ds.creation_txg = u64::MAX;
+    }
     let mut clone = false;
     let from = match &o.from {
         None => None,

@@ -619,6 +619,69 @@ fn stream_features_follow_the_dataset() {
     zdb_check(&dir2, "nolb");
 }
 
+/// `zfs send FS` sends a file system's own state while it is unmounted, named
+/// `FS@--head--` (as OpenZFS names it), full or from a snapshot, and resumably; a mounted
+/// one is busy; -R and -p need a snapshot.
+#[test]
+fn send_file_system() {
+    if skip_without_fuse_zdb("send_file_system") {
+        return;
+    }
+    let dir = scratch("sendhead");
+    let d = Daemon::new("sendhead");
+    let (_devs, pool_mnt) = create(&d, &dir, "sh", &SINGLE, 256 << 20);
+    let src = dir.join("src");
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "sh/src"]);
+    let mut rng = Rng::new(71);
+    for i in 0..20 {
+        std::fs::write(src.join(format!("a{i}")), rng.data_in(1, 300_000)).unwrap();
+    }
+    d.ok("rzfs", &["snapshot", "sh/src@s"]);
+    for i in 0..10 {
+        std::fs::write(src.join(format!("b{i}")), rng.data_in(1, 300_000)).unwrap();
+    }
+    std::fs::remove_file(src.join("a3")).unwrap();
+    let want = tree(&src);
+    let full = dir.join("full");
+    let (c, e) = send_to(&d, &["sh/src"], &full);
+    assert!(c != 0 && e.contains("busy"), "a mounted file system is busy: {e}");
+    for bad in [&["-R", "sh/src"][..], &["-p", "sh/src"]] {
+        let (c, e) = send_to(&d, bad, &full);
+        assert!(c != 0 && e.contains("need a snapshot"), "{bad:?}: {e}");
+    }
+    d.ok("rzfs", &["unmount", "sh/src"]);
+    let (c, e) = send_to(&d, &["sh/src"], &full);
+    assert_eq!(c, 0, "{e}");
+    assert!(zstream_dump(&full).contains("toname = sh/src@--head--"));
+    let inc = dir.join("inc");
+    assert_eq!(send_to(&d, &["-i", "@s", "sh/src"], &inc).0, 0);
+    // Full, into a new file system; resumed after a cut.
+    let bytes = std::fs::read(&full).unwrap();
+    let cut = dir.join("cut");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let (c, e) = recv_from(&d, &["-s", "sh/full"], &cut);
+    assert!(c != 0 && e.contains("partially-complete state"), "{e}");
+    let token = d.ok("rzfs", &["get", "-H", "-o", "value", "receive_resume_token", "sh/full"]);
+    let rest = dir.join("rest");
+    let (c, e) = send_to(&d, &["-t", token.trim()], &rest);
+    assert_eq!(c, 0, "send -t of a file system: {e}");
+    let (c, e) = recv_from(&d, &["-s", "sh/full"], &rest);
+    assert_eq!(c, 0, "{e}");
+    assert_same(&want, &tree(&pool_mnt.join("full")), "full");
+    d.ok("rzfs", &["list", "sh/full@--head--"]);
+    // Incremental, onto a copy of @s.
+    let snap = dir.join("snap");
+    assert_eq!(send_to(&d, &["sh/src@s"], &snap).0, 0);
+    assert_eq!(recv_from(&d, &["sh/inc"], &snap).0, 0);
+    let (c, e) = recv_from(&d, &["sh/inc"], &inc);
+    assert_eq!(c, 0, "{e}");
+    assert_same(&want, &tree(&pool_mnt.join("inc")), "incremental");
+    d.ok("rzfs", &["mount", "sh/src"]);
+    assert_same(&want, &tree(&src), "the source, mounted again");
+    d.ok("rzpool", &["export", "sh"]);
+    zdb_check(&dir, "sh");
+}
+
 /// The xattrs of every file under `root` (getfattr, hex values), by relative path.
 fn xattr_tree(root: &std::path::Path) -> BTreeMap<String, String> {
     let o = std::process::Command::new("getfattr")
