@@ -678,6 +678,12 @@ fn send_file_system() {
     assert_same(&want, &tree(&pool_mnt.join("inc")), "incremental");
     d.ok("rzfs", &["mount", "sh/src"]);
     assert_same(&want, &tree(&src), "the source, mounted again");
+    // A destroyed file system's inherited mount point goes with it; one set locally stays
+    // (libzfs `remove_mountpoint`).
+    d.ok("rzfs", &["destroy", "-r", "sh/full"]);
+    assert!(!pool_mnt.join("full").exists(), "the inherited mount point is removed");
+    d.ok("rzfs", &["destroy", "-r", "sh/src"]);
+    assert!(src.is_dir(), "a local mount point stays");
     d.ok("rzpool", &["export", "sh"]);
     zdb_check(&dir, "sh");
 }

@@ -1934,6 +1934,18 @@ fn destroy(state: &Arc<State>, name: &str, how: &DestroyHow) -> Result<Response,
             unmount(state, n, Path::new("/"), false)?;
         }
     }
+    // The mount points to remove once destroyed: those of file systems whose mountpoint is
+    // the default or inherited (libzfs `remove_mountpoint`: an empty directory left behind
+    // by a destroy would otherwise show in its parent; one set locally is the admin's).
+    let mut rmdirs: Vec<PathBuf> = order
+        .iter()
+        .filter(|d| d.kind == DatasetKind::Filesystem)
+        .filter_map(|d| prop_value(&pool, &dsl, d, "mountpoint").ok())
+        .filter(|v| v.source == "default" || v.source.starts_with("inherited"))
+        .filter(|v| v.exact.starts_with('/') && v.exact != "/")
+        .map(|v| PathBuf::from(v.exact))
+        .collect();
+    rmdirs.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     let objs: Vec<u64> = order.iter().map(|d| d.ds_obj).collect();
     if let Err(e) = crate::rwpool::destroy(state, &names, &objs, defer) {
         // Nothing was destroyed: the volumes are served again.
@@ -1941,6 +1953,10 @@ fn destroy(state: &Arc<State>, name: &str, how: &DestroyHow) -> Result<Response,
             crate::volumes::serve(state, v);
         }
         return Err(e);
+    }
+    for dir in &rmdirs {
+        // Deepest first, silently, as libzfs: not empty, gone, or mounted over all leave it.
+        let _ = std::fs::remove_dir(dir);
     }
     Ok(Response::ok(out))
 }
