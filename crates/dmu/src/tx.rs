@@ -1192,8 +1192,6 @@ fn dnode_block_fill(block: &[u8], order: ByteOrder) -> u64 {
     fill
 }
 
-/// Compresses and checksums level-0 blocks on up to 4 threads (allocation and issue happen
-/// later, in tree order, so that placement is deterministic).
 /// The prepared form of raw block `r` whose dirty data is `data`, if it still stands (the
 /// block was not changed since) and the pool can hold it so: an embedded pointer only where
 /// the dataset embeds (the pool has `embedded_data`), a compressed block only if it still
@@ -1226,6 +1224,8 @@ fn raw_prepared(ctx: &SyncCtx, props: &WriteProps, r: &RawBlock, data: &DirtyBlo
     Some(Prepared { phys, lsize, compress: r.compress, hole: false, embedded: false })
 }
 
+/// Compresses and checksums level-0 blocks on up to 4 threads (allocation and issue happen
+/// later, in tree order, so that placement is deterministic).
 fn write_blocks_parallel(ctx: &SyncCtx, writes: &[(u64, u64, &[u8], WriteProps)]) -> Result<Vec<Prepared>> {
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(4);
     if writes.len() < 4 || threads < 2 {

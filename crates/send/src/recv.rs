@@ -169,17 +169,16 @@ pub fn apply(os: &mut DirtyObjset, st: &mut RecvState, rec: &Record, payload: &[
         }
         Record::Write(w) => {
             check_guid(st, w.toguid, "WRITE")?;
-            if w.compressiontype != 0 {
+            let len = if w.compressiontype != 0 {
                 check_compress_feature(st, w.compressiontype, "WRITE")?;
                 let data = decompress(w.compressiontype, payload, w.logical_size)?;
-                write_compressed(os, w.object, w.offset, data.as_slice(), w.compressiontype, payload, false)?;
-                st.data_bytes += data.len() as u64;
-                st.last_write = Some((w.object, w.offset));
-                return Ok(());
-            }
-            let data = payload;
-            write(os, w.object, w.offset, data)?;
-            st.data_bytes += data.len() as u64;
+                write_compressed(os, w.object, w.offset, &data, w.compressiontype, payload, false)?;
+                data.len()
+            } else {
+                write(os, w.object, w.offset, payload)?;
+                payload.len()
+            };
+            st.data_bytes += len as u64;
             st.last_write = Some((w.object, w.offset));
             Ok(())
         }
@@ -420,8 +419,7 @@ fn write_compressed(
 /// LZ4, zstd needs ZSTD (`recv_check_compress_feature`): the receiving pool was checked
 /// for those features at BEGIN, so a block the pool cannot hold never gets in.
 fn check_compress_feature(st: &RecvState, compress: u8, what: &str) -> Result<()> {
-    const LZ4: u8 = 15;
-    const ZSTD: u8 = 16;
+    use codec::compress::{ZIO_COMPRESS_LZ4 as LZ4, ZIO_COMPRESS_ZSTD as ZSTD};
     if compress == ZSTD && st.features & FEATURE_ZSTD == 0 {
         return Err(RecvError::Invalid(format!(
             "{what} record compressed with zstd in a stream without ZSTD"
@@ -445,4 +443,23 @@ fn decompress(kind: u8, data: &[u8], lsize: u64) -> Result<Vec<u8>> {
     codec::compress::decompress(k, data, &mut out)
         .map_err(|e| RecvError::Invalid(format!("cannot decompress a block ({}): {e}", k.name())))?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A compressed record needs its algorithm's stream flag; legacy algorithms none.
+    #[test]
+    fn compressed_records_need_their_stream_flag() {
+        let st = |features| RecvState { features, ..Default::default() };
+        for (compress, ok_with) in [(15u8, FEATURE_LZ4), (16, FEATURE_ZSTD)] {
+            assert!(check_compress_feature(&st(0), compress, "WRITE").is_err(), "{compress}");
+            assert!(check_compress_feature(&st(ok_with), compress, "WRITE").is_ok(), "{compress}");
+        }
+        assert!(check_compress_feature(&st(FEATURE_LZ4), 16, "WRITE").is_err());
+        for legacy in [3u8, 7, 14] {
+            assert!(check_compress_feature(&st(0), legacy, "WRITE").is_ok(), "{legacy}");
+        }
+    }
 }
