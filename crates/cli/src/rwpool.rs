@@ -366,8 +366,10 @@ pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> 
 
 fn settings_from(props: &[(String, ZapVal)], lz4: bool, embed: bool) -> DatasetSettings {
     let get = |k: &str| props.iter().find(|(n, _)| n == k).and_then(|(_, v)| v.values.first().copied());
-    let (policy_compress, zstd_level) =
-        pool::open_rw::decode_compression(get("compression").unwrap_or(2), lz4);
+    let (policy_compress, zstd_level) = pool::open_rw::decode_compression(
+        get("compression").unwrap_or(pool::open_rw::DEFAULT_COMPRESSION),
+        lz4,
+    );
     DatasetSettings {
         policy_checksum: pool::open_rw::decode_checksum(get("checksum").unwrap_or(1)),
         policy_compress,
@@ -378,6 +380,8 @@ fn settings_from(props: &[(String, ZapVal)], lz4: bool, embed: bool) -> DatasetS
         lz4,
         embed,
         dnode_slots: pool::open_rw::dnode_slots_of(get("dnodesize")),
+        redundant_metadata: get("redundant_metadata").unwrap_or(0).min(3) as u8,
+        primarycache: dmu::CachePolicy::from_prop(get("primarycache")),
     }
 }
 

@@ -69,15 +69,18 @@ impl rzfs_fuse::Snapshots for LiveSnapshots {
     }
 }
 
-/// `.zfs/snapshot` of file system `ds`, mounted read-write.
+/// `.zfs/snapshot` of file system `ds`, mounted read-write; none with `snapdir=disabled`.
 pub fn live_snapshots(
     state: &Arc<crate::daemon::State>,
     pool: &Arc<Pool>,
     ds: &Dataset,
-) -> rzfs_fuse::SnapshotSource {
+) -> Option<rzfs_fuse::SnapshotSource> {
     let dsl = pool.dsl();
     let snapdir = crate::cmd::zfs::prop_value(pool, &dsl, ds, "snapdir").map(|v| v.exact).unwrap_or_default();
-    rzfs_fuse::SnapshotSource {
+    if snapdir == "disabled" {
+        return None;
+    }
+    Some(rzfs_fuse::SnapshotSource {
         snapshots: Box::new(LiveSnapshots {
             state: state.clone(),
             pool: pool.name().to_string(),
@@ -85,7 +88,7 @@ pub fn live_snapshots(
         }),
         snapdir_visible: snapdir == "visible",
         on_error: error_sink(pool.clone(), ds.name.clone()),
-    }
+    })
 }
 
 /// Everything a mount needs: the head's ZPL and its snapshots.
@@ -107,6 +110,7 @@ pub fn open_zpl(pool: &Arc<Pool>, ds: &Dataset) -> Result<rzfs_fuse::MountSource
         head,
         snapshots: Box::new(PoolSnapshots { pool: pool.clone(), head: ds.clone(), names }),
         snapdir_visible: snapdir == "visible",
+        snapdir_disabled: snapdir == "disabled",
         on_error: error_sink(pool.clone(), ds.name.clone()),
     })
 }

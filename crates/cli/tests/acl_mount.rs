@@ -86,7 +86,8 @@ fn posix_acls_and_mount_options() {
     std::fs::File::create(&dev).unwrap().set_len(128 << 20).unwrap();
     let d = Daemon::new("acl");
     let dev_s = dev.to_str().unwrap();
-    d.ok("rzpool", &["create", "-o", "ashift=9", "-m", "none", "pacl", dev_s]);
+    // compression=off: the ACL's block is read back raw by DVA with zdb -R below.
+    d.ok("rzpool", &["create", "-o", "ashift=9", "-O", "compression=off", "-m", "none", "pacl", dev_s]);
     // Mount points live in a directory anyone may traverse.
     let mnt = |n: &str| dir.join(format!("m-{n}"));
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -35,6 +35,8 @@ fn online_e_grows_a_mirror_whose_devices_grew() {
     let dir = scratch("expand-mirror");
     let d = Daemon::new("expand-mirror");
     let (devs, mnt) = create(&d, &dir, "em", &MIRROR2, 128 << 20);
+    // Uncompressed, so the files below need more room than the old size had.
+    d.ok("rzfs", &["set", "compression=off", "em"]);
     let mut want = BTreeMap::new();
     write_files(&mnt, "a", 8, 1_000_000..4_000_000, &mut rng, &mut want);
     d.ok("rzpool", &["sync", "em"]);

@@ -483,6 +483,69 @@ fn import_mounts_file_systems() {
     d.ok("rzpool", &["export", "im"]);
 }
 
+/// Native properties OpenZFS 2.3 has and their effects: `compression` defaults to `on`
+/// (lz4); `primarycache`, `secondarycache`, `logbias`, `redundant_metadata` are set,
+/// inherited and shown with their sources; `snapdir=disabled` takes `.zfs` away;
+/// `zoned=on` keeps a file system from being mounted on the host. zdb checks the pool
+/// (metadata with one copy under `redundant_metadata=none` included).
+#[test]
+fn cache_log_zone_and_snapdir_properties() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-props");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-props");
+    let top = dir.join("top");
+    d.ok("rzpool", &["create", "-m", top.to_str().unwrap(), "np", &devs[0]]);
+    let get = |props: &str, names: &[&str]| {
+        let mut a = vec!["get", "-H", "-o", "name,property,value,source", props];
+        a.extend(names);
+        d.ok("rzfs", &a)
+    };
+    assert_eq!(get("compression", &["np"]), "np\tcompression\ton\tdefault\n");
+    d.ok("rzfs", &["create", "-o", "primarycache=metadata", "-o", "logbias=throughput", "np/a"]);
+    d.ok("rzfs", &["set", "secondarycache=none", "redundant_metadata=none", "np"]);
+    assert_eq!(
+        get("primarycache,secondarycache,logbias,redundant_metadata,zoned", &["np/a"]),
+        "np/a\tprimarycache\tmetadata\tlocal\n\
+         np/a\tsecondarycache\tnone\tinherited from np\n\
+         np/a\tlogbias\tthroughput\tlocal\n\
+         np/a\tredundant_metadata\tnone\tinherited from np\n\
+         np/a\tzoned\toff\tdefault\n"
+    );
+    let (code, _, err) = d.run("rzfs", &["set", "primarycache=some", "np/a"]);
+    assert!(code != 0 && err.contains("primarycache"), "{err}");
+    // Compressible data under the default compression takes less room than it holds.
+    let text: Vec<u8> = b"rzfs compresses what OpenZFS would\n".repeat(64 << 10);
+    std::fs::write(top.join("a/text"), &text).unwrap();
+    for _ in 0..2 {
+        assert_eq!(std::fs::read(top.join("a/text")).unwrap(), text, "primarycache=metadata reads");
+    }
+    d.ok("rzpool", &["sync", "np"]);
+    let ratio = d.ok("rzfs", &["get", "-Hp", "-o", "value", "compressratio", "np/a"]);
+    let ratio: f64 = ratio.trim().trim_end_matches('x').parse().unwrap();
+    assert!(ratio > 4.0, "compression=on (lz4) by default: ratio {ratio}");
+    // snapdir=disabled: no .zfs once mounted again; the pool's own stays.
+    d.ok("rzfs", &["snapshot", "-r", "np@s"]);
+    assert!(top.join("a/.zfs/snapshot/s/text").exists());
+    d.ok("rzfs", &["set", "snapdir=disabled", "np/a"]);
+    d.ok("rzfs", &["unmount", "np/a"]);
+    d.ok("rzfs", &["mount", "np/a"]);
+    assert!(!top.join("a/.zfs").exists(), "snapdir=disabled");
+    assert!(top.join(".zfs/snapshot/s").exists());
+    // zoned=on: not mounted at create, and `zfs mount` refuses it, as on an OpenZFS host.
+    d.ok("rzfs", &["create", "-o", "zoned=on", "np/z"]);
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "mounted", "np/z"]).trim(), "no");
+    let (code, _, err) = d.run("rzfs", &["mount", "np/z"]);
+    assert!(code != 0 && err.contains("dataset is exported to a local zone"), "{err}");
+    d.ok("rzfs", &["set", "zoned=off", "np/z"]);
+    d.ok("rzfs", &["mount", "np/z"]);
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "mounted", "np/z"]).trim(), "yes");
+    d.ok("rzpool", &["export", "np"]);
+    zdb_check(&dir, "np");
+}
+
 /// `.zfs/snapshot` on a read-write mount: each snapshot's files as they were, read-only;
 /// snapshots taken or destroyed while mounted come and go; `.zfs` is reachable by name but
 /// not listed (snapdir=hidden, the default).

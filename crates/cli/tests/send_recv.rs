@@ -501,6 +501,7 @@ fn compressed_stream_kept() {
     let dir = scratch("rawcomp");
     let d = Daemon::new("rawcomp");
     let (_devs, pool_mnt) = create(&d, &dir, "rc", &SINGLE, 256 << 20);
+    d.ok("rzfs", &["set", "compression=off", "rc"]);
     let mnt = dir.join("fs");
     let m = format!("mountpoint={}", mnt.display());
     d.ok("rzfs", &["create", "-o", &m, "rc/fs"]);
@@ -530,7 +531,7 @@ fn compressed_stream_kept() {
     assert_eq!(c, 0, "{e}");
     assert_eq!(send_to(&d, &["rc/fs@s"], &plain).0, 0);
     let off = d.ok("rzfs", &["get", "-H", "-o", "value", "compression", "rc"]);
-    assert_eq!(off.trim(), "off", "the receivers inherit compression=off");
+    assert_eq!(off.trim(), "off", "the receivers inherit compression=off (set on the pool)");
     assert_eq!(recv_from(&d, &["rc/comp"], &comp).0, 0);
     assert_eq!(recv_from(&d, &["rc/plain"], &plain).0, 0);
     assert_same(&want, &tree(&pool_mnt.join("comp")), "comp");

@@ -49,14 +49,60 @@ pub const READ_THREADS_MAX: usize = 4;
 /// Cache key: the identity of a block's first copy.
 pub type BlockKey = (u64, u64, u64);
 
-/// The shared read context of a pool: its pipeline and its cache.
+/// `primarycache` (`ZFS_CACHE_NONE/METADATA/ALL`): which blocks read for a dataset the
+/// block cache keeps. OpenZFS (`DBUF_IS_CACHEABLE`) keeps every block with `all`, indirect
+/// blocks and metadata objects with `metadata`, nothing with `none`; a block already cached
+/// (read for another dataset) is still served from the cache.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CachePolicy {
+    None,
+    Metadata,
+    #[default]
+    All,
+}
+
+impl CachePolicy {
+    /// The policy a stored `primarycache` value asks for (`None`: the default, `all`).
+    pub fn from_prop(v: Option<u64>) -> CachePolicy {
+        match v {
+            Some(0) => CachePolicy::None,
+            Some(1) => CachePolicy::Metadata,
+            _ => CachePolicy::All,
+        }
+    }
+
+    /// Whether the cache keeps block `bp` once read.
+    pub fn keeps(self, bp: &BlkPtr) -> bool {
+        match self {
+            CachePolicy::All => true,
+            CachePolicy::None => false,
+            CachePolicy::Metadata => {
+                bp.level() > 0 || ondisk::dmu_types::DmuObjectType::from_u8(bp.object_type()).is_metadata()
+            }
+        }
+    }
+}
+
+/// The shared read context of a pool: its pipeline and its cache, and which blocks the
+/// cache keeps for the objset this copy reads (`primarycache`).
 #[derive(Clone)]
 pub struct Reader {
     pub zio: Arc<Zio>,
     pub cache: Arc<BlockCache<BlockKey>>,
+    pub keep: CachePolicy,
 }
 
 impl Reader {
+    /// A reader of pipeline `zio` through `cache`, keeping every block.
+    pub fn new(zio: Arc<Zio>, cache: Arc<BlockCache<BlockKey>>) -> Reader {
+        Reader { zio, cache, keep: CachePolicy::All }
+    }
+
+    /// This reader with cache policy `keep`.
+    pub fn with_policy(&self, keep: CachePolicy) -> Reader {
+        Reader { keep, ..self.clone() }
+    }
+
     /// Reads (or finds in the cache) the logical contents of a block.
     pub fn read_bp(&self, bp: &BlkPtr) -> Result<arc::Block> {
         if bp.is_hole() || bp.is_embedded() {
@@ -70,7 +116,9 @@ impl Reader {
             }
         }
         let data: arc::Block = Arc::new(self.zio.read(bp)?);
-        self.cache.insert(key, data.clone());
+        if self.keep.keeps(bp) {
+            self.cache.insert(key, data.clone());
+        }
         Ok(data)
     }
 }
@@ -171,6 +219,11 @@ impl Objset {
     /// The shared reader (pipeline + cache).
     pub fn reader(&self) -> &Reader {
         &self.reader
+    }
+
+    /// This objset read with cache policy `keep` (`primarycache`).
+    pub fn with_cache_policy(&self, keep: CachePolicy) -> Objset {
+        Objset { reader: self.reader.with_policy(keep), ..self.clone() }
     }
 
     /// `dmu_objset_type` (1 meta, 2 ZPL, 3 zvol).
@@ -479,10 +532,10 @@ mod tests {
     use ondisk::ByteOrder;
 
     fn reader() -> Reader {
-        Reader {
-            zio: Arc::new(Zio::new(Vec::new(), Default::default())),
-            cache: Arc::new(arc::BlockCache::new(1 << 20)),
-        }
+        Reader::new(
+            Arc::new(Zio::new(Vec::new(), Default::default())),
+            Arc::new(arc::BlockCache::new(1 << 20)),
+        )
     }
 
     /// An embedded pointer holding `data` (lz4), so blocks exist without any vdev.
@@ -625,5 +678,22 @@ mod tests {
         })
         .unwrap();
         assert_eq!(got, vec![4 + 2]);
+    }
+
+    #[test]
+    fn primarycache_keeps_what_openzfs_caches() {
+        // Object types 19 (plain file contents) and 20 (directory, metadata); levels 0/1.
+        let bp = |ot: u64, level: u64| BlkPtr { prop: (ot << 48) | (level << 56), ..Default::default() };
+        let (data, indirect, dir) = (bp(19, 0), bp(19, 1), bp(20, 0));
+        for b in [&data, &indirect, &dir] {
+            assert!(CachePolicy::All.keeps(b));
+            assert!(!CachePolicy::None.keeps(b));
+        }
+        assert!(!CachePolicy::Metadata.keeps(&data));
+        assert!(CachePolicy::Metadata.keeps(&indirect) && CachePolicy::Metadata.keeps(&dir));
+        assert_eq!(CachePolicy::from_prop(None), CachePolicy::All);
+        assert_eq!(CachePolicy::from_prop(Some(0)), CachePolicy::None);
+        assert_eq!(CachePolicy::from_prop(Some(1)), CachePolicy::Metadata);
+        assert_eq!(reader().with_policy(CachePolicy::None).keep, CachePolicy::None);
     }
 }

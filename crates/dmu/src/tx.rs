@@ -346,6 +346,14 @@ impl DirtyObjset {
         }
     }
 
+    /// Reads of this objset keep blocks in the cache by `keep` (`primarycache`).
+    pub fn set_cache_policy(&mut self, keep: crate::CachePolicy) {
+        self.reader.keep = keep;
+        if let Some(b) = self.base.as_mut() {
+            b.reader.keep = keep;
+        }
+    }
+
     /// Opens the committed objset for writing.
     pub fn open(reader: &Reader, bp: &BlkPtr) -> Result<DirtyObjset> {
         let os = Objset::open(reader, bp)?;

@@ -152,8 +152,27 @@ pub const INDEX_VALUES: &[(&str, u64, &str)] = &[
     ("acltype", 0, "off"),
     ("acltype", 1, "posix"),
     ("acltype", 2, "nfsv4"),
+    // ZFS_SNAPDIR_HIDDEN/VISIBLE/DISABLED (include/sys/fs/zfs.h; disabled since 2.3).
     ("snapdir", 0, "hidden"),
     ("snapdir", 1, "visible"),
+    ("snapdir", 2, "disabled"),
+    // ZFS_CACHE_NONE/METADATA/ALL (include/sys/fs/zfs.h).
+    ("primarycache", 0, "none"),
+    ("primarycache", 1, "metadata"),
+    ("primarycache", 2, "all"),
+    ("secondarycache", 0, "none"),
+    ("secondarycache", 1, "metadata"),
+    ("secondarycache", 2, "all"),
+    // ZFS_LOGBIAS_LATENCY/THROUGHPUT.
+    ("logbias", 0, "latency"),
+    ("logbias", 1, "throughput"),
+    // ZFS_REDUNDANT_METADATA_ALL/MOST/SOME/NONE.
+    ("redundant_metadata", 0, "all"),
+    ("redundant_metadata", 1, "most"),
+    ("redundant_metadata", 2, "some"),
+    ("redundant_metadata", 3, "none"),
+    ("zoned", 0, "off"),
+    ("zoned", 1, "on"),
     ("sync", 0, "standard"),
     ("sync", 1, "always"),
     ("sync", 2, "disabled"),
@@ -176,7 +195,9 @@ pub const INDEX_VALUES: &[(&str, u64, &str)] = &[
 /// Default values of the inheritable properties rzfs reports (`zfs get` with source
 /// `default`).
 pub const DEFAULTS: &[(&str, &str)] = &[
-    ("compression", "off"),
+    // OpenZFS 2.2+ registers `compression` with ZIO_COMPRESS_DEFAULT = ON (zfs_prop.c,
+    // zio.h): a dataset that never set it is written with lz4 (lzjb without lz4_compress).
+    ("compression", "on"),
     ("checksum", "on"),
     ("atime", "on"),
     ("relatime", "on"),
@@ -199,6 +220,11 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("refreservation", "0"),
     ("volmode", "default"),
     ("dnodesize", "legacy"),
+    ("primarycache", "all"),
+    ("secondarycache", "all"),
+    ("logbias", "latency"),
+    ("redundant_metadata", "all"),
+    ("zoned", "off"),
 ];
 
 /// Renders a stored value for display (index names for index properties).
@@ -360,7 +386,8 @@ pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, Stri
             v => parse_size(v).map(RawProp::Num).ok_or_else(|| format!("bad numeric value '{v}'")),
         },
         "atime" | "relatime" | "readonly" | "canmount" | "xattr" | "copies" | "exec" | "setuid"
-        | "devices" | "snapdir" | "sync" | "volmode" | "dnodesize" => {
+        | "devices" | "snapdir" | "sync" | "volmode" | "dnodesize" | "primarycache" | "secondarycache"
+        | "logbias" | "redundant_metadata" | "zoned" => {
             index_of(prop, value).map(RawProp::Num).ok_or_else(bad)
         }
         _ => Err(format!("property '{prop}' cannot be set by rzfs yet")),

@@ -51,8 +51,11 @@ pub trait Snapshots: Send + Sync {
 pub struct MountSource {
     pub head: Zpl,
     pub snapshots: Box<dyn Snapshots>,
-    /// `snapdir=visible`: list `.zfs` in the root directory (it is always reachable by name).
+    /// `snapdir=visible`: list `.zfs` in the root directory (reachable by name unless
+    /// `snapdir_disabled`).
     pub snapdir_visible: bool,
+    /// `snapdir=disabled`: no `.zfs` at all (OpenZFS 2.3's `ZFS_SNAPDIR_DISABLED`).
+    pub snapdir_disabled: bool,
     /// Told of every read that failed for lack of a good copy: (snapshot name or None,
     /// object, error). The pool's permanent-error log (`zpool status -v`) is fed from here.
     pub on_error: ErrorSink,
@@ -222,7 +225,8 @@ pub fn mount_with(
     let names = src.snapshots.list();
     let fs = ZfsFuse {
         head: Some(src.head),
-        snapdir_visible: src.snapdir_visible,
+        snapdir_visible: src.snapdir_visible && !src.snapdir_disabled,
+        snapdir_disabled: src.snapdir_disabled,
         on_error: src.on_error,
         snap_source: src.snapshots,
         snaps: Mutex::new(names.into_iter().map(|n| (n, None, true)).collect()),
@@ -268,6 +272,8 @@ pub(crate) struct ZfsFuse {
     /// The mounted dataset; `None` when serving only `.zfs` for a read-write mount.
     head: Option<Zpl>,
     pub(crate) snapdir_visible: bool,
+    /// No `.zfs` (`snapdir=disabled`; a read-write mount is given no snapshot view then).
+    snapdir_disabled: bool,
     on_error: ErrorSink,
     snap_source: Box<dyn Snapshots>,
     snaps: Mutex<Vec<SnapSlot>>,
@@ -288,6 +294,7 @@ impl ZfsFuse {
         ZfsFuse {
             head: None,
             snapdir_visible: src.snapdir_visible,
+            snapdir_disabled: false,
             on_error: src.on_error,
             snap_source: src.snapshots,
             snaps: Mutex::new(names.into_iter().map(|n| (n, None, true)).collect()),
@@ -454,7 +461,7 @@ impl Filesystem for ZfsFuse {
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         let name = name.as_bytes();
         let ttl = self.ttl;
-        if parent == 1 && name == b".zfs" {
+        if parent == 1 && name == b".zfs" && !self.snapdir_disabled {
             return reply.entry(&ttl, &virtual_dir(CTL_DIR), 0);
         }
         if parent == CTL_DIR {

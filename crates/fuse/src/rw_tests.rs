@@ -31,7 +31,7 @@ struct MemBackend {
 impl MemBackend {
     fn new() -> Arc<MemBackend> {
         let zio = Arc::new(zio::Zio::new(Vec::new(), codec::checksum::ChecksumCtx::default()));
-        let reader = dmu::Reader { zio, cache: Arc::new(arc::BlockCache::new(1 << 20)) };
+        let reader = dmu::Reader::new(zio, Arc::new(arc::BlockCache::new(1 << 20)));
         let mut os = DirtyObjset::create(&reader, ondisk::objset::DMU_OST_ZFS);
         let mut zaps = ZapCache::new();
         let zpl = ZplWriter::create_fs(&mut os, &mut zaps, now(), 0, 0).expect("create_fs");

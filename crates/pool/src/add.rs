@@ -238,7 +238,7 @@ impl PoolWriter {
         }
         let mos_bp = committed.bp;
         // The block cache is keyed by DVA and birth, which do not depend on the pipeline.
-        let reader = Reader { zio, cache: self.reader.cache.clone() };
+        let reader = Reader::new(zio, self.reader.cache.clone());
         let mos = DirtyObjset::open(&reader, &mos_bp)?;
         let mut reopened = Vec::new();
         for (&ds, d) in &self.datasets {

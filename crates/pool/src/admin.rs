@@ -139,14 +139,19 @@ fn is_before(w: &PoolWriter, dir: u64, src_dir: u64, txg: u64) -> Result<bool> {
     Err(PoolError::Invalid(format!("directory {dir}: clone chain too long")))
 }
 
-/// Re-reads the effective settings of an open dataset after its properties changed.
-fn refresh_settings(w: &mut PoolWriter, f: Found) -> Result<()> {
-    if w.datasets.contains_key(&f.ds) {
-        let s = w.dataset_settings(f.dir)?;
-        if let Some(d) = w.datasets.get_mut(&f.ds) {
+/// Re-reads the effective settings of the open datasets after a property of `_f` changed:
+/// every open one, since descendants inherit (a `compression` set on the pool's root
+/// applies to the file systems already being written).
+fn refresh_settings(w: &mut PoolWriter, _f: Found) -> Result<()> {
+    let open: Vec<u64> = w.datasets.keys().copied().collect();
+    for ds in open {
+        let dir = dslw::ds_phys(&w.mos, ds)?.dir_obj;
+        let s = w.dataset_settings(dir)?;
+        if let Some(d) = w.datasets.get_mut(&ds) {
             d.policy = s.policy();
             d.recordsize = s.recordsize;
             d.os.set_dnode_slots(s.dnode_slots);
+            d.os.set_cache_policy(s.primarycache);
         }
     }
     Ok(())
@@ -293,6 +298,7 @@ impl Spa {
                 let s = w.dataset_settings(dir)?;
                 let mut os = DirtyObjset::create(&w.reader, os_type);
                 os.set_dnode_slots(s.dnode_slots);
+                os.set_cache_policy(s.primarycache);
                 let mut zaps = ZapCache::new();
                 init(&mut os, &mut zaps)?;
                 w.datasets.insert(

@@ -193,7 +193,7 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
     let salt = random_salt();
     let zio = Arc::new(zio::Zio::new(io, ChecksumCtx::default()));
     zio.set_checksum_ctx(ChecksumCtx::new(salt));
-    let reader = Reader { zio, cache: Arc::new(arc::BlockCache::new(spec.cache_bytes)) };
+    let reader = Reader::new(zio, Arc::new(arc::BlockCache::new(spec.cache_bytes)));
     let mut mos = DirtyObjset::create(&reader, DMU_OST_META);
     let mut zaps = ZapCache::new();
     let txg = TXG_INITIAL;
@@ -257,6 +257,7 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
                 copies: spec.root_policy.copies,
                 meta_compress: spec.root_policy.meta_compress,
                 embed: spec.root_policy.embed && spec.features.iter().any(|f| f.name == "embedded_data"),
+                redundant_metadata: spec.root_policy.redundant_metadata,
             },
             recordsize: 128 << 10,
             resume: None,

@@ -73,7 +73,7 @@ pub fn import(cand: &PoolCandidate, opts: &ImportOpts) -> Result<Pool> {
         .collect();
     let zio = Arc::new(zio::Zio::new(ios, ChecksumCtx::default()));
     let cache = Arc::new(arc::BlockCache::new(opts.cache_bytes));
-    let reader = Reader { zio: zio.clone(), cache };
+    let reader = Reader::new(zio.clone(), cache);
     let mos = phase("open_mos", Objset::open(&reader, &rootbp))?;
     let missing = check_features(cand, &mos)?;
     if !missing.is_empty() {

@@ -14,6 +14,7 @@ use crate::feature_table;
 use crate::writer::{DatasetWriter, Policy, PoolWriter, TopInfo};
 use crate::{import, mos_config_nvlist, Pool, PoolError, Result};
 use dmu::tx::DirtyObjset;
+pub use dmu::CachePolicy;
 use ondisk::blkptr::BlkPtr;
 use ondisk::dsl::mos_keys as K;
 use ondisk::label::VdevTreeConfig;
@@ -302,6 +303,7 @@ impl PoolWriter {
         let s = self.dataset_settings(phys.dir_obj)?;
         let mut os = os;
         os.set_dnode_slots(s.dnode_slots);
+        os.set_cache_policy(s.primarycache);
         let recordsize = s.recordsize;
         self.datasets
             .insert(ds, DatasetWriter { os, zaps: ZapCache::new(), policy, recordsize, resume: None });
@@ -363,6 +365,10 @@ pub struct DatasetSettings {
     pub embed: bool,
     /// Slots of the dnodes of new files and directories (`dnodesize`).
     pub dnode_slots: u8,
+    /// `redundant_metadata` (0 all .. 3 none).
+    pub redundant_metadata: u8,
+    /// `primarycache`: which of the dataset's blocks the block cache keeps.
+    pub primarycache: CachePolicy,
 }
 
 /// The dnode size a stored `dnodesize` value asks for, in 512-byte slots: legacy (0) is
@@ -386,6 +392,7 @@ impl DatasetSettings {
             copies: self.copies,
             meta_compress: crate::writer::meta_compress(self.lz4),
             embed: self.embed,
+            redundant_metadata: self.redundant_metadata,
         }
     }
 }
@@ -408,19 +415,24 @@ impl PoolWriter {
     }
 
     /// The settings a dataset in directory `dir` is written with: `compression=on` is lz4
-    /// (the pool has lz4_compress), `checksum=on` is fletcher4.
+    /// (the pool has lz4_compress), `checksum=on` is fletcher4. A `compression` set nowhere
+    /// up the tree is `on`, OpenZFS 2.2+'s default (`ZIO_COMPRESS_DEFAULT`).
     pub fn dataset_settings(&mut self, dir: u64) -> Result<DatasetSettings> {
         let lz4 = self.feature_refcount("lz4_compress")?.is_some();
         let embed = self.feature_refcount("embedded_data")?.is_some();
         let (compress, zstd_level) =
-            decode_compression(self.inherited_prop(dir, "compression")?.unwrap_or(2), lz4);
+            decode_compression(self.inherited_prop(dir, "compression")?.unwrap_or(DEFAULT_COMPRESSION), lz4);
         let checksum = decode_checksum(self.inherited_prop(dir, "checksum")?.unwrap_or(1));
         let copies = self.inherited_prop(dir, "copies")?.unwrap_or(1).clamp(1, 3) as u8;
         let recordsize = self.inherited_prop(dir, "recordsize")?.unwrap_or(128 << 10);
         let readonly = self.inherited_prop(dir, "readonly")?.unwrap_or(0) == 1;
         let dnode_slots = dnode_slots_of(self.inherited_prop(dir, "dnodesize")?);
+        let redundant_metadata = self.inherited_prop(dir, "redundant_metadata")?.unwrap_or(0).min(3) as u8;
+        let primarycache = CachePolicy::from_prop(self.inherited_prop(dir, "primarycache")?);
         Ok(DatasetSettings {
             dnode_slots,
+            redundant_metadata,
+            primarycache,
             policy_checksum: checksum,
             policy_compress: compress,
             zstd_level,
@@ -432,6 +444,10 @@ impl PoolWriter {
         })
     }
 }
+
+/// `compression` where no dataset up the tree set it: `on` (OpenZFS 2.2+'s
+/// `ZIO_COMPRESS_DEFAULT`; before 2.2 it was `off`).
+pub const DEFAULT_COMPRESSION: u64 = codec::compress::ZIO_COMPRESS_ON as u64;
 
 /// A stored `compression` value as the block compression and zstd level to write with:
 /// `on` is lz4 on pools with `lz4_compress` (`lz4`), lzjb on others, and the level of

@@ -185,6 +185,9 @@ pub struct Policy {
     /// The pool has `embedded_data`: tiny compressed level-0 blocks of datasets live in
     /// their block pointers. (OpenZFS embeds MOS blocks too; rzfs keeps the MOS plain.)
     pub embed: bool,
+    /// `redundant_metadata` (`ZFS_REDUNDANT_METADATA_*`: 0 all, 1 most, 2 some, 3 none):
+    /// which metadata gets one copy more than `copies`.
+    pub redundant_metadata: u8,
 }
 
 impl Policy {
@@ -199,6 +202,7 @@ impl Policy {
             copies,
             meta_compress: LZ4,
             embed: true,
+            redundant_metadata: 0,
         }
     }
 }
@@ -212,17 +216,37 @@ pub fn meta_compress(lz4: bool) -> u8 {
     }
 }
 
+impl Policy {
+    /// 1 if metadata of type `ot` at `level` (`u8::MAX`: the objset block) gets a copy more
+    /// than the dataset's `copies` under its `redundant_metadata` (OpenZFS
+    /// `dmu_write_policy`): all of it; with `most`, indirect blocks from level 2 up and
+    /// metadata objects; with `some`, the critical ones (`DMU_OT_IS_CRITICAL`: metadata but
+    /// level-0 dnode blocks, directories and SA objects); with `none`, nothing.
+    fn meta_extra_copy(&self, ot: T, level: u8) -> u8 {
+        let objset = level == u8::MAX;
+        let md = objset || ot.is_metadata();
+        let extra = match self.redundant_metadata {
+            1 => objset || level >= 2 || md,
+            2 => md && (objset || ot != T::Dnode || level > 0) && ot != T::DirectoryContents && ot != T::Sa,
+            3 => false,
+            _ => true,
+        };
+        u8::from(extra)
+    }
+}
+
 impl WritePolicy for Policy {
     fn props(&self, dn: &DnodePhys, level: u8) -> WriteProps {
         let ot = T::from_u8(dn.object_type);
         let is_meta = level > 0 || ot.is_metadata();
+        let extra = self.meta_extra_copy(ot, level);
         let object_type = if level == u8::MAX { T::Objset.to_u8() } else { dn.object_type };
         let level = if level == u8::MAX { 0 } else { level };
         let mut p = WriteProps {
             checksum: FLETCHER4,
             compress: self.meta_compress,
             zstd_level: 0,
-            copies: if self.mos { 3 } else { (self.copies + 1).min(3) },
+            copies: if self.mos { 3 } else { (self.copies + extra).min(3) },
             object_type,
             level,
             embed: self.embed && !self.mos,
@@ -922,6 +946,7 @@ impl PoolWriter {
             copies: 3,
             meta_compress: meta,
             embed: false,
+            redundant_metadata: 0,
         };
         let mut pass = 0;
         loop {
@@ -1375,4 +1400,40 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "localhost".into())
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use super::*;
+
+    /// Copies of a block of type `ot` at `level` (`u8::MAX`: objset) under `redundant_metadata`
+    /// value `rm`, for a dataset with `copies=1`.
+    fn copies(rm: u8, ot: T, level: u8) -> u8 {
+        let p = Policy { redundant_metadata: rm, ..Policy::dataset(7, 15, 1) };
+        let dn = DnodePhys { object_type: ot.to_u8(), ..Default::default() };
+        p.props(&dn, level).copies
+    }
+
+    #[test]
+    fn redundant_metadata_picks_the_blocks_that_get_an_extra_copy() {
+        use T::{DirectoryContents as Dir, Dnode, MasterNode, PlainFileContents as File};
+        // all: every metadata block; data never.
+        assert_eq!(
+            [copies(0, File, 0), copies(0, File, 1), copies(0, Dir, 0), copies(0, Dnode, 0)],
+            [1, 2, 2, 2]
+        );
+        // most: indirect blocks from level 2, and metadata objects at any level.
+        assert_eq!(
+            [copies(1, File, 1), copies(1, File, 2), copies(1, Dir, 0), copies(1, Dnode, 0)],
+            [1, 2, 2, 2]
+        );
+        // some: critical metadata only (not level-0 dnode blocks, directories or SA).
+        assert_eq!(
+            [copies(2, File, 1), copies(2, Dir, 0), copies(2, Dnode, 0), copies(2, Dnode, 1)],
+            [1, 1, 1, 2]
+        );
+        assert_eq!([copies(2, MasterNode, 0), copies(2, File, u8::MAX)], [2, 2]);
+        // none: one copy of everything.
+        assert_eq!([copies(3, Dnode, 1), copies(3, File, u8::MAX)], [1, 1]);
+    }
 }

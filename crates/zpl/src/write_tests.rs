@@ -11,10 +11,10 @@ const T1: (u64, u64) = (1_700_000_100, 7);
 const RS: u64 = 128 << 10;
 
 fn fresh() -> (DirtyObjset, ZapCache, ZplWriter) {
-    let reader = Reader {
-        zio: Arc::new(zio::Zio::new(Vec::new(), Default::default())),
-        cache: Arc::new(arc::BlockCache::new(1 << 20)),
-    };
+    let reader = Reader::new(
+        Arc::new(zio::Zio::new(Vec::new(), Default::default())),
+        Arc::new(arc::BlockCache::new(1 << 20)),
+    );
     let mut os = DirtyObjset::create(&reader, ondisk::objset::DMU_OST_ZFS);
     let mut zaps = ZapCache::new();
     let w = ZplWriter::create_fs(&mut os, &mut zaps, T0, 1000, 100).unwrap();

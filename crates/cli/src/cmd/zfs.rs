@@ -987,6 +987,11 @@ const PROP_TYPES: &[(&str, &str)] = &[
     ("xattr", "FS"),
     ("dnodesize", "F"),
     ("volmode", "FV"),
+    ("primarycache", "FSV"),
+    ("secondarycache", "FSV"),
+    ("logbias", "FV"),
+    ("redundant_metadata", "FV"),
+    ("zoned", "F"),
     ("atime", "F"),
     ("relatime", "F"),
     ("devices", "FS"),
@@ -1247,6 +1252,11 @@ const GET_ALL: &[&str] = &[
     "setuid",
     "devices",
     "acltype",
+    "zoned",
+    "primarycache",
+    "secondarycache",
+    "logbias",
+    "redundant_metadata",
 ];
 
 /// The user properties that apply to `ds` (set on it or on an ancestor), by name.
@@ -2105,10 +2115,16 @@ pub(crate) fn automount(state: &Arc<State>, name: &str) -> Result<String, String
     let ds = dsl.find(name).map_err(|e| e.to_string())?;
     let mp = prop_value(&pool, &dsl, &ds, "mountpoint")?.exact;
     let canmount = prop_value(&pool, &dsl, &ds, "canmount")?.exact;
-    if mp.starts_with('/') && canmount == "on" {
+    if mp.starts_with('/') && canmount == "on" && !zoned(&pool, &dsl, &ds) {
         return Ok(mount(state, name, None)?.stderr);
     }
     Ok(String::new())
+}
+
+/// `zoned=on`: the file system belongs to a container (a user namespace given it with
+/// `zfs zone`), and the host does not mount it (libzfs `zfs_is_mountable`).
+fn zoned(pool: &Pool, dsl: &DslPool, ds: &Dataset) -> bool {
+    prop_value(pool, dsl, ds, "zoned").is_ok_and(|v| v.exact == "on")
 }
 
 pub(crate) fn mount(state: &Arc<State>, name: &str, dir: Option<PathBuf>) -> Result<Response, String> {
@@ -2129,6 +2145,9 @@ fn mount_o(state: &Arc<State>, name: &str, dir: Option<PathBuf>, opts: &str) -> 
         return Err(format!(
             "cannot mount '{name}': the dataset is inconsistent (a receive into it has not finished)"
         ));
+    }
+    if zoned(&pool, &dsl, &ds) {
+        return Err(format!("cannot mount '{name}': dataset is exported to a local zone"));
     }
     let dir = match dir {
         Some(d) => d,
@@ -2158,7 +2177,7 @@ fn mount_o(state: &Arc<State>, name: &str, dir: Option<PathBuf>, opts: &str) -> 
         Some(rw) => {
             let backend = Arc::new(crate::rwpool::DsBackend::open(state, rw, name)?);
             let snaps = crate::zplopen::live_snapshots(state, &pool, &ds);
-            rzfs_fuse::rw::mount_rw_snapshots(backend, &dir, name, &mo, Some(snaps))
+            rzfs_fuse::rw::mount_rw_snapshots(backend, &dir, name, &mo, snaps)
                 .map_err(|e| format!("cannot mount '{name}' on {}: {e}", dir.display()))?
         }
         None => {
@@ -2317,7 +2336,7 @@ fn mount_all_in(state: &Arc<State>, only: Option<&str>) -> Result<Response, Stri
             }
             let mp = prop_value(&pool, &dsl, &ds, "mountpoint")?.exact;
             let canmount = prop_value(&pool, &dsl, &ds, "canmount")?.exact;
-            if mp.starts_with('/') && canmount == "on" {
+            if mp.starts_with('/') && canmount == "on" && !zoned(&pool, &dsl, &ds) {
                 todo.push((Path::new(&mp).components().count(), ds.name));
             }
         }
