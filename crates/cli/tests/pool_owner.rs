@@ -546,6 +546,89 @@ fn cache_log_zone_and_snapdir_properties() {
     zdb_check(&dir, "np");
 }
 
+/// `zfs inherit`/`get`/`set` without their arguments list the properties (PROPERTY, EDIT,
+/// INHERIT, VALUES, as libzfs's usage does; ZTS's rsend tests read the table), and every
+/// property the table calls editable and inherited can be got, set back and inherited.
+/// The ZPL's creation-time properties (`version`, `utf8only`, `normalization`,
+/// `casesensitivity`) are read from the master node. Export removes inherited mount points.
+#[test]
+fn property_table_and_zpl_properties() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-ptable");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-ptable");
+    let top = dir.join("top");
+    d.ok("rzpool", &["create", "-m", top.to_str().unwrap(), "pt", &devs[0]]);
+    let (code, _, table) = d.run("rzfs", &["inherit"]);
+    assert_eq!(code, 2, "{table}");
+    let rows: Vec<Vec<&str>> = table.lines().map(|l| l.split_whitespace().collect()).collect();
+    let row = |p: &str| rows.iter().find(|r| r.first() == Some(&p)).unwrap_or_else(|| panic!("{p}: {table}"));
+    assert_eq!(row("compression")[1..3], ["YES", "YES"]);
+    assert_eq!(row("used")[1..3], ["NO", "NO"]);
+    assert_eq!(row("quota")[1..3], ["YES", "NO"]);
+    assert_eq!(
+        row("aclinherit")[1..],
+        [
+            "YES",
+            "YES",
+            "discard",
+            "|",
+            "noallow",
+            "|",
+            "restricted",
+            "|",
+            "passthrough",
+            "|",
+            "secure",
+            "|",
+            "passthrough-x"
+        ]
+    );
+    for cmd in ["get", "set"] {
+        let (code, _, err) = d.run("rzfs", &[cmd]);
+        assert!(code == 2 && err.contains("PROPERTY       EDIT  INHERIT   VALUES"), "{cmd}: {err}");
+    }
+    // What rsend_012 does: get every editable one, set them all back at once, inherit.
+    let editable: Vec<&str> = rows
+        .iter()
+        .filter(|r| r.len() > 2 && r[1] == "YES" && !r[0].starts_with("vol"))
+        .map(|r| r[0])
+        .collect();
+    let got = d.ok("rzfs", &["get", "-Ho", "property,value", &editable.join(","), "pt"]);
+    let pairs: Vec<String> = got.lines().map(|l| l.replacen('\t', "=", 1)).collect();
+    let mut args = vec!["set"];
+    args.extend(pairs.iter().map(String::as_str));
+    args.push("pt");
+    d.ok("rzfs", &args);
+    assert_eq!(d.ok("rzfs", &["get", "-Ho", "property,value", &editable.join(","), "pt"]), got);
+    // (Not mountpoint: the pool's default one would be /pt.)
+    for r in rows.iter().filter(|r| r.len() > 2 && r[1] == "YES" && r[2] == "YES" && r[0] != "mountpoint") {
+        d.ok("rzfs", &["inherit", r[0], "pt"]);
+    }
+    d.ok("rzfs", &["set", "aclinherit=secure", "aclmode=passthrough", "pt"]);
+    assert_eq!(
+        d.ok("rzfs", &["get", "-Ho", "value", "aclinherit,aclmode", "pt"]),
+        "restricted\npassthrough\n"
+    );
+    d.ok("rzfs", &["snapshot", "pt@s"]);
+    assert_eq!(
+        d.ok(
+            "rzfs",
+            &["get", "-Ho", "value", "version,utf8only,normalization,casesensitivity,aclmode", "pt@s"]
+        ),
+        "5\noff\nnone\nsensitive\n-\n"
+    );
+    // Export removes the mount point directories it inherited (libzfs remove_mountpoint);
+    // the root's, set by `create -m`, is local and stays.
+    d.ok("rzfs", &["create", "pt/c"]);
+    assert!(top.join("c").is_dir());
+    d.ok("rzpool", &["export", "pt"]);
+    assert!(!top.join("c").exists() && top.is_dir(), "export leaves {}", top.display());
+    zdb_check(&dir, "pt");
+}
+
 /// `.zfs/snapshot` on a read-write mount: each snapshot's files as they were, read-only;
 /// snapshots taken or destroyed while mounted come and go; `.zfs` is reachable by name but
 /// not listed (snapdir=hidden, the default).

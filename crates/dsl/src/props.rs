@@ -173,6 +173,18 @@ pub const INDEX_VALUES: &[(&str, u64, &str)] = &[
     ("redundant_metadata", 3, "none"),
     ("zoned", 0, "off"),
     ("zoned", 1, "on"),
+    // ZFS_ACL_DISCARD .. ZFS_ACL_PASSTHROUGH_X (include/sys/zfs_acl.h); "secure" is the old
+    // name of restricted. They govern NFSv4 ACLs, which a Linux mount does not apply.
+    ("aclinherit", 0, "discard"),
+    ("aclinherit", 1, "noallow"),
+    ("aclinherit", 4, "restricted"),
+    ("aclinherit", 3, "passthrough"),
+    ("aclinherit", 4, "secure"),
+    ("aclinherit", 5, "passthrough-x"),
+    ("aclmode", 0, "discard"),
+    ("aclmode", 2, "groupmask"),
+    ("aclmode", 3, "passthrough"),
+    ("aclmode", 4, "restricted"),
     ("sync", 0, "standard"),
     ("sync", 1, "always"),
     ("sync", 2, "disabled"),
@@ -225,6 +237,8 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("logbias", "latency"),
     ("redundant_metadata", "all"),
     ("zoned", "off"),
+    ("aclinherit", "restricted"),
+    ("aclmode", "discard"),
 ];
 
 /// Renders a stored value for display (index names for index properties).
@@ -387,7 +401,7 @@ pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, Stri
         },
         "atime" | "relatime" | "readonly" | "canmount" | "xattr" | "copies" | "exec" | "setuid"
         | "devices" | "snapdir" | "sync" | "volmode" | "dnodesize" | "primarycache" | "secondarycache"
-        | "logbias" | "redundant_metadata" | "zoned" => {
+        | "logbias" | "redundant_metadata" | "zoned" | "aclinherit" | "aclmode" => {
             index_of(prop, value).map(RawProp::Num).ok_or_else(bad)
         }
         _ => Err(format!("property '{prop}' cannot be set by rzfs yet")),
@@ -435,7 +449,7 @@ fn index_of(prop: &str, value: &str) -> Option<u64> {
     INDEX_VALUES.iter().find(|(p, _, n)| *p == prop && *n == value).map(|(_, v, _)| *v)
 }
 
-fn choices(prop: &str) -> String {
+pub fn choices(prop: &str) -> String {
     let names: Vec<&str> = INDEX_VALUES
         .iter()
         .filter(|(p, v, n)| *p == prop && (*v != 0 || *n != "inherit"))

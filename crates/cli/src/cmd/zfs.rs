@@ -385,7 +385,15 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
 pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::os::fd::OwnedFd>) -> Response {
     let cli = match Cli::try_parse_from(std::iter::once("rzfs".to_string()).chain(argv.iter().cloned())) {
         Ok(c) => c,
-        Err(e) => return clap_error(e),
+        Err(e) => {
+            let mut r = clap_error(e);
+            // `zfs get`, `set` and `inherit` with an argument missing also list the
+            // properties (libzfs's usage(B_FALSE) prints the table; scripts read it).
+            if r.exit == 2 && matches!(argv.first().map(String::as_str), Some("get" | "set" | "inherit")) {
+                r.stderr.push_str(&property_table());
+            }
+            return r;
+        }
     };
     let logged = match &cli.cmd {
         Cmd::Create { name, .. } => Some(name.clone()),
@@ -852,6 +860,84 @@ fn text(s: impl Into<String>, source: &str) -> PropVal {
     PropVal { human: s.clone(), exact: s, source: source.into() }
 }
 
+/// Properties that are set but not inherited (`PROP_DEFAULT`/`PROP_ONETIME` in zfs_prop.c).
+const NOT_INHERITED: &[&str] = &["quota", "refquota", "reservation", "refreservation", "canmount"];
+
+/// The table of properties `zfs get`/`set`/`inherit` print after their usage, as libzfs's
+/// `usage(B_FALSE)` does (PROPERTY, EDIT, INHERIT, VALUES), listing what rzfs has: EDIT is
+/// YES where rzfs can set the property, INHERIT where it is inherited.
+fn property_table() -> String {
+    let mut names: Vec<&str> = GET_ALL.to_vec();
+    names.extend(PROP_TYPES.iter().map(|(p, _)| *p));
+    names.extend(dsl::props::DEFAULTS.iter().map(|(p, _)| *p));
+    names.extend(["name", "mountpoint", "volsize", "volblocksize", "written", "userrefs"]);
+    names.sort_unstable();
+    names.dedup();
+    let mut out = String::from(
+        "\nThe following properties are supported:\n\n\tPROPERTY       EDIT  INHERIT   VALUES\n\n",
+    );
+    for p in names {
+        let edit = p == "mountpoint"
+            || p == "volsize"
+            || dsl::props::parse_value(p, "").is_err_and(|e| !e.contains("cannot be set by rzfs yet"));
+        let inherit = (p == "mountpoint" || dsl::props::DEFAULTS.iter().any(|(d, _)| *d == p))
+            && !NOT_INHERITED.contains(&p);
+        let values = match p {
+            "mountpoint" => "<path> | legacy | none".to_string(),
+            "recordsize" => "512 to 16M, power of 2".to_string(),
+            "quota" | "refquota" | "reservation" | "refreservation" => "<size> | none".to_string(),
+            "volsize" | "used" | "available" | "referenced" | "written" | "logicalused"
+            | "logicalreferenced" => "<size>".to_string(),
+            "compression" => "on | off | lzjb | gzip | gzip-[1-9] | zle | lz4 | zstd | zstd-[1-19] | \
+                              zstd-fast | zstd-fast-[1-10,20,30,40,50,60,70,80,90,100,500,1000]"
+                .to_string(),
+            _ => match dsl::props::choices(p) {
+                c if c.is_empty() => "-".to_string(),
+                c => c,
+            },
+        };
+        let yes = |b: bool| if b { "YES" } else { "NO" };
+        out.push_str(&format!("\t{p:<15} {:>4}  {:>7}   {values}\n", yes(edit), yes(inherit)));
+    }
+    out.push_str(
+        "\nSizes are specified in bytes with standard units such as K, M, G, etc.\n\n\
+         User-defined properties can be specified by using a name containing a colon (:).\n",
+    );
+    out
+}
+
+/// A property the ZPL keeps in a file system's master node, set when it was created
+/// (`zfs_get_zplprop`): `version`, `normalization`, `utf8only`, `casesensitivity`. An entry
+/// the master node lacks has its default (an old ZPL version had none of the three); `-`
+/// when the file system cannot be read (an unfinished receive).
+fn zpl_prop(dsl: &DslPool, ds: &Dataset, prop: &str) -> PropVal {
+    let key = if prop == "version" { "VERSION" } else { prop };
+    let Ok(os) = dsl.open_objset(ds) else { return text("-", "-") };
+    let Ok(v) = zap::lookup_u64(&os, zpl::MASTER_NODE_OBJ, key) else { return text("-", "-") };
+    let v = v.unwrap_or(0);
+    let shown = match prop {
+        "version" => v.to_string(),
+        // U8_TEXTPREP_NFD/NFKD/NFC/NFKC (include/sys/u8_textprep.h).
+        "normalization" => match v {
+            0 => "none".into(),
+            0x10 => "formD".into(),
+            0x20 => "formKD".into(),
+            0x50 => "formC".into(),
+            0x60 => "formKC".into(),
+            n => n.to_string(),
+        },
+        "utf8only" => if v == 0 { "off" } else { "on" }.into(),
+        // ZFS_CASE_SENSITIVE/INSENSITIVE/MIXED.
+        _ => match v {
+            0 => "sensitive".into(),
+            1 => "insensitive".into(),
+            2 => "mixed".into(),
+            n => n.to_string(),
+        },
+    };
+    text(shown, "-")
+}
+
 fn ratio(uncomp: u64, comp: u64) -> PropVal {
     let r = if comp == 0 { 1.0 } else { uncomp as f64 / comp as f64 };
     let r = (r * 100.0).floor() / 100.0;
@@ -992,6 +1078,12 @@ const PROP_TYPES: &[(&str, &str)] = &[
     ("logbias", "FV"),
     ("redundant_metadata", "FV"),
     ("zoned", "F"),
+    ("aclinherit", "F"),
+    ("aclmode", "F"),
+    ("version", "FS"),
+    ("normalization", "FS"),
+    ("utf8only", "FS"),
+    ("casesensitivity", "FS"),
     ("atime", "F"),
     ("relatime", "F"),
     ("devices", "FS"),
@@ -1091,6 +1183,7 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
         "logicalreferenced" | "lrefer" => num(p.uncompressed_bytes),
         "guid" => text(p.guid.to_string(), "-"),
         "createtxg" => text(p.creation_txg.to_string(), "-"),
+        "version" | "normalization" | "utf8only" | "casesensitivity" => zpl_prop(dsl, ds, prop),
         "mountpoint" | "dnodesize" if snap || ds.kind == DatasetKind::Volume => text("-", "-"),
         "mounted" if snap => text("-", "-"),
         "mounted" => text(if crate::daemon::is_mounted(&ds.name) { "yes" } else { "no" }, "-"),
@@ -1252,11 +1345,17 @@ const GET_ALL: &[&str] = &[
     "setuid",
     "devices",
     "acltype",
+    "aclmode",
+    "aclinherit",
     "zoned",
     "primarycache",
     "secondarycache",
     "logbias",
     "redundant_metadata",
+    "version",
+    "utf8only",
+    "normalization",
+    "casesensitivity",
 ];
 
 /// The user properties that apply to `ds` (set on it or on an ancestor), by name.

@@ -880,6 +880,7 @@ fn release(state: &State, name: &str, destroy: bool, force: bool) -> Result<(), 
         let what = if destroy { "destroy" } else { "export" };
         format!("cannot {what} '{name}': pool is busy (volume '{v}' is in use)")
     })?;
+    let rmdirs = inherited_mount_dirs(state, name);
     let mounts = crate::cmd::zfs::unmount_pool(state, name, force)?;
     let r = crate::rwpool::close(state, name, destroy, force);
     // With -f the mounts were aborted before the pool closed (which wakes any request
@@ -890,7 +891,41 @@ fn release(state: &State, name: &str, destroy: bool, force: bool) -> Result<(), 
     r?;
     state.pools.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
     crate::cache::forget(state, name);
+    for dir in &rmdirs {
+        // Deepest first and silently: not empty, gone or mounted over all leave it.
+        let _ = std::fs::remove_dir(dir);
+    }
     Ok(())
+}
+
+/// The directories of pool `pool`'s mounts whose `mountpoint` is the default or inherited,
+/// deepest first: an export or destroy removes them once unmounted, as libzfs's
+/// `zpool_disable_datasets` does (`remove_mountpoint`); one set locally is the admin's.
+fn inherited_mount_dirs(state: &State, pool: &str) -> Vec<PathBuf> {
+    let Ok(p) = state.pool(pool) else { return Vec::new() };
+    let dsl = p.dsl();
+    let mounts: Vec<(String, PathBuf)> = state
+        .mounts
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|m| m.dataset.split(['/', '@']).next() == Some(pool))
+        .map(|m| (m.dataset.clone(), m.dir.clone()))
+        .collect();
+    let mut out: Vec<PathBuf> = mounts
+        .into_iter()
+        .filter(|(ds, dir)| {
+            let v =
+                dsl.find(ds).ok().and_then(|d| crate::cmd::zfs::prop_value(&p, &dsl, &d, "mountpoint").ok());
+            v.is_some_and(|v| {
+                (v.source == "default" || v.source.starts_with("inherited")) && Path::new(&v.exact) == dir
+            })
+        })
+        .map(|(_, dir)| dir)
+        .filter(|d| d != Path::new("/"))
+        .collect();
+    out.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+    out
 }
 
 fn destroy(state: &State, name: &str, force: bool) -> Result<Response, String> {
