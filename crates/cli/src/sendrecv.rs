@@ -966,6 +966,40 @@ fn received_now(state: &Arc<State>, fs: &str) -> Option<Vec<(String, zap::write:
     )
 }
 
+/// The raw local entries of the properties `-o`/`-x` name (the value and its `$inherit`
+/// marker) as file system `fs` has them now (`None` where absent); `None` if `-o`/`-x`
+/// name nothing or `fs` does not exist.
+fn local_entries_now(
+    state: &Arc<State>,
+    fs: &str,
+    o: &RecvOpts,
+) -> Option<Vec<(String, Option<zap::write::ZapVal>)>> {
+    if o.set.is_empty() && o.exclude.is_empty() {
+        return None;
+    }
+    let pool = state.pool(pool_of(fs)).ok()?;
+    let dsl = pool.dsl();
+    let ds = dsl.find(fs).ok()?;
+    let all = dsl.all_props(&ds.dir).ok()?;
+    let names = o
+        .set
+        .iter()
+        .map(|a| a.split_once('=').map_or(a.as_str(), |(k, _)| k))
+        .chain(o.exclude.iter().map(String::as_str))
+        .map(|k| dsl::props::canonical(k).to_string());
+    let mut out = Vec::new();
+    for k in names {
+        for key in [format!("{k}{}", dsl::props::INHERIT_SUFFIX), k] {
+            let v = all.iter().find(|(n, _)| *n == key).map(|(_, v)| match v {
+                dsl::props::RawProp::Num(n) => zap::write::ZapVal::u64(*n),
+                dsl::props::RawProp::Str(t) => zap::write::ZapVal::string(t),
+            });
+            out.push((key, v));
+        }
+    }
+    Some(out)
+}
+
 /// Received properties set only after the data of each substream (`extract_delay_props`
 /// in OpenZFS's `zfs_ioc_recv_impl`): an earlier snapshot of a replication stream may
 /// reference more than the final `refquota` allows, and must still be received.
@@ -1904,7 +1938,21 @@ fn fill(
     } else {
         None
     };
+    // And the local entries `-o`/`-x` change (`origprops`).
+    let local_before =
+        if step.made != Some(step.props_on) { local_entries_now(state, step.props_on, o) } else { None };
+    let undo_local = |e: String| -> String {
+        let (Some(list), Some(rw)) = (local_before.clone(), crate::rwpool::writer_of(state, step.props_on))
+        else {
+            return e;
+        };
+        match rw.spa.restore_prop_entries(step.props_on, list) {
+            Ok(()) => e,
+            Err(x) => format!("{e}\n(and the properties set by -o/-x could not be restored: {x})"),
+        }
+    };
     if let Err(e) = plan.apply(state, o, step.props_on, &mut r) {
+        let e = undo_local(e);
         if let Some(m) = step.made {
             if let Some(rw) = crate::rwpool::writer_of(state, m) {
                 let _ = rw.spa.destroy_datasets(&[m.to_string()]);
@@ -1917,6 +1965,7 @@ fn fill(
     let bytes = match apply_stream(state, o, rd, begin, step.into, snapname, step.undo, Some(fresh), swap) {
         Ok(b) => b,
         Err(e) => {
+            let e = undo_local(e);
             if let (Some(list), Some(rw)) = (before, crate::rwpool::writer_of(state, step.props_on)) {
                 if let Err(x) = rw.spa.set_received_props(step.props_on, list, true, Vec::new()) {
                     return Err(format!(

@@ -616,6 +616,8 @@ fn stream_features_follow_the_dataset() {
         std::fs::read(pool_mnt.join("big/f")).unwrap(),
         "received in 128 KiB blocks"
     );
+    d.ok("rzpool", &["export", "lb"]);
+    zdb_check(&dir, "lb");
     d.ok("rzpool", &["export", "nolb"]);
     zdb_check(&dir2, "nolb");
 }
@@ -1815,4 +1817,55 @@ fn replication_streams() {
         zdb_check(dir, p);
         common::space::dsl_space_check(dir, p);
     }
+}
+
+/// A receive that fails leaves the target's properties as they were: the `-o` values it
+/// set locally and the `-x` markers go, a local value it overrode comes back, and the
+/// received values of a `-p` stream are put back too (`zfs_ioc_recv_impl` restores
+/// `origprops` and `origrecvd`); the same receive, whole, then applies them.
+#[test]
+fn failed_receive_restores_properties() {
+    if skip_without_fuse_zdb("failed_receive_restores_properties") {
+        return;
+    }
+    let dir = scratch("recvprops");
+    let d = Daemon::new("recvprops");
+    let (_devs, pool_mnt) = create(&d, &dir, "rp", &SINGLE, 256 << 20);
+    d.ok("rzfs", &["create", "-o", "user:tag=one", "rp/src"]);
+    std::fs::write(pool_mnt.join("src/a"), b"first").unwrap();
+    d.ok("rzfs", &["snapshot", "rp/src@s1"]);
+    let full = dir.join("full");
+    assert_eq!(send_to(&d, &["-p", "rp/src@s1"], &full).0, 0);
+    assert_eq!(recv_from(&d, &["rp/dst"], &full).0, 0);
+    d.ok("rzfs", &["set", "atime=off", "rp/dst"]);
+    let mut rng = Rng::new(71);
+    std::fs::write(pool_mnt.join("src/b"), rng.data(3 << 20)).unwrap();
+    d.ok("rzfs", &["set", "user:tag=two", "rp/src"]);
+    d.ok("rzfs", &["snapshot", "rp/src@s2"]);
+    let inc = dir.join("inc");
+    assert_eq!(send_to(&d, &["-p", "-i", "@s1", "rp/src@s2"], &inc).0, 0);
+    let bytes = std::fs::read(&inc).unwrap();
+    let cut = dir.join("cut");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let props = "copies,atime,compression,user:tag";
+    let show = || d.ok("rzfs", &["get", "-H", "-o", "property,value,source", props, "rp/dst"]);
+    let before = show();
+    let args = ["-F", "-o", "copies=3", "-o", "atime=on", "-x", "compression", "rp/dst"];
+    let (code, err) = recv_from(&d, &args, &cut);
+    assert_ne!(code, 0, "a cut stream is refused");
+    assert!(!err.contains("could not be restored"), "{err}");
+    assert_eq!(show(), before, "properties after the failed receive");
+    assert!(!pool_mnt.join("dst/b").exists());
+    let (code, err) = recv_from(&d, &args, &inc);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        show(),
+        "copies\t3\tlocal\natime\ton\tlocal\ncompression\ton\tdefault\nuser:tag\ttwo\treceived\n"
+    );
+    assert_eq!(
+        std::fs::read(pool_mnt.join("dst/b")).unwrap(),
+        std::fs::read(pool_mnt.join("src/b")).unwrap()
+    );
+    d.ok("rzpool", &["export", "rp"]);
+    zdb_check(&dir, "rp");
 }

@@ -705,6 +705,26 @@ impl Spa {
         Ok(rejected)
     }
 
+    /// Puts entries of file system `name`'s props ZAP back as they were: each raw entry
+    /// (a value, `P$inherit`, `P$recvd`) set to what it held or removed (`None`). A receive
+    /// that fails undoes its `-o`/`-x` changes with it, as `zfs_ioc_recv_impl` restores
+    /// its `origprops`.
+    pub fn restore_prop_entries(&self, name: &str, entries: Vec<(String, Option<ZapVal>)>) -> Result<()> {
+        let n = name.to_string();
+        self.sync_task(
+            SpaceCheck::Reserved,
+            Reserve::Meta,
+            |w| must_find(w, name).map(|_| ()),
+            move |w| {
+                let f = must_find(w, &n)?;
+                for (k, v) in &entries {
+                    set_entry(w, f.ds, k, v.clone())?;
+                }
+                refresh_settings(w, f)
+            },
+        )
+    }
+
     /// `zfs inherit -S PROP NAME`: the local value and any explicit inherit go, so the
     /// received value (if any) applies again (ZPROP_SRC_NONE).
     pub fn revert_to_received(&self, name: &str, prop: &str) -> Result<()> {
