@@ -858,6 +858,15 @@ pub fn receive(
     if begin.magic == BACKUP_MAGIC && begin.hdrtype() == HDRTYPE_COMPOUNDSTREAM {
         return receive_package(state, target, o, &mut rd, &begin, &payload);
     }
+    // A `-o` value must apply to what the stream makes (libzfs `zfs_setup_cmdline_props`
+    // checks it against the stream's type): `-o atime=off` of a volume stream is refused,
+    // `-x atime` of one is not.
+    let kind = if begin.objset_type == ondisk::objset::DMU_OST_ZVOL as u32 { 'V' } else { 'F' };
+    for k in o.set.iter().filter_map(|a| a.split_once('=')).map(|(k, _)| dsl::props::canonical(k)) {
+        if !crate::cmd::zfs::applies_to_type(k, kind) {
+            return Err(format!("cannot receive: property '{k}' does not apply to datasets of this type"));
+        }
+    }
     let done = Default::default();
     let plan = PropsPlan { package: false, props: None, top: true, done: &done };
     receive_one(state, target, o, &mut rd, begin, &payload, &plan).map(|(r, _, _)| r)

@@ -1822,7 +1822,8 @@ fn replication_streams() {
 /// A receive that fails leaves the target's properties as they were: the `-o` values it
 /// set locally and the `-x` markers go, a local value it overrode comes back, and the
 /// received values of a `-p` stream are put back too (`zfs_ioc_recv_impl` restores
-/// `origprops` and `origrecvd`); the same receive, whole, then applies them.
+/// `origprops` and `origrecvd`); the same receive, whole, then applies them. A `-o` that
+/// does not apply to the stream's dataset type is refused up front.
 #[test]
 fn failed_receive_restores_properties() {
     if skip_without_fuse_zdb("failed_receive_restores_properties") {
@@ -1866,6 +1867,19 @@ fn failed_receive_restores_properties() {
         std::fs::read(pool_mnt.join("dst/b")).unwrap(),
         std::fs::read(pool_mnt.join("src/b")).unwrap()
     );
+    // A `-o` that does not apply to what the stream makes is refused before anything is
+    // received; `-x` of it is not (ZTS receive-o-x_props_override, part 3.7).
+    d.ok("rzfs", &["create", "-s", "-V", "8M", "rp/vol"]);
+    d.ok("rzfs", &["snapshot", "rp/vol@s"]);
+    let vol = dir.join("vol");
+    assert_eq!(send_to(&d, &["rp/vol@s"], &vol).0, 0);
+    let (code, err) = recv_from(&d, &["-o", "atime=off", "rp/vol2"], &vol);
+    assert!(code != 0 && err.contains("'atime' does not apply to datasets of this type"), "{err}");
+    let (code, _, _) = d.run("rzfs", &["list", "rp/vol2"]);
+    assert_ne!(code, 0, "nothing was received");
+    let (code, err) = recv_from(&d, &["-x", "atime", "-x", "canmount", "rp/vol2"], &vol);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "type", "rp/vol2"]), "volume\n");
     d.ok("rzpool", &["export", "rp"]);
     zdb_check(&dir, "rp");
 }

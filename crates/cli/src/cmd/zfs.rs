@@ -1121,6 +1121,12 @@ fn applies_to(prop: &str, ds: &Dataset) -> bool {
         DatasetKind::Snapshot => 'S',
         DatasetKind::Bookmark => return true,
     };
+    applies_to_type(prop, t)
+}
+
+/// Whether native property `prop` applies to datasets of type `t` (F, V or S of
+/// [`PROP_TYPES`]); user properties and unlisted ones apply to every type.
+pub(crate) fn applies_to_type(prop: &str, t: char) -> bool {
     PROP_TYPES.iter().find(|(p, _)| *p == prop).is_none_or(|(_, types)| types.contains(t))
 }
 
