@@ -1127,6 +1127,16 @@ fn receive_package(
     let holds = begin.features() & FEATURE_HOLDS != 0 && !o.skip_holds;
     let r = receive_substreams(state, target, o, rd, recursive, &top, &props_of, holds);
     if recursive && !o.dry_run {
+        // Mounts made during the receive (parents that -d/-e created, mounted at once while
+        // the target was down) come down too, so that all go up again parents first: else
+        // the target mounted afterwards would hide them.
+        let during = match crate::cmd::zfs::unmount_tree(state, target, true) {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("rzfsd: after the receive into '{target}': {e}");
+                Vec::new()
+            }
+        };
         let mut names: Vec<String> = state
             .pool(pool_of(target))
             .map(|p| p.dsl().list().unwrap_or_default())
@@ -1138,7 +1148,7 @@ fn receive_package(
             .collect();
         names.sort();
         for n in names {
-            let again = was_mounted.contains(&n);
+            let again = was_mounted.contains(&n) || during.contains(&n);
             if again || (!o.no_mount && r.as_ref().is_ok_and(|(_, made)| made.contains(&n))) {
                 if let Err(e) = crate::cmd::zfs::automount(state, &n) {
                     eprintln!("rzfsd: cannot mount '{n}' after the receive: {e}");
@@ -1207,8 +1217,10 @@ fn receive_substreams(
         } else {
             target.to_string()
         };
-        // `-o` values are local on the top file system only (the first substream's).
-        let is_top = top_fs.as_ref().is_none_or(|t| *t == sub_target);
+        // `-o` values are local on the top file system only (the first substream's, by its
+        // sent name: with -d every substream's target is the same file system).
+        let src_fs = sub.toname.split('@').next().unwrap_or("").to_string();
+        let is_top = top_fs.as_ref().is_none_or(|t| *t == src_fs);
         let one = RecvOpts { set: if is_top { o.set.clone() } else { Vec::new() }, ..o.clone() };
         // A file system's properties (and -o/-x) are set with its first substream.
         let meta = props_of.get(&toguid);
@@ -1235,7 +1247,7 @@ fn receive_substreams(
                 }
             }
         }
-        top_fs.get_or_insert_with(|| sub_target.clone());
+        top_fs.get_or_insert_with(|| src_fs.clone());
         if full && !o.dry_run {
             made.push(fs.clone());
         }

@@ -1880,6 +1880,19 @@ fn failed_receive_restores_properties() {
     let (code, err) = recv_from(&d, &["-x", "atime", "-x", "canmount", "rp/vol2"], &vol);
     assert_eq!(code, 0, "{err}");
     assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "type", "rp/vol2"]), "volume\n");
+    // With -d every substream is received "into" the same target: `-o` is still local on
+    // the top file system only, its descendants inherit it (receive-o-x_props_override 3.8).
+    d.ok("rzfs", &["create", "-p", "rp/t/a/b"]);
+    d.ok("rzfs", &["snapshot", "-r", "rp/t/a@r"]);
+    let tree_stream = dir.join("tree");
+    assert_eq!(send_to(&d, &["-R", "rp/t/a@r"], &tree_stream).0, 0);
+    d.ok("rzfs", &["create", "rp/d"]);
+    let (code, err) = recv_from(&d, &["-d", "-o", "copies=2", "rp/d"], &tree_stream);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        d.ok("rzfs", &["get", "-H", "-o", "name,value,source", "copies", "rp/d/t/a", "rp/d/t/a/b"]),
+        "rp/d/t/a\t2\tlocal\nrp/d/t/a/b\t2\tinherited from rp/d/t/a\n"
+    );
     d.ok("rzpool", &["export", "rp"]);
     zdb_check(&dir, "rp");
 }
