@@ -463,7 +463,8 @@ fn find_ds(state: &State, name: &str) -> Result<dsl::Dataset, String> {
     view.dsl().find(name).map_err(|_| format!("cannot open '{name}': dataset does not exist"))
 }
 
-fn pool_of(name: &str) -> &str {
+/// The pool a dataset, snapshot or bookmark name belongs to.
+pub(crate) fn pool_of(name: &str) -> &str {
     name.split(['/', '@', '#']).next().unwrap_or(name)
 }
 

@@ -25,6 +25,7 @@
 
 use crate::daemon::State;
 use crate::proto::Response;
+use crate::rwpool::pool_of;
 use send::recv::{self, RecvState};
 use send::send::SendParams;
 use send::stream::*;
@@ -147,10 +148,6 @@ fn check_cmdline_props(o: &RecvOpts) -> Result<(), String> {
         }
     }
     crate::rwpool::check_fs_props(&o.set).map_err(|e| format!("cannot receive: {e}"))
-}
-
-fn pool_of(name: &str) -> &str {
-    name.split(['/', '@', '#']).next().unwrap_or(name)
 }
 
 /// Pool feature `short`'s reference count, if it is enabled.
@@ -966,13 +963,18 @@ fn received_now(state: &Arc<State>, fs: &str) -> Option<Vec<(String, zap::write:
         all.into_iter()
             .filter_map(|(k, v)| {
                 let k = k.strip_suffix(dsl::props::RECVD_SUFFIX)?.to_string();
-                Some(match v {
-                    dsl::props::RawProp::Num(n) => (k, zap::write::ZapVal::u64(n)),
-                    dsl::props::RawProp::Str(t) => (k, zap::write::ZapVal::string(&t)),
-                })
+                Some((k, zap_value(&v)))
             })
             .collect(),
     )
+}
+
+/// A stored property value as the ZAP value that writes it back.
+fn zap_value(v: &dsl::props::RawProp) -> zap::write::ZapVal {
+    match v {
+        dsl::props::RawProp::Num(n) => zap::write::ZapVal::u64(*n),
+        dsl::props::RawProp::Str(t) => zap::write::ZapVal::string(t),
+    }
 }
 
 /// The raw local entries of the properties `-o`/`-x` name (the value and its `$inherit`
@@ -999,10 +1001,7 @@ fn local_entries_now(
     let mut out = Vec::new();
     for k in names {
         for key in [format!("{k}{}", dsl::props::INHERIT_SUFFIX), k] {
-            let v = all.iter().find(|(n, _)| *n == key).map(|(_, v)| match v {
-                dsl::props::RawProp::Num(n) => zap::write::ZapVal::u64(*n),
-                dsl::props::RawProp::Str(t) => zap::write::ZapVal::string(t),
-            });
+            let v = all.iter().find(|(n, _)| *n == key).map(|(_, v)| zap_value(v));
             out.push((key, v));
         }
     }

@@ -139,10 +139,10 @@ fn is_before(w: &PoolWriter, dir: u64, src_dir: u64, txg: u64) -> Result<bool> {
     Err(PoolError::Invalid(format!("directory {dir}: clone chain too long")))
 }
 
-/// Re-reads the effective settings of the open datasets after a property of `_f` changed:
-/// every open one, since descendants inherit (a `compression` set on the pool's root
-/// applies to the file systems already being written).
-fn refresh_settings(w: &mut PoolWriter, _f: Found) -> Result<()> {
+/// Re-reads the effective settings of the open datasets after a property changed: every
+/// open one, since descendants inherit (a `compression` set on the pool's root applies to
+/// the file systems already being written).
+fn refresh_settings(w: &mut PoolWriter) -> Result<()> {
     let open: Vec<u64> = w.datasets.keys().copied().collect();
     for ds in open {
         let dir = dslw::ds_phys(&w.mos, ds)?.dir_obj;
@@ -617,7 +617,7 @@ impl Spa {
                 let set: Vec<(String, ZapVal)> =
                     p.iter().filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v))).collect();
                 w.activate_for_props(f.ds, &set)?;
-                refresh_settings(w, f)
+                refresh_settings(w)
             },
         )
     }
@@ -699,7 +699,7 @@ impl Spa {
                     }
                 }
                 w.activate_for_props(f.ds, &p)?;
-                refresh_settings(w, f)
+                refresh_settings(w)
             },
         )?;
         Ok(rejected)
@@ -720,7 +720,7 @@ impl Spa {
                 for (k, v) in &entries {
                     set_entry(w, f.ds, k, v.clone())?;
                 }
-                refresh_settings(w, f)
+                refresh_settings(w)
             },
         )
     }
@@ -741,7 +741,7 @@ impl Spa {
                 }
                 set_entry(w, f.ds, &k, None)?;
                 set_entry(w, f.ds, &format!("{k}{}", dsl::props::INHERIT_SUFFIX), None)?;
-                refresh_settings(w, f)
+                refresh_settings(w)
             },
         )
     }

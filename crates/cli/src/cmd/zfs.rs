@@ -4,6 +4,7 @@ use crate::cmd::{abs, clap_error};
 use crate::daemon::{Mount, State};
 use crate::format::Table;
 use crate::proto::Response;
+use crate::rwpool::pool_of;
 use clap::{Parser, Subcommand};
 use dsl::{Dataset, DatasetKind, DslPool};
 use pool::Pool;
@@ -613,10 +614,6 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
 struct Entry {
     pool: Arc<Pool>,
     ds: Dataset,
-}
-
-fn pool_of(name: &str) -> &str {
-    name.split(['/', '@', '#']).next().unwrap_or(name)
 }
 
 fn wanted_types(types: &[String], default_fs_vol: bool) -> Result<Vec<DatasetKind>, String> {

@@ -909,7 +909,7 @@ fn inherited_mount_dirs(state: &State, pool: &str) -> Vec<PathBuf> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .filter(|m| m.dataset.split(['/', '@']).next() == Some(pool))
+        .filter(|m| crate::rwpool::pool_of(&m.dataset) == pool)
         .map(|m| (m.dataset.clone(), m.dir.clone()))
         .collect();
     let mut out: Vec<PathBuf> = mounts
