@@ -18,6 +18,20 @@ export RZFS_TESTDATA=${RZFS_TESTDATA:-$PWD/test-data}
 
 ./scripts/install-test-deps.sh
 
+# Scratch directories of earlier test processes that are gone (a failed test keeps its vdev
+# files for a look; they add up to gigabytes over many runs and once filled the CI disk).
+# Only ours (rzfs-<kind>-<pid>-...), only of dead pids, never with anything mounted below.
+tmp=${TMPDIR:-/tmp}
+for d in "$tmp"/rzfs-*-[0-9]*-*; do
+  [ -d "$d" ] || continue
+  pid=${d#"$tmp"/rzfs-*-}; pid=${pid%%-*}
+  case $pid in '' | *[!0-9]*) continue ;; esac
+  [ -e "/proc/$pid" ] && continue
+  grep -q " $d[/ ]" /proc/self/mounts && continue
+  rm -rf "$d"
+done
+echo "disk free: target $(df -h --output=avail "$PWD" | tail -1 | tr -d ' '), $tmp $(df -h --output=avail "$tmp" | tail -1 | tr -d ' ')"
+
 has() { case " $TIERS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 
 if has fast; then

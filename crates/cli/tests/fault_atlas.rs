@@ -267,8 +267,9 @@ fn run_case(l: &Layout, fault: Fault, name: &str, seed: u64) {
 struct Rig<'a> {
     l: &'a Layout,
     name: &'a str,
-    dir: PathBuf,
     d: Daemon,
+    /// After the daemon: fields drop in order, and the directory goes once it is stopped.
+    dir: Scratch,
     devs: Vec<String>,
     mnt: PathBuf,
     rng: Rng,

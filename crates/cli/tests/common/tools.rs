@@ -190,12 +190,38 @@ impl Drop for Daemon {
     }
 }
 
-/// A fresh scratch directory for one test case (`tag` names it).
-pub fn scratch(tag: &str) -> PathBuf {
+/// A fresh scratch directory for one test case (`tag` names it). It is removed when the
+/// test passes (the guard drops without a panic) and nothing is mounted below it; a failed
+/// test keeps its vdev files and streams to be looked at.
+pub fn scratch(tag: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!("rzfs-wp-{}-{tag}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Scratch(d)
+}
+
+/// A scratch directory removed on a successful drop; derefs to its path.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() && mounts_under(&self.0).is_empty() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
 }
 
 /// `n` sparse files of `size` bytes in `dir` (`d0`, `d1`...), for file vdevs.
