@@ -252,12 +252,13 @@ fn dataset_features_pass_zdb() {
             &devs[2],
         ],
     );
-    let sets: [(&str, &[&str]); 5] = [
+    let sets: [(&str, &[&str]); 6] = [
         ("big", &["recordsize=1M", "checksum=sha512", "compression=zstd-19"]),
         ("fast", &["compression=zstd-fast-10", "checksum=blake3"]),
         ("sk", &["checksum=skein", "compression=lz4"]),
         ("ed", &["checksum=edonr", "compression=off"]),
         ("plain", &["compression=off"]),
+        ("np", &["checksum=noparity", "compression=off"]),
     ];
     let text: Vec<u8> = (0..3_000_000u32)
         .flat_map(|i| format!("line {} of a compressible file\n", i % 5000).into_bytes())

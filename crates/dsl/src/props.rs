@@ -374,9 +374,10 @@ pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, Stri
             index_of(prop, v).map(RawProp::Num).ok_or_else(bad)
         }
         "checksum" => match value {
-            "on" | "off" | "fletcher2" | "fletcher4" | "sha256" | "sha512" | "skein" | "edonr" | "blake3" => {
-                index_of(prop, value).map(RawProp::Num).ok_or_else(bad)
-            }
+            // noparity: no checksum, and RAID-Z reads skip the parity check (OpenZFS's
+            // raidz_parity_verify); rzfs reads such blocks as it reads checksum=off ones.
+            "on" | "off" | "fletcher2" | "fletcher4" | "sha256" | "noparity" | "sha512" | "skein"
+            | "edonr" | "blake3" => index_of(prop, value).map(RawProp::Num).ok_or_else(bad),
             _ => Err(bad()),
         },
         "acltype" => {
@@ -580,6 +581,7 @@ mod tests {
     fn checksums_and_recordsize() {
         assert_eq!(num("checksum", "sha512"), 11);
         assert_eq!(num("checksum", "blake3"), 14);
+        assert_eq!(num("checksum", "noparity"), 10);
         assert_eq!(num("recordsize", "1M"), 1 << 20);
         assert_eq!(num("recordsize", "16M"), 16 << 20);
         assert!(parse_value("recordsize", "32M").is_err());
