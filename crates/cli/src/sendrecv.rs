@@ -21,7 +21,10 @@
 //! Not yet: raw (`-w`) streams, clones inside a replication stream, and `receive -F`'s
 //! destruction of what the sender no longer has. A receive that fails leaves the target as
 //! it was: a new file system is destroyed, an existing one rolled back to the stream's
-//! source.
+//! source. With `-F`, a stream that would discard something (a full stream over a file
+//! system, an incremental over later snapshots or changes) goes into `FS/%recv` (an empty
+//! file system, or a clone of the source snapshot) and is swapped in, the discarded
+//! snapshots destroyed, in one txg at its end: a failure before then discards nothing.
 
 use crate::daemon::State;
 use crate::proto::Response;
@@ -1764,6 +1767,7 @@ fn receive_one(
     }
     // What to return to when the stream fails: the source snapshot, or nothing (destroy).
     let mut overwrite = false;
+    let mut into_clone: Option<String> = None;
     let undo: Option<String> = if !incremental {
         if let Some(h) = &head {
             check_overwrite(o, &dsl, h, &fs, u64::from(begin.objset_type))?;
@@ -1855,9 +1859,9 @@ fn receive_one(
             return Ok((would_receive(o, "incremental", &begin.toname, &snapname), fs, false));
         }
         if modified || !later.is_empty() {
-            crate::cmd::zfs::offline_while(state, &fs, true, || {
-                rw.spa.rollback(&src.name, &later).map_err(|e| format!("cannot receive: {e}"))
-            })?;
+            // Nothing is discarded before the stream has arrived whole: it goes into a
+            // clone of the source, swapped in (and the later snapshots destroyed) at its end.
+            into_clone = Some(src.name.clone());
         }
         Some(src.name.clone())
     };
@@ -1877,6 +1881,18 @@ fn receive_one(
         let step = Step { props_on: &fs, into: &tmp, made: Some(&tmp), undo: None, swap: true, kind: "full" };
         let r = fill(state, o, rd, &begin, plan, &snapname, &step)?;
         // Mounted again (if it was) when the swap brought it back online.
+        return Ok((r, fs, false));
+    }
+    if let Some(from) = into_clone {
+        // receive -F of an incremental over changes: FS/%recv, a clone of the source, takes
+        // the stream; FS (later snapshots, changes and all) stays until the swap.
+        let tmp = rw
+            .spa
+            .create_receive_clone(&fs, &from, now)
+            .map_err(|e| format!("cannot receive incremental stream: {e}"))?;
+        let step =
+            Step { props_on: &fs, into: &tmp, made: Some(&tmp), undo: None, swap: true, kind: "incremental" };
+        let r = fill(state, o, rd, &begin, plan, &snapname, &step)?;
         return Ok((r, fs, false));
     }
     if !incremental {

@@ -1420,6 +1420,56 @@ fn receive_force_replaces_file_system() {
     let (code, err) = recv_from(&d, &["rf/dst"], &inc);
     assert_eq!(code, 0, "the incremental after receive -F: {err}");
     assert_same(&tree(&src), &tree(&dst), "after the incremental");
+
+    // An incremental -F over a snapshot and changes made since the source: nothing goes
+    // before the stream has arrived whole (it is received into a clone of @b and swapped in),
+    // so a stream that breaks off leaves rf/dst, its snapshot and its changes as they were.
+    let reference = dir.join("ref");
+    let r_args = ["-o", &format!("mountpoint={}", reference.display())];
+    let (code, err) = recv_from(&d, &[r_args[0], r_args[1], "rf/ref"], &full);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(recv_from(&d, &["rf/ref"], &inc).0, 0);
+    write_files(&src, "u", 8, 1..250_000, &mut rng, &mut want);
+    std::fs::remove_file(src.join("s3")).unwrap();
+    d.ok("rzfs", &["snapshot", "rf/src@c"]);
+    let inc_c = dir.join("inc-c.zs");
+    assert_eq!(send_to(&d, &["-i", "@b", "rf/src@c"], &inc_c).0, 0);
+    let mut local = BTreeMap::new();
+    write_files(&dst, "local", 6, 1..150_000, &mut rng, &mut local);
+    std::fs::remove_file(dst.join("s1")).unwrap();
+    d.ok("rzfs", &["snapshot", "rf/dst@local"]);
+    write_files(&dst, "later", 4, 1..150_000, &mut rng, &mut local);
+    std::fs::remove_file(dst.join("s2")).unwrap();
+    let changed = tree(&dst);
+    let snaps =
+        |fs: &str| d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name", "-s", "createtxg", "-r", fs]);
+    let bytes = std::fs::read(&inc_c).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let (code, err) = recv_from(&d, &["rf/dst"], &inc_c);
+    assert!(code != 0 && err.contains("destination rf/dst has snapshots"), "{err}");
+    let (code, err) = recv_from(&d, &["-F", "rf/dst"], &cut);
+    assert!(code != 0 && err.contains("incomplete"), "{err}");
+    assert_same(&changed, &tree(&dst), "after a failed incremental receive -F");
+    assert_eq!(snaps("rf/dst"), "rf/dst@a\nrf/dst@b\nrf/dst@local\n");
+    assert_eq!(d.ok("rzfs", &["list", "-H", "-r", "-o", "name", "rf/dst"]), "rf/dst\nrf/dst/kid\n");
+    let (code, err) = recv_from(&d, &["-F", "rf/dst"], &inc_c);
+    assert_eq!(code, 0, "incremental receive -F over a snapshot and changes: {err}");
+    assert_same(&tree(&src), &tree(&dst), "after the incremental receive -F");
+    assert_eq!(snaps("rf/dst"), "rf/dst@a\nrf/dst@b\nrf/dst@c\n");
+    assert_eq!(std::fs::read(kid.join("k")).unwrap(), b"the child's file", "the child stays");
+    // Its space is what the same history received plainly has (the clone swap moves the
+    // deadlists and the snapshot's unique space with the contents).
+    assert_eq!(recv_from(&d, &["rf/ref"], &inc_c).0, 0);
+    let space = |fs: &str| {
+        d.ok("rzfs", &["get", "-Hp", "-o", "value", "referenced,usedbydataset,usedbysnapshots,written", fs])
+    };
+    assert_eq!(space("rf/dst"), space("rf/ref"), "referenced, usedbydataset, usedbysnapshots, written");
+    let snap_space = |s: &str| d.ok("rzfs", &["get", "-Hp", "-o", "value", "used,referenced", s]);
+    for s in ["b", "c"] {
+        assert_eq!(snap_space(&format!("rf/dst@{s}")), snap_space(&format!("rf/ref@{s}")), "@{s}");
+    }
+    d.ok("rzfs", &["destroy", "rf/dst@c"]);
+
     let full_b = dir.join("full-b.zs");
     assert_eq!(send_to(&d, &["rf/src@b"], &full_b).0, 0);
     d.ok("rzfs", &["destroy", "rf/dst@b"]);

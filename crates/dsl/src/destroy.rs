@@ -452,20 +452,30 @@ fn destroy_dir(os: &mut DirtyObjset, zaps: &mut ZapCache, dir: u64) -> Result<()
     zaps.destroy(os, dir).map_err(zerr)
 }
 
-/// The end of `zfs receive -F` of a full stream into an existing file system `head`: the
-/// stream went into `tmp`, a new file system in a child directory of `head`'s (OpenZFS's
-/// `HEAD/%recv`), and here the two heads exchange contents, as `dsl_dataset_clone_swap`
-/// does: root pointers, referenced and unique sizes and deadlists trade places, the
-/// datasets stay in their directories (names, properties, children and guid stay with
-/// `head`). Afterwards `tmp` holds the old contents and the caller destroys it.
+/// The end of `zfs receive -F` into an existing file system `head`: the stream went into
+/// `tmp`, a file system in a child directory of `head`'s (OpenZFS's `HEAD/%recv`), and here
+/// the two heads exchange contents, as `dsl_dataset_clone_swap` does: root pointers,
+/// referenced and unique sizes and deadlists trade places, the datasets stay in their
+/// directories (names, properties, children and guid stay with `head`). Afterwards `tmp`
+/// holds the old contents and the caller destroys it.
 ///
-/// Both must be heads without snapshots of their own, with the same previous snapshot
-/// (`$ORIGIN`, or none on pools without it): every block each references then was born
-/// after that snapshot and is unique to it, so each directory's HEAD breakdown is its
-/// head's unique space. `head`'s directory gains the unique-space difference in HEAD and
-/// loses it in CHILD (the one in `tmp`'s directory moves the other way), so no ancestor's
-/// total changes. With a `refreservation` on `head`, its directory is charged
-/// max(unique, refreservation) before and after, the rest in REFRSRV.
+/// Two shapes:
+/// - a full stream: both are heads without snapshots of their own, with the same previous
+///   snapshot (`$ORIGIN`, or none on pools without it). Every block each references was
+///   born after that snapshot and is unique to it, so each directory's HEAD breakdown is its
+///   head's unique space. `head`'s directory gains the unique-space difference in HEAD and
+///   loses it in CHILD (the one in `tmp`'s directory moves the other way), so no ancestor's
+///   total changes.
+/// - an incremental stream: `tmp` is a clone of `head`'s latest snapshot S (the caller
+///   destroyed the ones after it). Both reference S's blocks less what each killed (its
+///   deadlist) plus what each wrote (its unique space), so HEAD moves by the difference of
+///   (referenced + deadlist) as above; the deadlist blocks born after `head`'s directory
+///   origin move between HEAD and SNAP with the deadlists, and S's unique space becomes what
+///   `tmp`'s deadlist holds of blocks born after S's previous snapshot (dsl_dataset.c,
+///   `dsl_dataset_clone_swap_sync_impl`).
+///
+/// With a `refreservation` on `head`, its directory is charged max(unique, refreservation)
+/// before and after, the rest in REFRSRV.
 pub fn swap_heads(os: &mut DirtyObjset, zaps: &mut ZapCache, head: u64, tmp: u64) -> Result<()> {
     let mut h = ds_phys(os, head)?;
     let mut t = ds_phys(os, tmp)?;
@@ -475,32 +485,75 @@ pub fn swap_heads(os: &mut DirtyObjset, zaps: &mut ZapCache, head: u64, tmp: u64
     if h.next_snap_obj != 0 || t.next_snap_obj != 0 {
         return Err(bad("swap_heads: a snapshot is not a head"));
     }
-    if own_snapshot(&h, os)? || own_snapshot(&t, os)? {
-        return Err(refuse(
-            "destination has snapshots
-must destroy them to overwrite it",
-        ));
-    }
-    if h.prev_snap_obj != t.prev_snap_obj
-        || dir_phys(os, h.dir_obj)?.origin_obj != dir_phys(os, t.dir_obj)?.origin_obj
-    {
-        return Err(refuse(
-            "destination is a clone
-must destroy it to overwrite it",
-        ));
-    }
     if dir_phys(os, t.dir_obj)?.parent_obj != h.dir_obj {
         return Err(bad("swap_heads: the received file system is not in a child directory"));
     }
+    let t_origin = dir_phys(os, t.dir_obj)?.origin_obj;
+    let incremental =
+        t_origin != 0 && t_origin == h.prev_snap_obj && ds_phys(os, t_origin)?.dir_obj == h.dir_obj;
+    if incremental {
+        if t.prev_snap_obj != t_origin {
+            return Err(bad("swap_heads: the received clone has snapshots of its own"));
+        }
+    } else {
+        if own_snapshot(&h, os)? || own_snapshot(&t, os)? {
+            return Err(refuse(
+                "destination has snapshots
+must destroy them to overwrite it",
+            ));
+        }
+        if h.prev_snap_obj != t.prev_snap_obj
+            || dir_phys(os, h.dir_obj)?.origin_obj != dir_phys(os, t.dir_obj)?.origin_obj
+        {
+            return Err(refuse(
+                "destination is a clone
+must destroy it to overwrite it",
+            ));
+        }
+    }
     let reserved = crate::write::head_reserved(os, zaps, head)?;
-    let d = SpaceDelta {
-        used: t.unique_bytes as i64 - h.unique_bytes as i64,
-        comp: t.compressed_bytes as i64 - h.compressed_bytes as i64,
-        uncomp: t.uncompressed_bytes as i64 - h.uncompressed_bytes as i64,
+    let d = if incremental {
+        let (tdl, hdl) = (dl_space(os, t.deadlist_obj)?, dl_space(os, h.deadlist_obj)?);
+        SpaceDelta {
+            used: t.referenced_bytes as i64 + tdl.used - (h.referenced_bytes as i64 + hdl.used),
+            comp: t.compressed_bytes as i64 + tdl.comp - (h.compressed_bytes as i64 + hdl.comp),
+            uncomp: t.uncompressed_bytes as i64 + tdl.uncomp - (h.uncompressed_bytes as i64 + hdl.uncomp),
+        }
+    } else {
+        SpaceDelta {
+            used: t.unique_bytes as i64 - h.unique_bytes as i64,
+            comp: t.compressed_bytes as i64 - h.compressed_bytes as i64,
+            uncomp: t.uncompressed_bytes as i64 - h.uncompressed_bytes as i64,
+        }
     };
     // tmp's directory first: its change reaches head's as CHILD.
     dir_diduse(os, t.dir_obj, DD_USED_HEAD, d.negated())?;
     dir_diduse(os, h.dir_obj, DD_USED_HEAD, d)?;
+    if incremental {
+        // Deadlist space born after head's directory origin is SNAP space of head's
+        // directory: it follows the deadlists.
+        let from = crate::write::dir_origin_txg(os, h.dir_obj)?;
+        let moved = dl_space_range(os, zaps, t.deadlist_obj, from, u64::MAX)?.used
+            - dl_space_range(os, zaps, h.deadlist_obj, from, u64::MAX)?.used;
+        if moved != 0 {
+            let mut dd = dir_phys(os, h.dir_obj)?;
+            let head_b = dd.used_breakdown[DD_USED_HEAD] as i64 - moved;
+            let snap_b = dd.used_breakdown[DD_USED_SNAP] as i64 + moved;
+            if head_b < 0 || snap_b < 0 {
+                return Err(bad(format!(
+                    "swap_heads: space breakdown of directory {} goes negative",
+                    h.dir_obj
+                )));
+            }
+            dd.used_breakdown[DD_USED_HEAD] = head_b as u64;
+            dd.used_breakdown[DD_USED_SNAP] = snap_b as u64;
+            set_dir_phys(os, h.dir_obj, &dd)?;
+        }
+        let mut s = ds_phys(os, t_origin)?;
+        s.unique_bytes =
+            dl_space_range(os, zaps, t.deadlist_obj, s.prev_snap_txg, u64::MAX)?.used.max(0) as u64;
+        set_ds_phys(os, t_origin, &s)?;
+    }
     let refrsrv = |unique: u64| reserved.saturating_sub(unique) as i64;
     let r = refrsrv(t.unique_bytes) - refrsrv(h.unique_bytes);
     if r != 0 {

@@ -256,6 +256,41 @@ impl Spa {
         Ok(name)
     }
 
+    /// The clone `HEAD/%recv` of `head`'s snapshot `from` an incremental stream is received
+    /// into when `zfs receive -F` must discard changes (later snapshots, a modified head):
+    /// until [`Spa::receive_swap`] ends it, `head` keeps all it had, so a stream that fails
+    /// changes nothing (OpenZFS receives every incremental into such a clone).
+    pub fn create_receive_clone(&self, head: &str, from: &str, now: u64) -> Result<String> {
+        let name = format!("{head}/{RECV_TMP}");
+        if !from.starts_with(&format!("{head}@")) {
+            return Err(PoolError::Invalid(format!(
+                "cannot receive: '{from}' is not a snapshot of '{head}'"
+            )));
+        }
+        let (n, f) = (name.clone(), from.to_string());
+        fn check(w: &mut PoolWriter, name: &str, from: &str) -> Result<(Found, Found)> {
+            let parent = check_create_as(w, name, &[], true)?;
+            Ok((parent, must_find(w, from)?))
+        }
+        self.sync_task(
+            SpaceCheck::Normal,
+            Reserve::Meta,
+            |w| check(w, &name, from).map(|_| ()),
+            move |w| {
+                let (parent, snap) = check(w, &n, &f)?;
+                let (_, leaf) = check_name(&n, true)?;
+                let txg = w.txg;
+                let dir = dslw::create_dir(&mut w.mos, &mut w.mos_zaps, Some(parent.dir), leaf, now)?;
+                let ds = dslw::create_dataset(&mut w.mos, &mut w.mos_zaps, dir, Some(snap.ds), txg, now)?;
+                for feat in w.ds_features(snap.ds)? {
+                    w.ds_activate(ds, feat)?;
+                }
+                Ok(())
+            },
+        )?;
+        Ok(name)
+    }
+
     /// `zfs create -V`: a new volume `name` (objset type `DMU_OST_ZVOL`), filled by `init`.
     /// A `refreservation` among `props` is charged as OpenZFS charges it.
     pub fn create_volume(
@@ -819,11 +854,12 @@ impl Spa {
         )
     }
 
-    /// The end of `zfs receive -F` of a full stream over the existing file system `head`,
-    /// received into `tmp` ([`Spa::create_receive_tmp`]): in one txg the two exchange
-    /// contents (`dsl::destroy::swap_heads`), `tmp` (now the old contents) is destroyed and
-    /// `head` gets the received snapshot `snap` (HEAD@NAME) with the sender's guid and
-    /// creation time.
+    /// The end of `zfs receive -F` over the existing file system `head`, received into
+    /// `tmp` ([`Spa::create_receive_tmp`] for a full stream, [`Spa::create_receive_clone`]
+    /// for an incremental one): in one txg `head`'s snapshots after `tmp`'s origin are
+    /// destroyed (incremental), the two heads exchange contents
+    /// (`dsl::destroy::swap_heads`), `tmp` (now the old contents) is destroyed and `head`
+    /// gets the received snapshot `snap` (HEAD@NAME) with the sender's guid and creation time.
     /// A crash before this txg leaves `head` as it was (and `tmp` half-received).
     pub fn receive_swap(
         &self,
@@ -845,6 +881,22 @@ impl Spa {
                 let txg = w.txg;
                 w.remove_dataset_writer(hf.ds);
                 w.remove_dataset_writer(tf.ds);
+                // An incremental into a clone of one of head's snapshots: the snapshots taken
+                // after it go first, newest first (receive -F's "later" snapshots).
+                let origin = dslw::dir_phys(&w.mos, dslw::ds_phys(&w.mos, tf.ds)?.dir_obj)?.origin_obj;
+                if origin != 0 && dslw::ds_phys(&w.mos, origin)?.dir_obj == hf.dir {
+                    let mut cur = dslw::ds_phys(&w.mos, hf.ds)?.prev_snap_obj;
+                    while cur != origin {
+                        if cur == 0 {
+                            return Err(PoolError::Invalid(format!(
+                                "cannot receive: the source snapshot is not in the history of '{h}'"
+                            )));
+                        }
+                        let prev = dslw::ds_phys(&w.mos, cur)?.prev_snap_obj;
+                        w.destroy_snapshot(cur)?;
+                        cur = prev;
+                    }
+                }
                 w.clear_resume(tf.ds)?;
                 w.clear_resume(hf.ds)?;
                 dsl::destroy::swap_heads(&mut w.mos, &mut w.mos_zaps, hf.ds, tf.ds).map_err(|e| match e {
