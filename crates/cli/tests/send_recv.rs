@@ -1123,6 +1123,35 @@ fn receive_interrupted() {
     d.ok("rzfs", &["unmount", "rk/copy"]);
     let (code, err) = recv_from(&d, &["rk/copy"], &inc);
     assert_eq!(code, 0, "{err}");
+
+    // receive -F of an incremental over a later snapshot and changes, cut short: the stream
+    // was going into the clone rk/copy/%recv, which the import destroys; rk/copy keeps its
+    // snapshot and its changes.
+    d.ok("rzfs", &["mount", "rk/copy", copy.to_str().unwrap()]);
+    let mut mine = BTreeMap::new();
+    write_files(&copy, "mine", 6, 10_000..100_000, &mut rng, &mut mine);
+    d.ok("rzfs", &["snapshot", "rk/copy@local"]);
+    write_files(&copy, "more", 3, 10_000..100_000, &mut rng, &mut mine);
+    d.ok("rzpool", &["sync", "rk"]);
+    let changed = tree(&copy);
+    write_files(&src, "h", 30, 100_000..400_000, &mut rng, &mut want);
+    d.ok("rzfs", &["snapshot", "rk/src@c"]);
+    let inc_c = dir.join("inc-c.zs");
+    assert_eq!(send_to(&d, &["-i", "@b", "rk/src@c"], &inc_c).0, 0);
+    receive_killed(&d, &["-F", "rk/copy"], &std::fs::read(&inc_c).unwrap());
+    lazy_unmount(&mnt);
+    lazy_unmount(&src);
+    lazy_unmount(&copy);
+    import(&d, &dir, "rk", &mnt, false);
+    let all = d.ok("rzfs", &["list", "-H", "-t", "all", "-o", "name", "-r", "rk/copy"]);
+    assert_eq!(all, "rk/copy\nrk/copy@a\nrk/copy@b\nrk/copy@local\n");
+    if mounts_under(&copy).is_empty() {
+        d.ok("rzfs", &["mount", "rk/copy", copy.to_str().unwrap()]);
+    }
+    assert_same(&changed, &tree(&copy), "the changes kept after a receive -F cut short");
+    d.ok("rzfs", &["unmount", "rk/copy"]);
+    let (code, err) = recv_from(&d, &["-F", "rk/copy"], &inc_c);
+    assert_eq!(code, 0, "{err}");
     d.ok("rzpool", &["export", "rk"]);
     zdb_check(&dir, "rk");
 }
