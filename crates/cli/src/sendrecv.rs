@@ -1987,8 +1987,32 @@ fn fill(
             Err(x) => format!("{e}\n(and the properties set by -o/-x could not be restored: {x})"),
         }
     };
+    // Both undone; a mount that -o mountpoint/canmount (or a received value) moved goes
+    // back where the restored properties put it.
+    let undo_props = |e: String| -> String {
+        if local_before.is_none() && before.is_none() {
+            return e;
+        }
+        let names = [step.props_on.to_string()];
+        let mut out = e.clone();
+        let moved = crate::cmd::zfs::with_remount(state, "canmount", &names, || {
+            out = undo_local(e);
+            if let (Some(list), Some(rw)) = (before.clone(), crate::rwpool::writer_of(state, step.props_on)) {
+                if let Err(x) = rw.spa.set_received_props(step.props_on, list, true, Vec::new()) {
+                    out.push_str(&format!(
+                        "\n(and the properties received before could not be restored: {x})"
+                    ));
+                }
+            }
+            Ok(())
+        });
+        if let Err(x) = moved {
+            out.push_str(&format!("\n(and its mount could not be put back: {x})"));
+        }
+        out
+    };
     if let Err(e) = plan.apply(state, o, step.props_on, &mut r) {
-        let e = undo_local(e);
+        let e = undo_props(e);
         if let Some(m) = step.made {
             if let Some(rw) = crate::rwpool::writer_of(state, m) {
                 let _ = rw.spa.destroy_datasets(&[m.to_string()]);
@@ -2000,17 +2024,7 @@ fn fill(
     let swap = step.swap.then_some(step.props_on);
     let bytes = match apply_stream(state, o, rd, begin, step.into, snapname, step.undo, Some(fresh), swap) {
         Ok(b) => b,
-        Err(e) => {
-            let e = undo_local(e);
-            if let (Some(list), Some(rw)) = (before, crate::rwpool::writer_of(state, step.props_on)) {
-                if let Err(x) = rw.spa.set_received_props(step.props_on, list, true, Vec::new()) {
-                    return Err(format!(
-                        "{e}\n(and the properties received before could not be restored: {x})"
-                    ));
-                }
-            }
-            return Err(e);
-        }
+        Err(e) => return Err(undo_props(e)),
     };
     apply_delayed_props(state, o, step.props_on, plan.props)?;
     if o.verbose {

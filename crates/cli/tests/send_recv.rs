@@ -1936,6 +1936,15 @@ fn failed_receive_restores_properties() {
     assert!(!err.contains("could not be restored"), "{err}");
     assert_eq!(show(), before, "properties after the failed receive");
     assert!(!pool_mnt.join("dst/b").exists());
+    // A mount `-o mountpoint=` moved goes back when the stream fails.
+    let elsewhere = dir.join("elsewhere");
+    let mp = format!("mountpoint={}", elsewhere.display());
+    let (code, _) = recv_from(&d, &["-F", "-o", &mp, "rp/dst"], &cut);
+    assert_ne!(code, 0, "a cut stream is refused");
+    assert!(mounts_under(&elsewhere).is_empty(), "not left at the -o mountpoint");
+    assert_eq!(mounts_under(&pool_mnt.join("dst")).len(), 1, "mounted where it was");
+    assert_eq!(std::fs::read(pool_mnt.join("dst/a")).unwrap(), b"first");
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "source", "mountpoint", "rp/dst"]), "inherited from rp\n");
     let (code, err) = recv_from(&d, &args, &inc);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
