@@ -364,9 +364,14 @@ fn send_from(
             let same_fs = from.ds.dir_obj == to.ds.dir_obj;
             clone = dsl.find(fs).ok().map(|h| h.dir.origin_obj) == Some(from.ds_obj);
             if !(same_fs || clone) || from.ds.creation_txg >= to.ds.creation_txg {
-                return Err(format!(
-                    "cannot send '{snapshot}': incremental source ({full}) is not earlier than it"
-                ));
+                // -R and -I go through libzfs's dump_filesystem, which warns in its words.
+                return Err(if o.replicate || o.intermediates {
+                    format!(
+                        "WARNING: could not send {snapshot}:\nincremental source ({full}) is not earlier than it"
+                    )
+                } else {
+                    format!("cannot send '{snapshot}': incremental source ({full}) is not earlier than it")
+                });
             }
             Some(from)
         }
@@ -786,7 +791,8 @@ fn replication_plan(
         }
         if chain.is_empty() {
             return Err(format!(
-                "cannot send {fs}@{tosnap} recursively: incremental source ({}@{}) is not earlier than it",
+                "WARNING: could not send {}@{tosnap}:\nincremental source ({}@{}) is not earlier than it",
+                h.name,
                 h.name,
                 fromsnap.as_deref().unwrap_or("")
             ));

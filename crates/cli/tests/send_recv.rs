@@ -1810,6 +1810,9 @@ fn replication_streams() {
     let inc2 = dir.join("inc2.zs");
     let (code, err) = send_to(&d, &["-R", "-i", "@s4", "rp/a@s4b"], &inc2);
     assert_eq!(code, 0, "send -R -i: {err}");
+    // From a snapshot to itself: libzfs's warning (ZTS rsend_016_neg greps for it).
+    let (code, err) = send_to(&d, &["-R", "-i", "s4b", "rp/a@s4b"], &dir.join("none.zs"));
+    assert!(code != 0 && err.contains("WARNING: could not send rp/a@s4b:"), "{err}");
     let cut = dir.join("cut.zs");
     let bytes = std::fs::read(&inc2).unwrap();
     std::fs::write(&cut, &bytes[..bytes.len() - 400]).unwrap();
