@@ -590,10 +590,11 @@ fn property_table_and_zpl_properties() {
         let (code, _, err) = d.run("rzfs", &[cmd]);
         assert!(code == 2 && err.contains("PROPERTY       EDIT  INHERIT   VALUES"), "{cmd}: {err}");
     }
-    // What rsend_012 does: get every editable one, set them all back at once, inherit.
+    // What rsend_012 does: get every editable one, set them all back at once, inherit
+    // (volmode too: OpenZFS registers it for file systems, which pass it to their volumes).
     let editable: Vec<&str> = rows
         .iter()
-        .filter(|r| r.len() > 2 && r[1] == "YES" && !r[0].starts_with("vol"))
+        .filter(|r| r.len() > 2 && r[1] == "YES" && !matches!(r[0], "volsize" | "volblocksize"))
         .map(|r| r[0])
         .collect();
     let got = d.ok("rzfs", &["get", "-Ho", "property,value", &editable.join(","), "pt"]);

@@ -1229,7 +1229,6 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
             v
         }
         "volsize" | "volblocksize" => text("-", "-"),
-        "volmode" if ds.kind == DatasetKind::Filesystem => text("-", "-"),
         "usedbydataset" if !snap => num(d.used_breakdown[ondisk::dsl::DD_USED_HEAD]),
         "usedbysnapshots" if !snap => num(d.used_breakdown[ondisk::dsl::DD_USED_SNAP]),
         "usedbychildren" if !snap => {
