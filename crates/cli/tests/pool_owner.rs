@@ -355,6 +355,7 @@ fn mount_all_unmount_all_and_sync() {
     // The file is durable once `zpool sync` returns; a pool that is not imported is an error.
     d.ok("rzpool", &["sync", "mall"]);
     d.ok("rzpool", &["sync"]);
+    d.ok("rzpool", &["sync", "-f", "mall"]);
     let (rc, _, err) = d.run("rzpool", &["sync", "nosuch"]);
     assert!(rc != 0 && err.contains("nosuch"), "{err}");
     d.ok("rzfs", &["unmount", "-a"]);

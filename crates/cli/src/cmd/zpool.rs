@@ -114,7 +114,13 @@ enum Cmd {
         pools: Vec<String>,
     },
     /// Write the open txg of every pool (or of the named ones) to disk now.
-    Sync { pools: Vec<String> },
+    Sync {
+        /// Write dirty data to the main pool, not the intent log: rzfs has no intent log
+        /// yet, so every sync already does (accepted for scripts written for zpool).
+        #[arg(short = 'f')]
+        force: bool,
+        pools: Vec<String>,
+    },
     /// Clear device errors and faults; resume a suspended pool.
     Clear {
         pool: String,
@@ -424,7 +430,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         }
         Cmd::Online { expand, pool, devices } => online(state, &pool, &devices, expand, cwd),
         Cmd::Wait { activities, pool } => wait(state, &pool, &activities),
-        Cmd::Sync { pools } => sync(state, &pools),
+        Cmd::Sync { force: _, pools } => sync(state, &pools),
         Cmd::Get { scripted, parsable, fields, props, pools } => {
             get(state, &props, &pools, scripted, parsable, &fields)
         }
