@@ -67,9 +67,15 @@ impl rzfs_fuse::Snapshots for LiveSnapshots {
         let ds = pool.dsl().find(&format!("{}@{name}", head.name)).map_err(|e| e.to_string())?;
         open_zpl_only(&pool, &ds)
     }
+    fn snapdir_now(&self) -> Option<(bool, bool)> {
+        let (pool, head) = self.head().ok()?;
+        let v = crate::cmd::zfs::prop_value(&pool, &pool.dsl(), &head, "snapdir").ok()?.exact;
+        Some((v == "visible", v == "disabled"))
+    }
 }
 
-/// `.zfs/snapshot` of file system `ds`, mounted read-write; none with `snapdir=disabled`.
+/// `.zfs/snapshot` of file system `ds`, mounted read-write. Its `snapdir` is read at each
+/// lookup of `.zfs` and listing of the root, so `zfs set snapdir=` applies at once.
 pub fn live_snapshots(
     state: &Arc<crate::daemon::State>,
     pool: &Arc<Pool>,
@@ -77,9 +83,6 @@ pub fn live_snapshots(
 ) -> Option<rzfs_fuse::SnapshotSource> {
     let dsl = pool.dsl();
     let snapdir = crate::cmd::zfs::prop_value(pool, &dsl, ds, "snapdir").map(|v| v.exact).unwrap_or_default();
-    if snapdir == "disabled" {
-        return None;
-    }
     Some(rzfs_fuse::SnapshotSource {
         snapshots: Box::new(LiveSnapshots {
             state: state.clone(),

@@ -531,10 +531,24 @@ fn cache_log_zone_and_snapdir_properties() {
     d.ok("rzfs", &["snapshot", "-r", "np@s"]);
     assert!(top.join("a/.zfs/snapshot/s/text").exists());
     d.ok("rzfs", &["set", "snapdir=disabled", "np/a"]);
+    // At once on the mounted file system (the kernel may keep a `.zfs` it looked up for the
+    // entry's TTL, a second), and after mounting again.
+    let gone = (0..40).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        !top.join("a/.zfs").exists()
+    });
+    assert!(gone, "snapdir=disabled applies to the mounted file system");
     d.ok("rzfs", &["unmount", "np/a"]);
     d.ok("rzfs", &["mount", "np/a"]);
     assert!(!top.join("a/.zfs").exists(), "snapdir=disabled");
     assert!(top.join(".zfs/snapshot/s").exists());
+    let listed = |p: &Path| std::fs::read_dir(p).unwrap().any(|e| e.unwrap().file_name() == ".zfs");
+    d.ok("rzfs", &["set", "snapdir=visible", "np/a"]);
+    assert!(listed(&top.join("a")), "snapdir=visible lists .zfs at once");
+    assert!(top.join("a/.zfs/snapshot/s/text").exists());
+    d.ok("rzfs", &["inherit", "snapdir", "np/a"]);
+    assert!(!listed(&top.join("a")), "snapdir=hidden");
+    assert!(top.join("a/.zfs/snapshot/s/text").exists(), "hidden, not gone");
     // zoned=on: not mounted at create, and `zfs mount` refuses it, as on an OpenZFS host.
     d.ok("rzfs", &["create", "-o", "zoned=on", "np/z"]);
     assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "mounted", "np/z"]).trim(), "no");

@@ -45,6 +45,12 @@ pub trait Snapshots: Send + Sync {
     fn list(&self) -> Vec<String>;
     /// Opens one snapshot's ZPL.
     fn open(&self, name: &str) -> Result<Zpl, String>;
+    /// The `snapdir` setting now, `(visible, disabled)`, for a source whose setting can
+    /// change while mounted (`zfs set snapdir=` applies at once, as on OpenZFS); `None`: the
+    /// setting given at mount stands.
+    fn snapdir_now(&self) -> Option<(bool, bool)> {
+        None
+    }
 }
 
 /// What to mount: the dataset and its snapshots.
@@ -287,6 +293,11 @@ pub(crate) struct ZfsFuse {
 }
 
 impl ZfsFuse {
+    /// `(visible, disabled)`: `.zfs` listed in the root / not there at all.
+    pub(crate) fn snapdir(&self) -> (bool, bool) {
+        self.snap_source.snapdir_now().unwrap_or((self.snapdir_visible, self.snapdir_disabled))
+    }
+
     /// The `.zfs` tree of a read-write mount: snapshots only, their list kept current,
     /// entries cached briefly (a destroyed snapshot disappears within a second).
     pub(crate) fn snapshot_view(src: SnapshotSource, acl: AclType) -> ZfsFuse {
@@ -461,7 +472,7 @@ impl Filesystem for ZfsFuse {
     fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
         let name = name.as_bytes();
         let ttl = self.ttl;
-        if parent == 1 && name == b".zfs" && !self.snapdir_disabled {
+        if parent == 1 && name == b".zfs" && !self.snapdir().1 {
             return reply.entry(&ttl, &virtual_dir(CTL_DIR), 0);
         }
         if parent == CTL_DIR {
@@ -591,7 +602,7 @@ impl Filesystem for ZfsFuse {
             let parent = z.getattr(obj).map(|a| a.parent).unwrap_or(obj);
             entries.push((ino, FType::Directory, b".".to_vec()));
             entries.push((Self::ino_of(&z, idx, parent), FType::Directory, b"..".to_vec()));
-            if ino == 1 && self.snapdir_visible {
+            if ino == 1 && self.snapdir().0 {
                 entries.push((CTL_DIR, FType::Directory, b".zfs".to_vec()));
             }
             // Names no file can have (crafted `..`, `a/b`, NUL) are left out: the kernel

@@ -734,7 +734,7 @@ impl<B: RwBackend> RwFs<B> {
             Some(l) => l,
             None => {
                 let mut l = self.listing(ino)?;
-                if ino == 1 && self.snaps.as_ref().is_some_and(|v| v.snapdir_visible) {
+                if ino == 1 && self.snaps.as_ref().is_some_and(|v| v.snapdir().0) {
                     // After `.` and `..`, as OpenZFS lists it (snapdir=visible).
                     let at = l.len().min(2);
                     l.insert(
@@ -825,7 +825,9 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
     }
 
     fn lookup(&mut self, req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
-        let dotzfs = parent == 1 && name.as_bytes() == b".zfs";
+        // With snapdir=disabled there is no `.zfs`: the name is looked up in the file system.
+        let dotzfs =
+            parent == 1 && name.as_bytes() == b".zfs" && self.snaps.as_ref().is_some_and(|v| !v.snapdir().1);
         if let Some(v) = self.snaps.as_mut().filter(|_| dotzfs || crate::in_snapshot_space(parent)) {
             return v.lookup(req, parent, name, reply);
         }
