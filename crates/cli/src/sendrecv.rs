@@ -18,13 +18,16 @@
 //! its file system lies below the package's top one, and sets each file system's properties
 //! with its first substream.
 //!
-//! Not yet: raw (`-w`) streams, clones inside a replication stream, and `receive -F`'s
-//! destruction of what the sender no longer has. A receive that fails leaves the target as
-//! it was: a new file system is destroyed, an existing one rolled back to the stream's
-//! source. With `-F`, a stream that would discard something (a full stream over a file
-//! system, an incremental over later snapshots or changes) goes into `FS/%recv` (an empty
-//! file system, or a clone of the source snapshot) and is swapped in, the discarded
-//! snapshots destroyed, in one txg at its end: a failure before then discards nothing.
+//! `receive -F` of an incremental replication stream first destroys what the sender no
+//! longer has (snapshots and file systems below the target the stream does not list).
+//!
+//! Not yet: raw (`-w`) streams and clones inside a replication stream. A receive that
+//! fails leaves the target as it was: a new file system is destroyed, an existing one
+//! rolled back to the stream's source. With `-F`, a stream that would discard something
+//! (a full stream over a file system, an incremental over later snapshots or changes)
+//! goes into `FS/%recv` (an empty file system, or a clone of the source snapshot) and is
+//! swapped in, the discarded snapshots destroyed, in one txg at its end: a failure before
+//! then discards nothing.
 
 use crate::daemon::State;
 use crate::proto::Response;
@@ -1131,9 +1134,26 @@ fn receive_package(
     } else {
         Vec::new()
     };
+    // -F with an incremental replication stream: what the sender no longer has goes first.
+    let mut gone = String::new();
+    if recursive && o.force && !o.dry_run && hdr.get_str("fromsnap").is_some() {
+        let local_top = if o.discard_first {
+            top.split_once('/').map_or(target.to_string(), |(_, rest)| format!("{target}/{rest}"))
+        } else if o.last_only {
+            format!("{target}/{}", top.rsplit('/').next().unwrap_or(&top))
+        } else {
+            target.to_string()
+        };
+        gone = destroy_not_sent(state, &local_top, &props_of, o.verbose);
+    }
     // Holds travel when the package's BEGIN says so and `receive -h` does not refuse them.
     let holds = begin.features() & FEATURE_HOLDS != 0 && !o.skip_holds;
-    let r = receive_substreams(state, target, o, rd, recursive, &top, &props_of, holds);
+    let r = receive_substreams(state, target, o, rd, recursive, &top, &props_of, holds).map(
+        |(mut resp, made)| {
+            resp.stdout.insert_str(0, &gone);
+            (resp, made)
+        },
+    );
     if recursive && !o.dry_run {
         // Mounts made during the receive (parents that -d/-e created, mounted at once while
         // the target was down) come down too, so that all go up again parents first: else
@@ -1165,6 +1185,78 @@ fn receive_package(
         }
     }
     r.map(|(resp, _)| resp)
+}
+
+/// `receive -F` of an incremental replication stream mirrors the sender's deletions, as
+/// libzfs's `recv_incremental_replication` does before the substreams: below `local_top`
+/// (the file system the package's top lands on), a snapshot whose guid no file system of
+/// the stream lists is destroyed, and so is a file system none of whose snapshots the
+/// stream lists (with its snapshots; not the top, and not while it has a descendant that
+/// stays). Each goes on its own; one that cannot (a clone, a hold) is reported and kept, as
+/// libzfs goes on past a failed `recv_destroy`. Returns the `-v` lines ("attempting destroy").
+fn destroy_not_sent(
+    state: &Arc<State>,
+    local_top: &str,
+    sent: &std::collections::BTreeMap<u64, Arc<FsMeta>>,
+    verbose: bool,
+) -> String {
+    let (Ok(pool), Some(rw)) = (state.pool(pool_of(local_top)), crate::rwpool::writer_of(state, local_top))
+    else {
+        return String::new();
+    };
+    let Ok(all) = pool.dsl().list() else { return String::new() };
+    let below = |n: &str| n == local_top || n.starts_with(&format!("{local_top}/"));
+    let snaps_of = |fs: &str| -> Vec<&dsl::Dataset> {
+        all.iter()
+            .filter(|s| {
+                s.kind == dsl::DatasetKind::Snapshot && s.name.split_once('@').is_some_and(|(f, _)| f == fs)
+            })
+            .collect()
+    };
+    let heads: Vec<&dsl::Dataset> = all
+        .iter()
+        .filter(|d| d.kind != dsl::DatasetKind::Snapshot && below(&d.name) && !d.name.contains('%'))
+        .collect();
+    let unknown: Vec<&str> = heads
+        .iter()
+        .filter(|h| h.name != local_top && !snaps_of(&h.name).iter().any(|s| sent.contains_key(&s.ds.guid)))
+        .map(|h| h.name.as_str())
+        .collect();
+    let mut out = String::new();
+    let mut destroy = |names: Vec<String>, shown: &str| {
+        if verbose {
+            out.push_str(&format!("attempting destroy {shown}\n"));
+        }
+        if let Err(e) = rw.spa.destroy_datasets(&names) {
+            eprintln!("rzfsd: receive -F: cannot destroy '{shown}': {e}");
+            if verbose {
+                out.push_str(&format!("failed ({e})\n"));
+            }
+        }
+    };
+    for h in &heads {
+        if unknown.contains(&h.name.as_str()) {
+            continue;
+        }
+        for s in snaps_of(&h.name) {
+            if !sent.contains_key(&s.ds.guid) {
+                destroy(vec![s.name.clone()], &s.name);
+            }
+        }
+    }
+    // Deepest first; one with a descendant that stays is kept.
+    let mut doomed: Vec<&str> = unknown.clone();
+    doomed.sort_by_key(|n| std::cmp::Reverse(n.matches('/').count()));
+    for fs in doomed {
+        let inside = format!("{fs}/");
+        if heads.iter().any(|h| h.name.starts_with(&inside) && !unknown.contains(&h.name.as_str())) {
+            continue;
+        }
+        let mut names: Vec<String> = snaps_of(fs).iter().map(|s| s.name.clone()).collect();
+        names.push(fs.to_string());
+        destroy(names, fs);
+    }
+    out
 }
 
 /// The substreams of a package, after its header; returns the answer and the file systems

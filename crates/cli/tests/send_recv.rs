@@ -1987,3 +1987,61 @@ fn failed_receive_restores_properties() {
     d.ok("rzpool", &["export", "rp"]);
     zdb_check(&dir, "rp");
 }
+
+/// `receive -F` of an incremental replication stream mirrors the sender's deletions (libzfs
+/// `recv_incremental_replication`): a file system the sender destroyed, a snapshot it
+/// destroyed (older than the stream's source too) and a snapshot made only on the receiver
+/// go; without -F they stay. `-v` names each ("attempting destroy").
+#[test]
+fn receive_force_replication_mirrors_deletions() {
+    if skip_without_fuse_zdb("receive_force_replication_mirrors_deletions") {
+        return;
+    }
+    let dir = scratch("recv-mirror");
+    let d = Daemon::new("recv-mirror");
+    let (_devs, mnt) = create(&d, &dir, "rm", &SINGLE, 256 << 20);
+    for fs in ["rm/t", "rm/t/x", "rm/t/y", "rm/t/y/z"] {
+        d.ok("rzfs", &["create", fs]);
+    }
+    std::fs::write(mnt.join("t/x/f"), b"one").unwrap();
+    d.ok("rzfs", &["snapshot", "-r", "rm/t@1"]);
+    std::fs::write(mnt.join("t/x/f"), b"two").unwrap();
+    d.ok("rzfs", &["snapshot", "-r", "rm/t@2"]);
+    let full = dir.join("full.zs");
+    assert_eq!(send_to(&d, &["-R", "rm/t@2"], &full).0, 0);
+    assert_eq!(recv_from(&d, &["-u", "rm/copy"], &full).0, 0);
+    let names = |fs: &str| {
+        d.ok("rzfs", &["list", "-H", "-r", "-t", "all", "-o", "name", "-s", "name", fs]).replace(fs, "TOP")
+    };
+    assert_eq!(names("rm/copy"), names("rm/t"));
+    // The sender drops y (and z below it) and @1; the receiver made a snapshot of its own.
+    d.ok("rzfs", &["destroy", "-r", "rm/t/y"]);
+    d.ok("rzfs", &["destroy", "-r", "rm/t@1"]);
+    std::fs::write(mnt.join("t/x/f"), b"three").unwrap();
+    d.ok("rzfs", &["snapshot", "-r", "rm/t@3"]);
+    d.ok("rzfs", &["snapshot", "rm/copy/x@mine"]);
+    let inc = dir.join("inc.zs");
+    assert_eq!(send_to(&d, &["-R", "-I", "@2", "rm/t@3"], &inc).0, 0);
+    // Without -F nothing goes (and the receiver's own later snapshot refuses the stream).
+    let (code, _) = recv_from(&d, &["-u", "rm/copy"], &inc);
+    assert_ne!(code, 0);
+    assert!(names("rm/copy").contains("TOP/y/z@2"), "{}", names("rm/copy"));
+    let (code, out, err) = {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_rzfs"))
+            .args(["receive", "-v", "-u", "-F", "rm/copy"])
+            .env("RZFS_SOCKET", &d.sock)
+            .stdin(std::fs::File::open(&inc).unwrap())
+            .output()
+            .unwrap();
+        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), o.stderr)
+    };
+    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
+    for gone in ["rm/copy/y", "rm/copy@1", "rm/copy/x@mine"] {
+        assert!(out.contains(&format!("attempting destroy {gone}")), "{gone}: {out}");
+    }
+    assert_eq!(names("rm/copy"), names("rm/t"), "the receiver mirrors the sender");
+    d.ok("rzfs", &["mount", "rm/copy/x"]);
+    assert_eq!(std::fs::read(mnt.join("copy/x/f")).unwrap(), b"three");
+    d.ok("rzpool", &["export", "rm"]);
+    zdb_check(&dir, "rm");
+}
