@@ -80,6 +80,12 @@ fn send_to(d: &Daemon, args: &[&str], out: &std::path::Path) -> (i32, String) {
 
 /// `rzfs receive ARGS < input`: exit code and stderr.
 fn recv_from(d: &Daemon, args: &[&str], input: &std::path::Path) -> (i32, String) {
+    let (code, _, err) = recv_output(d, args, input);
+    (code, err)
+}
+
+/// `rzfs receive ARGS < input`: exit code, stdout and stderr.
+fn recv_output(d: &Daemon, args: &[&str], input: &std::path::Path) -> (i32, String, String) {
     let f = std::fs::File::open(input).unwrap();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_rzfs"))
         .arg("receive")
@@ -88,7 +94,8 @@ fn recv_from(d: &Daemon, args: &[&str], input: &std::path::Path) -> (i32, String
         .stdin(f)
         .output()
         .unwrap();
-    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned())
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (o.status.code().unwrap_or(-1), text(&o.stdout), text(&o.stderr))
 }
 
 /// OpenZFS's `zstream dump -v` of a stream file: asserts it parses with every checksum
@@ -2026,19 +2033,17 @@ fn receive_force_replication_mirrors_deletions() {
     let (code, _) = recv_from(&d, &["-u", "rm/copy"], &inc);
     assert_ne!(code, 0);
     assert!(names("rm/copy").contains("TOP/y/z@2"), "{}", names("rm/copy"));
-    let (code, out, err) = {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_rzfs"))
-            .args(["receive", "-v", "-u", "-F", "rm/copy"])
-            .env("RZFS_SOCKET", &d.sock)
-            .stdin(std::fs::File::open(&inc).unwrap())
-            .output()
-            .unwrap();
-        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned(), o.stderr)
-    };
-    assert_eq!(code, 0, "{}", String::from_utf8_lossy(&err));
-    for gone in ["rm/copy/y", "rm/copy@1", "rm/copy/x@mine"] {
+    // A held snapshot cannot go: it is reported and kept, and the receive goes on.
+    d.ok("rzfs", &["hold", "keep", "rm/copy/x@1"]);
+    let (code, out, err) = recv_output(&d, &["-v", "-u", "-F", "rm/copy"], &inc);
+    assert_eq!(code, 0, "{err}");
+    for gone in ["rm/copy/y", "rm/copy@1", "rm/copy/x@mine", "rm/copy/x@1"] {
         assert!(out.contains(&format!("attempting destroy {gone}")), "{gone}: {out}");
     }
+    assert!(out.contains("failed ("), "the held snapshot's destroy fails: {out}");
+    assert!(names("rm/copy").contains("TOP/x@1\n"), "held, kept");
+    d.ok("rzfs", &["release", "keep", "rm/copy/x@1"]);
+    d.ok("rzfs", &["destroy", "rm/copy/x@1"]);
     assert_eq!(names("rm/copy"), names("rm/t"), "the receiver mirrors the sender");
     d.ok("rzfs", &["mount", "rm/copy/x"]);
     assert_eq!(std::fs::read(mnt.join("copy/x/f")).unwrap(), b"three");
