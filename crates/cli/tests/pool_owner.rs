@@ -9,6 +9,8 @@
 //!   old mount fail, nothing more reaches the devices (their bytes do not change), and the
 //!   pool imports again with what was synced.
 //! * [`external_unmount_is_followed`]: after `umount` from outside, `rzfs mount` works again.
+//! * [`mount_all_unmount_all_and_sync`]: `mount -a`, `unmount -a`, `zpool sync`; `unmount FS`
+//!   takes the file systems mounted below FS down first.
 //! * [`one_owner_per_pool`]: a second daemon cannot import a pool the first holds
 //!   read-write (and its listing says so); a pool left ACTIVE by another host (another
 //!   hostid) needs `-f`.
@@ -358,6 +360,19 @@ fn mount_all_unmount_all_and_sync() {
     d.ok("rzpool", &["sync", "-f", "mall"]);
     let (rc, _, err) = d.run("rzpool", &["sync", "nosuch"]);
     assert!(rc != 0 && err.contains("nosuch"), "{err}");
+    // Unmounting a file system takes the ones mounted below it down first (libzfs's
+    // zfs_unmountall), with or without -f; none is left served unseen.
+    d.ok("rzfs", &["create", "mall/a/b"]);
+    for flags in [&[][..], &["-f"][..]] {
+        let args: Vec<&str> = ["unmount"].iter().chain(flags).chain(&["mall/a"]).copied().collect();
+        d.ok("rzfs", &args);
+        let m = mounts_under(&dir);
+        assert!(!m.iter().any(|x| x.starts_with(&format!("{mnt_s}/a"))), "{flags:?}: {m:?}");
+        let got = d.ok("rzfs", &["get", "-H", "-o", "name,value", "-r", "mounted", "mall/a"]);
+        assert_eq!(got, "mall/a\tno\nmall/a/b\tno\n", "{flags:?}");
+        d.ok("rzfs", &["mount", "-a"]);
+        assert!(mounts_under(&dir).contains(&format!("{mnt_s}/a/b")));
+    }
     d.ok("rzfs", &["unmount", "-a"]);
     assert!(mounts_under(&dir).is_empty(), "unmount -a left {:?}", mounts_under(&dir));
     d.ok("rzfs", &["mount", "-a"]);

@@ -2514,7 +2514,12 @@ pub fn prune_mounts(state: &State) {
 }
 
 /// `zfs unmount [-f] DATASET|DIR`: refused while busy unless `-f`, which aborts the mount
-/// (processes using it get EIO).
+/// (processes using it get EIO). The file systems mounted below it go first, deepest
+/// first, as libzfs's `zfs_unmountall` takes the mounted descendants down with it: the
+/// kernel refuses to unmount a directory that has mounts below it, and a forced (lazy)
+/// unmount would detach them with it while the daemon went on serving them unseen. When
+/// one of them cannot be unmounted, the ones already unmounted stay so (as in libzfs) and
+/// the target stays mounted.
 pub(crate) fn unmount(state: &State, target: &str, cwd: &Path, force: bool) -> Result<Response, String> {
     prune_mounts(state);
     let tdir = abs(cwd, Path::new(target));
@@ -2522,12 +2527,36 @@ pub(crate) fn unmount(state: &State, target: &str, cwd: &Path, force: bool) -> R
     let Some(i) = m.iter().position(|x| x.dataset == target || x.dir == tdir) else {
         return Err(format!("cannot unmount '{target}': not currently mounted"));
     };
-    m[i].session.detach(force).map_err(|e| unmount_error(&m[i].dir, &e))?;
-    let mut x = m.remove(i);
+    let top = m[i].dir.clone();
+    let mut order: Vec<usize> =
+        (0..m.len()).filter(|&j| j != i && m[j].dir != top && m[j].dir.starts_with(&top)).collect();
+    order.sort_by_key(|&j| std::cmp::Reverse(m[j].dir.components().count()));
+    order.push(i);
+    let mut done = Vec::new();
+    let mut err = None;
+    for j in order {
+        match m[j].session.detach(force) {
+            Ok(()) => done.push(j),
+            Err(e) => {
+                err = Some(unmount_error(&m[j].dir, &e));
+                break;
+            }
+        }
+    }
+    done.sort_unstable();
+    let mut gone = Vec::new();
+    for j in done.into_iter().rev() {
+        gone.push(m.remove(j));
+    }
     drop(m);
-    crate::daemon::track_mount(&x.dataset, false);
-    x.session.wait();
-    Ok(Response::ok(String::new()))
+    for mut x in gone {
+        crate::daemon::track_mount(&x.dataset, false);
+        x.session.wait();
+    }
+    match err {
+        Some(e) => Err(e),
+        None => Ok(Response::ok(String::new())),
+    }
 }
 
 /// Unmounts every dataset of a pool, deepest mount point first (before an export). Stops
