@@ -66,6 +66,8 @@ pub struct SendOpts {
     pub skip_missing: bool,
     /// `-X`: with -R, file systems left out with their descendants.
     pub exclude: Vec<String>,
+    /// `--saved`: the partial state a resumable receive kept ([`send_saved`]).
+    pub saved: bool,
 }
 
 /// Options of `zfs receive`.
@@ -86,6 +88,10 @@ pub struct RecvOpts {
     pub exclude: Vec<String>,
     /// `-h`: the holds a `send -h` stream carries are not placed.
     pub skip_holds: bool,
+    /// `-o origin=SNAP`: a full stream becomes a clone of SNAP (its blocks that the stream
+    /// carries again are kept by nop-write); an incremental clone stream takes SNAP as its
+    /// origin instead of looking one up by guid.
+    pub origin: Option<String>,
 }
 
 /// Properties `receive -o`/`-x` may not name (libzfs `zfs_receive_checkprops`: read-only,
@@ -143,7 +149,10 @@ fn check_cmdline_props(o: &RecvOpts) -> Result<(), String> {
             return Err(format!("property '{k}' specified multiple times"));
         }
         if k == "origin" {
-            return Err("cannot receive: '-o origin=' is not supported by rzfs yet".into());
+            if o.exclude.iter().any(|x| x == "origin") {
+                return Err("cannot receive: invalid property 'origin'".into());
+            }
+            continue;
         }
         let known = dsl::props::is_user_prop(k)
             || dsl::props::DEFAULTS.iter().any(|(p, _)| *p == k)
@@ -153,7 +162,13 @@ fn check_cmdline_props(o: &RecvOpts) -> Result<(), String> {
             return Err(format!("cannot receive: invalid property '{k}'"));
         }
     }
-    crate::rwpool::check_fs_props(&o.set).map_err(|e| format!("cannot receive: {e}"))
+    let props: Vec<String> = o
+        .set
+        .iter()
+        .filter(|a| a.split_once('=').is_none_or(|(k, _)| dsl::props::canonical(k) != "origin"))
+        .cloned()
+        .collect();
+    crate::rwpool::check_fs_props(&props).map_err(|e| format!("cannot receive: {e}"))
 }
 
 /// Pool feature `short`'s reference count, if it is enabled.
@@ -206,6 +221,9 @@ impl Write for Counter {
 
 /// `zfs send [-Lecnv] [-P] [-i SNAP | -I SNAP] SNAPSHOT`.
 pub fn send(state: &Arc<State>, snapshot: &str, o: &SendOpts, fds: Vec<OwnedFd>) -> Result<Response, String> {
+    if o.saved {
+        return send_saved(state, snapshot, o, fds);
+    }
     if let Some(t) = &o.token {
         return send_resume(state, t, o, fds);
     }
@@ -245,13 +263,24 @@ fn send_resume(state: &Arc<State>, token: &str, o: &SendOpts, fds: Vec<OwnedFd>)
     // A file system's own state was sent (`FS@--head--`): the file system itself, if it is
     // still the same one (its guid).
     let head = toname.ends_with(&format!("@{HEAD_SNAP}"));
-    let to = all
+    // Several snapshots may carry the guid (received copies): the one the token names
+    // first, then one of its file system, then any (libzfs `guid_to_name` looks from the
+    // token's name outwards).
+    let named_fs = toname.split('@').next().unwrap_or(toname);
+    let candidates: Vec<&dsl::Dataset> = all
         .iter()
-        .find(|d| {
+        .filter(|d| {
             (d.kind == dsl::DatasetKind::Snapshot || head)
                 && d.name.contains('@') != head
                 && d.ds.guid == toguid
         })
+        .collect();
+    let to = candidates
+        .iter()
+        .find(|d| d.name == toname)
+        .or_else(|| candidates.iter().find(|d| d.name.split('@').next() == Some(named_fs)))
+        .or_else(|| candidates.first())
+        .copied()
         .ok_or_else(|| {
             format!(
                 "cannot resume send: '{toname}' is no longer the same snapshot (guid {toguid:#x} not found)"
@@ -289,6 +318,110 @@ fn send_resume(state: &Arc<State>, token: &str, o: &SendOpts, fds: Vec<OwnedFd>)
     o2.compressed |= nv.contains("compressok");
     let name = to.name.clone();
     send_from(state, &name, &o2, fds, Some((object, offset)))
+}
+
+/// `zfs send --saved FS`: what a resumable receive into FS has kept so far (in FS/%recv, or
+/// FS itself for a new file system or an incremental onto its head), as libzfs's
+/// `zfs_send_saved` and `dmu_send`'s `savedok` send it: the stream the receive was taking
+/// (its guid, name, source and stream features, from the kept resume state), holding the
+/// partial file system's contents since the source, and no END record, so whoever receives
+/// it with `-s` keeps it resumable in turn and finishes it with `send -t`.
+fn send_saved(state: &Arc<State>, fs: &str, o: &SendOpts, fds: Vec<OwnedFd>) -> Result<Response, String> {
+    if fs.is_empty() || fs.contains(['@', '#']) {
+        return Err(format!(
+            "cannot send '{fs}': --saved needs a file system holding a partially received stream"
+        ));
+    }
+    if o.from.is_some() || o.replicate || o.props || o.holds || o.backup || o.token.is_some() {
+        return Err(format!(
+            "cannot send '{fs}': --saved cannot be combined with -i, -I, -R, -p, -b, -h or -t"
+        ));
+    }
+    let pool = state.pool(pool_of(fs)).map_err(|_| format!("cannot open '{fs}': dataset does not exist"))?;
+    if let Some(rw) = crate::rwpool::writer_of(state, fs) {
+        rw.sync()?;
+    }
+    let pool = state.pool(pool.name()).map_err(|e| e.to_string())?;
+    let dsl = pool.dsl();
+    dsl.find(fs).map_err(|_| format!("cannot open '{fs}': dataset does not exist"))?;
+    let tmp = format!("{fs}/{}", pool::admin::RECV_TMP);
+    let (partial, saved) = [tmp.as_str(), fs]
+        .iter()
+        .filter_map(|n| dsl.find(n).ok())
+        .find_map(|d| resume_state(&pool, d.ds_obj).map(|r| (d, r)))
+        .ok_or_else(|| format!("cannot send '{fs}': it holds no partially received stream (receive -s)"))?;
+    let from = if saved.fromguid == 0 {
+        None
+    } else {
+        let all = dsl.list().map_err(|e| e.to_string())?;
+        let f = all
+            .into_iter()
+            .find(|d| {
+                d.kind == dsl::DatasetKind::Snapshot
+                    && d.ds.guid == saved.fromguid
+                    && (d.ds.dir_obj == partial.ds.dir_obj || partial.dir.origin_obj == d.ds_obj)
+            })
+            .ok_or_else(|| {
+                format!("cannot send '{fs}': the source of its partial stream no longer exists")
+            })?;
+        Some(f)
+    };
+    let bp = partial.objset_bp().map_err(|e| e.to_string())?;
+    let os = dmu::Objset::open(&pool.reader, &bp).map_err(|e| format!("cannot send '{fs}': {e}"))?;
+    let mut features = 0;
+    if saved.largeblock {
+        features |= FEATURE_LARGE_BLOCKS;
+    }
+    if saved.embed && feature_active(&pool, "embedded_data") {
+        features |= FEATURE_EMBED_DATA;
+    }
+    if saved.compress {
+        features |= FEATURE_COMPRESSED;
+        if ds_feature_active(&pool, partial.ds_obj, "zstd_compress") {
+            features |= FEATURE_ZSTD;
+        }
+    }
+    if features & (FEATURE_EMBED_DATA | FEATURE_COMPRESSED) != 0 && feature_active(&pool, "lz4_compress") {
+        features |= FEATURE_LZ4;
+    }
+    if ds_feature_active(&pool, partial.ds_obj, "large_dnode") {
+        features |= FEATURE_LARGE_DNODE;
+    }
+    if os.os_type() == ondisk::objset::DMU_OST_ZFS {
+        features |= FEATURE_SA_SPILL;
+    }
+    let mut flags = 0;
+    if partial.ds.flags & ondisk::dsl::DS_FLAG_CI_DATASET != 0 {
+        flags |= DRR_FLAG_CI_DATA;
+    }
+    let params = SendParams {
+        toname: saved.toname.clone(),
+        toguid: saved.toguid,
+        fromguid: saved.fromguid,
+        from_txg: from.as_ref().map_or(0, |f| f.ds.creation_txg),
+        creation_time: partial.ds.creation_time,
+        flags,
+        features,
+        resume: None,
+        no_end: true,
+    };
+    let fd = fds.into_iter().next().ok_or_else(|| format!("cannot send '{fs}': no output stream"))?;
+    let mut w = StreamWriter::new(BufWriter::with_capacity(64 << 10, File::from(fd)));
+    let t0 = std::time::Instant::now();
+    let stats = send::send::send(&os, &params, &mut w, &mut |_| true)
+        .map_err(|e| format!("cannot send '{fs}': {e}"))?;
+    w.get_mut().flush().map_err(|e| format!("cannot send '{fs}': {e}"))?;
+    let mut r = Response::ok(String::new());
+    if o.verbose {
+        r.stderr = format!(
+            "saved send of {fs} ({}): {} in {} records, {:.1} s\n",
+            saved.toname,
+            crate::format::nicenum(w.bytes_written()),
+            stats.records,
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    Ok(r)
 }
 
 /// The snapshot name a stream of a file system's own state carries (`FS@--head--`, as
@@ -468,6 +601,7 @@ fn send_from(
             flags,
             features: f,
             resume,
+            no_end: false,
         }
     };
     // Each substream with whether it is the clone's first (sent from its origin).
@@ -855,6 +989,26 @@ pub fn receive(
         }
     }
     check_cmdline_props(o)?;
+    // -o origin= is no property: it says what a new file system is cloned from.
+    let is_origin = |a: &String| a.split_once('=').is_some_and(|(k, _)| dsl::props::canonical(k) == "origin");
+    let mut with_origin = o.clone();
+    // (Named once at most: check_cmdline_props refuses a repeat.)
+    with_origin.origin =
+        o.set.iter().find(|a| is_origin(a)).and_then(|a| a.split_once('=')).map(|(_, v)| v.to_string());
+    with_origin.set.retain(|a| !is_origin(a));
+    let o = &with_origin;
+    if let Some(origin) = &o.origin {
+        let Some((ofs, _)) = origin.split_once('@') else {
+            return Err(format!("cannot receive: origin '{origin}' is not a snapshot"));
+        };
+        if pool_of(ofs) != pool_of(target) {
+            return Err(format!("cannot receive: origin '{origin}' is in another pool"));
+        }
+        let exists = state.pool(pool_of(ofs)).is_ok_and(|p| p.dsl().find(origin).is_ok());
+        if !exists {
+            return Err(format!("cannot receive: cannot open '{origin}': dataset does not exist"));
+        }
+    }
     let fd = fds.into_iter().next().ok_or("cannot receive: no stream on standard input")?;
     let mut rd = StreamReader::new(BufReader::with_capacity(1 << 20, File::from(fd)));
     let begin = match rd.next() {
@@ -865,6 +1019,11 @@ pub fn receive(
     };
     let (begin, payload) = begin;
     if begin.magic == BACKUP_MAGIC && begin.hdrtype() == HDRTYPE_COMPOUNDSTREAM {
+        if o.origin.is_some() {
+            return Err("cannot receive: -o origin= applies to a single file system's stream, \
+                        not to a replication stream (send -R)"
+                .into());
+        }
         return receive_package(state, target, o, &mut rd, &begin, &payload);
     }
     // A `-o` value must apply to what the stream makes (libzfs `zfs_setup_cmdline_props`
@@ -1426,6 +1585,8 @@ fn apply_stream(
                 generation: Some(file_generation),
                 features: begin.features(),
                 large_dnodes: begin.features() & send::stream::FEATURE_LARGE_DNODE != 0,
+                onto_clone: begin.fromguid == 0 && o.origin.is_some(),
+                next_unlisted: 1,
             };
             loop {
                 let (rec, payload) = match rd.next() {
@@ -1449,6 +1610,18 @@ fn apply_stream(
                 if let Record::End(e) = &rec {
                     if e.toguid != begin.toguid {
                         return Err(stop("END record belongs to another stream".into()));
+                    }
+                    if st.onto_clone {
+                        rw.spa
+                            .with_dataset_receiving(
+                                ds,
+                                pool::space::Reserve::Write { len: 0, block: 512 },
+                                |tx| {
+                                    recv::finish_full_onto_clone(&mut tx.ds.os, &st)
+                                        .map_err(|e| pool::PoolError::Invalid(e.to_string()))
+                                },
+                            )
+                            .map_err(|e| stop(e.to_string()))?;
                     }
                     break;
                 }
@@ -1866,6 +2039,41 @@ fn receive_one(
     // What to return to when the stream fails: the source snapshot, or nothing (destroy).
     let mut overwrite = false;
     let mut into_clone: Option<String> = None;
+    if let (false, Some(origin)) = (incremental, o.origin.as_deref()) {
+        // A full stream as a clone of `origin` (`zfs receive -o origin=`): the clone is made,
+        // then the stream applied over the origin's objects ([`recv::RecvState::onto_clone`]);
+        // a failure destroys the clone.
+        if head.is_some() {
+            return Err(format!("cannot receive new filesystem stream: destination '{fs}' exists"));
+        }
+        if let Some((parent, _)) = fs.rsplit_once('/') {
+            if dsl.find(parent).is_err() {
+                return Err(format!(
+                    "cannot receive new filesystem stream: parent '{parent}' does not exist"
+                ));
+            }
+        }
+        let ofs = origin.split_once('@').map_or(origin, |(f, _)| f);
+        let of = dsl.find(ofs).map_err(|_| format!("cannot open '{origin}': dataset does not exist"))?;
+        if (begin.objset_type == 3) != (of.kind == dsl::DatasetKind::Volume) {
+            return Err(format!(
+                "cannot receive new filesystem stream: origin '{origin}' is of another type"
+            ));
+        }
+        if o.dry_run {
+            return Ok((would_receive(o, "full", &begin.toname, &snapname), fs, false));
+        }
+        let now = crate::rwpool::now_pair().0;
+        rw.spa
+            .clone_filesystem(origin, &fs, Vec::new(), now)
+            .map_err(|e| format!("cannot receive: cannot create clone '{fs}' of {origin}: {e}"))?;
+        let step = Step { props_on: &fs, into: &fs, made: Some(&fs), undo: None, swap: false, kind: "full" };
+        let mut r = fill(state, o, rd, &begin, plan, &snapname, &step)?;
+        if !o.no_mount {
+            r.stderr.push_str(&crate::cmd::zfs::automount(state, &fs)?);
+        }
+        return Ok((r, fs, true));
+    }
     let undo: Option<String> = if !incremental {
         if let Some(h) = &head {
             check_overwrite(o, &dsl, h, &fs, u64::from(begin.objset_type))?;
@@ -1890,9 +2098,12 @@ fn receive_one(
         // with the stream's source guid (its origin), then the stream applied to it; a
         // failure destroys it again.
         let all = dsl.list().map_err(|e| e.to_string())?;
-        let Some(origin) =
-            all.iter().find(|d| d.kind == dsl::DatasetKind::Snapshot && d.ds.guid == begin.fromguid)
-        else {
+        let origin = match o.origin.as_deref() {
+            // -o origin= names it; it must be the stream's source.
+            Some(name) => all.iter().find(|d| d.name == name).filter(|d| d.ds.guid == begin.fromguid),
+            None => all.iter().find(|d| d.kind == dsl::DatasetKind::Snapshot && d.ds.guid == begin.fromguid),
+        };
+        let Some(origin) = origin else {
             return Err(format!("cannot receive: local origin for clone {snapname} does not exist"));
         };
         check_large_blocks(&rw, origin, &begin)?;

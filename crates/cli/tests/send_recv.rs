@@ -2050,3 +2050,199 @@ fn receive_force_replication_mirrors_deletions() {
     d.ok("rzpool", &["export", "rm"]);
     zdb_check(&dir, "rm");
 }
+
+/// `receive -o origin=SNAP` of a full stream (ZTS zfs_receive_010_pos): the file system is
+/// made a clone of SNAP and the stream applied over SNAP's objects, whatever they were
+/// (a file onto a directory, holes onto data, a missing object onto a file, a new record
+/// size), so the result is exactly the sent file system; blocks the origin already holds
+/// are kept by nop-write (sha256 + compression), so a stream received as a clone of its
+/// own snapshot takes almost no space. A plain rewrite of a file with its own bytes is a
+/// nop-write too. zdb finds no leak or damage.
+#[test]
+fn receive_full_stream_as_clone() {
+    if skip_without_fuse_zdb("recv_origin") {
+        return;
+    }
+    let dir = scratch("recv_origin");
+    let d = Daemon::new("recv_origin");
+    let (_devs, mnt) = create(&d, &dir, "ro", &SINGLE, 256 << 20);
+    d.ok(
+        "rzfs",
+        &["create", "-o", "checksum=sha256", "-o", "compression=gzip", "-o", "recordsize=512", "ro/base"],
+    );
+    d.ok("rzfs", &["create", "ro/base/a"]);
+    d.ok("rzfs", &["create", "ro/base/b"]);
+    let (ma, mb) = (mnt.join("base/a"), mnt.join("base/b"));
+    let mut rng = Rng::new(10);
+    let mut random = |n: usize| rng.data(n);
+    // Zeros written with compression on are holes.
+    let holes = |n: usize| vec![0u8; n];
+    // The same object numbers hold different kinds of things in a and b.
+    std::fs::write(ma.join("f8"), random(8192)).unwrap();
+    std::fs::write(mb.join("f8"), random(8192)).unwrap();
+    std::fs::write(ma.join("f9"), random(8192)).unwrap();
+    std::fs::write(mb.join("h9"), holes(4608)).unwrap();
+    std::fs::write(ma.join("f10"), random(8192)).unwrap();
+    std::fs::create_dir(mb.join("d10")).unwrap();
+    std::fs::create_dir(ma.join("d11")).unwrap();
+    std::fs::write(mb.join("x11"), b"").unwrap();
+    std::fs::write(ma.join("h12"), holes(4608)).unwrap();
+    std::fs::write(mb.join("f12"), random(3000)).unwrap();
+    d.ok("rzfs", &["set", "recordsize=128k", "ro/base/a"]);
+    std::fs::write(ma.join("big"), random(8 << 20)).unwrap();
+    std::fs::write(mb.join("big"), b"").unwrap();
+    std::fs::remove_file(mb.join("x11")).unwrap();
+    for i in 0..50 {
+        std::fs::write(ma.join(format!("e{i}")), b"").unwrap();
+    }
+    d.ok("rzfs", &["snapshot", "ro/base/a@s1"]);
+    d.ok("rzfs", &["snapshot", "ro/base/b@s1"]);
+    let (sa, sb) = (dir.join("a.zs"), dir.join("b.zs"));
+    assert_eq!(send_to(&d, &["ro/base/a@s1"], &sa).0, 0);
+    assert_eq!(send_to(&d, &["ro/base/b@s1"], &sb).0, 0);
+    let (ta, tb) = (tree(&ma), tree(&mb));
+
+    // Received as a clone of its own snapshot: nop-write keeps every data block.
+    let (code, err) = recv_from(&d, &["-o", "origin=ro/base/a@s1", "ro/base/r"], &sa);
+    assert_eq!(code, 0, "{err}");
+    assert_same(&ta, &tree(&mnt.join("base/r")), "a received onto a clone of a");
+    let used = |ds: &str| -> u64 {
+        d.ok("rzfs", &["get", "-Hp", "-o", "value", "used", ds]).trim().parse().unwrap()
+    };
+    let (ur, ua) = (used("ro/base/r"), used("ro/base/a"));
+    assert!(ur < ua / 10, "nop-write: the clone uses {ur} bytes, its origin {ua}");
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "origin", "ro/base/r"]).trim(), "ro/base/a@s1");
+    d.ok("rzfs", &["destroy", "-r", "ro/base/r"]);
+    // Each received as a clone of the other: every object becomes what the stream says.
+    let (code, err) = recv_from(&d, &["-o", "origin=ro/base/b@s1", "ro/base/r"], &sa);
+    assert_eq!(code, 0, "{err}");
+    assert_same(&ta, &tree(&mnt.join("base/r")), "a received onto a clone of b");
+    d.ok("rzfs", &["destroy", "-r", "ro/base/r"]);
+    let (code, err) = recv_from(&d, &["-o", "origin=ro/base/a@s1", "ro/base/r"], &sb);
+    assert_eq!(code, 0, "{err}");
+    assert_same(&tb, &tree(&mnt.join("base/r")), "b received onto a clone of a");
+
+    // Refused, nothing made: an origin that is no snapshot or does not exist, a target
+    // that exists.
+    for (args, want) in [
+        (&["-o", "origin=ro/base/a", "ro/base/n"][..], "not a snapshot"),
+        (&["-o", "origin=ro/base/a@nosuch", "ro/base/n"][..], "does not exist"),
+        (&["-o", "origin=ro/base/a@s1", "ro/base/r"][..], "exists"),
+    ] {
+        let (code, err) = recv_from(&d, args, &sa);
+        assert!(code != 0 && err.contains(want), "{args:?}: {err}");
+    }
+    assert!(d.run("rzfs", &["list", "ro/base/n"]).0 != 0, "a refused receive made ro/base/n");
+
+    // A rewrite of a file in place with the bytes it holds writes nothing new (not after a
+    // truncate: the blocks are freed first, in OpenZFS too).
+    let big = std::fs::read(ma.join("big")).unwrap();
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().write(true).open(ma.join("big")).unwrap();
+        f.write_all(&big).unwrap();
+    }
+    d.ok("rzpool", &["sync", "ro"]);
+    let written: u64 =
+        d.ok("rzfs", &["get", "-Hp", "-o", "value", "written", "ro/base/a"]).trim().parse().unwrap();
+    assert!(written < 1 << 20, "a rewrite of 8 MiB with the same bytes wrote {written} bytes");
+    d.ok("rzpool", &["export", "ro"]);
+    zdb_check(&dir, "ro");
+}
+
+/// `send --saved FS` (ZTS send_partial_dataset): what a resumable receive kept of a stream
+/// that broke off is sent again, full and incremental, as a stream without its END; a
+/// `receive -s` of it keeps it partial in turn, and `send -t` of that token finishes it
+/// with the sent file system's exact contents. Refused: a snapshot, a file system holding
+/// no partial stream, and -i/-R/-p/-h.
+#[test]
+fn send_saved_partial_stream() {
+    if skip_without_fuse_zdb("send_saved") {
+        return;
+    }
+    let dir = scratch("send_saved");
+    let d = Daemon::new("send_saved");
+    let (_devs, _mnt) = create(&d, &dir, "sv", &SINGLE, 512 << 20);
+    let src = dir.join("src");
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "sv/src"]);
+    let mut rng = Rng::new(41);
+    let mut want = BTreeMap::new();
+    write_files(&src, "f", 20, 50_000..300_000, &mut rng, &mut want);
+    d.ok("rzfs", &["snapshot", "sv/src@a"]);
+    let at_a = tree(&src);
+    write_files(&src, "g", 20, 50_000..300_000, &mut rng, &mut want);
+    d.ok("rzfs", &["snapshot", "sv/src@b"]);
+    let at_b = tree(&src);
+    let (full, inc, cut, saved) = (dir.join("full"), dir.join("inc"), dir.join("cut"), dir.join("saved"));
+    assert_eq!(send_to(&d, &["sv/src@b"], &full).0, 0);
+    assert_eq!(send_to(&d, &["-i", "@a", "sv/src@b"], &inc).0, 0);
+    let a_stream = dir.join("a");
+    assert_eq!(send_to(&d, &["sv/src@a"], &a_stream).0, 0);
+    let token_of =
+        |fs: &str| d.ok("rzfs", &["get", "-H", "-o", "value", "receive_resume_token", fs]).trim().to_string();
+    let finish = |fs: &str| {
+        let token = token_of(fs);
+        assert!(token.starts_with("1-"), "{fs}: a token: {token}");
+        let rest = dir.join("rest");
+        let (code, err) = send_to(&d, &["-t", &token], &rest);
+        assert_eq!(code, 0, "{fs}: send -t: {err}");
+        let (code, err) = recv_from(&d, &["-s", fs], &rest);
+        assert_eq!(code, 0, "{fs}: the resumed receive: {err}");
+    };
+    let check = |fs: &str, want: &BTreeMap<String, Vec<u8>>| {
+        let m = dir.join(format!("m-{}", fs.replace('/', "-")));
+        d.ok("rzfs", &["set", &format!("mountpoint={}", m.display()), fs]);
+        // (Mounted by the set when the finishing receive mounted it.)
+        let _ = d.run("rzfs", &["mount", fs]);
+        assert_same(want, &tree(&m), fs);
+        d.ok("rzfs", &["unmount", fs]);
+    };
+
+    // Full: a receive broken off into a new file system, its saved part sent on.
+    let bytes = std::fs::read(&full).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    assert!(recv_from(&d, &["-s", "-u", "sv/fullpart"], &cut).0 != 0);
+    let (code, err) = send_to(&d, &["--saved", "sv/fullpart"], &saved);
+    assert_eq!(code, 0, "{err}");
+    let dump = zstream_dump(&saved);
+    assert!(
+        !dump.contains("END checksum"),
+        "a saved stream has no END:\n{}",
+        &dump[dump.len().saturating_sub(600)..]
+    );
+    let (code, err) = recv_from(&d, &["-s", "-u", "sv/copy"], &saved);
+    assert!(code != 0 && err.contains("partially-complete state"), "{err}");
+    finish("sv/copy");
+    check("sv/copy", &at_b);
+
+    // Incremental: kept in the target itself, sent on from the same source.
+    assert_eq!(recv_from(&d, &["-u", "sv/incpart"], &a_stream).0, 0);
+    assert_eq!(recv_from(&d, &["-u", "sv/copy2"], &a_stream).0, 0);
+    let ib = std::fs::read(&inc).unwrap();
+    std::fs::write(&cut, &ib[..ib.len() / 2]).unwrap();
+    assert!(recv_from(&d, &["-s", "-u", "sv/incpart"], &cut).0 != 0);
+    assert_eq!(send_to(&d, &["--saved", "sv/incpart"], &saved).0, 0);
+    let (code, err) = recv_from(&d, &["-s", "-u", "sv/copy2"], &saved);
+    assert!(code != 0 && err.contains("partially-complete state"), "{err}");
+    finish("sv/copy2");
+    check("sv/copy2", &at_b);
+    // The partial targets themselves finish too.
+    finish("sv/incpart");
+    check("sv/incpart", &at_b);
+    let _ = at_a;
+
+    for args in [
+        &["--saved"][..],
+        &["--saved", "sv/src@a"][..],
+        &["--saved", "sv/src"][..],
+        &["--saved", "-i", "@a", "sv/fullpart"][..],
+        &["--saved", "-R", "sv/fullpart"][..],
+        &["--saved", "-p", "sv/fullpart"][..],
+        &["--saved", "-h", "sv/fullpart"][..],
+    ] {
+        let (code, err) = send_to(&d, args, &saved);
+        assert!(code != 0, "{args:?} was accepted: {err}");
+    }
+    d.ok("rzpool", &["export", "sv"]);
+    zdb_check(&dir, "sv");
+}

@@ -1044,6 +1044,16 @@ impl DirtyObjset {
         }
         for (blkid, p) in prepared {
             let props = ctx.policy.props(&d.phys, 0);
+            if nop_write_eligible(&d.phys, &props) && !tree.changes[0].contains_key(&blkid) {
+                if let Some(o) = tree.old_bp(0, blkid)? {
+                    if ctx.zio.same_block(&p, &props, &o)? {
+                        // The committed block already holds these bytes: it stays, nothing
+                        // is written, freed or born (OpenZFS's nop-write).
+                        tree.changes[0].insert(blkid, o);
+                        continue;
+                    }
+                }
+            }
             tree.set_l0(blkid, p, props)?;
         }
         tree.finish()
@@ -1168,6 +1178,22 @@ impl DirtyObjset {
         self.base = Some(Objset { reader: self.reader.clone(), bp, phys });
         Ok(bp)
     }
+}
+
+/// May a rewritten level-0 block of `dn` keep its committed block when the bytes are the
+/// same? OpenZFS's nop-write (`dmu_write_policy`, `zio_nop_write`): only file and volume
+/// data, only with a checksum strong enough that equal checksums mean equal bytes (sha256,
+/// sha512, skein, edonr, blake3: `ZCHECKSUM_FLAG_NOPWRITE`), and only with compression on.
+/// That is what makes `receive -o origin=` of a full stream onto a clone of the same data,
+/// or a rewrite of a file with what it holds, take no new space.
+fn nop_write_eligible(dn: &DnodePhys, props: &WriteProps) -> bool {
+    const PLAIN_FILE_CONTENTS: u8 = 19;
+    const ZVOL: u8 = 23;
+    const NOPWRITE_CHECKSUMS: [u8; 5] = [8, 11, 12, 13, 14];
+    matches!(dn.object_type, PLAIN_FILE_CONTENTS | ZVOL)
+        && NOPWRITE_CHECKSUMS.contains(&props.checksum)
+        && props.compress != 2
+        && props.compress != 0
 }
 
 /// Bonus bytes dnode `dn` can hold with its block pointers, keeping room for a spill pointer

@@ -144,6 +144,13 @@ pub struct RecvState {
     /// The stream may hold dnodes above 512 bytes: its BEGIN has LARGE_DNODE, and the
     /// receiving pool has large_dnode enabled (`spa_maxdnodesize`).
     pub large_dnodes: bool,
+    /// A full stream received onto a clone (`receive -o origin=`): the objset already holds
+    /// the origin's objects, and those the stream does not list are freed, in the gaps
+    /// between its OBJECT records (which come in ascending order) and past the last one at
+    /// the end ([`finish_full_onto_clone`]), as `receive_writer_thread` does for `drc_clone`.
+    pub onto_clone: bool,
+    /// With `onto_clone`: the first object number no OBJECT record has covered yet.
+    pub next_unlisted: u64,
 }
 
 /// See [`RecvState::generation`].
@@ -161,7 +168,15 @@ pub fn apply(os: &mut DirtyObjset, st: &mut RecvState, rec: &Record, payload: &[
     match rec {
         Record::Object(o) => {
             check_guid(st, o.toguid, "OBJECT")?;
-            object(os, st, o, payload)
+            if st.onto_clone && o.object > st.next_unlisted.max(1) {
+                let first = st.next_unlisted.max(1);
+                free_objects(os, first, o.object - first)?;
+            }
+            object(os, st, o, payload)?;
+            if st.onto_clone {
+                st.next_unlisted = st.next_unlisted.max(o.object + u64::from(o.dn_slots.max(1)));
+            }
+            Ok(())
         }
         Record::FreeObjects(f) => {
             check_guid(st, f.toguid, "FREEOBJECTS")?;
@@ -352,6 +367,16 @@ fn same_file_grows(
         }
         _ => Ok(false),
     }
+}
+
+/// At the END of a full stream received onto a clone: the objects past the last one the
+/// stream listed are not in the sent file system, so they go.
+pub fn finish_full_onto_clone(os: &mut DirtyObjset, st: &RecvState) -> Result<()> {
+    if !st.onto_clone {
+        return Ok(());
+    }
+    let first = st.next_unlisted.max(1);
+    free_objects(os, first, dmu::tx::OBJECT_LIMIT - first)
 }
 
 fn free_objects(os: &mut DirtyObjset, first: u64, count: u64) -> Result<()> {

@@ -88,6 +88,9 @@ pub struct SendParams {
     /// the object's OBJECT record sent again (receiving it twice is harmless). The stream
     /// then carries `FEATURE_RESUMING` and the point in its BEGIN payload.
     pub resume: Option<(u64, u64)>,
+    /// Leave out the END record: a `send --saved` of a partially received stream, which
+    /// its receiver must keep as partial too (`dmu_send_impl` with `savedok`).
+    pub no_end: bool,
 }
 
 /// Totals of a send.
@@ -193,7 +196,9 @@ pub fn send<W: Write + Send>(
             s.emit(Record::Begin(begin), payload)?;
             s.meta_dnode()?;
             s.flush()?;
-            s.emit(Record::End(End { checksum: [0; 4], toguid: p.toguid }), Vec::new())?;
+            if !p.no_end {
+                s.emit(Record::End(End { checksum: [0; 4], toguid: p.toguid }), Vec::new())?;
+            }
             Ok(s.stats)
         })();
         drop(s);

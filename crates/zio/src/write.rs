@@ -222,6 +222,28 @@ impl Zio {
         self.issue(&p, props, txg, &dvas)
     }
 
+    /// Would writing `p` with `props` give the block `old` points to, bit for bit? Same
+    /// checksum type, compression, sizes and number of copies, and an equal checksum of the
+    /// physical bytes (`zio_nop_write`'s test; the caller allows only checksums for which
+    /// equal means the same bytes). Holes, embedded, gang, encrypted and dedup blocks never.
+    pub fn same_block(&self, p: &Prepared, props: &WriteProps, old: &BlkPtr) -> Result<bool> {
+        if p.hole || p.embedded || old.is_hole() || old.is_embedded() || old.is_gang() {
+            return Ok(false);
+        }
+        if old.is_encrypted() || old.dedup() {
+            return Ok(false);
+        }
+        if old.checksum() != props.checksum
+            || old.compress() != p.compress
+            || old.lsize() != p.lsize
+            || old.psize() != p.psize()
+            || old.ndvas() != usize::from(props.copies.clamp(1, 3))
+        {
+            return Ok(false);
+        }
+        Ok(self.block_checksum(props.checksum, &p.phys)?.0 == old.cksum)
+    }
+
     /// The checksum a block pointer of checksum type `cksum` stores for `phys`.
     pub fn block_checksum(&self, cksum: u8, phys: &[u8]) -> Result<Cksum> {
         match checksum::spec_from_zio(cksum) {

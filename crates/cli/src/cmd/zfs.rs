@@ -311,6 +311,11 @@ enum Cmd {
         /// a regular stream is sent.
         #[arg(short = 'D', long = "dedup")]
         dedup: bool,
+        /// Send what a resumable receive (`receive -s`) has kept of a stream that broke
+        /// off, from the file system (or its FS/%recv): a stream without its END, which
+        /// another `receive -s` keeps in turn, to be finished with `send -t`.
+        #[arg(short = 'S', long = "saved")]
+        saved: bool,
         /// With -R: leave out these file systems and their descendants (comma-separated,
         /// repeatable).
         #[arg(short = 'X', long = "exclude", value_delimiter = ',', action = clap::ArgAction::Append)]
@@ -511,6 +516,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             skip_missing,
             dedup,
             exclude,
+            saved,
         } => {
             let intermediates = from_all.is_some();
             let o = crate::sendrecv::SendOpts {
@@ -529,6 +535,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
                 props: props || backup,
                 holds,
                 exclude,
+                saved,
             };
             crate::sendrecv::send(state, snapshot.as_deref().unwrap_or(""), &o, fds).map(|mut r| {
                 if dedup {
@@ -573,6 +580,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
                 set,
                 exclude,
                 skip_holds,
+                origin: None,
             };
             crate::sendrecv::receive(state, &target, &o, fds)
         }
