@@ -207,6 +207,44 @@ const STREAM_POOL_FEATURES: &[(u64, &str)] = &[
     (FEATURE_ZSTD, "zstd_compress"),
 ];
 
+/// A stream's feature flags as `setup_featureflags` sets them, for the dataset object
+/// `ds_obj` (objset `os`) sent with `-L`, `-e`, `-c` as asked: pool-wide features for
+/// embedded blocks and lz4, the dataset's own for large blocks, zstd and large dnodes (a
+/// stream of a dataset that never had a large block can be received by a pool without
+/// large_blocks, even with -L), and SA spill for file systems.
+fn stream_features(
+    pool: &pool::Pool,
+    ds_obj: u64,
+    os: &dmu::Objset,
+    large_blocks: bool,
+    embed: bool,
+    compressed: bool,
+) -> u64 {
+    let mut f = 0u64;
+    if embed && feature_active(pool, "embedded_data") {
+        f |= FEATURE_EMBED_DATA;
+    }
+    if compressed {
+        f |= FEATURE_COMPRESSED;
+    }
+    if f & (FEATURE_EMBED_DATA | FEATURE_COMPRESSED) != 0 && feature_active(pool, "lz4_compress") {
+        f |= FEATURE_LZ4;
+    }
+    if large_blocks && ds_feature_active(pool, ds_obj, "large_blocks") {
+        f |= FEATURE_LARGE_BLOCKS;
+    }
+    if compressed && ds_feature_active(pool, ds_obj, "zstd_compress") {
+        f |= FEATURE_ZSTD;
+    }
+    if ds_feature_active(pool, ds_obj, "large_dnode") {
+        f |= FEATURE_LARGE_DNODE;
+    }
+    if os.os_type() == ondisk::objset::DMU_OST_ZFS {
+        f |= FEATURE_SA_SPILL;
+    }
+    f
+}
+
 /// Counts bytes (the `-n` estimate).
 struct Counter(u64);
 impl Write for Counter {
@@ -337,11 +375,11 @@ fn send_saved(state: &Arc<State>, fs: &str, o: &SendOpts, fds: Vec<OwnedFd>) -> 
             "cannot send '{fs}': --saved cannot be combined with -i, -I, -R, -p, -b, -h or -t"
         ));
     }
-    let pool = state.pool(pool_of(fs)).map_err(|_| format!("cannot open '{fs}': dataset does not exist"))?;
+    // Synced first: the partial state on disk is all there is to send.
     if let Some(rw) = crate::rwpool::writer_of(state, fs) {
         rw.sync()?;
     }
-    let pool = state.pool(pool.name()).map_err(|e| e.to_string())?;
+    let pool = state.pool(pool_of(fs)).map_err(|_| format!("cannot open '{fs}': dataset does not exist"))?;
     let dsl = pool.dsl();
     dsl.find(fs).map_err(|_| format!("cannot open '{fs}': dataset does not exist"))?;
     let tmp = format!("{fs}/{}", pool::admin::RECV_TMP);
@@ -368,28 +406,7 @@ fn send_saved(state: &Arc<State>, fs: &str, o: &SendOpts, fds: Vec<OwnedFd>) -> 
     };
     let bp = partial.objset_bp().map_err(|e| e.to_string())?;
     let os = dmu::Objset::open(&pool.reader, &bp).map_err(|e| format!("cannot send '{fs}': {e}"))?;
-    let mut features = 0;
-    if saved.largeblock {
-        features |= FEATURE_LARGE_BLOCKS;
-    }
-    if saved.embed && feature_active(&pool, "embedded_data") {
-        features |= FEATURE_EMBED_DATA;
-    }
-    if saved.compress {
-        features |= FEATURE_COMPRESSED;
-        if ds_feature_active(&pool, partial.ds_obj, "zstd_compress") {
-            features |= FEATURE_ZSTD;
-        }
-    }
-    if features & (FEATURE_EMBED_DATA | FEATURE_COMPRESSED) != 0 && feature_active(&pool, "lz4_compress") {
-        features |= FEATURE_LZ4;
-    }
-    if ds_feature_active(&pool, partial.ds_obj, "large_dnode") {
-        features |= FEATURE_LARGE_DNODE;
-    }
-    if os.os_type() == ondisk::objset::DMU_OST_ZFS {
-        features |= FEATURE_SA_SPILL;
-    }
+    let features = stream_features(&pool, partial.ds_obj, &os, saved.largeblock, saved.embed, saved.compress);
     let mut flags = 0;
     if partial.ds.flags & ondisk::dsl::DS_FLAG_CI_DATASET != 0 {
         flags |= DRR_FLAG_CI_DATA;
@@ -549,42 +566,12 @@ fn send_from(
         snaps.extend(chain.iter().map(|(_, t)| t.clone()));
         vec![FsPlan { head, snaps, chain, parentfromsnap: 0, clone }]
     };
-    // The stream's feature flags as `setup_featureflags` sets them: pool-wide features for
-    // embedded blocks and lz4, the snapshot's own per-dataset features for large blocks,
-    // zstd and large dnodes (a stream of a dataset that never had a large block can be
-    // received by a pool without large_blocks, even with -L).
-    let mut features = 0u64;
-    if o.embed && feature_active(&pool, "embedded_data") {
-        features |= FEATURE_EMBED_DATA;
-    }
-    if o.compressed {
-        features |= FEATURE_COMPRESSED;
-    }
-    if features & (FEATURE_EMBED_DATA | FEATURE_COMPRESSED) != 0 && feature_active(&pool, "lz4_compress") {
-        features |= FEATURE_LZ4;
-    }
-    let ds_features = |to: &dsl::Dataset| -> u64 {
-        let mut f = 0;
-        if o.large_blocks && ds_feature_active(&pool, to.ds_obj, "large_blocks") {
-            f |= FEATURE_LARGE_BLOCKS;
-        }
-        if o.compressed && ds_feature_active(&pool, to.ds_obj, "zstd_compress") {
-            f |= FEATURE_ZSTD;
-        }
-        if ds_feature_active(&pool, to.ds_obj, "large_dnode") {
-            f |= FEATURE_LARGE_DNODE;
-        }
-        f
-    };
     let open = |d: &dsl::Dataset| -> Result<dmu::Objset, String> {
         let bp = d.objset_bp().map_err(|e| e.to_string())?;
         dmu::Objset::open(&pool.reader, &bp).map_err(|e| format!("cannot send '{}': {e}", d.name))
     };
     let params = |from: &Option<dsl::Dataset>, to: &dsl::Dataset, os: &dmu::Objset, clone: bool| {
-        let mut f = features | ds_features(to);
-        if os.os_type() == ondisk::objset::DMU_OST_ZFS {
-            f |= FEATURE_SA_SPILL;
-        }
+        let f = stream_features(&pool, to.ds_obj, os, o.large_blocks, o.embed, o.compressed);
         let mut flags = 0;
         if clone {
             flags |= DRR_FLAG_CLONE;

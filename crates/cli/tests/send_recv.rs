@@ -2133,6 +2133,14 @@ fn receive_full_stream_as_clone() {
         assert!(code != 0 && err.contains(want), "{args:?}: {err}");
     }
     assert!(d.run("rzfs", &["list", "ro/base/n"]).0 != 0, "a refused receive made ro/base/n");
+    // A stream that breaks off leaves no clone behind.
+    let bytes = std::fs::read(&sa).unwrap();
+    let cut = dir.join("cut.zs");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let (code, _) = recv_from(&d, &["-o", "origin=ro/base/b@s1", "ro/base/n"], &cut);
+    assert!(code != 0, "a cut stream was received");
+    assert!(d.run("rzfs", &["list", "ro/base/n"]).0 != 0, "a failed receive left ro/base/n");
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "clones", "ro/base/b@s1"]).trim(), "-");
 
     // A rewrite of a file in place with the bytes it holds writes nothing new (not after a
     // truncate: the blocks are freed first, in OpenZFS too).

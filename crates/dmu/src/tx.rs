@@ -1042,11 +1042,11 @@ impl DirtyObjset {
         for &(s, e) in &d.frees {
             tree.free_range(s, e)?;
         }
-        for (blkid, p) in prepared {
+        for (blkid, mut p) in prepared {
             let props = ctx.policy.props(&d.phys, 0);
             if nop_write_eligible(&d.phys, &props) && !tree.changes[0].contains_key(&blkid) {
                 if let Some(o) = tree.old_bp(0, blkid)? {
-                    if ctx.zio.same_block(&p, &props, &o)? {
+                    if ctx.zio.same_block(&mut p, &props, &o)? {
                         // The committed block already holds these bytes: it stays, nothing
                         // is written, freed or born (OpenZFS's nop-write).
                         tree.changes[0].insert(blkid, o);
@@ -1157,6 +1157,7 @@ impl DirtyObjset {
                     compress: props.compress,
                     hole: true,
                     embedded: false,
+                    cksum: None,
                 };
             }
             tree.set_l0_with_fill(blkid, p, props, fill)?;
@@ -1189,11 +1190,13 @@ impl DirtyObjset {
 fn nop_write_eligible(dn: &DnodePhys, props: &WriteProps) -> bool {
     const PLAIN_FILE_CONTENTS: u8 = 19;
     const ZVOL: u8 = 23;
+    // enum zio_checksum: sha256, sha512, skein, edonr, blake3.
     const NOPWRITE_CHECKSUMS: [u8; 5] = [8, 11, 12, 13, 14];
+    // enum zio_compress: the write policy resolves inherit (0) and on (1); off is 2.
+    const ZIO_COMPRESS_OFF: u8 = 2;
     matches!(dn.object_type, PLAIN_FILE_CONTENTS | ZVOL)
         && NOPWRITE_CHECKSUMS.contains(&props.checksum)
-        && props.compress != 2
-        && props.compress != 0
+        && props.compress != ZIO_COMPRESS_OFF
 }
 
 /// Bonus bytes dnode `dn` can hold with its block pointers, keeping room for a spill pointer
@@ -1246,6 +1249,7 @@ fn raw_prepared(ctx: &SyncCtx, props: &WriteProps, r: &RawBlock, data: &DirtyBlo
             compress: r.compress,
             hole: false,
             embedded: true,
+            cksum: None,
         });
     }
     let rounded = (r.phys.len() as u64).next_multiple_of(ctx.sector.max(512));
@@ -1255,7 +1259,7 @@ fn raw_prepared(ctx: &SyncCtx, props: &WriteProps, r: &RawBlock, data: &DirtyBlo
     let mut phys = Vec::with_capacity(rounded as usize);
     phys.extend_from_slice(&r.phys);
     phys.resize(rounded as usize, 0);
-    Some(Prepared { phys, lsize, compress: r.compress, hole: false, embedded: false })
+    Some(Prepared { phys, lsize, compress: r.compress, hole: false, embedded: false, cksum: None })
 }
 
 /// Compresses and checksums level-0 blocks on up to 4 threads (allocation and issue happen
@@ -1554,6 +1558,7 @@ impl<'a, 'b> TreeUpdate<'a, 'b> {
                         compress: props.compress,
                         hole: true,
                         embedded: false,
+                        cksum: None,
                     }
                 };
                 let mut nbp = self.place_counted(p, &props, old_p.filter(|b| !b.is_hole()).as_ref())?;

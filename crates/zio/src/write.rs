@@ -60,6 +60,9 @@ pub struct Prepared {
     /// The compressed bytes (`phys`, unpadded) go inside the block pointer: nothing is
     /// allocated or written.
     pub embedded: bool,
+    /// The checksum of `phys` for a checksum type, when already computed (a nop-write test
+    /// that found the old block different): [`Zio::issue`] then does not compute it again.
+    pub cksum: Option<(u8, Cksum)>,
 }
 
 impl Prepared {
@@ -74,7 +77,10 @@ impl Prepared {
         if psize < self.psize() || (self.compress == compress::ZIO_COMPRESS_OFF && psize != self.psize()) {
             return false;
         }
-        self.phys.resize(psize as usize, 0);
+        if psize != self.psize() {
+            self.phys.resize(psize as usize, 0);
+            self.cksum = None;
+        }
         true
     }
 }
@@ -108,6 +114,7 @@ impl Zio {
                 compress: props.compress,
                 hole: true,
                 embedded: false,
+                cksum: None,
             });
         }
         if kind != CompressKind::Off && kind != CompressKind::Empty {
@@ -130,6 +137,7 @@ impl Zio {
                         compress: props.compress,
                         hole: false,
                         embedded: true,
+                        cksum: None,
                     });
                 }
                 let rounded = (n as u64).max(1).next_multiple_of(sector.max(512));
@@ -142,6 +150,7 @@ impl Zio {
                         compress: props.compress,
                         hole: false,
                         embedded: false,
+                        cksum: None,
                     });
                 }
             }
@@ -152,6 +161,7 @@ impl Zio {
             compress: compress::ZIO_COMPRESS_OFF,
             hole: false,
             embedded: false,
+            cksum: None,
         })
     }
 
@@ -192,7 +202,10 @@ impl Zio {
         bp.birth = txg;
         bp.phys_birth = 0;
         bp.fill = 1;
-        bp.cksum = self.block_checksum(props.checksum, &p.phys)?.0;
+        bp.cksum = match p.cksum {
+            Some((kind, c)) if kind == props.checksum => c.0,
+            _ => self.block_checksum(props.checksum, &p.phys)?.0,
+        };
         for d in dvas {
             let vd = self.top_vdev(&bp, d)?;
             vd.write_block(d.offset(), &p.phys)
@@ -226,7 +239,8 @@ impl Zio {
     /// checksum type, compression, sizes and number of copies, and an equal checksum of the
     /// physical bytes (`zio_nop_write`'s test; the caller allows only checksums for which
     /// equal means the same bytes). Holes, embedded, gang, encrypted and dedup blocks never.
-    pub fn same_block(&self, p: &Prepared, props: &WriteProps, old: &BlkPtr) -> Result<bool> {
+    /// The checksum computed for the test stays with `p`, for its write when it differs.
+    pub fn same_block(&self, p: &mut Prepared, props: &WriteProps, old: &BlkPtr) -> Result<bool> {
         if p.hole || p.embedded || old.is_hole() || old.is_embedded() || old.is_gang() {
             return Ok(false);
         }
@@ -241,7 +255,10 @@ impl Zio {
         {
             return Ok(false);
         }
-        Ok(self.block_checksum(props.checksum, &p.phys)?.0 == old.cksum)
+        let c = self.block_checksum(props.checksum, &p.phys)?;
+        let same = c.0 == old.cksum;
+        p.cksum = Some((props.checksum, c));
+        Ok(same)
     }
 
     /// The checksum a block pointer of checksum type `cksum` stores for `phys`.

@@ -2540,25 +2540,9 @@ pub(crate) fn unmount(state: &State, target: &str, cwd: &Path, force: bool) -> R
         (0..m.len()).filter(|&j| j != i && m[j].dir != top && m[j].dir.starts_with(&top)).collect();
     order.sort_by_key(|&j| std::cmp::Reverse(m[j].dir.components().count()));
     order.push(i);
-    let mut done = Vec::new();
-    let mut err = None;
-    for j in order {
-        match m[j].session.detach(force) {
-            Ok(()) => done.push(j),
-            Err(e) => {
-                err = Some(unmount_error(&m[j].dir, &e));
-                break;
-            }
-        }
-    }
-    done.sort_unstable();
-    let mut gone = Vec::new();
-    for j in done.into_iter().rev() {
-        gone.push(m.remove(j));
-    }
+    let (gone, err) = detach_in_order(&mut m, &order, force);
     drop(m);
     for mut x in gone {
-        crate::daemon::track_mount(&x.dataset, false);
         x.session.wait();
     }
     match err {
@@ -2567,18 +2551,13 @@ pub(crate) fn unmount(state: &State, target: &str, cwd: &Path, force: bool) -> R
     }
 }
 
-/// Unmounts every dataset of a pool, deepest mount point first (before an export). Stops
-/// at the first busy one unless `force` (then every mount is aborted); mounts already
-/// unmounted stay so. The mounts taken down are returned, detached: the caller waits for
-/// them ([`rzfs_fuse::MountHandle::wait`]) once nothing can block their last requests.
-pub fn unmount_pool(state: &State, pool: &str, force: bool) -> Result<Vec<Mount>, String> {
-    prune_mounts(state);
-    let mut m = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
-    let mut mine: Vec<usize> = (0..m.len()).filter(|&i| pool_of(&m[i].dataset) == pool).collect();
-    mine.sort_by_key(|&i| std::cmp::Reverse(m[i].dir.components().count()));
+/// Detaches the mounts `order` names (indices into `m`), in that order, stopping at the
+/// first that fails (its error in zfs's words). Those detached leave `m` and are returned,
+/// for the caller to wait for once it has let go of the list.
+fn detach_in_order(m: &mut Vec<Mount>, order: &[usize], force: bool) -> (Vec<Mount>, Option<String>) {
     let mut done = Vec::new();
     let mut err = None;
-    for i in mine {
+    for &i in order {
         match m[i].session.detach(force) {
             Ok(()) => done.push(i),
             Err(e) => {
@@ -2594,6 +2573,19 @@ pub fn unmount_pool(state: &State, pool: &str, force: bool) -> Result<Vec<Mount>
         crate::daemon::track_mount(&x.dataset, false);
         out.push(x);
     }
+    (out, err)
+}
+
+/// Unmounts every dataset of a pool, deepest mount point first (before an export). Stops
+/// at the first busy one unless `force` (then every mount is aborted); mounts already
+/// unmounted stay so. The mounts taken down are returned, detached: the caller waits for
+/// them ([`rzfs_fuse::MountHandle::wait`]) once nothing can block their last requests.
+pub fn unmount_pool(state: &State, pool: &str, force: bool) -> Result<Vec<Mount>, String> {
+    prune_mounts(state);
+    let mut m = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
+    let mut mine: Vec<usize> = (0..m.len()).filter(|&i| pool_of(&m[i].dataset) == pool).collect();
+    mine.sort_by_key(|&i| std::cmp::Reverse(m[i].dir.components().count()));
+    let (out, err) = detach_in_order(&mut m, &mine, force);
     drop(m);
     match err {
         Some(e) => {
