@@ -28,13 +28,98 @@ pub struct RwPool {
     /// ZPL state of the mounted datasets, by dataset object (taken inside the Spa's
     /// dataset calls: Spa first, then this).
     pub zpl: Mutex<BTreeMap<u64, zpl::write::ZplWriter>>,
+    /// Datasets whose mounts wait (their FUSE requests held in [`DsBackend::with`]) while
+    /// the dataset is replaced underneath them: OpenZFS's `zfs_suspend_fs`/`zfs_resume_fs`.
+    suspended: Mutex<std::collections::BTreeSet<u64>>,
+    resumed: std::sync::Condvar,
 }
 
 impl RwPool {
+    /// Holds the requests of dataset `ds`'s mounts from now on (one in progress finishes
+    /// first: it holds the pool, which the change needs).
+    pub fn suspend(&self, ds: u64) {
+        self.suspended.lock().unwrap_or_else(|p| p.into_inner()).insert(ds);
+    }
+
+    /// Lets the held requests of `ds`'s mounts go on.
+    pub fn resume(&self, ds: u64) {
+        self.suspended.lock().unwrap_or_else(|p| p.into_inner()).remove(&ds);
+        self.resumed.notify_all();
+    }
+
+    fn is_suspended(&self, ds: u64) -> bool {
+        self.suspended.lock().unwrap_or_else(|p| p.into_inner()).contains(&ds)
+    }
+
+    fn wait_resumed(&self, ds: u64) {
+        let mut s = self.suspended.lock().unwrap_or_else(|p| p.into_inner());
+        while s.contains(&ds) {
+            s = self.resumed.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// The ZPL state of mounted dataset `ds` built anew from its current contents (after a
+    /// rollback or a receive replaced them); returns its root object. On error the old
+    /// state is dropped (the mount's requests then fail with EIO).
+    pub fn reopen_zpl(&self, ds: u64) -> Result<u64, String> {
+        let mut root = 0;
+        self.zpl.lock().unwrap_or_else(|p| p.into_inner()).remove(&ds);
+        // A rollback or swap closed the dataset's writer; it opens on the new contents.
+        self.spa.open_dataset(ds).map_err(|e| e.to_string())?;
+        let r = self.spa.with_dataset(ds, SpaceCheck::Normal, Reserve::None, |tx| {
+            let mut zpl = self.zpl.lock().unwrap_or_else(|p| p.into_inner());
+            let z = zpl::write::ZplWriter::open(&tx.ds.os, &mut tx.ds.zaps)
+                .map_err(|e| pool::PoolError::Invalid(e.to_string()))?;
+            root = z.root();
+            zpl.insert(ds, z);
+            Ok(())
+        });
+        r.map(|_| root).map_err(|e| e.to_string())
+    }
+
+    /// The root object of mounted dataset `ds`'s ZPL state, if it has one.
+    pub fn zpl_root(&self, ds: u64) -> Option<u64> {
+        self.zpl.lock().unwrap_or_else(|p| p.into_inner()).get(&ds).map(|z| z.root())
+    }
+
     /// Makes everything changed so far durable (the read view follows through the Spa's
     /// callback).
     pub fn sync(&self) -> Result<(), String> {
         self.spa.sync_now().map_err(|e| format!("cannot sync '{}': {e}", self.name))
+    }
+}
+
+/// The current contents of mounted dataset `ds`, as a mount carried through their
+/// replacement asks them (see `cmd::zfs::in_place`).
+pub struct Contents<'a> {
+    pub rw: &'a RwPool,
+    pub ds: u64,
+}
+
+impl Contents<'_> {
+    fn with_zpl<T>(
+        &self,
+        f: impl FnOnce(&mut zpl::write::ZplWriter, &mut pool::writer::DatasetWriter) -> Option<T>,
+    ) -> Option<T> {
+        let mut out = None;
+        let _ = self.rw.spa.with_dataset(self.ds, SpaceCheck::Normal, Reserve::None, |tx| {
+            let mut zpl = self.rw.zpl.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(z) = zpl.get_mut(&self.ds) {
+                out = f(z, tx.ds);
+            }
+            Ok(())
+        });
+        out
+    }
+}
+
+impl rzfs_fuse::rw::Revalidator for Contents<'_> {
+    fn gen(&mut self, obj: u64) -> Option<u64> {
+        self.with_zpl(|z, d| z.getattr(&d.os, obj).ok().map(|a| a.gen))
+    }
+
+    fn lookup(&mut self, dir: u64, name: &[u8]) -> Option<u64> {
+        self.with_zpl(|z, d| z.lookup(&d.os, &mut d.zaps, dir, name).ok().flatten())
     }
 }
 
@@ -69,7 +154,13 @@ fn register(state: &Arc<State>, mut w: PoolWriter, base: Pool) -> Result<Arc<RwP
             Err(e) => eprintln!("rzfsd: refreshing the view of '{n}': {e}"),
         }
     }));
-    let rw = Arc::new(RwPool { name: name.clone(), spa, zpl: Mutex::new(BTreeMap::new()) });
+    let rw = Arc::new(RwPool {
+        name: name.clone(),
+        spa,
+        zpl: Mutex::new(BTreeMap::new()),
+        suspended: Mutex::new(Default::default()),
+        resumed: std::sync::Condvar::new(),
+    });
     state.pools.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), view);
     state.writers.lock().unwrap_or_else(|p| p.into_inner()).insert(name, rw.clone());
     // What Spa::start did before the callback was set (a replace another system finished
@@ -834,21 +925,33 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
             Op::Meta => (SpaceCheck::Normal, Reserve::Meta),
             Op::Free => (SpaceCheck::Reserved, Reserve::Meta),
         };
-        let mut inner = Ok(());
-        let r = self.rw.spa.with_dataset(self.ds, check, reserve, |tx| {
-            let mut zpl = self.rw.zpl.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(z) = zpl.get_mut(&self.ds) else {
-                inner = Err(zpl::write::ZplWriteError::Errno(5, "dataset is not mounted".into()));
-                return Ok(());
-            };
-            z.txg = tx.txg;
-            let recordsize = tx.ds.recordsize;
-            let d = tx.ds;
-            inner = f(rzfs_fuse::rw::RwCtx { zpl: z, os: &mut d.os, zaps: &mut d.zaps, recordsize });
-            Ok(())
-        });
-        r.map_err(zpl_err)?;
-        inner
+        loop {
+            // Held while the dataset is replaced underneath the mount (checked again with
+            // the pool held, which the replacement takes).
+            self.rw.wait_resumed(self.ds);
+            let mut held = false;
+            let mut inner = Ok(());
+            let r = self.rw.spa.with_dataset(self.ds, check, reserve, |tx| {
+                if self.rw.is_suspended(self.ds) {
+                    held = true;
+                    return Ok(());
+                }
+                let mut zpl = self.rw.zpl.lock().unwrap_or_else(|p| p.into_inner());
+                let Some(z) = zpl.get_mut(&self.ds) else {
+                    inner = Err(zpl::write::ZplWriteError::Errno(5, "dataset is not mounted".into()));
+                    return Ok(());
+                };
+                z.txg = tx.txg;
+                let recordsize = tx.ds.recordsize;
+                let d = tx.ds;
+                inner = f(rzfs_fuse::rw::RwCtx { zpl: z, os: &mut d.os, zaps: &mut d.zaps, recordsize });
+                Ok(())
+            });
+            r.map_err(zpl_err)?;
+            if !held {
+                return inner;
+            }
+        }
     }
 
     fn sync(&self) -> Result<(), String> {

@@ -1661,9 +1661,11 @@ fn apply_stream(
         Err(Stop { keep: true, msg }) if o.resumable => {
             // Written now, so the token shown next is where the partial state stands.
             let _ = rw.sync();
+            // A receive into FS/%recv: FS shows the token.
+            let shown = fs.strip_suffix(&format!("/{}", pool::admin::RECV_TMP)).unwrap_or(fs);
             Err(format!(
-                "cannot receive {kind} stream: {msg}\npartially-complete state of '{fs}' saved: \
-             'zfs get receive_resume_token {fs}' gives the token for 'zfs send -t'"
+                "cannot receive {kind} stream: {msg}\npartially-complete state of '{shown}' saved: \
+             'zfs get receive_resume_token {shown}' gives the token for 'zfs send -t'"
             ))
         }
         Err(Stop { msg, .. }) => {
@@ -1992,7 +1994,9 @@ fn receive_one(
     let saved_tmp = dsl.find(&tmp).ok().and_then(|t| resume_state(&pool, t.ds_obj));
     if resuming {
         if saved.is_none() && saved_tmp.is_some() {
-            if !o.force {
+            // Only a full stream resumed over an existing file system needs -F (libzfs's
+            // "resuming newfs on existing dataset"); an incremental one resumes in FS/%recv.
+            if !o.force && !incremental {
                 return Err(format!(
                     "cannot receive resume stream: Resuming recv on existing destination '{fs}'\nmust specify -F to overwrite it"
                 ));
@@ -2154,11 +2158,12 @@ fn receive_one(
         if o.dry_run {
             return Ok((would_receive(o, "incremental", &begin.toname, &snapname), fs, false));
         }
-        if modified || !later.is_empty() {
-            // Nothing is discarded before the stream has arrived whole: it goes into a
-            // clone of the source, swapped in (and the later snapshots destroyed) at its end.
-            into_clone = Some(src.name.clone());
-        }
+        // As OpenZFS's dmu_recv_begin for an existing file system: the stream goes into
+        // FS/%recv, a clone of the source, swapped in (and the later snapshots destroyed
+        // with -F) at its end. FS stays mounted and in use meanwhile, nothing is discarded
+        // before the stream has arrived whole, and a resumable receive keeps its partial
+        // state there (`zfs get inconsistent FS/%recv`).
+        into_clone = Some(src.name.clone());
         Some(src.name.clone())
     };
     if o.dry_run {

@@ -34,12 +34,26 @@ fn rollback() {
     let f = std::fs::File::open(mnt.join("b0")).unwrap();
     f.sync_all().unwrap();
     std::fs::write(mnt.join("b1"), b"unsynced").unwrap();
-    // A busy file system is not rolled back under its users unless forced.
-    let (code, _, err) = d.run("rzfs", &["rollback", "rb@one"]);
-    assert!(code != 0 && err.contains("busy"), "{err}");
-    drop(f);
+    // A busy file system is rolled back under its users, as OpenZFS's suspend/resume
+    // does: it stays mounted, a file the snapshot has keeps its handle (and reads the
+    // snapshot's bytes, none from the page cache), one it lacks turns stale.
+    let mut a0 = std::fs::File::open(mnt.join("a0")).unwrap();
+    let mut seen = Vec::new();
+    std::io::Read::read_to_end(&mut a0, &mut seen).unwrap();
+    assert_eq!(seen, b"changed");
+    let cwd = std::fs::File::open(&mnt).unwrap();
     d.ok("rzfs", &["rollback", "rb@one"]);
     check_files(&mnt, &at_one, "after rollback to @one", false);
+    let mut again = Vec::new();
+    std::io::Seek::seek(&mut a0, std::io::SeekFrom::Start(0)).unwrap();
+    std::io::Read::read_to_end(&mut a0, &mut again).unwrap();
+    assert_eq!(&again, &at_one["a0"], "an open file of the snapshot reads its bytes");
+    let e = std::io::Read::read(&mut &f, &mut [0u8; 16]).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ESTALE), "a file the snapshot lacks: {e}");
+    assert!(cwd.metadata().unwrap().is_dir(), "an open directory stays usable");
+    drop((f, a0, cwd));
+    let mounted = d.ok("rzfs", &["get", "-H", "-o", "value", "mounted", "rb"]);
+    assert_eq!(mounted, "yes\n");
     let used = d.ok("rzfs", &["get", "-Hp", "-o", "value", "usedbysnapshots", "rb"]);
     assert!(used.starts_with("0\n"), "the snapshot holds nothing of its own after a rollback: {used}");
 
@@ -1319,8 +1333,17 @@ fn resumable_receive() {
     assert_eq!(send_to(&d, &["-i", "@a", "rs/src@b"], &inc).0, 0);
     let ib = std::fs::read(&inc).unwrap();
     std::fs::write(&cut, &ib[..ib.len() / 2]).unwrap();
+    // The target is mounted and busy throughout: an open file and directory.
+    let kept = std::fs::File::open(dst.join("f0")).unwrap();
+    let cwd = std::fs::File::open(&dst).unwrap();
     let (code, err) = recv_from(&d, &["-s", "rs/dst"], &cut);
-    assert!(code != 0 && err.contains("partially-complete state"), "{err}");
+    assert!(code != 0 && err.contains("partially-complete state of 'rs/dst'"), "{err}");
+    // As OpenZFS: the partial state is in the hidden clone rs/dst/%recv, rs/dst unchanged.
+    assert_eq!(d.ok("rzfs", &["get", "-Hpo", "value", "inconsistent", "rs/dst/%recv"]), "1\n");
+    assert_eq!(d.ok("rzfs", &["get", "-Hpo", "value", "inconsistent", "rs/dst"]), "0\n");
+    let names = d.ok("rzfs", &["list", "-H", "-o", "name", "-r", "rs"]);
+    assert!(!names.contains('%'), "hidden from walks: {names}");
+    assert_same(&at_a, &tree(&dst), "the target while a partial incremental waits");
     let token =
         d.ok("rzfs", &["get", "-H", "-o", "value", "receive_resume_token", "rs/dst"]).trim().to_string();
     assert!(contains(&decode_token(&token), "fromguid"), "an incremental token names its source");
@@ -1328,9 +1351,16 @@ fn resumable_receive() {
     assert!(est.contains("size\t"), "{est}");
     assert_eq!(send_to(&d, &["-t", &token], &rest).0, 0);
     zstream_dump(&rest);
+    // No -F: only a full stream resumed over an existing file system needs it.
     let (code, err) = recv_from(&d, &["-s", "rs/dst"], &rest);
     assert_eq!(code, 0, "the resumed incremental: {err}");
     assert_same(&at_b, &tree(&dst), "after the resumed incremental");
+    let mut again = Vec::new();
+    std::io::Read::read_to_end(&mut &kept, &mut again).unwrap();
+    assert_eq!(again, at_a["f0"], "a file open across the swap reads on");
+    assert!(cwd.metadata().unwrap().is_dir());
+    drop((kept, cwd));
+    assert!(d.run("rzfs", &["get", "name", "rs/dst/%recv"]).0 != 0, "the clone is gone");
 
     // A damaged stream (two bytes of a payload changed, as ZTS's mess_send_file does): the
     // damaged record is not applied, the partial state before it is kept, and the resumed

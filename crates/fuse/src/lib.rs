@@ -76,6 +76,10 @@ pub type ErrorSink = std::sync::Arc<dyn Fn(Option<&str>, u64, &zpl::ZplError) + 
 pub struct MountHandle {
     session: Option<fuser::BackgroundSession>,
     dir: PathBuf,
+    /// A read-write mount's open files and known inodes, shared with its server so that the
+    /// daemon can carry the mount through a change of its dataset underneath (see
+    /// [`MountHandle::revalidate`]).
+    files: Option<std::sync::Arc<std::sync::Mutex<rw::Files>>>,
 }
 
 /// How long [`MountHandle::wait`] waits for the serving thread after the kernel let go.
@@ -83,7 +87,50 @@ const UNMOUNT_WAIT: Duration = Duration::from_secs(10);
 
 impl MountHandle {
     fn new(session: fuser::BackgroundSession, dir: &Path) -> MountHandle {
-        MountHandle { session: Some(session), dir: dir.to_path_buf() }
+        MountHandle { session: Some(session), dir: dir.to_path_buf(), files: None }
+    }
+
+    /// A read-write mount (served by [`rw`]), which can be carried through a change of its
+    /// dataset underneath ([`MountHandle::revalidate`]).
+    pub fn can_revalidate(&self) -> bool {
+        self.files.is_some()
+    }
+
+    /// After the dataset of a read-write mount was replaced underneath it (a rollback, a
+    /// receive's swap; as OpenZFS's `zfs_resume_fs`), while the mount's requests are held
+    /// by the backend: `now` answers from the new contents. Open files whose object is
+    /// gone or is now another file (another generation) become stale (their I/O fails
+    /// with ESTALE); the files kept for open handles after their last unlink were in the
+    /// old contents only and are forgotten; names the kernel caches that now lead
+    /// elsewhere are noted for [`MountHandle::invalidate_cache`]. False when this is not
+    /// a read-write mount.
+    pub fn revalidate(&self, now: &mut dyn rw::Revalidator) -> bool {
+        let Some(files) = &self.files else { return false };
+        rw::Files::revalidate(files, now);
+        true
+    }
+
+    /// Drops what the kernel caches of this mount's inodes (attributes and pages) and the
+    /// names found leading elsewhere, after [`MountHandle::revalidate`] and once the mount
+    /// serves again. Returns how many inodes the kernel was told of.
+    pub fn invalidate_cache(&self) -> usize {
+        let (Some(files), Some(session)) = (&self.files, &self.session) else { return 0 };
+        let (inos, moved) = {
+            let mut f = files.lock().unwrap_or_else(|p| p.into_inner());
+            (f.known(), f.take_moved())
+        };
+        let notifier = session.notifier();
+        // ENOENT below: the kernel has already dropped the entry or inode.
+        for (parent, name) in moved {
+            let _ = notifier.inval_entry(parent, std::ffi::OsStr::from_bytes(&name));
+        }
+        let mut n = 0;
+        for ino in inos {
+            if notifier.inval_inode(ino, 0, 0).is_ok() {
+                n += 1;
+            }
+        }
+        n
     }
 
     /// The mount point.

@@ -21,10 +21,22 @@
 //!   attributes from the replies of setattr/create/link, invalidates the parent's and the
 //!   victim's attributes on create/unlink/rename/link, updates size on write and drops
 //!   pages on truncate and hole punching. Nothing else writes the dataset while it is
-//!   mounted (a rollback or receive remounts). Lookups still revalidate after one second,
+//!   mounted, except a rollback or a receive that replaces it whole; see below. Lookups
+//!   still revalidate after one second,
 //!   which bounds the damage should that assumption ever break, while path walks stay
 //!   cheap (a TTL of 0 sends a LOOKUP per path component per syscall). Negative entries are
 //!   not cached (errors carry no TTL).
+//! * **Replaced underneath** (rollback, a receive's swap): as OpenZFS's
+//!   `zfs_suspend_fs`/`zfs_resume_fs`, the mount stays. The daemon holds the mount's
+//!   requests in the backend while it changes the dataset, then revalidates [`Files`]
+//!   (`MountHandle::revalidate`): an open file whose object is gone or holds another file
+//!   (another generation) turns stale (ESTALE), orphans of the old contents are forgotten
+//!   (never freed: their object numbers may be live files now), and cached names that
+//!   lead elsewhere now are noted. Once requests flow again, the kernel is told to drop
+//!   those names and the attributes and pages of every inode it holds
+//!   (`MountHandle::invalidate_cache`); to know them, entry replies are recorded until
+//!   FORGET. A request already past the hold when the change began finishes first (the
+//!   change needs the pool it holds).
 //! * **Directory listings** are snapshotted per open directory handle and refreshed at
 //!   offset 0 (`rewinddir`), so entries removed between two READDIR calls (`rm -r`) do not
 //!   shift offsets and skip names; POSIX allows a listing not to reflect later changes.
@@ -53,7 +65,7 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use zap::write::ZapCache;
 use zpl::write::{SetAttr, ZplWriteError, ZplWriter};
@@ -138,6 +150,7 @@ pub fn mount_rw_snapshots<B: RwBackend>(
 ) -> std::io::Result<MountHandle> {
     let readonly = backend.readonly() || mo.readonly;
     let mut fs = RwFs::with_opts(backend.clone(), mo.clone())?;
+    let files = fs.files.clone();
     fs.snaps = snapshots.map(|src| crate::ZfsFuse::snapshot_view(src, mo.acltype));
     let name = fsname.to_string();
     let fs = crate::guard::Guarded::new(
@@ -160,7 +173,9 @@ pub fn mount_rw_snapshots<B: RwBackend>(
     opts.extend(mo.kernel_options(super::is_root()));
     opts.push(if readonly { MountOption::RO } else { MountOption::RW });
     let session = fuser::spawn_mount2(fs, dir, &opts)?;
-    Ok(MountHandle::new(session, dir))
+    let mut handle = MountHandle::new(session, dir);
+    handle.files = Some(files);
+    Ok(handle)
 }
 
 type Res<T> = Result<T, i32>;
@@ -182,10 +197,8 @@ struct RwFs<B: RwBackend> {
     backend: Arc<B>,
     /// Object number of the ZPL root (FUSE inode 1).
     root: u64,
-    /// Open file handles per object.
-    opens: HashMap<u64, u32>,
-    /// Objects whose last link went while open: in the unlinked set until the last release.
-    orphans: HashSet<u64>,
+    /// Open files, orphans and the inodes the kernel knows, shared with the mount's handle.
+    files: Arc<Mutex<Files>>,
     /// Listing snapshots per open directory handle.
     dirs: HashMap<u64, Option<Vec<DirEntry>>>,
     next_fh: u64,
@@ -195,6 +208,98 @@ struct RwFs<B: RwBackend> {
     syncer: Syncer,
     /// `.zfs` and the snapshots under it (read-only), when the mount serves them.
     snaps: Option<crate::ZfsFuse>,
+}
+
+/// The replaced contents of a mounted dataset, as [`MountHandle::revalidate`] asks them.
+pub trait Revalidator {
+    /// The generation of object `obj` (None: no such file).
+    fn gen(&mut self, obj: u64) -> Option<u64>;
+    /// The object `name` leads to in directory object `dir` (None: no such name).
+    fn lookup(&mut self, dir: u64, name: &[u8]) -> Option<u64>;
+}
+
+/// What a read-write mount knows of its files, shared between its server thread and its
+/// [`MountHandle`] (the daemon revalidates it while the mount's requests are held).
+#[derive(Default)]
+pub(crate) struct Files {
+    /// Open handles per object, and the object's generation when first opened.
+    opens: HashMap<u64, (u32, u64)>,
+    /// Objects whose last link went while open: in the unlinked set until the last release.
+    orphans: HashSet<u64>,
+    /// Open objects the dataset no longer has (or has as another file, by generation)
+    /// since it was replaced underneath the mount: their I/O fails with ESTALE.
+    stale: HashSet<u64>,
+    /// Inodes the kernel holds (entry replies, until FORGET), whose cached attributes
+    /// and pages are dropped when the dataset is replaced.
+    known: HashSet<u64>,
+    /// The names (parent inode, name) the kernel caches for each of them: those that
+    /// lead elsewhere in the replaced dataset are invalidated.
+    names: HashMap<u64, Vec<(u64, Vec<u8>)>>,
+    /// Names found leading elsewhere by the last revalidation, for the kernel to drop.
+    moved: Vec<(u64, Vec<u8>)>,
+    /// Object number of the ZPL root (FUSE inode 1).
+    root: u64,
+}
+
+impl Files {
+    fn is_open(&self, obj: u64) -> bool {
+        self.opens.get(&obj).is_some_and(|&(n, _)| n > 0)
+    }
+
+    fn open(&mut self, obj: u64, gen: u64) {
+        let e = self.opens.entry(obj).or_insert((0, gen));
+        e.0 += 1;
+    }
+
+    fn learn(&mut self, parent: u64, name: &[u8], ino: u64) {
+        self.known.insert(ino);
+        let v = self.names.entry(ino).or_default();
+        if !v.iter().any(|(p, n)| *p == parent && n == name) {
+            v.push((parent, name.to_vec()));
+        }
+    }
+
+    /// See [`MountHandle::revalidate`]. The callbacks run without this lock held (they
+    /// take the pool's, which the server takes before this one).
+    pub(crate) fn revalidate(files: &Mutex<Files>, now: &mut dyn Revalidator) {
+        let (open, names, root) = {
+            let f = lock(files);
+            let open: Vec<(u64, u64)> = f.opens.iter().map(|(&o, &(_, g))| (o, g)).collect();
+            let names: Vec<(u64, u64, Vec<u8>)> =
+                f.names.iter().flat_map(|(&i, v)| v.iter().map(move |(p, n)| (i, *p, n.clone()))).collect();
+            (open, names, f.root)
+        };
+        let obj = |ino: u64| if ino == fuser::FUSE_ROOT_ID { root } else { ino };
+        let gone: Vec<u64> =
+            open.into_iter().filter(|&(o, g)| now.gen(o) != Some(g)).map(|(o, _)| o).collect();
+        let moved: Vec<(u64, Vec<u8>)> = names
+            .into_iter()
+            .filter(|(ino, parent, name)| now.lookup(obj(*parent), name) != Some(obj(*ino)))
+            .map(|(_, p, n)| (p, n))
+            .collect();
+        let mut f = lock(files);
+        f.orphans.clear();
+        f.stale.extend(gone);
+        for (p, n) in &moved {
+            for v in f.names.values_mut() {
+                v.retain(|(vp, vn)| !(vp == p && vn == n));
+            }
+        }
+        f.moved = moved;
+    }
+
+    /// The names found leading elsewhere by the last revalidation (taken).
+    pub(crate) fn take_moved(&mut self) -> Vec<(u64, Vec<u8>)> {
+        std::mem::take(&mut self.moved)
+    }
+
+    pub(crate) fn known(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self.known.iter().copied().collect();
+        v.push(fuser::FUSE_ROOT_ID);
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
 }
 
 /// Answers `fsync` off the request loop: a sync may wait (a txg to write, or a pool
@@ -419,8 +524,7 @@ impl<B: RwBackend> RwFs<B> {
         Ok(RwFs {
             backend,
             root,
-            opens: HashMap::new(),
-            orphans: HashSet::new(),
+            files: Arc::new(Mutex::new(Files { root, ..Files::default() })),
             dirs: HashMap::new(),
             next_fh: 1,
             opts,
@@ -444,6 +548,23 @@ impl<B: RwBackend> RwFs<B> {
             self.root
         } else {
             ino
+        }
+    }
+
+    /// Object number of an inode that is not stale (see [`Files::stale`]): ESTALE for an
+    /// open file whose object the dataset lost when it was replaced underneath the mount.
+    fn live(&self, ino: u64) -> Res<u64> {
+        let obj = self.obj(ino);
+        if lock(&self.files).stale.contains(&obj) {
+            return Err(libc::ESTALE);
+        }
+        Ok(obj)
+    }
+
+    /// Records that the kernel holds an inode (an entry reply).
+    fn learn(&self, parent: u64, name: &[u8], r: &Res<Entry>) {
+        if let Ok((a, _)) = r {
+            lock(&self.files).learn(parent, name, a.ino);
         }
     }
 
@@ -489,7 +610,7 @@ impl<B: RwBackend> RwFs<B> {
     }
 
     fn do_getattr(&self, ino: u64) -> Res<FileAttr> {
-        let obj = self.obj(ino);
+        let obj = self.live(ino)?;
         self.run(|c| Ok(to_attr(ino, &c.zpl.getattr(c.os, obj)?)))
     }
 
@@ -497,7 +618,7 @@ impl<B: RwBackend> RwFs<B> {
         if sa == SetAttr::default() {
             return self.do_getattr(ino);
         }
-        let (obj, acl) = (self.obj(ino), self.acl());
+        let (obj, acl) = (self.live(ino)?, self.acl());
         // A size change frees (or only extends, sparsely): it must work on a full pool.
         let op = if sa.size.is_some() { Op::Free } else { Op::Meta };
         self.run_mut(op, |c| {
@@ -566,13 +687,13 @@ impl<B: RwBackend> RwFs<B> {
     /// Removes a name; an open file losing its last link becomes an orphan.
     fn do_unlink(&mut self, parent: u64, name: &[u8]) -> Res<()> {
         let dir = self.obj(parent);
-        let opens = &self.opens;
+        let files = &self.files;
         let kept = self.run_mut(Op::Free, |c| {
             let target = c.zpl.lookup(c.os, c.zaps, dir, name)?;
-            let keep = target.is_some_and(|o| is_open(opens, o));
+            let keep = target.is_some_and(|o| lock(files).is_open(o));
             Ok(c.zpl.unlink(c.os, c.zaps, dir, name, keep, now())?.filter(|_| keep))
         })?;
-        self.orphans.extend(kept);
+        lock(&self.files).orphans.extend(kept);
         Ok(())
     }
 
@@ -589,14 +710,14 @@ impl<B: RwBackend> RwFs<B> {
         }
         let noreplace = flags & libc::RENAME_NOREPLACE != 0;
         let (sdir, ddir) = (self.obj(from.0), self.obj(to.0));
-        let opens = &self.opens;
+        let files = &self.files;
         let kept = self.run_mut(Op::Meta, |c| {
             let target = c.zpl.lookup(c.os, c.zaps, ddir, to.1)?;
-            let keep = target.is_some_and(|o| is_open(opens, o));
+            let keep = target.is_some_and(|o| lock(files).is_open(o));
             let gone = c.zpl.rename(c.os, c.zaps, sdir, from.1, ddir, to.1, noreplace, keep, now())?;
             Ok(gone.filter(|_| keep))
         })?;
-        self.orphans.extend(kept);
+        lock(&self.files).orphans.extend(kept);
         Ok(())
     }
 
@@ -607,9 +728,9 @@ impl<B: RwBackend> RwFs<B> {
         if writes && self.readonly() {
             return Err(libc::EROFS);
         }
-        let obj = self.obj(ino);
-        self.run(|c| c.zpl.getattr(c.os, obj).map(|_| ()))?;
-        *self.opens.entry(obj).or_insert(0) += 1;
+        let obj = self.live(ino)?;
+        let gen = self.run(|c| c.zpl.getattr(c.os, obj).map(|a| a.gen))?;
+        lock(&self.files).open(obj, gen);
         Ok(self.fresh_fh())
     }
 
@@ -624,35 +745,40 @@ impl<B: RwBackend> RwFs<B> {
     ) -> Res<(Entry, u64)> {
         let mode = (mode & 0o7777) | libc::S_IFREG;
         let e = self.do_mknod(ids, parent, name, mode, umask, 0)?;
-        *self.opens.entry(self.obj(e.0.ino)).or_insert(0) += 1;
+        lock(&self.files).open(self.obj(e.0.ino), e.1);
         Ok((e, self.fresh_fh()))
     }
 
     /// Drops one handle; the last one of an orphan frees it.
     fn do_release(&mut self, ino: u64) -> Res<()> {
         let obj = self.obj(ino);
-        let Some(n) = self.opens.get_mut(&obj) else {
-            return Ok(());
+        let orphan = {
+            let mut f = lock(&self.files);
+            let Some((n, _)) = f.opens.get_mut(&obj) else {
+                return Ok(());
+            };
+            *n = n.saturating_sub(1);
+            if *n > 0 {
+                return Ok(());
+            }
+            f.opens.remove(&obj);
+            f.stale.remove(&obj);
+            f.orphans.remove(&obj)
         };
-        *n = n.saturating_sub(1);
-        if *n > 0 {
-            return Ok(());
-        }
-        self.opens.remove(&obj);
-        if self.orphans.remove(&obj) {
+        if orphan {
             self.run_op(Op::Free, |c| c.zpl.release_unlinked(c.os, c.zaps, obj))?;
         }
         Ok(())
     }
 
     fn do_read(&self, ino: u64, offset: i64, size: u32) -> Res<Vec<u8>> {
-        let obj = self.obj(ino);
+        let obj = self.live(ino)?;
         let off = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
         self.run(|c| c.zpl.read(c.os, obj, off, size as usize))
     }
 
     fn do_write(&self, ino: u64, offset: i64, data: &[u8]) -> Res<u32> {
-        let obj = self.obj(ino);
+        let obj = self.live(ino)?;
         let off = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
         let n = u32::try_from(data.len()).map_err(|_| libc::EINVAL)?;
         self.run_mut(Op::Write(u64::from(n)), |c| {
@@ -670,7 +796,7 @@ impl<B: RwBackend> RwFs<B> {
             _ => return Err(libc::EINVAL),
         };
         let end = off.checked_add(len).filter(|&e| e <= i64::MAX as u64).ok_or(libc::EFBIG)?;
-        let obj = self.obj(ino);
+        let obj = self.live(ino)?;
         let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
         if mode == punch {
             return self.run_mut(Op::Free, |c| c.zpl.punch_hole(c.os, c.zaps, obj, off, len, now()));
@@ -808,9 +934,8 @@ impl<B: RwBackend> RwFs<B> {
     }
 }
 
-/// Has `obj` an open handle?
-fn is_open(opens: &HashMap<u64, u32>, obj: u64) -> bool {
-    opens.get(&obj).is_some_and(|&n| n > 0)
+fn lock(files: &Mutex<Files>) -> std::sync::MutexGuard<'_, Files> {
+    files.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 fn ids(req: &Request<'_>) -> (u32, u32) {
@@ -831,7 +956,16 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         if let Some(v) = self.snaps.as_mut().filter(|_| dotzfs || crate::in_snapshot_space(parent)) {
             return v.lookup(req, parent, name, reply);
         }
-        reply_entry(reply, self.do_lookup(parent, name.as_bytes()));
+        let r = self.do_lookup(parent, name.as_bytes());
+        self.learn(parent, name.as_bytes(), &r);
+        reply_entry(reply, r);
+    }
+
+    /// The kernel dropped the inode: its cache needs no invalidation any more.
+    fn forget(&mut self, _req: &Request<'_>, ino: u64, _nlookup: u64) {
+        let mut f = lock(&self.files);
+        f.known.remove(&ino);
+        f.names.remove(&ino);
     }
 
     fn getattr(&mut self, req: &Request<'_>, ino: u64, fh: Option<u64>, reply: ReplyAttr) {
@@ -895,7 +1029,9 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         if crate::in_snapshot_space(parent) {
             return reply.error(libc::EROFS);
         }
-        reply_entry(reply, self.do_mknod(ids(req), parent, name.as_bytes(), mode, umask, rdev));
+        let r = self.do_mknod(ids(req), parent, name.as_bytes(), mode, umask, rdev);
+        self.learn(parent, name.as_bytes(), &r);
+        reply_entry(reply, r);
     }
 
     fn mkdir(
@@ -910,7 +1046,9 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         if crate::in_snapshot_space(parent) {
             return reply.error(libc::EROFS);
         }
-        reply_entry(reply, self.do_mkdir(ids(req), parent, name.as_bytes(), mode, umask));
+        let r = self.do_mkdir(ids(req), parent, name.as_bytes(), mode, umask);
+        self.learn(parent, name.as_bytes(), &r);
+        reply_entry(reply, r);
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
@@ -939,6 +1077,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
             return reply.error(libc::EROFS);
         }
         let r = self.do_symlink(ids(req), parent, link_name.as_bytes(), target.as_os_str().as_bytes());
+        self.learn(parent, link_name.as_bytes(), &r);
         reply_entry(reply, r);
     }
 
@@ -964,7 +1103,9 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         if crate::in_snapshot_space(ino) || crate::in_snapshot_space(newparent) {
             return reply.error(libc::EXDEV);
         }
-        reply_entry(reply, self.do_link(ino, newparent, newname.as_bytes()));
+        let r = self.do_link(ino, newparent, newname.as_bytes());
+        self.learn(newparent, newname.as_bytes(), &r);
+        reply_entry(reply, r);
     }
 
     fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
@@ -991,7 +1132,10 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
             return reply.error(libc::EROFS);
         }
         match self.do_create(ids(req), parent, name.as_bytes(), mode, umask) {
-            Ok(((a, gen), fh)) => reply.created(&TTL, &a, gen, fh, fuser::consts::FOPEN_KEEP_CACHE),
+            Ok(((a, gen), fh)) => {
+                lock(&self.files).learn(parent, name.as_bytes(), a.ino);
+                reply.created(&TTL, &a, gen, fh, fuser::consts::FOPEN_KEEP_CACHE)
+            }
             Err(e) => reply.error(e),
         }
     }

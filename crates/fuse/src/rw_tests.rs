@@ -223,7 +223,10 @@ fn unlink_while_open_keeps_the_file_until_the_last_release() {
     assert_eq!(f.do_read(a.ino, 0, 100).unwrap(), b"still here!");
     f.do_release(a.ino).unwrap();
     assert_eq!(f.do_getattr(a.ino).unwrap_err(), libc::ENOENT);
-    assert!(f.orphans.is_empty() && f.opens.is_empty());
+    {
+        let files = lock(&f.files);
+        assert!(files.orphans.is_empty() && files.opens.is_empty());
+    }
     // A closed file's last unlink frees it at once.
     let ino = mkfile(&mut f, 1, "b", b"x");
     f.do_unlink(1, b"b").unwrap();
@@ -800,4 +803,48 @@ fn serve_in_memory() {
     let mut h = mount_rw(MemBackend::new(), Path::new(&dir), "mem/rw").unwrap();
     std::thread::sleep(Duration::from_secs(secs));
     h.unmount().unwrap();
+}
+
+/// What a mount keeps of its files through a replacement of its dataset underneath
+/// (rollback, receive): open files the new contents lack or hold as another file turn
+/// stale, orphans of the old contents are forgotten, names leading elsewhere are noted.
+#[test]
+fn revalidation_after_the_dataset_is_replaced() {
+    let files = Mutex::new(Files { root: 34, ..Files::default() });
+    {
+        let mut f = lock(&files);
+        f.open(100, 7); // the same file afterwards
+        f.open(101, 3); // its object now holds another file (generation 4)
+        f.open(102, 1); // an orphan: gone
+        f.orphans.insert(102);
+        f.learn(fuser::FUSE_ROOT_ID, b"a", 100);
+        f.learn(fuser::FUSE_ROOT_ID, b"b", 101);
+        f.learn(100, b"c", 103);
+    }
+    struct Now;
+    impl Revalidator for Now {
+        fn gen(&mut self, obj: u64) -> Option<u64> {
+            match obj {
+                100 => Some(7),
+                101 => Some(4),
+                _ => None,
+            }
+        }
+        fn lookup(&mut self, dir: u64, name: &[u8]) -> Option<u64> {
+            match (dir, name) {
+                (34, b"a") => Some(100),
+                (34, b"b") => Some(105),
+                (100, b"c") => Some(103),
+                _ => None,
+            }
+        }
+    }
+    Files::revalidate(&files, &mut Now);
+    let mut f = lock(&files);
+    assert!(!f.stale.contains(&100));
+    assert!(f.stale.contains(&101) && f.stale.contains(&102));
+    assert!(f.orphans.is_empty());
+    assert_eq!(f.take_moved(), vec![(fuser::FUSE_ROOT_ID, b"b".to_vec())]);
+    assert!(f.take_moved().is_empty());
+    assert_eq!(f.known(), vec![1, 100, 101, 103]);
 }

@@ -724,7 +724,10 @@ fn collect(
             // A dataset named without recursion is shown whatever its type; in a walk, the
             // types filter every dataset (zfs_for_each).
             let explicitly_named = !recursive && names.contains(&ds.name);
-            if keep && (types.contains(&ds.kind) || explicitly_named) {
+            // Hidden datasets (a receive's FS/%recv) are not walked, only named (libzfs's
+            // iterators skip `dataset_name_hidden` names).
+            let hidden = ds.name.contains('%') && !names.contains(&ds.name);
+            if keep && !hidden && (types.contains(&ds.kind) || explicitly_named) {
                 out.push(Entry { pool: p.clone(), ds });
             }
         }
@@ -1279,6 +1282,10 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
             text(if on { "on" } else { "off" }, "-")
         }
         "defer_destroy" => text("-", "-"),
+        // Hidden in OpenZFS (not in `get all`): a receive into the dataset has not finished.
+        "inconsistent" => {
+            text(u64::from(ds.ds.flags & ondisk::dsl::DS_FLAG_INCONSISTENT != 0).to_string(), "-")
+        }
         "userrefs" if snap => {
             let n = if p.userrefs_obj == 0 {
                 0
@@ -2110,6 +2117,9 @@ pub(crate) fn offline_while<R>(
     force: bool,
     f: impl FnOnce() -> Result<R, String>,
 ) -> Result<R, String> {
+    if let Some((rw, ds, root)) = in_place_target(state, name) {
+        return in_place(state, name, &rw, ds, root, f);
+    }
     // File systems mounted inside this one go first: a parent taken out from under its
     // children's mounts would leave them unreachable.
     let was_mounted = unmount_tree(state, name, force)?;
@@ -2128,6 +2138,71 @@ pub(crate) fn offline_while<R>(
     remount(state, &was_mounted);
     if vol {
         crate::volumes::serve(state, name);
+    }
+    r
+}
+
+/// A mounted file system whose contents a rollback or receive may replace without
+/// unmounting it: (its pool's writer, dataset object, ZPL root object). Volumes and file
+/// systems served otherwise than read-write FUSE mounts are taken offline instead.
+fn in_place_target(state: &Arc<State>, name: &str) -> Option<(Arc<crate::rwpool::RwPool>, u64, u64)> {
+    if crate::volumes::device_known(state, name) {
+        return None;
+    }
+    prune_mounts(state);
+    let rw = crate::rwpool::writer_of(state, name)?;
+    let ds = state.pool(pool_of(name)).ok()?.dsl().find(name).ok()?.ds_obj;
+    let root = rw.zpl_root(ds)?;
+    let mounts = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
+    let mine: Vec<_> = mounts.iter().filter(|m| m.dataset == name).collect();
+    (!mine.is_empty() && mine.iter().all(|m| m.session.can_revalidate())).then_some((rw, ds, root))
+}
+
+/// Runs `f`, which replaces the contents of mounted file system `name` (dataset `ds`),
+/// with its mounts held instead of unmounted, as OpenZFS's `zfs_suspend_fs`/
+/// `zfs_resume_fs`: requests wait while `f` runs, then go on against the new contents;
+/// open files the new contents lack (or hold as other files) turn stale, and the
+/// kernel's cached attributes and pages are dropped. Processes keep their current
+/// directories and open files, so a busy file system can be rolled back or received
+/// into. When the new contents have another root directory (a full stream received over
+/// the file system) the mounts are taken down and up instead, by force.
+fn in_place<R>(
+    state: &Arc<State>,
+    name: &str,
+    rw: &crate::rwpool::RwPool,
+    ds: u64,
+    root: u64,
+    f: impl FnOnce() -> Result<R, String>,
+) -> Result<R, String> {
+    rw.suspend(ds);
+    let r = f();
+    let reopened = rw.reopen_zpl(ds);
+    if reopened.as_ref().is_ok_and(|&now| now == root) {
+        {
+            let mounts = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
+            for m in mounts.iter().filter(|m| m.dataset == name) {
+                m.session.revalidate(&mut crate::rwpool::Contents { rw, ds });
+            }
+        }
+        rw.resume(ds);
+        let mounts = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
+        for m in mounts.iter().filter(|m| m.dataset == name) {
+            m.session.invalidate_cache();
+        }
+        return r;
+    }
+    match reopened {
+        Ok(now) => {
+            eprintln!("rzfsd: '{name}' has a new root directory (object {now}, was {root}): remounting")
+        }
+        Err(e) => eprintln!("rzfsd: '{name}' changed and cannot be served as it is: {e}; remounting"),
+    }
+    // Held requests now fail (EIO: no ZPL state) until the mounts are gone.
+    rw.zpl.lock().unwrap_or_else(|p| p.into_inner()).remove(&ds);
+    rw.resume(ds);
+    match unmount_tree(state, name, true) {
+        Ok(was) => remount(state, &was),
+        Err(e) => eprintln!("rzfsd: cannot remount '{name}' after its contents changed: {e}"),
     }
     r
 }
