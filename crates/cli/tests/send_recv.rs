@@ -66,10 +66,22 @@ fn rollback() {
     assert!(code != 0 && err.contains("more recent snapshots") && err.contains("rb@three"), "{err}");
     let (code, _, err) = d.run("rzfs", &["rollback", "rb@nosuch"]);
     assert!(code != 0 && err.contains("does not exist"), "{err}");
-    d.ok("rzfs", &["rollback", "-r", "rb@one"]);
-    check_files(&mnt, &at_one, "after rollback -r to @one", false);
-    let snaps = d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name"]);
-    assert_eq!(snaps, "rb@one\n");
+    // A clone of a later snapshot (with a child and a snapshot): -r refuses and names
+    // them, -R destroys them with the snapshots.
+    d.ok("rzfs", &["clone", "rb@two", "rb/cl"]);
+    d.ok("rzfs", &["create", "rb/cl/kid"]);
+    d.ok("rzfs", &["snapshot", "rb/cl@mine"]);
+    let (code, _, err) = d.run("rzfs", &["rollback", "-r", "rb@one"]);
+    assert!(
+        code != 0 && err.contains("clones of previous snapshots exist") && err.contains("rb/cl/kid"),
+        "{err}"
+    );
+    d.ok("rzfs", &["rollback", "-R", "rb@one"]);
+    check_files(&mnt, &at_one, "after rollback -R to @one", false);
+    let snaps = d.ok("rzfs", &["list", "-H", "-t", "all", "-o", "name", "-r", "rb"]);
+    assert_eq!(snaps, "rb\nrb@one\n");
+    let freeing = d.ok("rzpool", &["list", "-Hpo", "freeing,leaked", "rb"]);
+    assert_eq!(freeing, "0\t0\n", "destroys free at once: nothing left to free");
     // The file system keeps working, and rolls back again.
     std::fs::write(mnt.join("new"), b"new file").unwrap();
     d.ok("rzfs", &["rollback", "rb@one"]);
@@ -1343,6 +1355,14 @@ fn resumable_receive() {
     assert_eq!(d.ok("rzfs", &["get", "-Hpo", "value", "inconsistent", "rs/dst"]), "0\n");
     let names = d.ok("rzfs", &["list", "-H", "-o", "name", "-r", "rs"]);
     assert!(!names.contains('%'), "hidden from walks: {names}");
+    for args in [
+        &["rename", "rs/dst/%recv", "rs/other"][..],
+        &["promote", "rs/dst/%recv"],
+        &["snapshot", "rs/dst/%recv@x"],
+    ] {
+        let (code, _, err) = d.run("rzfs", args);
+        assert!(code != 0 && err.contains("invalid character '%'"), "{args:?}: {err}");
+    }
     assert_same(&at_a, &tree(&dst), "the target while a partial incremental waits");
     let token =
         d.ok("rzfs", &["get", "-H", "-o", "value", "receive_resume_token", "rs/dst"]).trim().to_string();

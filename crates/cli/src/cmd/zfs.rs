@@ -243,8 +243,7 @@ enum Cmd {
         /// Destroy snapshots more recent than the one named.
         #[arg(short = 'r')]
         recursive: bool,
-        /// As -r, and clones of those snapshots too (refused when there are any: rzfs
-        /// does not destroy clones by rollback yet).
+        /// As -r, and the clones of those snapshots too (with their descendants).
         #[arg(short = 'R')]
         clones: bool,
         /// Unmount by force when the file system is busy.
@@ -416,6 +415,21 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
         Cmd::Receive { target, dry_run: false, .. } => Some(target.clone()),
         _ => None,
     };
+    // Hidden datasets (a receive's FS/%recv) can be looked at, not changed (libzfs's
+    // zfs_validate_name with `modifying`).
+    let changed: Vec<(&str, &String)> = match &cli.cmd {
+        Cmd::Create { name, .. } => vec![("create", name)],
+        Cmd::Snapshot { names, .. } => names.iter().map(|n| ("create snapshot", n)).collect(),
+        Cmd::Clone { name, .. } => vec![("create", name)],
+        Cmd::Rename { old, new, .. } => vec![("rename", old), ("rename to", new)],
+        Cmd::Rollback { snapshot, .. } => vec![("rollback", snapshot)],
+        Cmd::Promote { name } => vec![("promote", name)],
+        Cmd::Bookmark { bookmark, .. } => vec![("create bookmark", bookmark)],
+        _ => Vec::new(),
+    };
+    if let Some((verb, name)) = changed.into_iter().find(|(_, n)| n.contains('%')) {
+        return Response::err(format!("cannot {verb} '{name}': invalid character '%' in name"));
+    }
     let r = match cli.cmd {
         Cmd::List { scripted, parsable, recursive, depth, types, props, sort_asc, sort_desc, names } => {
             // -s keys, then -S keys (each in the order given).
@@ -494,7 +508,8 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             holds(state, &snapshots, recursive, scripted, parsable)
         }
         Cmd::Rollback { recursive, clones, force, snapshot } => {
-            rollback(state, &snapshot, recursive || clones, force).map(|_| Response::ok(String::new()))
+            rollback(state, &snapshot, recursive || clones, clones, force)
+                .map(|_| Response::ok(String::new()))
         }
         Cmd::Send {
             holds,
@@ -2242,7 +2257,13 @@ pub(crate) fn remount(state: &Arc<State>, names: &[String]) {
 }
 
 /// `zfs rollback [-rRf] SNAPSHOT`.
-fn rollback(state: &Arc<State>, snapshot: &str, recursive: bool, force: bool) -> Result<(), String> {
+fn rollback(
+    state: &Arc<State>,
+    snapshot: &str,
+    recursive: bool,
+    clones: bool,
+    force: bool,
+) -> Result<(), String> {
     let Some((fs, _)) = snapshot.split_once('@') else {
         return Err(format!("cannot rollback '{snapshot}': not a snapshot"));
     };
@@ -2257,12 +2278,37 @@ fn rollback(state: &Arc<State>, snapshot: &str, recursive: bool, force: bool) ->
         .filter(|d| d.name.starts_with(&prefix) && d.ds.creation_txg > snap.ds.creation_txg)
         .collect();
     later.sort_by_key(|d| std::cmp::Reverse(d.ds.creation_txg));
+    let g = Dependents { all: &all };
+    let dependent: Vec<String> = g.outside_clones(&later).iter().map(|d| d.name.clone()).collect();
     let later: Vec<String> = later.into_iter().map(|d| d.name.clone()).collect();
     if !later.is_empty() && !recursive {
         return Err(format!(
             "cannot rollback to '{snapshot}': more recent snapshots or bookmarks exist\nuse '-r' to force deletion of the following snapshots and bookmarks:\n{}",
             later.join("\n")
         ));
+    }
+    if !dependent.is_empty() && !clones {
+        return Err(format!(
+            "cannot rollback to '{snapshot}': clones of previous snapshots exist\nuse '-R' to force deletion of the following clones and dependents:\n{}",
+            dependent.join("\n")
+        ));
+    }
+    // -R: the later snapshots' clones go first, each with what depends on it (libzfs's
+    // rollback_destroy). One destroy may take others of the list with it.
+    for c in &dependent {
+        let exists = state.pool(pool_of(c)).is_ok_and(|p| p.dsl().find(c).is_ok());
+        if exists {
+            let how = DestroyHow {
+                recursive: true,
+                dependents: true,
+                dry_run: false,
+                verbose: false,
+                parsable: false,
+                force,
+                defer: false,
+            };
+            destroy(state, c, &how).map_err(|e| format!("cannot rollback to '{snapshot}': {e}"))?;
+        }
     }
     let rw = crate::rwpool::writer_of(state, fs)
         .ok_or_else(|| format!("cannot rollback '{fs}': pool is read-only"))?;

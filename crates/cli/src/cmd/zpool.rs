@@ -1035,7 +1035,8 @@ fn list(
                 "guid" => Ok(p.guid().to_string()),
                 "version" => Ok(if p.version() >= 5000 { "-".into() } else { p.version().to_string() }),
                 "readonly" => Ok(if writable { "off".into() } else { "on".into() }),
-                other => Err(format!("bad property list: invalid property '{other}'")),
+                // Every other property as `zpool get` shows it.
+                other => pool_prop(&p, &health, writable, sp, None, other, parsable).map(|(v, _)| v),
             })
             .collect::<Result<Vec<String>, String>>()?;
         t.rows.push(row);
@@ -1073,6 +1074,15 @@ const GET_ALL: &[&str] = &[
     "autotrim",
     "compatibility",
 ];
+
+/// The bytes a hidden directory of the pool's root (`$FREE`, `$LEAK`) holds; None when it
+/// does not exist.
+fn hidden_dir_used(p: &Pool, name: &str) -> Option<u64> {
+    let dsl = p.dsl();
+    let root = dsl.dir_phys(dsl.root_dir_obj().ok()?).ok()?;
+    let obj = zap::lookup_u64(&p.mos, root.child_dir_zapobj, name).ok()??;
+    Some(dsl.dir_phys(obj).ok()?.used_bytes)
+}
 
 /// (value, source) of one pool property.
 /// Size and allocation of a pool: from the allocator of a pool held read-write, else from
@@ -1129,7 +1139,12 @@ fn pool_prop(
         "fragmentation" => none(if parsable { "0".into() } else { "0%".into() }),
         "expandsize" => none(esize.map_or("-".into(), |e| size(e, parsable))),
         "checkpoint" => none("-".into()),
-        "freeing" | "leaked" => none("0".into()),
+        // The bytes a destroy has yet to free, and those a destroy found it could not:
+        // what the hidden $FREE and $LEAK directories hold (spa_prop_get_config).
+        "freeing" | "leaked" => {
+            let hidden = if prop == "freeing" { ondisk::dsl::FREE_DIR_NAME } else { "$LEAK" };
+            none(size(hidden_dir_used(p, hidden).unwrap_or(0), parsable))
+        }
         "ashift" => {
             let a = p.tops.first().map(|t| t.ashift()).unwrap_or(0);
             Ok((a.to_string(), "local".into()))
