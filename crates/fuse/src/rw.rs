@@ -230,10 +230,8 @@ pub(crate) struct Files {
     /// since it was replaced underneath the mount: their I/O fails with ESTALE.
     stale: HashSet<u64>,
     /// Inodes the kernel holds (entry replies, until FORGET), whose cached attributes
-    /// and pages are dropped when the dataset is replaced.
-    known: HashSet<u64>,
-    /// The names (parent inode, name) the kernel caches for each of them: those that
-    /// lead elsewhere in the replaced dataset are invalidated.
+    /// and pages are dropped when the dataset is replaced, with the names (parent inode,
+    /// name) it caches for each: those that lead elsewhere then are invalidated.
     names: HashMap<u64, Vec<(u64, Vec<u8>)>>,
     /// Names found leading elsewhere by the last revalidation, for the kernel to drop.
     moved: Vec<(u64, Vec<u8>)>,
@@ -252,7 +250,6 @@ impl Files {
     }
 
     fn learn(&mut self, parent: u64, name: &[u8], ino: u64) {
-        self.known.insert(ino);
         let v = self.names.entry(ino).or_default();
         if !v.iter().any(|(p, n)| *p == parent && n == name) {
             v.push((parent, name.to_vec()));
@@ -272,20 +269,19 @@ impl Files {
         let obj = |ino: u64| if ino == fuser::FUSE_ROOT_ID { root } else { ino };
         let gone: Vec<u64> =
             open.into_iter().filter(|&(o, g)| now.gen(o) != Some(g)).map(|(o, _)| o).collect();
-        let moved: Vec<(u64, Vec<u8>)> = names
+        let moved: Vec<(u64, u64, Vec<u8>)> = names
             .into_iter()
             .filter(|(ino, parent, name)| now.lookup(obj(*parent), name) != Some(obj(*ino)))
-            .map(|(_, p, n)| (p, n))
             .collect();
         let mut f = lock(files);
         f.orphans.clear();
         f.stale.extend(gone);
-        for (p, n) in &moved {
-            for v in f.names.values_mut() {
+        for (ino, p, n) in &moved {
+            if let Some(v) = f.names.get_mut(ino) {
                 v.retain(|(vp, vn)| !(vp == p && vn == n));
             }
         }
-        f.moved = moved;
+        f.moved = moved.into_iter().map(|(_, p, n)| (p, n)).collect();
     }
 
     /// The names found leading elsewhere by the last revalidation (taken).
@@ -293,8 +289,9 @@ impl Files {
         std::mem::take(&mut self.moved)
     }
 
+    /// The inodes the kernel holds, the root always among them.
     pub(crate) fn known(&self) -> Vec<u64> {
-        let mut v: Vec<u64> = self.known.iter().copied().collect();
+        let mut v: Vec<u64> = self.names.keys().copied().collect();
         v.push(fuser::FUSE_ROOT_ID);
         v.sort_unstable();
         v.dedup();
@@ -963,9 +960,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
 
     /// The kernel dropped the inode: its cache needs no invalidation any more.
     fn forget(&mut self, _req: &Request<'_>, ino: u64, _nlookup: u64) {
-        let mut f = lock(&self.files);
-        f.known.remove(&ino);
-        f.names.remove(&ino);
+        lock(&self.files).names.remove(&ino);
     }
 
     fn getattr(&mut self, req: &Request<'_>, ino: u64, fh: Option<u64>, reply: ReplyAttr) {

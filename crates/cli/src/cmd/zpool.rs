@@ -1013,30 +1013,19 @@ fn list(
         let health = crate::rwpool::health_str(state, &p);
         let row = cols
             .iter()
-            .map(|c| match c.as_str() {
-                "name" => Ok(p.name().to_string()),
-                "size" => Ok(sp.map_or("-".into(), |sp| size(sp.size, parsable))),
-                "alloc" | "allocated" => Ok(sp.map_or("-".into(), |sp| size(sp.alloc, parsable))),
-                "free" => Ok(sp.map_or("-".into(), |sp| size(sp.size.saturating_sub(sp.alloc), parsable))),
-                "ckpoint" => Ok("-".into()),
-                "expandsz" => Ok(expand_size(state, p.name()).map_or("-".into(), |e| size(e, parsable))),
-                "frag" => Ok(if parsable { "0".into() } else { "0%".into() }),
-                "cap" | "capacity" => Ok(sp.map_or("-".into(), |sp| {
-                    let pct = (sp.alloc * 100).checked_div(sp.size).unwrap_or(0);
-                    if parsable {
-                        pct.to_string()
-                    } else {
-                        format!("{pct}%")
-                    }
-                })),
-                "dedup" | "dedupratio" => Ok(if parsable { "1.00".into() } else { "1.00x".into() }),
-                "health" => Ok(health.clone()),
-                "altroot" => Ok(p.opts.altroot.as_ref().map_or("-".into(), |r| r.display().to_string())),
-                "guid" => Ok(p.guid().to_string()),
-                "version" => Ok(if p.version() >= 5000 { "-".into() } else { p.version().to_string() }),
-                "readonly" => Ok(if writable { "off".into() } else { "on".into() }),
-                // Every other property as `zpool get` shows it.
-                other => pool_prop(&p, &health, writable, sp, None, other, parsable).map(|(v, _)| v),
+            .map(|c| {
+                // zpool list's short column names for the properties `zpool get` shows.
+                let prop = match c.as_str() {
+                    "alloc" => "allocated",
+                    "ckpoint" => "checkpoint",
+                    "frag" => "fragmentation",
+                    "cap" => "capacity",
+                    "dedup" => "dedupratio",
+                    "expandsz" => "expandsize",
+                    other => other,
+                };
+                let esize = if prop == "expandsize" { expand_size(state, p.name()) } else { None };
+                pool_prop(&p, &health, writable, sp, esize, prop, parsable).map(|(v, _)| v)
             })
             .collect::<Result<Vec<String>, String>>()?;
         t.rows.push(row);
@@ -1142,7 +1131,8 @@ fn pool_prop(
         // The bytes a destroy has yet to free, and those a destroy found it could not:
         // what the hidden $FREE and $LEAK directories hold (spa_prop_get_config).
         "freeing" | "leaked" => {
-            let hidden = if prop == "freeing" { ondisk::dsl::FREE_DIR_NAME } else { "$LEAK" };
+            let hidden =
+                if prop == "freeing" { ondisk::dsl::FREE_DIR_NAME } else { ondisk::dsl::LEAK_DIR_NAME };
             none(size(hidden_dir_used(p, hidden).unwrap_or(0), parsable))
         }
         "ashift" => {
