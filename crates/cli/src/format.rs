@@ -183,6 +183,18 @@ pub fn ctime(secs: u64) -> String {
     )
 }
 
+/// A UTC timestamp as zfs prints `snapshots_changed` (strftime "%a %b %e %k:%M:%S %Y":
+/// "Sat Nov 21  9:07:03 2026").
+pub fn ctime_full(secs: u64) -> String {
+    let short = ctime(secs);
+    let mut parts: Vec<&str> = short.split(' ').filter(|p| !p.is_empty()).collect();
+    let year = parts.pop().unwrap_or("");
+    let hm = parts.pop().unwrap_or("");
+    let day = parts.pop().unwrap_or("");
+    let hour = hm.split(':').next().and_then(|h| h.parse::<u32>().ok()).unwrap_or(0);
+    format!("{} {day:>2} {hour:>2}:{:02}:{:02} {year}", parts.join(" "), secs % 3600 / 60, secs % 60)
+}
+
 /// A UTC timestamp as ctime(3) prints it ("Sat Nov 21 14:27:00 2026"), as zpool status
 /// shows scan times.
 pub fn ctime_secs(secs: u64) -> String {
@@ -282,6 +294,8 @@ mod time_tests {
         assert_eq!(super::history_time(1_795_271_220), "2026-11-21.14:27:00");
         assert_eq!(super::event_time(1_795_271_220, 42), "Nov 21 2026 14:27:00.000000042");
         assert_eq!(super::ctime_secs(1_795_271_225), "Sat Nov 21 14:27:05 2026");
+        assert_eq!(super::ctime_full(1_795_271_225), "Sat Nov 21 14:27:05 2026");
+        assert_eq!(super::ctime_full(0), "Thu Jan  1  0:00:00 1970");
         assert_eq!(super::dhms(3725), "01:02:05");
         assert_eq!(super::dhms(90061), "1 days 01:01:01");
         assert_eq!(super::nicebytes(0), "0B");

@@ -26,6 +26,10 @@ impl rzfs_fuse::Snapshots for PoolSnapshots {
         let ds = self.pool.dsl().find(&format!("{}@{name}", self.head.name)).map_err(|e| e.to_string())?;
         open_zpl_only(&self.pool, &ds)
     }
+    fn changed(&self) -> (u64, u32) {
+        let (sec, nsec) = self.pool.dsl().snapshots_changed(self.head.dir_obj).unwrap_or((0, 0));
+        (sec, nsec.min(999_999_999) as u32)
+    }
 }
 
 /// The snapshots of a file system mounted read-write: listed and opened from the pool as
@@ -66,6 +70,11 @@ impl rzfs_fuse::Snapshots for LiveSnapshots {
         let (pool, head) = self.head()?;
         let ds = pool.dsl().find(&format!("{}@{name}", head.name)).map_err(|e| e.to_string())?;
         open_zpl_only(&pool, &ds)
+    }
+    fn changed(&self) -> (u64, u32) {
+        let Ok((pool, head)) = self.head() else { return (0, 0) };
+        let (sec, nsec) = pool.dsl().snapshots_changed(head.dir_obj).unwrap_or((0, 0));
+        (sec, nsec.min(999_999_999) as u32)
     }
     fn snapdir_now(&self) -> Option<(bool, bool)> {
         let (pool, head) = self.head().ok()?;

@@ -459,3 +459,72 @@ fn diff_snapshots() {
     d.ok("rzpool", &["export", "df"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `snapshots_changed`: `-` until a snapshot of the file system is taken, then the time of
+/// the last snapshot taken, renamed or destroyed (seconds; `_nsecs` in nanoseconds), the
+/// mtime of `.zfs/snapshot` as OpenZFS shows it (ZTS snapshot_018), kept in the directory's
+/// ZAP across export/import (zdb counts the zapified directory's extensible_dataset
+/// reference), and given back when the file system is destroyed.
+#[test]
+fn snapshots_changed() {
+    if skip_without_fuse_zdb("snapshots_changed") {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let dir = scratch("snap-changed");
+    let d = Daemon::new("snap-changed");
+    let (_devs, mnt) = create(&d, &dir, "sc", &SINGLE, 256 << 20);
+    d.ok("rzfs", &["create", "sc/fs"]);
+    let get = |name: &str| {
+        d.ok("rzfs", &["get", "-Hp", "-o", "value", "snapshots_changed", name]).trim().to_string()
+    };
+    let mtime = |fs: &str| std::fs::metadata(mnt.join(fs).join(".zfs/snapshot")).unwrap().mtime();
+    let now = || std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    assert_eq!(get("sc"), "-");
+    assert_eq!(get("sc/fs"), "-");
+    assert_eq!(mtime("fs"), 0);
+    let all = d.ok("rzfs", &["get", "-H", "all", "sc/fs"]);
+    assert!(!all.contains("snapshots_changed"), "unset: not in get all\n{all}");
+
+    let t0 = now();
+    d.ok("rzfs", &["snapshot", "sc/fs@a"]);
+    let v1: i64 = get("sc/fs").parse().unwrap();
+    assert!(v1 >= t0 && v1 <= now(), "{v1} vs {t0}");
+    assert_eq!(mtime("fs"), v1);
+    assert_eq!(get("sc"), "-", "the parent's snapshots did not change");
+    let ns: i64 = d
+        .ok("rzfs", &["get", "-Hp", "-o", "value", "snapshots_changed_nsecs", "sc/fs"])
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(ns / 1_000_000_000, v1);
+    let human = d.ok("rzfs", &["get", "-H", "-o", "value", "snapshots_changed", "sc/fs"]);
+    assert!(human.trim().len() >= 20 && human.contains(':'), "{human}");
+    let all = d.ok("rzfs", &["get", "-H", "all", "sc/fs"]);
+    assert!(all.contains("snapshots_changed"), "{all}");
+    // Snapshots have none.
+    assert_eq!(get("sc/fs@a"), "-");
+
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    d.ok("rzfs", &["rename", "sc/fs@a", "sc/fs@b"]);
+    let v2: i64 = get("sc/fs").parse().unwrap();
+    assert!(v2 > v1, "rename: {v2} after {v1}");
+    assert_eq!(mtime("fs"), v2);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    d.ok("rzfs", &["snapshot", "sc/fs@c"]);
+    d.ok("rzfs", &["destroy", "sc/fs@b"]);
+    let v3: i64 = get("sc/fs").parse().unwrap();
+    assert!(v3 > v2, "destroy: {v3} after {v2}");
+    assert_eq!(mtime("fs"), v3);
+
+    d.ok("rzpool", &["export", "sc"]);
+    zdb_check(&dir, "sc");
+    import(&d, &dir, "sc", &mnt, false);
+    d.ok("rzfs", &["mount", "sc/fs"]);
+    assert_eq!(get("sc/fs"), v3.to_string(), "kept across export/import");
+    assert_eq!(mtime("fs"), v3);
+    d.ok("rzfs", &["destroy", "-r", "sc/fs"]);
+    d.ok("rzpool", &["export", "sc"]);
+    zdb_check(&dir, "sc");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -79,6 +79,11 @@ impl DatasetKind {
 const OTN_ZAP_METADATA: u8 = 0xc4;
 /// The field of a zapified head dataset naming its bookmarks ZAP (`DS_FIELD_BOOKMARK_NAMES`).
 pub const DS_FIELD_BOOKMARK_NAMES: &str = "com.delphix:bookmarks";
+/// The field of a zapified directory holding when its snapshot namespace last changed
+/// (`DD_FIELD_SNAPSHOTS_CHANGED`): two uint64s, seconds and nanoseconds (an
+/// `inode_timespec_t`), written at each snapshot create, destroy and rename when the pool
+/// has extensible_dataset enabled (`dsl_dir_snap_cmtime_update`).
+pub const DD_FIELD_SNAPSHOTS_CHANGED: &str = "com.ixsystems:snapshots_changed";
 
 /// One dataset (head or snapshot) with its records.
 #[derive(Clone, Debug)]
@@ -324,6 +329,28 @@ impl DslPool {
     /// Parent directory object of a directory (0 at the root).
     pub fn parent_of(&self, dir: &DslDirPhys) -> u64 {
         dir.parent_obj
+    }
+
+    /// When the snapshots of directory `dir` last changed (`snapshots_changed`), as
+    /// (seconds, nanoseconds); (0, 0) when never recorded (no field, or a directory without
+    /// a ZAP), which zfs shows as `-`.
+    pub fn snapshots_changed(&self, dir: u64) -> Result<(u64, u64)> {
+        if self.mos.dnode(dir)?.phys.object_type != OTN_ZAP_METADATA {
+            return Ok((0, 0));
+        }
+        let Some(e) = zap::lookup(&self.mos, dir, DD_FIELD_SNAPSHOTS_CHANGED)? else {
+            return Ok((0, 0));
+        };
+        match e.values[..] {
+            [sec, nsec] => Ok((sec, nsec)),
+            _ => Err(DslError::Corrupt {
+                what: "dsl_dir",
+                detail: format!(
+                    "{DD_FIELD_SNAPSHOTS_CHANGED} of directory {dir} has {} values",
+                    e.values.len()
+                ),
+            }),
+        }
     }
 
     /// Reads a directory record by object number.

@@ -51,6 +51,12 @@ pub trait Snapshots: Send + Sync {
     fn snapdir_now(&self) -> Option<(bool, bool)> {
         None
     }
+    /// When the snapshot list last changed (`snapshots_changed`: seconds, nanoseconds),
+    /// the modification and change time of `.zfs/snapshot` as OpenZFS shows it; (0, 0)
+    /// when never.
+    fn changed(&self) -> (u64, u32) {
+        (0, 0)
+    }
 }
 
 /// What to mount: the dataset and its snapshots.
@@ -424,6 +430,15 @@ impl ZfsFuse {
     }
 
     fn attr(&self, ino: u64) -> Result<FileAttr, i32> {
+        if ino == SNAP_DIR {
+            // As OpenZFS's zpl_snapdir_getattr: two links plus one per snapshot, and the
+            // time the snapshot list last changed.
+            self.refresh();
+            let n = self.snaps.lock().unwrap_or_else(|p| p.into_inner()).iter().filter(|s| s.2).count();
+            let (sec, nsec) = self.snap_source.changed();
+            let t = UNIX_EPOCH + Duration::new(sec, nsec);
+            return Ok(FileAttr { nlink: 2 + n as u32, mtime: t, ctime: t, ..virtual_dir(ino) });
+        }
         if is_virtual(ino) {
             return Ok(virtual_dir(ino));
         }
@@ -524,7 +539,10 @@ impl Filesystem for ZfsFuse {
         }
         if parent == CTL_DIR {
             return if name == b"snapshot" {
-                reply.entry(&ttl, &virtual_dir(SNAP_DIR), 0)
+                match self.attr(SNAP_DIR) {
+                    Ok(a) => reply.entry(if self.live { &Duration::ZERO } else { &ttl }, &a, 0),
+                    Err(e) => reply.error(e),
+                }
             } else {
                 reply.error(libc::ENOENT)
             };
@@ -566,8 +584,10 @@ impl Filesystem for ZfsFuse {
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
+        // `.zfs/snapshot` of a live mount changes with every snapshot taken or destroyed.
+        let ttl = if self.live && ino == SNAP_DIR { Duration::ZERO } else { self.ttl };
         match self.attr(ino) {
-            Ok(a) => reply.attr(&self.ttl, &a),
+            Ok(a) => reply.attr(&ttl, &a),
             Err(e) => reply.error(e),
         }
     }

@@ -441,6 +441,7 @@ impl Spa {
                         dslw::set_snapshot_prop(&mut w.mos, &mut w.mos_zaps, s, k, Some(v.clone()))?;
                     }
                     w.scan.ds_snapshotted(f.ds, s);
+                    w.snapshots_changed(f.ds)?;
                     for feat in w.ds_features(f.ds)? {
                         w.ds_activate(s, feat)?;
                     }
@@ -487,6 +488,7 @@ impl Spa {
                     for (f, o, n) in check2(w)? {
                         let head = dslw::dir_phys(&w.mos, f.dir)?.head_dataset_obj;
                         dslw::rename_snapshot(&mut w.mos, &mut w.mos_zaps, head, f.ds, &o, &n)?;
+                        w.snapshots_changed(head)?;
                     }
                     Ok(())
                 },
@@ -845,6 +847,7 @@ impl Spa {
                 p.guid = guid;
                 dslw::set_ds_phys(&mut w.mos, snap, &p)?;
                 w.scan.ds_snapshotted(head.ds, snap);
+                w.snapshots_changed(head.ds)?;
                 for feat in w.ds_features(head.ds)? {
                     w.ds_activate(snap, feat)?;
                 }
@@ -914,6 +917,7 @@ impl Spa {
                 p.guid = guid;
                 dslw::set_ds_phys(&mut w.mos, snap, &p)?;
                 w.scan.ds_snapshotted(hf.ds, snap);
+                w.snapshots_changed(hf.ds)?;
                 for feat in w.ds_features(hf.ds)? {
                     w.ds_activate(snap, feat)?;
                 }

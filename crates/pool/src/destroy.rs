@@ -42,6 +42,12 @@ impl PoolWriter {
             Ok(())
         };
         dsl::destroy::destroy_snapshot(&mut self.mos, &mut self.mos_zaps, snap, &mut free)?;
+        // The directory outlives its snapshot: destroying the head takes it in the same
+        // txg otherwise, and then nothing is recorded.
+        let head = dsl::write::dir_phys(&self.mos, phys.dir_obj)?.head_dataset_obj;
+        if head != 0 {
+            self.snapshots_changed(head)?;
+        }
         Ok(())
     }
 

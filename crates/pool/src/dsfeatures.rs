@@ -147,7 +147,8 @@ impl PoolWriter {
         self.feature_adjust(short, 1)
     }
 
-    /// Gives dataset object `ds` its ZAP (`dsl_dataset_zapify`), if it has none yet.
+    /// Gives dataset or directory object `ds` its ZAP (`dsl_dataset_zapify`,
+    /// `dsl_dir_zapify`), if it has none yet.
     pub(crate) fn zapify(&mut self, ds: u64) -> Result<()> {
         if !self.is_zapified(ds)? {
             self.mos.dirty(ds)?.phys.object_type = OTN_ZAP_METADATA;
@@ -155,6 +156,24 @@ impl PoolWriter {
             self.feature_adjust("extensible_dataset", 1)?;
         }
         Ok(())
+    }
+
+    /// Records now as when the snapshots of dataset `ds`'s directory changed (a snapshot
+    /// taken, destroyed or renamed; OpenZFS's `dsl_dir_snap_cmtime_update`): the field
+    /// `com.ixsystems:snapshots_changed` of the directory, zapified for it. A pool without
+    /// extensible_dataset enabled keeps no such time (OpenZFS keeps it in memory only).
+    pub fn snapshots_changed(&mut self, ds: u64) -> Result<()> {
+        // A pool of version 1-28 has no feature objects at all.
+        let featured =
+            self.mos_zaps.lookup_u64(&self.mos, K::DIRECTORY_OBJECT, K::FEATURES_FOR_READ).map_err(bad)?;
+        if featured.is_none() || self.feature_refcount("extensible_dataset")?.is_none() {
+            return Ok(());
+        }
+        let dir = dsl::write::ds_phys(&self.mos, ds)?.dir_obj;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        self.zapify(dir)?;
+        let val = ZapVal { int_size: 8, values: vec![now.as_secs(), u64::from(now.subsec_nanos())] };
+        self.mos_zaps.update(&self.mos, dir, dsl::DD_FIELD_SNAPSHOTS_CHANGED.as_bytes(), val).map_err(bad)
     }
 
     /// Releases everything dataset `ds` holds on features before its object is freed: each

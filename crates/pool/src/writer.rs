@@ -685,6 +685,7 @@ impl PoolWriter {
             let snap = dslw::snapshot(&mut self.mos, &mut self.mos_zaps, ds, &name, txg, now)
                 .map_err(PoolError::from)?;
             self.scan.ds_snapshotted(ds, snap);
+            self.snapshots_changed(ds)?;
             for f in self.ds_features(ds)? {
                 self.ds_activate(snap, f)?;
             }

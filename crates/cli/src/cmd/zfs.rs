@@ -864,6 +864,8 @@ fn is_numeric(p: &str) -> bool {
             | "refcompressratio"
             | "createtxg"
             | "guid"
+            | "snapshots_changed"
+            | "snapshots_changed_nsecs"
     )
 }
 
@@ -1118,6 +1120,8 @@ const PROP_TYPES: &[(&str, &str)] = &[
     ("defer_destroy", "S"),
     ("origin", "FV"),
     ("clones", "S"),
+    ("snapshots_changed", "FV"),
+    ("snapshots_changed_nsecs", "FV"),
     ("mountpoint", "F"),
     ("receive_resume_token", "FV"),
     ("available", "FV"),
@@ -1212,6 +1216,19 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
         "logicalreferenced" | "lrefer" => num(p.uncompressed_bytes),
         "guid" => text(p.guid.to_string(), "-"),
         "createtxg" => text(p.creation_txg.to_string(), "-"),
+        // When a snapshot of the file system was last taken, destroyed or renamed; never: `-`.
+        "snapshots_changed" | "snapshots_changed_nsecs" => {
+            let (sec, nsec) = dsl.snapshots_changed(ds.dir_obj).map_err(|e| e.to_string())?;
+            if sec == 0 {
+                text("-", "-")
+            } else if prop == "snapshots_changed" {
+                let mut v = text(sec.to_string(), "-");
+                v.human = crate::format::ctime_full(sec);
+                v
+            } else {
+                text((sec * 1_000_000_000 + nsec).to_string(), "-")
+            }
+        }
         "version" | "normalization" | "utf8only" | "casesensitivity" => zpl_prop(dsl, ds, prop),
         "mountpoint" | "dnodesize" if snap || ds.kind == DatasetKind::Volume => text("-", "-"),
         "mounted" if snap => text("-", "-"),
@@ -1363,6 +1380,7 @@ const GET_ALL: &[&str] = &[
     "copies",
     "guid",
     "createtxg",
+    "snapshots_changed",
     "logicalused",
     "logicalreferenced",
     "refcompressratio",
@@ -1479,6 +1497,11 @@ fn get(
         for p in &plist {
             let v = prop_value(&e.pool, &dsl, &e.ds, p)?;
             if !source_wanted(&v.source, sources)? {
+                continue;
+            }
+            // `get all` leaves out what libzfs cannot give (zfs_prop_get fails on an unset
+            // snapshots_changed; naming it prints `-`).
+            if props == "all" && p == "snapshots_changed" && v.exact == "-" {
                 continue;
             }
             let value = if parsable { v.exact.clone() } else { v.human.clone() };
