@@ -528,3 +528,45 @@ fn snapshots_changed() {
     zdb_check(&dir, "sc");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A snapshot with a file or directory open under `.zfs/snapshot` is busy: `destroy` (also
+/// `-f`, and `-r` of its file system) refuses it with zfs's words, as OpenZFS on Linux
+/// (ZTS zfs_destroy_001_pos); once closed it goes.
+#[test]
+fn busy_snapshot_is_not_destroyed() {
+    if skip_without_fuse_zdb("busy_snapshot_is_not_destroyed") {
+        return;
+    }
+    let dir = scratch("snap-busy");
+    let d = Daemon::new("snap-busy");
+    let (_devs, mnt) = create(&d, &dir, "sb", &SINGLE, 256 << 20);
+    d.ok("rzfs", &["create", "sb/fs"]);
+    std::fs::write(mnt.join("fs/f"), b"snapshot bytes").unwrap();
+    d.ok("rzfs", &["snapshot", "sb/fs@s"]);
+    let snapdir = mnt.join("fs/.zfs/snapshot/s");
+    let refused = |args: &[&str]| {
+        let (code, _, err) = d.run("rzfs", args);
+        assert!(
+            code != 0 && err.contains("cannot destroy snapshot sb/fs@s: dataset is busy"),
+            "{args:?}: {err}"
+        );
+    };
+    {
+        let f = std::fs::File::open(snapdir.join("f")).unwrap();
+        refused(&["destroy", "sb/fs@s"]);
+        refused(&["destroy", "-f", "sb/fs@s"]);
+        refused(&["destroy", "-r", "sb/fs"]);
+        drop(f);
+    }
+    {
+        let listing = std::fs::read_dir(&snapdir).unwrap();
+        refused(&["destroy", "sb/fs@s"]);
+        drop(listing);
+    }
+    assert_eq!(std::fs::read(mnt.join("fs/f")).unwrap(), b"snapshot bytes");
+    d.ok("rzfs", &["destroy", "sb/fs@s"]);
+    assert!(!d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name"]).contains("sb/fs@s"));
+    d.ok("rzpool", &["export", "sb"]);
+    zdb_check(&dir, "sb");
+    let _ = std::fs::remove_dir_all(&dir);
+}

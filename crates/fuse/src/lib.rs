@@ -21,12 +21,13 @@ pub mod zvol;
 
 use fuser::{
     FileAttr, FileType as FType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyData, ReplyDirectory,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
 };
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 use zpl::acl::AclType;
 use zpl::{Attrs, FileType, Zpl};
@@ -86,6 +87,8 @@ pub struct MountHandle {
     /// daemon can carry the mount through a change of its dataset underneath (see
     /// [`MountHandle::revalidate`]).
     files: Option<std::sync::Arc<std::sync::Mutex<rw::Files>>>,
+    /// Which snapshots of its `.zfs/snapshot` are in use.
+    snap_use: Option<SnapshotUse>,
 }
 
 /// How long [`MountHandle::wait`] waits for the serving thread after the kernel let go.
@@ -93,7 +96,13 @@ const UNMOUNT_WAIT: Duration = Duration::from_secs(10);
 
 impl MountHandle {
     fn new(session: fuser::BackgroundSession, dir: &Path) -> MountHandle {
-        MountHandle { session: Some(session), dir: dir.to_path_buf(), files: None }
+        MountHandle { session: Some(session), dir: dir.to_path_buf(), files: None, snap_use: None }
+    }
+
+    /// Has snapshot `name` (after the `@`) of the mounted file system a file or directory
+    /// open under `.zfs/snapshot`? A snapshot in use is not destroyed (EBUSY).
+    pub fn snapshot_busy(&self, name: &str) -> bool {
+        self.snap_use.as_ref().is_some_and(|u| u.busy(name))
     }
 
     /// A read-write mount (served by [`rw`]), which can be carried through a change of its
@@ -288,7 +297,8 @@ pub fn mount_with(
         snapdir_disabled: src.snapdir_disabled,
         on_error: src.on_error,
         snap_source: src.snapshots,
-        snaps: Mutex::new(names.into_iter().map(|n| (n, None, true)).collect()),
+        snaps: Arc::new(Mutex::new(names.into_iter().map(|n| (n, None, true)).collect())),
+        opens: Arc::default(),
         acl: mo.acltype,
         live: false,
         ttl: TTL,
@@ -318,6 +328,26 @@ pub fn mount_with(
 /// still exists (a destroyed one keeps its slot, so no index is ever reused).
 type SnapSlot = (String, Option<Zpl>, bool);
 
+/// Which snapshots of a mount's `.zfs/snapshot` are in use: have files or directories open
+/// (OpenZFS refuses to destroy a snapshot whose automount is busy, EBUSY).
+#[derive(Clone)]
+pub struct SnapshotUse {
+    snaps: Arc<Mutex<Vec<SnapSlot>>>,
+    opens: Arc<Mutex<HashMap<u64, usize>>>,
+}
+
+impl SnapshotUse {
+    /// Has snapshot `name` (the part after `@`) a file or directory open in this view?
+    pub fn busy(&self, name: &str) -> bool {
+        let snaps = self.snaps.lock().unwrap_or_else(|p| p.into_inner());
+        let opens = self.opens.lock().unwrap_or_else(|p| p.into_inner());
+        snaps
+            .iter()
+            .enumerate()
+            .any(|(i, s)| s.2 && s.0 == name && opens.get(&(i as u64 + 1)).is_some_and(|&n| n > 0))
+    }
+}
+
 /// What `.zfs/snapshot` of a read-write mount serves ([`rw`] hands it every inode of the
 /// snapshot range): the dataset's snapshots, listed again as they come and go.
 pub struct SnapshotSource {
@@ -335,7 +365,9 @@ pub(crate) struct ZfsFuse {
     snapdir_disabled: bool,
     on_error: ErrorSink,
     snap_source: Box<dyn Snapshots>,
-    snaps: Mutex<Vec<SnapSlot>>,
+    snaps: Arc<Mutex<Vec<SnapSlot>>>,
+    /// Open files and directories per snapshot index (what makes a snapshot busy).
+    opens: Arc<Mutex<HashMap<u64, usize>>>,
     /// The dataset's acltype (snapshots share it).
     acl: AclType,
     /// Snapshots come and go (a read-write mount): the list is read again on lookups and
@@ -361,10 +393,36 @@ impl ZfsFuse {
             snapdir_disabled: false,
             on_error: src.on_error,
             snap_source: src.snapshots,
-            snaps: Mutex::new(names.into_iter().map(|n| (n, None, true)).collect()),
+            snaps: Arc::new(Mutex::new(names.into_iter().map(|n| (n, None, true)).collect())),
+            opens: Arc::default(),
             acl,
             live: true,
             ttl: Duration::from_secs(1),
+        }
+    }
+
+    /// What tells which snapshots are in use, for the mount's handle.
+    pub(crate) fn usage(&self) -> SnapshotUse {
+        SnapshotUse { snaps: self.snaps.clone(), opens: self.opens.clone() }
+    }
+
+    /// A file or directory of a snapshot was opened (`ino` in a snapshot, not `.zfs` itself).
+    pub(crate) fn note_open(&self, ino: u64) {
+        let idx = ino >> OBJ_BITS;
+        if idx != 0 && !is_virtual(ino) {
+            *self.opens.lock().unwrap_or_else(|p| p.into_inner()).entry(idx).or_default() += 1;
+        }
+    }
+
+    /// ... and released.
+    pub(crate) fn note_release(&self, ino: u64) {
+        let idx = ino >> OBJ_BITS;
+        let mut opens = self.opens.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = opens.get_mut(&idx) {
+            *n -= 1;
+            if *n == 0 {
+                opens.remove(&idx);
+            }
         }
     }
 
@@ -602,11 +660,36 @@ impl Filesystem for ZfsFuse {
         }
     }
 
-    fn open(&mut self, _req: &Request<'_>, _ino: u64, flags: i32, reply: ReplyOpen) {
+    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
         if flags & libc::O_ACCMODE != libc::O_RDONLY {
             return reply.error(libc::EROFS);
         }
+        self.note_open(ino);
         reply.opened(0, fuser::consts::FOPEN_KEEP_CACHE);
+    }
+
+    fn release(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.note_release(ino);
+        reply.ok();
+    }
+
+    fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
+        self.note_open(ino);
+        reply.opened(0, 0);
+    }
+
+    fn releasedir(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, _flags: i32, reply: ReplyEmpty) {
+        self.note_release(ino);
+        reply.ok();
     }
 
     fn read(

@@ -152,6 +152,7 @@ pub fn mount_rw_snapshots<B: RwBackend>(
     let mut fs = RwFs::with_opts(backend.clone(), mo.clone())?;
     let files = fs.files.clone();
     fs.snaps = snapshots.map(|src| crate::ZfsFuse::snapshot_view(src, mo.acltype));
+    let snap_use = fs.snaps.as_ref().map(|v| v.usage());
     let name = fsname.to_string();
     let fs = crate::guard::Guarded::new(
         fs,
@@ -175,6 +176,7 @@ pub fn mount_rw_snapshots<B: RwBackend>(
     let session = fuser::spawn_mount2(fs, dir, &opts)?;
     let mut handle = MountHandle::new(session, dir);
     handle.files = Some(files);
+    handle.snap_use = snap_use;
     Ok(handle)
 }
 
@@ -1192,6 +1194,9 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         reply: ReplyEmpty,
     ) {
         if crate::in_snapshot_space(ino) {
+            if let Some(v) = self.snap_view(ino) {
+                v.note_release(ino);
+            }
             return reply.ok();
         }
         reply_empty(reply, self.do_release(ino));
@@ -1202,8 +1207,10 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
     }
 
     fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
-        if self.snap_view(ino).is_some() {
-            // The view lists at every call: no handle state.
+        if let Some(v) = self.snap_view(ino) {
+            // The view lists at every call: no handle state, only the count that makes the
+            // snapshot busy.
+            v.note_open(ino);
             return reply.opened(0, 0);
         }
         match self.do_opendir(ino) {
@@ -1229,7 +1236,11 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         }
     }
 
-    fn releasedir(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, _flags: i32, reply: ReplyEmpty) {
+    fn releasedir(&mut self, _req: &Request<'_>, ino: u64, fh: u64, _flags: i32, reply: ReplyEmpty) {
+        if let Some(v) = self.snap_view(ino) {
+            v.note_release(ino);
+            return reply.ok();
+        }
         self.dirs.remove(&fh);
         reply.ok();
     }

@@ -2084,6 +2084,26 @@ fn destroy(state: &Arc<State>, name: &str, how: &DestroyHow) -> Result<Response,
     }
     prune_mounts(state);
     let names: Vec<String> = order.iter().map(|d| d.name.clone()).collect();
+    // A snapshot with a file or directory open under its file system's .zfs/snapshot is
+    // busy, even with -f (on Linux OpenZFS unmounts the snapshot's automount with MNT_FORCE
+    // and still gets EBUSY; zfs_destroy_001_pos).
+    // The kernel tells of a close(2) after the fact (FUSE RELEASE is sent in the
+    // background), so a handle just closed gets a moment to arrive.
+    for n in &names {
+        let Some((fs, snap)) = n.split_once('@') else { continue };
+        let busy = || {
+            let mounts = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
+            mounts.iter().any(|m| m.dataset == fs && m.session.snapshot_busy(snap))
+        };
+        let mut tries = 0;
+        while busy() {
+            tries += 1;
+            if tries > 10 {
+                return Err(format!("cannot destroy snapshot {n}: dataset is busy"));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
     let vols: Vec<String> =
         names.iter().filter(|n| crate::volumes::device_known(state, n)).cloned().collect();
     crate::volumes::unserve(state, &vols, force)
