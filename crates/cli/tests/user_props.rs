@@ -570,3 +570,45 @@ fn busy_snapshot_is_not_destroyed() {
     zdb_check(&dir, "sb");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A recursive destroy is a best effort, as libzfs's: a busy dataset stays with what cannot
+/// go while it does (its parents; the origin of a clone that stays); everything else goes,
+/// and the command fails naming the busy one (ZTS zfs_destroy_005_neg).
+#[test]
+fn recursive_destroy_is_a_best_effort() {
+    if skip_without_fuse_zdb("recursive_destroy_is_a_best_effort") {
+        return;
+    }
+    let dir = scratch("destroy-best");
+    let d = Daemon::new("destroy-best");
+    let (_devs, mnt) = create(&d, &dir, "db", &SINGLE, 256 << 20);
+    for fs in ["db/ctr", "db/ctr/busy", "db/ctr/idle"] {
+        d.ok("rzfs", &["create", fs]);
+    }
+    d.ok("rzfs", &["snapshot", "-r", "db/ctr@s"]);
+    d.ok("rzfs", &["clone", "db/ctr/idle@s", "db/idleclone"]);
+    let names = || d.ok("rzfs", &["list", "-H", "-r", "-t", "all", "-o", "name", "db"]);
+    {
+        let f = std::fs::File::create(mnt.join("ctr/busy/open")).unwrap();
+        let (code, _, err) = d.run("rzfs", &["destroy", "-R", "db/ctr"]);
+        assert!(code != 0 && err.contains("mnt/ctr/busy': pool or dataset is busy"), "{err}");
+        // The busy file system, its parent, and nothing else stays (its snapshot goes).
+        assert_eq!(names(), "db\ndb/ctr\ndb/ctr/busy\n");
+        drop(f);
+    }
+    // A busy snapshot with a clone: -R takes the clone and leaves the snapshot.
+    d.ok("rzfs", &["snapshot", "db/ctr/busy@t"]);
+    d.ok("rzfs", &["clone", "db/ctr/busy@t", "db/tclone"]);
+    {
+        let listing = std::fs::read_dir(mnt.join("ctr/busy/.zfs/snapshot/t")).unwrap();
+        let (code, _, err) = d.run("rzfs", &["destroy", "-R", "db/ctr/busy@t"]);
+        assert!(code != 0 && err.contains("cannot destroy snapshot db/ctr/busy@t: dataset is busy"), "{err}");
+        assert_eq!(names(), "db\ndb/ctr\ndb/ctr/busy\ndb/ctr/busy@t\n");
+        drop(listing);
+    }
+    d.ok("rzfs", &["destroy", "-r", "db/ctr"]);
+    assert_eq!(names(), "db\n");
+    d.ok("rzpool", &["export", "db"]);
+    zdb_check(&dir, "db");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -2083,45 +2083,67 @@ fn destroy(state: &Arc<State>, name: &str, how: &DestroyHow) -> Result<Response,
         return Err(format!("cannot destroy '{name}': pool is read-only"));
     }
     prune_mounts(state);
-    let names: Vec<String> = order.iter().map(|d| d.name.clone()).collect();
-    // A snapshot with a file or directory open under its file system's .zfs/snapshot is
-    // busy, even with -f (on Linux OpenZFS unmounts the snapshot's automount with MNT_FORCE
-    // and still gets EBUSY; zfs_destroy_001_pos).
-    // The kernel tells of a close(2) after the fact (FUSE RELEASE is sent in the
-    // background), so a handle just closed gets a moment to arrive.
-    for n in &names {
-        let Some((fs, snap)) = n.split_once('@') else { continue };
-        let busy = || {
-            let mounts = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
-            mounts.iter().any(|m| m.dataset == fs && m.session.snapshot_busy(snap))
-        };
-        let mut tries = 0;
-        while busy() {
-            tries += 1;
-            if tries > 10 {
-                return Err(format!("cannot destroy snapshot {n}: dataset is busy"));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    }
-    let vols: Vec<String> =
-        names.iter().filter(|n| crate::volumes::device_known(state, n)).cloned().collect();
-    crate::volumes::unserve(state, &vols, force)
-        .map_err(|v| format!("cannot destroy '{v}': dataset is busy"))?;
-    // A busy file system (a process's current directory or open file in it) is not
+    // Each dataset is taken out of service in the order it goes (clones, children and
+    // snapshots before what they depend on): its snapshot view idle, its volume device
+    // withdrawn, its mount unmounted. A recursive destroy (-r, -R) is a best effort, as
+    // libzfs's destroy_callback: a dataset that is busy stays, and so does everything that
+    // cannot go while it does (its parents, the file system of a busy snapshot, the origin
+    // of a clone that stays); the rest is destroyed and the command fails naming the busy
+    // ones. A busy file system (a process's current directory or open file in it) is not
     // destroyed even with -f, as on Linux, where OpenZFS's forced unmount
     // (`umount2(MNT_FORCE)`) still fails with EBUSY (zfs_destroy_004_pos); -f still takes
     // volumes in use away.
-    for n in &names {
-        let mounted = state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|m| m.dataset == *n);
-        if mounted {
-            unmount(state, n, Path::new("/"), false)?;
+    let best_effort = recursive || dependents;
+    let mut failed: Vec<String> = Vec::new();
+    let mut stays: Vec<&Dataset> = Vec::new();
+    let mut vols: Vec<String> = Vec::new();
+    let mut keep: Vec<&Dataset> = Vec::new();
+    for d in &order {
+        let n = &d.name;
+        let needs = |y: &&Dataset| {
+            y.name.strip_prefix(n.as_str()).is_some_and(|r| r.starts_with('/') || r.starts_with('@'))
+                || (d.kind == DatasetKind::Snapshot
+                    && y.kind != DatasetKind::Snapshot
+                    && y.dir.origin_obj == d.ds_obj)
+        };
+        if stays.iter().any(needs) {
+            stays.push(d);
+            continue;
+        }
+        let r = if let Some((fs, snap)) = n.split_once('@') {
+            snapshot_idle(state, fs, snap)
+                .map_err(|()| format!("cannot destroy snapshot {n}: dataset is busy"))
+        } else if crate::volumes::device_known(state, n) {
+            let r = crate::volumes::unserve(state, std::slice::from_ref(n), force)
+                .map_err(|v| format!("cannot destroy '{v}': dataset is busy"));
+            if r.is_ok() {
+                vols.push(n.clone());
+            }
+            r
+        } else if state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|m| m.dataset == *n) {
+            unmount(state, n, Path::new("/"), false).map(|_| ())
+        } else {
+            Ok(())
+        };
+        match r {
+            Ok(()) => keep.push(d),
+            Err(e) if best_effort => {
+                failed.push(e);
+                stays.push(d);
+            }
+            Err(e) => {
+                for v in &vols {
+                    crate::volumes::serve(state, v);
+                }
+                return Err(e);
+            }
         }
     }
+    let names: Vec<String> = keep.iter().map(|d| d.name.clone()).collect();
     // The mount points to remove once destroyed: those of file systems whose mountpoint is
     // the default or inherited (libzfs `remove_mountpoint`: an empty directory left behind
     // by a destroy would otherwise show in its parent; one set locally is the admin's).
-    let mut rmdirs: Vec<PathBuf> = order
+    let mut rmdirs: Vec<PathBuf> = keep
         .iter()
         .filter(|d| d.kind == DatasetKind::Filesystem)
         .filter_map(|d| prop_value(&pool, &dsl, d, "mountpoint").ok())
@@ -2130,19 +2152,47 @@ fn destroy(state: &Arc<State>, name: &str, how: &DestroyHow) -> Result<Response,
         .map(|v| PathBuf::from(v.exact))
         .collect();
     rmdirs.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
-    let objs: Vec<u64> = order.iter().map(|d| d.ds_obj).collect();
-    if let Err(e) = crate::rwpool::destroy(state, &names, &objs, defer) {
-        // Nothing was destroyed: the volumes are served again.
-        for v in &vols {
-            crate::volumes::serve(state, v);
+    let objs: Vec<u64> = keep.iter().map(|d| d.ds_obj).collect();
+    if !names.is_empty() {
+        if let Err(e) = crate::rwpool::destroy(state, &names, &objs, defer) {
+            // Nothing was destroyed: the volumes are served again.
+            for v in &vols {
+                crate::volumes::serve(state, v);
+            }
+            return Err(e);
         }
-        return Err(e);
     }
     for dir in &rmdirs {
         // Deepest first, silently, as libzfs: not empty, gone, or mounted over all leave it.
         let _ = std::fs::remove_dir(dir);
     }
+    if !failed.is_empty() {
+        return Err(failed.join("\n"));
+    }
     Ok(Response::ok(out))
+}
+
+/// Waits until snapshot `snap` of file system `fs` has no file or directory open under the
+/// mount's `.zfs/snapshot` (a snapshot in use is busy, even for -f: on Linux OpenZFS
+/// unmounts the snapshot's automount with MNT_FORCE and still gets EBUSY;
+/// zfs_destroy_001_pos). The kernel tells of a close(2) after the fact (FUSE RELEASE is sent
+/// in the background), so a handle just closed gets half a second to arrive.
+fn snapshot_idle(state: &State, fs: &str, snap: &str) -> Result<(), ()> {
+    let busy = || {
+        let mounts = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
+        mounts.iter().any(|m| m.dataset == fs && m.session.snapshot_busy(snap))
+    };
+    for _ in 0..10 {
+        if !busy() {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    if busy() {
+        Err(())
+    } else {
+        Ok(())
+    }
 }
 
 /// `zfs promote CLONE`.
