@@ -56,6 +56,35 @@ impl LiveSnapshots {
     }
 }
 
+impl LiveSnapshots {
+    /// The file system's name, when `mkdir`/`rmdir`/`mv` in `.zfs/snapshot` may change its
+    /// snapshots: only with the daemon's `RZFS_ADMIN_SNAPSHOT=1` (OpenZFS's module tunable
+    /// `zfs_admin_snapshot`, off by default on Linux, where these get EACCES).
+    fn admin(&self) -> Result<String, i32> {
+        if std::env::var("RZFS_ADMIN_SNAPSHOT").as_deref() != Ok("1") {
+            return Err(libc::EACCES);
+        }
+        self.head().map(|(_, h)| h.name).map_err(|_| libc::ENOENT)
+    }
+}
+
+/// The errno a failed snapshot change under `.zfs/snapshot` gives, from zfs's message.
+fn errno(msg: String) -> i32 {
+    if msg.contains("busy") {
+        libc::EBUSY
+    } else if msg.contains("already exists") || msg.contains("dependent clones") {
+        libc::EEXIST
+    } else if msg.contains("does not exist") {
+        libc::ENOENT
+    } else if msg.contains("out of space") || msg.contains("No space") {
+        libc::ENOSPC
+    } else if msg.contains("invalid") || msg.contains("too long") {
+        libc::EINVAL
+    } else {
+        libc::EPERM
+    }
+}
+
 impl rzfs_fuse::Snapshots for LiveSnapshots {
     fn list(&self) -> Vec<String> {
         let Ok((pool, head)) = self.head() else { return Vec::new() };
@@ -75,6 +104,19 @@ impl rzfs_fuse::Snapshots for LiveSnapshots {
         let Ok((pool, head)) = self.head() else { return (0, 0) };
         let (sec, nsec) = pool.dsl().snapshots_changed(head.dir_obj).unwrap_or((0, 0));
         (sec, nsec.min(999_999_999) as u32)
+    }
+    fn create(&self, name: &str) -> Result<(), i32> {
+        let fs = self.admin()?;
+        crate::cmd::zfs::snapdir_snapshot(&self.state, &format!("{fs}@{name}")).map_err(errno)
+    }
+    fn destroy(&self, name: &str) -> Result<(), i32> {
+        let fs = self.admin()?;
+        crate::cmd::zfs::snapdir_destroy(&self.state, &format!("{fs}@{name}")).map_err(errno)
+    }
+    fn rename(&self, old: &str, new: &str) -> Result<(), i32> {
+        let fs = self.admin()?;
+        crate::cmd::zfs::snapdir_rename(&self.state, &format!("{fs}@{old}"), &format!("{fs}@{new}"))
+            .map_err(errno)
     }
     fn snapdir_now(&self) -> Option<(bool, bool)> {
         let (pool, head) = self.head().ok()?;

@@ -612,3 +612,49 @@ fn recursive_destroy_is_a_best_effort() {
     zdb_check(&dir, "db");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// With the daemon's `RZFS_ADMIN_SNAPSHOT=1` (OpenZFS's `zfs_admin_snapshot`), `mkdir`,
+/// `mv` and `rmdir` in `.zfs/snapshot` take, rename and destroy snapshots (ZTS snapshot_015,
+/// snapshot_016); a snapshot with a clone is not removed; without the setting they get
+/// EACCES, as on Linux by default.
+#[test]
+fn snapshot_directory_changes_snapshots() {
+    if skip_without_fuse_zdb("snapshot_directory_changes_snapshots") {
+        return;
+    }
+    let dir = scratch("snapdir-admin");
+    let d = Daemon::with_env("snapdir-admin", &[("RZFS_ADMIN_SNAPSHOT", "1")]);
+    let (_devs, mnt) = create(&d, &dir, "sa", &SINGLE, 256 << 20);
+    d.ok("rzfs", &["create", "sa/fs"]);
+    std::fs::write(mnt.join("fs/f"), b"one").unwrap();
+    let sd = mnt.join("fs/.zfs/snapshot");
+    let snaps = || d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name", "-r", "sa"]);
+    std::fs::create_dir(sd.join("a")).unwrap();
+    assert_eq!(snaps(), "sa/fs@a\n");
+    assert_eq!(std::fs::read(sd.join("a/f")).unwrap(), b"one");
+    let e = std::fs::create_dir(sd.join("a")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EEXIST), "{e}");
+    std::fs::rename(sd.join("a"), sd.join("b")).unwrap();
+    assert_eq!(snaps(), "sa/fs@b\n");
+    assert_eq!(std::fs::read(sd.join("b/f")).unwrap(), b"one");
+    d.ok("rzfs", &["clone", "sa/fs@b", "sa/c"]);
+    let e = std::fs::remove_dir(sd.join("b")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EEXIST), "a snapshot with a clone stays: {e}");
+    d.ok("rzfs", &["destroy", "sa/c"]);
+    std::fs::remove_dir(sd.join("b")).unwrap();
+    assert_eq!(snaps(), "");
+    assert!(!sd.join("b").exists());
+    d.ok("rzpool", &["export", "sa"]);
+    zdb_check(&dir, "sa");
+    drop(d);
+
+    // Without the setting: EACCES, nothing changes.
+    let d = Daemon::new("snapdir-admin");
+    import(&d, &dir, "sa", &mnt, false);
+    d.ok("rzfs", &["mount", "sa/fs"]);
+    let e = std::fs::create_dir(sd.join("x")).unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}");
+    assert_eq!(d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name", "-r", "sa"]), "");
+    d.ok("rzpool", &["export", "sa"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -38,7 +38,7 @@ const TTL: Duration = Duration::from_secs(60);
 const OBJ_BITS: u32 = 48;
 const OBJ_MASK: u64 = (1 << OBJ_BITS) - 1;
 pub(crate) const CTL_DIR: u64 = (0xFFFF << OBJ_BITS) | 1;
-const SNAP_DIR: u64 = (0xFFFF << OBJ_BITS) | 2;
+pub(crate) const SNAP_DIR: u64 = (0xFFFF << OBJ_BITS) | 2;
 
 /// The snapshots of the mounted dataset, opened on demand for `.zfs/snapshot/NAME`.
 pub trait Snapshots: Send + Sync {
@@ -57,6 +57,19 @@ pub trait Snapshots: Send + Sync {
     /// when never.
     fn changed(&self) -> (u64, u32) {
         (0, 0)
+    }
+    /// `mkdir .zfs/snapshot/NAME`: takes snapshot NAME of the file system (OpenZFS with
+    /// `zfs_admin_snapshot` set). An errno on failure; EROFS where snapshots cannot change.
+    fn create(&self, _name: &str) -> Result<(), i32> {
+        Err(libc::EROFS)
+    }
+    /// `rmdir .zfs/snapshot/NAME`: destroys snapshot NAME.
+    fn destroy(&self, _name: &str) -> Result<(), i32> {
+        Err(libc::EROFS)
+    }
+    /// `mv .zfs/snapshot/OLD .zfs/snapshot/NEW`: renames a snapshot.
+    fn rename(&self, _old: &str, _new: &str) -> Result<(), i32> {
+        Err(libc::EROFS)
     }
 }
 
@@ -399,6 +412,12 @@ impl ZfsFuse {
             live: true,
             ttl: Duration::from_secs(1),
         }
+    }
+
+    /// The snapshots behind the view, for what `mkdir`, `rmdir` and `mv` in `.zfs/snapshot`
+    /// do to them.
+    pub(crate) fn source(&self) -> &dyn Snapshots {
+        self.snap_source.as_ref()
     }
 
     /// What tells which snapshots are in use, for the mount's handle.

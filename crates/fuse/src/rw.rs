@@ -181,6 +181,11 @@ pub fn mount_rw_snapshots<B: RwBackend>(
 }
 
 type Res<T> = Result<T, i32>;
+
+/// A name under `.zfs/snapshot` as a snapshot name (UTF-8; zfs checks the rest).
+fn snap_name(name: &OsStr) -> Res<&str> {
+    name.to_str().ok_or(libc::EINVAL)
+}
 type ZRes<T> = Result<T, ZplWriteError>;
 
 /// One name of a directory listing.
@@ -1040,6 +1045,15 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         umask: u32,
         reply: ReplyEntry,
     ) {
+        if parent == crate::SNAP_DIR {
+            // A snapshot taken by name (OpenZFS's zpl_snapdir_mkdir), then looked up.
+            if let Some(v) = self.snaps.as_mut() {
+                return match snap_name(name).and_then(|n| v.source().create(n)) {
+                    Ok(()) => v.lookup(req, parent, name, reply),
+                    Err(e) => reply.error(e),
+                };
+            }
+        }
         if crate::in_snapshot_space(parent) {
             return reply.error(libc::EROFS);
         }
@@ -1056,6 +1070,11 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
     }
 
     fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        if parent == crate::SNAP_DIR {
+            if let Some(v) = self.snaps.as_ref() {
+                return reply_empty(reply, snap_name(name).and_then(|n| v.source().destroy(n)));
+            }
+        }
         if crate::in_snapshot_space(parent) {
             return reply.error(libc::EROFS);
         }
@@ -1088,6 +1107,13 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         flags: u32,
         reply: ReplyEmpty,
     ) {
+        if parent == crate::SNAP_DIR && newparent == crate::SNAP_DIR && flags == 0 {
+            if let Some(v) = self.snaps.as_ref() {
+                let r =
+                    snap_name(name).and_then(|o| snap_name(newname).and_then(|n| v.source().rename(o, n)));
+                return reply_empty(reply, r);
+            }
+        }
         if crate::in_snapshot_space(parent) || crate::in_snapshot_space(newparent) {
             // Across the snapshot space and the head: EXDEV, as between two mounts.
             let both = crate::in_snapshot_space(parent) && crate::in_snapshot_space(newparent);

@@ -141,7 +141,9 @@ inner() {
 	}
 
 	start_daemon() {
-		RZFS_VOL_DIR=$RZFS_VOL_DIR "$WORK/rzbin/rzfsd" --socket "$RZFS_SOCKET" >>"$WORK/run/rzfsd.log" 2>&1 &
+		# zfs_admin_snapshot=1 (mkdir/rmdir/mv in .zfs/snapshot), which the snapshot group's
+		# setup sets: rzfsd reads no tunable file, only its environment.
+		RZFS_ADMIN_SNAPSHOT=1 RZFS_VOL_DIR=$RZFS_VOL_DIR "$WORK/rzbin/rzfsd" --socket "$RZFS_SOCKET" >>"$WORK/run/rzfsd.log" 2>&1 &
 		DAEMON_PID=$!
 		echo "$DAEMON_PID" >>"$WORK/run/daemon.pids"
 		local i
@@ -372,8 +374,14 @@ if [[ -n $need ]]; then
 		echo "run-zts: apt-get install$need failed" >&2; exit 1; }
 fi
 
-PREFIX=$(bash "$HERE/oracle-setup.sh") || { echo "run-zts: oracle-setup.sh failed" >&2; exit 1; }
-ORACLE_ROOT=$PREFIX/root
+# RZFS_ZTS_ROOT: a tree where those packages are already unpacked (the project's
+# scripts/install-test-deps.sh makes one); otherwise oracle-setup.sh unpacks them.
+if [[ -n ${RZFS_ZTS_ROOT:-} ]]; then
+	ORACLE_ROOT=$RZFS_ZTS_ROOT
+else
+	PREFIX=$(bash "$HERE/oracle-setup.sh") || { echo "run-zts: oracle-setup.sh failed" >&2; exit 1; }
+	ORACLE_ROOT=$PREFIX/root
+fi
 ORACLE_LIB=$ORACLE_ROOT/lib/x86_64-linux-gnu
 ZTS_DIR=$ORACLE_ROOT/usr/share/zfs
 STF_SUITE=$ZTS_DIR/zfs-tests

@@ -2195,6 +2195,31 @@ fn snapshot_idle(state: &State, fs: &str, snap: &str) -> Result<(), ()> {
     }
 }
 
+/// `mkdir .zfs/snapshot/NAME` of a mounted file system: `zfs snapshot FS@NAME`.
+pub(crate) fn snapdir_snapshot(state: &Arc<State>, name: &str) -> Result<(), String> {
+    crate::rwpool::snapshot(state, &[name.to_string()], &[], false)
+}
+
+/// `rmdir .zfs/snapshot/NAME`: `zfs destroy FS@NAME` (refused while it has clones or is in use).
+pub(crate) fn snapdir_destroy(state: &Arc<State>, name: &str) -> Result<(), String> {
+    let how = DestroyHow {
+        recursive: false,
+        dependents: false,
+        dry_run: false,
+        verbose: false,
+        parsable: false,
+        force: false,
+        defer: false,
+    };
+    destroy(state, name, &how).map(|_| ())
+}
+
+/// `mv .zfs/snapshot/OLD .zfs/snapshot/NEW`: `zfs rename FS@OLD FS@NEW`.
+pub(crate) fn snapdir_rename(state: &Arc<State>, old: &str, new: &str) -> Result<(), String> {
+    let how = RenameHow { recursive: false, force: false, parents: false, no_unmount: false };
+    rename(state, old, new, how).map(|_| ())
+}
+
 /// `zfs promote CLONE`.
 fn promote(state: &Arc<State>, name: &str) -> Result<(), String> {
     let pool =
