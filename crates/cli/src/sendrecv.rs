@@ -18,8 +18,9 @@
 //! its file system lies below the package's top one, and sets each file system's properties
 //! with its first substream.
 //!
-//! `receive -F` of an incremental replication stream first destroys what the sender no
-//! longer has (snapshots and file systems below the target the stream does not list).
+//! An incremental replication stream first renames what the sender renamed (snapshots and
+//! file systems, found by their snapshots' guids), and with `-F` destroys what the sender
+//! no longer has (snapshots and file systems below the target the stream does not list).
 //!
 //! Not yet: raw (`-w`) streams and clones inside a replication stream. A receive that
 //! fails leaves the target as it was: a new file system is destroyed, an existing one
@@ -1246,6 +1247,7 @@ fn receive_package(
                 let ondisk::nvlist::NvValue::NvList(one) = v else { continue };
                 let Some(snaps) = one.get_nvlist("snaps") else { continue };
                 let meta = Arc::new(FsMeta {
+                    name: one.get_str("name").map(str::to_string),
                     props: one.get_nvlist("props").cloned(),
                     snaps: snaps
                         .pairs
@@ -1280,9 +1282,10 @@ fn receive_package(
     } else {
         Vec::new()
     };
-    // -F with an incremental replication stream: what the sender no longer has goes first.
+    // An incremental replication stream: snapshots and file systems the sender renamed are
+    // renamed here to match, and with -F what the sender no longer has goes, first.
     let mut gone = String::new();
-    if recursive && o.force && !o.dry_run && hdr.get_str("fromsnap").is_some() {
+    if recursive && !o.dry_run && hdr.get_str("fromsnap").is_some() {
         let local_top = if o.discard_first {
             top.split_once('/').map_or(target.to_string(), |(_, rest)| format!("{target}/{rest}"))
         } else if o.last_only {
@@ -1290,7 +1293,10 @@ fn receive_package(
         } else {
             target.to_string()
         };
-        gone = destroy_not_sent(state, &local_top, &props_of, o.verbose);
+        gone = rename_as_sent(state, &local_top, &top, &props_of, o.verbose);
+        if o.force {
+            gone.push_str(&destroy_not_sent(state, &local_top, &props_of, o.verbose));
+        }
     }
     // Holds travel when the package's BEGIN says so and `receive -h` does not refuse them.
     let holds = begin.features() & FEATURE_HOLDS != 0 && !o.skip_holds;
@@ -1331,6 +1337,100 @@ fn receive_package(
         }
     }
     r.map(|(resp, _)| resp)
+}
+
+/// An incremental replication stream follows the sender's renames, as libzfs's
+/// `recv_incremental_replication` does before the substreams (with or without -F): below
+/// `local_top` (where the package's top file system `top` lands), a snapshot known by its
+/// guid under another name is renamed to the stream's name, and a file system whose
+/// snapshots the stream lists under another path (relative to `top`) is moved there, parents
+/// first, when the new parent exists and the name is free. A rename that cannot be done is
+/// reported and skipped, as libzfs goes on past a failed `recv_rename`. Returns the `-v`
+/// lines ("attempting rename A to B").
+fn rename_as_sent(
+    state: &Arc<State>,
+    local_top: &str,
+    top: &str,
+    sent: &std::collections::BTreeMap<u64, Arc<FsMeta>>,
+    verbose: bool,
+) -> String {
+    let mut out = String::new();
+    let mut rename = |old: &str, new: &str| -> bool {
+        if verbose {
+            out.push_str(&format!("attempting rename {old} to {new}\n"));
+        }
+        match crate::cmd::zfs::snapdir_rename(state, old, new) {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("rzfsd: receive: cannot rename '{old}' to '{new}': {e}");
+                if verbose {
+                    out.push_str(&format!("failed ({e})\n"));
+                }
+                false
+            }
+        }
+    };
+    // One rename at a time, the datasets listed again after each: a parent moved moves its
+    // children's names. Bounded, in case two renames undo each other; one that failed is
+    // not tried again.
+    let mut failed: Vec<(String, String)> = Vec::new();
+    for _ in 0..64 {
+        let Ok(pool) = state.pool(pool_of(local_top)) else { break };
+        let Ok(all) = pool.dsl().list() else { break };
+        let below = |n: &str| n == local_top || n.starts_with(&format!("{local_top}/"));
+        let exists = |n: &str| all.iter().any(|d| d.name == n);
+        let mut next: Option<(String, String)> = None;
+        // Snapshot names first.
+        for snap in all.iter().filter(|d| d.kind == dsl::DatasetKind::Snapshot) {
+            let Some((fs, short)) = snap.name.split_once('@') else { continue };
+            if !below(fs) || fs.contains('%') {
+                continue;
+            }
+            let Some(meta) = sent.get(&snap.ds.guid) else { continue };
+            let Some((want, _)) = meta.snaps.iter().find(|(_, g)| *g == snap.ds.guid) else { continue };
+            let new = format!("{fs}@{want}");
+            if want != short && !exists(&new) && !failed.contains(&(snap.name.clone(), new.clone())) {
+                next = Some((snap.name.clone(), new));
+                break;
+            }
+        }
+        // Then file systems, shallowest first.
+        if next.is_none() {
+            let mut heads: Vec<&dsl::Dataset> = all
+                .iter()
+                .filter(|d| d.kind != dsl::DatasetKind::Snapshot && below(&d.name) && d.name != local_top)
+                .filter(|d| !d.name.contains('%'))
+                .collect();
+            heads.sort_by_key(|d| d.name.matches('/').count());
+            for h in heads {
+                let snap_guids = all.iter().filter(|s| {
+                    s.kind == dsl::DatasetKind::Snapshot
+                        && s.name.split_once('@').is_some_and(|(f, _)| f == h.name)
+                });
+                let Some(meta) = snap_guids.filter_map(|s| sent.get(&s.ds.guid)).next() else { continue };
+                let Some(rel) = meta.name.as_deref().and_then(|n| n.strip_prefix(top)) else { continue };
+                if !rel.starts_with('/') {
+                    continue;
+                }
+                let want = format!("{local_top}{rel}");
+                let parent = want.rsplit_once('/').map_or("", |(p, _)| p);
+                if want != h.name
+                    && !exists(&want)
+                    && exists(parent)
+                    && !want.starts_with(&format!("{}/", h.name))
+                    && !failed.contains(&(h.name.clone(), want.clone()))
+                {
+                    next = Some((h.name.clone(), want));
+                    break;
+                }
+            }
+        }
+        let Some((old, new)) = next else { break };
+        if !rename(&old, &new) {
+            failed.push((old, new));
+        }
+    }
+    out
 }
 
 /// `receive -F` of an incremental replication stream mirrors the sender's deletions, as
@@ -1866,6 +1966,8 @@ fn received_snapshot_props(state: &Arc<State>, o: &RecvOpts, fs: &str, m: &FsMet
 /// What a replication package's header says of one file system: its properties, its
 /// snapshots (name, guid) and theirs.
 struct FsMeta {
+    /// The file system's name on the sending side (`name`).
+    name: Option<String>,
     props: Option<ondisk::nvlist::NvList>,
     snaps: Vec<(String, u64)>,
     snapprops: Option<ondisk::nvlist::NvList>,

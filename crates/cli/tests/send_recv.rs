@@ -2101,6 +2101,51 @@ fn receive_force_replication_mirrors_deletions() {
     zdb_check(&dir, "rm");
 }
 
+/// An incremental replication stream follows the sender's renames (libzfs
+/// `recv_incremental_replication`, with or without -F): a snapshot renamed, a file system
+/// renamed with its children, another moved under it; `-v` names each ("attempting
+/// rename"). The receiver ends as the sender, files included.
+#[test]
+fn receive_replication_follows_renames() {
+    if skip_without_fuse_zdb("receive_replication_follows_renames") {
+        return;
+    }
+    let dir = scratch("recv-rename");
+    let d = Daemon::new("recv-rename");
+    let (_devs, mnt) = create(&d, &dir, "rr", &SINGLE, 256 << 20);
+    for fs in ["rr/t", "rr/t/a", "rr/t/a/b", "rr/t/c"] {
+        d.ok("rzfs", &["create", fs]);
+    }
+    std::fs::write(mnt.join("t/a/b/f"), b"one").unwrap();
+    d.ok("rzfs", &["snapshot", "-r", "rr/t@1"]);
+    d.ok("rzfs", &["snapshot", "-r", "rr/t@2"]);
+    let full = dir.join("full.zs");
+    assert_eq!(send_to(&d, &["-R", "rr/t@2"], &full).0, 0);
+    assert_eq!(recv_from(&d, &["-u", "rr/copy"], &full).0, 0);
+    d.ok("rzfs", &["rename", "rr/t/a/b@1", "rr/t/a/b@first"]);
+    d.ok("rzfs", &["rename", "rr/t/a", "rr/t/aa"]);
+    d.ok("rzfs", &["rename", "rr/t/c", "rr/t/aa/c"]);
+    std::fs::write(mnt.join("t/aa/b/f"), b"two").unwrap();
+    d.ok("rzfs", &["snapshot", "-r", "rr/t@3"]);
+    let inc = dir.join("inc.zs");
+    assert_eq!(send_to(&d, &["-R", "-I", "@2", "rr/t@3"], &inc).0, 0);
+    let (code, out, err) = recv_output(&d, &["-v", "-u", "rr/copy"], &inc);
+    assert_eq!(code, 0, "{err}");
+    for (a, b) in
+        [("rr/copy/a/b@1", "rr/copy/a/b@first"), ("rr/copy/a", "rr/copy/aa"), ("rr/copy/c", "rr/copy/aa/c")]
+    {
+        assert!(out.contains(&format!("attempting rename {a} to {b}\n")), "{a}: {out}");
+    }
+    let names = |fs: &str| {
+        d.ok("rzfs", &["list", "-H", "-r", "-t", "all", "-o", "name", "-s", "name", fs]).replace(fs, "TOP")
+    };
+    assert_eq!(names("rr/copy"), names("rr/t"));
+    d.ok("rzfs", &["mount", "rr/copy/aa/b"]);
+    assert_eq!(std::fs::read(mnt.join("copy/aa/b/f")).unwrap(), b"two");
+    d.ok("rzpool", &["export", "rr"]);
+    zdb_check(&dir, "rr");
+}
+
 /// `receive -o origin=SNAP` of a full stream (ZTS zfs_receive_010_pos): the file system is
 /// made a clone of SNAP and the stream applied over SNAP's objects, whatever they were
 /// (a file onto a directory, holes onto data, a missing object onto a file, a new record
