@@ -658,3 +658,45 @@ fn snapshot_directory_changes_snapshots() {
     d.ok("rzpool", &["export", "sa"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `zfs list`/`zfs get` of several names, some missing, print what exists and fail naming the
+/// others, as zfs_for_each (ZTS zfs_clone_010_pos lists a snapshot and a clone list as two
+/// names); an empty listing says "no datasets available"; `clone -p` onto an existing
+/// dataset succeeds doing nothing (zfs_clone_002_pos), and the `clones` property stops at
+/// libzfs's 8191 bytes.
+#[test]
+fn listings_go_on_past_missing_names() {
+    if skip_without_fuse_zdb("listings_go_on_past_missing_names") {
+        return;
+    }
+    let dir = scratch("list-missing");
+    let d = Daemon::new("list-missing");
+    let (_devs, _mnt) = create(&d, &dir, "lm", &SINGLE, 256 << 20);
+    d.ok("rzfs", &["create", "lm/a"]);
+    d.ok("rzfs", &["snapshot", "lm/a@s"]);
+    let (code, out, err) = d.run("rzfs", &["list", "-H", "-o", "name", "lm/a@s", "lm/nope", "nopool/x"]);
+    assert_eq!((code, out.as_str()), (1, "lm/a@s\n"), "{err}");
+    assert_eq!(
+        err,
+        "cannot open 'lm/nope': dataset does not exist\ncannot open 'nopool/x': dataset does not exist\n"
+    );
+    let (code, out, err) = d.run("rzfs", &["get", "-H", "-o", "name,value", "type", "lm/nope", "lm/a"]);
+    assert_eq!((code, out.as_str()), (1, "lm/a\tfilesystem\n"), "{err}");
+    let (code, out, err) = d.run("rzfs", &["list", "-t", "snapshot", "lm"]);
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "", "no datasets available\n"));
+    d.ok("rzfs", &["clone", "-p", "lm/a@s", "lm/x/y/c"]);
+    d.ok("rzfs", &["clone", "-p", "lm/a@s", "lm/x/y/c"]);
+    let (code, _, _) = d.run("rzfs", &["clone", "lm/a@s", "lm/x/y/c"]);
+    assert_ne!(code, 0, "without -p an existing target is an error");
+    // 41 clones of 200-byte names: the list is cut at 8191 bytes.
+    let long = "x".repeat(200);
+    for i in 0..41 {
+        d.ok("rzfs", &["clone", "lm/a@s", &format!("lm/a/{long}.{i}")]);
+    }
+    let clones = d.ok("rzfs", &["get", "-H", "-o", "value", "clones", "lm/a@s"]);
+    assert_eq!(clones.trim_end_matches('\n').len(), 8191);
+    d.ok("rzfs", &["destroy", "-R", "lm/a@s"]);
+    d.ok("rzpool", &["export", "lm"]);
+    zdb_check(&dir, "lm");
+    let _ = std::fs::remove_dir_all(&dir);
+}

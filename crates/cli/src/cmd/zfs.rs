@@ -677,21 +677,28 @@ fn depth_below(parent: &str, child: &str) -> Option<usize> {
     Some(rest.matches(['/', '@', '#']).count())
 }
 
-fn collect(
+/// The datasets `zfs list`/`zfs get` walk: `names` (all pools' when empty), with their
+/// descendants when recursive (to `depth`), of the given types. Goes on past names that do
+/// not exist, giving a "cannot open" message for each (as zfs_for_each: zfs prints what it
+/// can and exits 1).
+fn collect_some(
     state: &State,
     names: &[String],
     recursive: bool,
     depth: Option<usize>,
     types: &[DatasetKind],
-) -> Result<Vec<Entry>, String> {
+) -> Result<(Vec<Entry>, Vec<String>), String> {
     let mut out = Vec::new();
+    let mut missing = Vec::new();
     let pools: Vec<Arc<Pool>> = if names.is_empty() {
         state.all_pools()
     } else {
         let mut v: Vec<Arc<Pool>> = Vec::new();
         for n in names {
-            let p =
-                state.pool(pool_of(n)).map_err(|_| format!("cannot open '{n}': dataset does not exist"))?;
+            let Ok(p) = state.pool(pool_of(n)) else {
+                missing.push(format!("cannot open '{n}': dataset does not exist"));
+                continue;
+            };
             if !v.iter().any(|x| x.name() == p.name()) {
                 v.push(p);
             }
@@ -748,11 +755,13 @@ fn collect(
         }
         for n in names {
             if pool_of(n) == p.name() && !exists.contains(n) {
-                return Err(format!("cannot open '{n}': dataset does not exist"));
+                missing.push(format!("cannot open '{n}': dataset does not exist"));
             }
         }
     }
-    Ok(out)
+    // In the order the names were given.
+    missing.sort_by_key(|m| names.iter().position(|n| m.contains(&format!("'{n}'"))));
+    Ok((out, missing))
 }
 
 const LIST_DEFAULT: &[&str] = &["name", "used", "avail", "refer", "mountpoint"];
@@ -760,14 +769,34 @@ const LIST_DEFAULT: &[&str] = &["name", "used", "avail", "refer", "mountpoint"];
 struct Listing {
     table: Table,
     rows: Vec<Vec<(String, String)>>,
+    /// Names that do not exist ("cannot open ..."): the rest is listed, the exit code is 1.
+    missing: Vec<String>,
 }
 
 fn render(l: Listing, scripted: bool, parsable: bool) -> Response {
     let mut t = l.table;
+    let some = !l.rows.is_empty();
     for r in l.rows {
         t.rows.push(r.into_iter().map(|(human, exact)| if parsable { exact } else { human }).collect());
     }
-    Response::ok(t.render(scripted))
+    if !some && l.missing.is_empty() && !scripted {
+        // zfs_do_list: nothing printed, not even the header.
+        let mut r = Response::ok(String::new());
+        r.stderr = "no datasets available\n".into();
+        return r;
+    }
+    partial(if some { t.render(scripted) } else { String::new() }, l.missing)
+}
+
+/// The answer of a listing that went on past missing names: what was found, and the
+/// messages with exit 1 if any name was missing.
+fn partial(stdout: String, missing: Vec<String>) -> Response {
+    if missing.is_empty() {
+        return Response::ok(stdout);
+    }
+    let mut r = Response::err(missing.join("\n"));
+    r.stdout = stdout;
+    r
 }
 
 /// Which datasets `zfs get` walks.
@@ -802,7 +831,7 @@ fn list(
     sort: &[(String, bool)],
 ) -> Result<Listing, String> {
     let kinds = wanted_types(types, true)?;
-    let entries = collect(state, names, recursive, depth, &kinds)?;
+    let (entries, missing) = collect_some(state, names, recursive, depth, &kinds)?;
     let cols: Vec<String> =
         if props.is_empty() { LIST_DEFAULT.iter().map(|s| s.to_string()).collect() } else { props.to_vec() };
     let right: Vec<bool> = cols.iter().map(|c| is_numeric(c)).collect();
@@ -836,7 +865,7 @@ fn list(
         });
     }
     let rows = rows.into_iter().map(|(_, r)| r).collect();
-    Ok(Listing { table: Table::new(&hdr, &right), rows })
+    Ok(Listing { table: Table::new(&hdr, &right), rows, missing })
 }
 
 fn is_numeric(p: &str) -> bool {
@@ -1248,7 +1277,17 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
             } else {
                 Vec::new()
             };
-            text(if names.is_empty() { "-".to_string() } else { names.join(",") }, "-")
+            // libzfs builds it in a ZFS_MAXPROPLEN (8192) buffer: at most 8191 bytes
+            // (strlcat cuts the rest; ZTS zfs_clone_010_pos).
+            let mut list = names.join(",");
+            if list.len() > 8191 {
+                let mut cut = 8191;
+                while !list.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                list.truncate(cut);
+            }
+            text(if names.is_empty() { "-".to_string() } else { list }, "-")
         }
         "origin" => {
             // Every file system is a clone of the hidden $ORIGIN@$ORIGIN; only user
@@ -1474,7 +1513,7 @@ fn get(
 ) -> Result<Response, String> {
     let kinds = wanted_types(&walk.types, false)?;
     source_wanted("-", sources)?;
-    let entries = collect(state, names, walk.recursive, walk.depth, &kinds)?;
+    let (entries, missing) = collect_some(state, names, walk.recursive, walk.depth, &kinds)?;
     let plist: Vec<String> = if props == "all" {
         GET_ALL.iter().map(|s| s.to_string()).collect()
     } else {
@@ -1519,7 +1558,8 @@ fn get(
             t.rows.push(row);
         }
     }
-    Ok(Response::ok(t.render(scripted)))
+    let out = if t.rows.is_empty() { String::new() } else { t.render(scripted) };
+    Ok(partial(out, missing))
 }
 
 fn list_mounts(state: &State) -> Response {
@@ -2441,6 +2481,10 @@ fn clone(
     props: &[String],
     parents: bool,
 ) -> Result<Response, String> {
+    // With -p an existing target is success, as zfs_do_clone (and create -p) has it.
+    if parents && state.pool(pool_of(name)).is_ok_and(|p| p.dsl().find(name).is_ok()) {
+        return Ok(Response::ok(String::new()));
+    }
     if let Some((parent, _)) = name.rsplit_once('/').filter(|_| parents) {
         let missing = state.pool(pool_of(parent)).ok().is_none_or(|p| p.dsl().find(parent).is_err());
         if parent.contains('/') && missing {
