@@ -690,6 +690,18 @@ pub fn clone_fs(state: &State, snapshot: &str, name: &str, props: &[String]) -> 
         return Err(format!("cannot create '{name}': source and target pools differ"));
     }
     let rw = writable(state, name, &format!("cannot create '{name}'"))?;
+    // A clone of a volume's snapshot is a volume: file system properties do not apply
+    // (zfs_valid_proplist).
+    let head = snapshot.split('@').next().unwrap_or(snapshot);
+    if find_ds(state, head).is_ok_and(|d| d.kind == dsl::DatasetKind::Volume) {
+        for p in props {
+            let k = p.split_once('=').map_or(p.as_str(), |(k, _)| k);
+            let k = dsl::props::canonical(k);
+            if !dsl::props::is_user_prop(k) && !crate::cmd::zfs::applies_to_type(k, 'V') {
+                return Err(format!("cannot create '{name}': '{k}' does not apply to datasets of this type"));
+            }
+        }
+    }
     let fs_props = parse_fs_props(props, &None)?;
     rw.spa.clone_filesystem(snapshot, name, fs_props, now_pair().0).map_err(|e| e.to_string())
 }

@@ -662,8 +662,8 @@ fn snapshot_directory_changes_snapshots() {
 /// `zfs list`/`zfs get` of several names, some missing, print what exists and fail naming the
 /// others, as zfs_for_each (ZTS zfs_clone_010_pos lists a snapshot and a clone list as two
 /// names); an empty listing says "no datasets available"; `clone -p` onto an existing
-/// dataset succeeds doing nothing (zfs_clone_002_pos), and the `clones` property stops at
-/// libzfs's 8191 bytes.
+/// dataset succeeds doing nothing (zfs_clone_002_pos), the `clones` property stops at
+/// libzfs's 8191 bytes, and a volume's clone refuses file system properties.
 #[test]
 fn listings_go_on_past_missing_names() {
     if skip_without_fuse_zdb("listings_go_on_past_missing_names") {
@@ -696,6 +696,13 @@ fn listings_go_on_past_missing_names() {
     let clones = d.ok("rzfs", &["get", "-H", "-o", "value", "clones", "lm/a@s"]);
     assert_eq!(clones.trim_end_matches('\n').len(), 8191);
     d.ok("rzfs", &["destroy", "-R", "lm/a@s"]);
+    // A clone of a volume is a volume: file system properties are refused (zfs_clone_009_neg).
+    d.ok("rzfs", &["create", "-V", "8M", "lm/v"]);
+    d.ok("rzfs", &["snapshot", "lm/v@s"]);
+    let (code, _, err) = d.run("rzfs", &["clone", "-o", "quota=4M", "lm/v@s", "lm/vc"]);
+    assert!(code != 0 && err.contains("'quota' does not apply to datasets of this type"), "{err}");
+    d.ok("rzfs", &["clone", "-o", "compression=lz4", "lm/v@s", "lm/vc"]);
+    d.ok("rzfs", &["destroy", "-R", "lm/v"]);
     d.ok("rzpool", &["export", "lm"]);
     zdb_check(&dir, "lm");
     let _ = std::fs::remove_dir_all(&dir);
