@@ -360,6 +360,19 @@ fn parse_fs_props(props: &[String], mountpoint: &Option<String>) -> Result<Vec<(
         all.push(("mountpoint".into(), m.clone()));
     }
     for (k, v) in all {
+        if k == "version" {
+            // The ZPL version lives in the master node, not among the properties: rzfs
+            // makes file systems (and clones of them) at version 5 only, so `current` or 5 is
+            // what happens anyway, and an older one is refused (for a clone, a downgrade).
+            match v.as_str() {
+                "current" | "5" => continue,
+                _ => {
+                    return Err(format!(
+                        "invalid property 'version': rzfs makes file systems at version 5 only ('{v}' given)"
+                    ))
+                }
+            }
+        }
         let raw = dsl::props::parse_value(&k, &v).map_err(|e| format!("invalid property '{k}': {e}"))?;
         let zv = match raw {
             dsl::props::RawProp::Num(n) => ZapVal::u64(n),

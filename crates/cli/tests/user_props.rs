@@ -707,3 +707,41 @@ fn listings_go_on_past_missing_names() {
     zdb_check(&dir, "lm");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `zfs upgrade` as zfs prints it: the current version and that every file system is at it,
+/// `-v` the versions, `-a`/names counting those already current; `create`/`clone -o
+/// version=` take the current version and refuse older ones (ZTS zfs_clone_007_pos).
+#[test]
+fn zfs_upgrade_and_version() {
+    if skip_without_fuse_zdb("zfs_upgrade_and_version") {
+        return;
+    }
+    let dir = scratch("zfs-upgrade");
+    let d = Daemon::new("zfs-upgrade");
+    let (_devs, _mnt) = create(&d, &dir, "zu", &SINGLE, 256 << 20);
+    d.ok("rzfs", &["create", "-o", "version=5", "zu/a"]);
+    assert_eq!(
+        d.ok("rzfs", &["upgrade"]),
+        "This system is currently running ZFS filesystem version 5.\n\n\
+         All filesystems are formatted with the current version.\n"
+    );
+    assert!(d.ok("rzfs", &["upgrade", "-v"]).contains(" 5   System attributes\n"));
+    assert_eq!(
+        d.ok("rzfs", &["upgrade", "-a"]),
+        "0 filesystems upgraded\n2 filesystems already at this version\n"
+    );
+    assert_eq!(
+        d.ok("rzfs", &["upgrade", "zu/a"]),
+        "0 filesystems upgraded\n1 filesystems already at this version\n"
+    );
+    let (code, out, _) = d.run("rzfs", &["upgrade", "-V", "4", "zu/a"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("zu/a: can not be downgraded; it is already at version 5\n"), "{out}");
+    d.ok("rzfs", &["snapshot", "zu/a@s"]);
+    d.ok("rzfs", &["clone", "-o", "version=5", "zu/a@s", "zu/c"]);
+    let (code, _, err) = d.run("rzfs", &["clone", "-o", "version=4", "zu/a@s", "zu/d"]);
+    assert!(code != 0 && err.contains("version"), "{err}");
+    assert!(!d.ok("rzfs", &["list", "-H", "-o", "name"]).contains("zu/d"));
+    d.ok("rzpool", &["export", "zu"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -185,6 +185,23 @@ enum Cmd {
         /// A later snapshot, or the file system (the default).
         to: Option<String>,
     },
+    /// Show file system (ZPL) versions: with no argument, the file systems not at the
+    /// current version (5); -v the versions; -a or names upgrade (zfs upgrade).
+    Upgrade {
+        /// Upgrade the named file systems' descendants too.
+        #[arg(short = 'r')]
+        recursive: bool,
+        /// List the file system versions.
+        #[arg(short = 'v')]
+        versions: bool,
+        /// Upgrade to this version (default: the current one).
+        #[arg(short = 'V', value_name = "VERSION")]
+        version: Option<String>,
+        /// Upgrade every file system of every imported pool.
+        #[arg(short = 'a')]
+        all: bool,
+        names: Vec<String>,
+    },
     /// Promote a clone: the snapshots it depends on (its origin and those before it) move
     /// to it, and the file system it was cloned from becomes its clone.
     Promote {
@@ -463,6 +480,9 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
             destroy(state, &name, &how)
         }
         Cmd::Promote { name } => promote(state, &name).map(|_| Response::ok(String::new())),
+        Cmd::Upgrade { recursive, versions, version, all, names } => {
+            upgrade(state, recursive, versions, version.as_deref(), all, &names)
+        }
         Cmd::Diff { classify, scripted, timestamps, no_mangle, snapshot, to, .. } => {
             let o = crate::diff::DiffOpts { classify, scripted, timestamps, no_mangle };
             diff(state, &snapshot, to.as_deref(), o)
@@ -2258,6 +2278,130 @@ pub(crate) fn snapdir_destroy(state: &Arc<State>, name: &str) -> Result<(), Stri
 pub(crate) fn snapdir_rename(state: &Arc<State>, old: &str, new: &str) -> Result<(), String> {
     let how = RenameHow { recursive: false, force: false, parents: false, no_unmount: false };
     rename(state, old, new, how).map(|_| ())
+}
+
+/// The ZPL version rzfs creates and runs (`ZPL_VERSION`: 5, system attributes).
+const ZPL_VERSION: u64 = 5;
+
+/// `zfs upgrade`: with no argument, the file systems whose ZPL version is older or newer
+/// than the current one; `-v` the versions; `-a` or names (with `-r` their descendants)
+/// upgrade to `-V` (default: current), in zfs_do_upgrade's words. rzfs only has file
+/// systems at version 5 to offer: an older one is reported as not upgraded (converting a
+/// file system to system attributes is not done yet), and the command fails.
+fn upgrade(
+    state: &Arc<State>,
+    recursive: bool,
+    versions: bool,
+    version: Option<&str>,
+    all: bool,
+    names: &[String],
+) -> Result<Response, String> {
+    let usage = || "usage:\n\tupgrade [-v]\n\tupgrade [-r [-V version]] <-a | filesystem ...>".to_string();
+    if (!all && names.is_empty() && (recursive || version.is_some()))
+        || (versions && (recursive || all || version.is_some() || !names.is_empty()))
+        || (all && !names.is_empty())
+    {
+        return Err(usage());
+    }
+    if versions {
+        return Ok(Response::ok(
+            "The following filesystem versions are supported:\n\n\
+             VER  DESCRIPTION\n\
+             ---  --------------------------------------------------------\n \
+             1   Initial ZFS filesystem version\n \
+             2   Enhanced directory entries\n \
+             3   Case insensitive and filesystem user identifier (FUID)\n \
+             4   userquota, groupquota properties\n \
+             5   System attributes\n\n\
+             For more information on a particular version, including supported releases,\n\
+             see the ZFS Administration Guide.\n\n"
+                .to_string(),
+        ));
+    }
+    let fs_version = |e: &Entry| zpl_prop(&e.pool.dsl(), &e.ds, "version").exact.parse::<u64>().ok();
+    if !all && names.is_empty() {
+        let every = collect_some(state, &[], true, None, &[DatasetKind::Filesystem])?.0;
+        let mut out = format!("This system is currently running ZFS filesystem version {ZPL_VERSION}.\n\n");
+        let mut found = false;
+        for newer in [false, true] {
+            let mut first = true;
+            for e in &every {
+                let Some(v) = fs_version(e) else { continue };
+                if (!newer && v < ZPL_VERSION) || (newer && v > ZPL_VERSION) {
+                    if first {
+                        out.push_str(if newer {
+                            "The following filesystems are formatted using a newer software version and\n\
+                             cannot be accessed on the current system.\n\n\n"
+                        } else {
+                            "The following filesystems are out of date, and can be upgraded.  After being\n\
+                             upgraded, these filesystems (and any 'zfs send' streams generated from\n\
+                             subsequent snapshots) will no longer be accessible by older software versions.\n\n\n"
+                        });
+                        out.push_str("VER  FILESYSTEM\n---  ------------\n");
+                        first = false;
+                        found = true;
+                    }
+                    out.push_str(&format!("{v:2}   {}\n", e.ds.name));
+                }
+            }
+        }
+        if !found {
+            out.push_str("All filesystems are formatted with the current version.\n");
+        }
+        return Ok(Response::ok(out));
+    }
+    let target = match version {
+        None | Some("current") => ZPL_VERSION,
+        Some(v) => match v.parse::<u64>() {
+            Ok(n) if (1..=ZPL_VERSION).contains(&n) => n,
+            _ => return Err(format!("invalid version {v}\n{}", usage())),
+        },
+    };
+    let (entries, missing) = collect_some(state, names, recursive || all, None, &[DatasetKind::Filesystem])?;
+    // Nothing is ever upgraded yet: every file system rzfs makes is at the current version.
+    let (mut same, mut failed) = (0u64, missing.len() as u64);
+    let mut out = String::new();
+    let mut err = missing;
+    for e in &entries {
+        let Some(v) = fs_version(e) else { continue };
+        // ZPL 5 needs a pool of version 24 (SPA_VERSION_SA; zfs_spa_version_map).
+        let needed = if target >= 5 {
+            24
+        } else if target >= 3 {
+            9
+        } else {
+            1
+        };
+        let spa_version = e.pool.version();
+        if spa_version < needed {
+            out.push_str(&format!(
+                "{}: can not be upgraded; the pool version needs to first be upgraded\nto version {needed}\n\n",
+                e.ds.name
+            ));
+            failed += 1;
+        } else if v < target {
+            err.push(format!(
+                "cannot set property for '{}': upgrading a file system from version {v} is not supported by rzfs yet",
+                e.ds.name
+            ));
+            failed += 1;
+        } else if v > target {
+            out.push_str(&format!("{}: can not be downgraded; it is already at version {v}\n", e.ds.name));
+            failed += 1;
+        } else {
+            same += 1;
+        }
+    }
+    out.push_str("0 filesystems upgraded\n");
+    if same > 0 {
+        out.push_str(&format!("{same} filesystems already at this version\n"));
+    }
+    if failed > 0 {
+        let mut r = Response::err(err.join("\n"));
+        r.stdout = out;
+        return Ok(r);
+    }
+    Ok(Response::ok(out))
 }
 
 /// `zfs promote CLONE`.
