@@ -634,8 +634,12 @@ fn snapshot_directory_changes_snapshots() {
     assert_eq!(std::fs::read(sd.join("a/f")).unwrap(), b"one");
     let e = std::fs::create_dir(sd.join("a")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EEXIST), "{e}");
-    std::fs::rename(sd.join("a"), sd.join("b")).unwrap();
+    // mv(1), which asks for RENAME_NOREPLACE.
+    let st = std::process::Command::new("mv").arg(sd.join("a")).arg(sd.join("b")).status().unwrap();
+    assert!(st.success());
     assert_eq!(snaps(), "sa/fs@b\n");
+    std::fs::rename(sd.join("b"), sd.join("a")).unwrap();
+    std::fs::rename(sd.join("a"), sd.join("b")).unwrap();
     assert_eq!(std::fs::read(sd.join("b/f")).unwrap(), b"one");
     d.ok("rzfs", &["clone", "sa/fs@b", "sa/c"]);
     let e = std::fs::remove_dir(sd.join("b")).unwrap_err();

@@ -1107,7 +1107,8 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         flags: u32,
         reply: ReplyEmpty,
     ) {
-        if parent == crate::SNAP_DIR && newparent == crate::SNAP_DIR && flags == 0 {
+        // mv(1) asks for RENAME_NOREPLACE, which a snapshot rename keeps anyway.
+        if parent == crate::SNAP_DIR && newparent == crate::SNAP_DIR && flags & !libc::RENAME_NOREPLACE == 0 {
             if let Some(v) = self.snaps.as_ref() {
                 let r =
                     snap_name(name).and_then(|o| snap_name(newname).and_then(|n| v.source().rename(o, n)));
