@@ -5,7 +5,8 @@
 #   - zfs-fuse (Debian main), a peer that writes real v23 pools;
 #   - OpenZFS 2.3 userland (zdb, zstream, ztest) from bookworm-backports/contrib,
 #     unpacked into a private prefix because zfsutils-linux conflicts with zfs-fuse;
-#   - OpenZFS's test data (zfs-test package: zpool_upgrade blockfiles, send streams).
+#   - OpenZFS's test data and test suite (zfs-test package: zpool_upgrade blockfiles, send
+#     streams, ZTS and what it runs: ksh, sudo, fio, ...).
 # Idempotent: re-running skips what is present. Prints where the oracles live.
 set -euo pipefail
 
@@ -40,7 +41,9 @@ add_source /etc/apt/sources.list.d/rzfs-contrib.sources bookworm contrib
 # sanoid runs unchanged against rzfs in tests/snapshot_tools.rs (its zfs dependency is met
 # by zfs-fuse). man-db (man, groff) and systemd (systemd-analyze) check what
 # scripts/install.sh installs (tests/install.rs).
-pkgs=(fuse3 zfs-fuse bzip2 pkg-config attr acl xxd btrfs-progs time sanoid pv mbuffer man-db systemd)
+# ksh, sudo and the rest of the second line are what OpenZFS's test suite runs (tests/zts/ci.sh).
+pkgs=(fuse3 zfs-fuse bzip2 pkg-config attr acl xxd btrfs-progs time sanoid pv mbuffer man-db systemd
+  ksh sudo sysstat xxhash parted rsync pax fio bc jq file cpio)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

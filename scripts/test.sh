@@ -9,10 +9,12 @@
 #      install-test-deps.sh; a missing cargo-fuzz fails the tier rather than skipping it).
 #   4. bench: the benchmark harness in smoke mode (seconds), so it keeps working; the full
 #      run (bench/run.sh --full) is manual and writes bench/RESULTS.md.
-# Tiers can be chosen with RZFS_TIERS="fast oracle bench fuzz" (default: all).
+#   5. zts: a fixed subset of OpenZFS's own test suite (tests/zts/ci.sh; fails when a test
+#      listed in tests/zts/ci-expected.txt no longer passes). The whole suite: scripts/zts.sh.
+# Tiers can be chosen with RZFS_TIERS="fast oracle zts bench fuzz" (default: all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TIERS=${RZFS_TIERS:-"fast oracle bench fuzz"}
+TIERS=${RZFS_TIERS:-"fast oracle zts bench fuzz"}
 export CARGO_TERM_COLOR=never
 export RZFS_TESTDATA=${RZFS_TESTDATA:-$PWD/test-data}
 
@@ -33,6 +35,15 @@ done
 echo "disk free: target $(df -h --output=avail "$PWD" | tail -1 | tr -d ' '), $tmp $(df -h --output=avail "$tmp" | tail -1 | tr -d ' ')"
 
 has() { case " $TIERS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+# Each tier's time, so the whole run can be kept within CI's budget.
+t0=$(date +%s)
+tier_start=$t0
+took() {
+  local now
+  now=$(date +%s)
+  echo "== tier $1 took $((now - tier_start))s ($((now - t0))s so far)"
+  tier_start=$now
+}
 
 if has fast; then
   echo "== tier fast: fmt, clippy, unit and property tests"
@@ -40,6 +51,7 @@ if has fast; then
   cargo clippy --workspace --all-targets --quiet -- -D warnings
   # Oracle-backed integration tests belong to the oracle tier (release build, fixtures).
   RZFS_ORACLE=0 cargo test --workspace --quiet 2>&1 | tee /tmp/rzfs-fast.log
+  took fast
 fi
 
 if has oracle; then
@@ -51,15 +63,25 @@ if has oracle; then
   tail -1 /tmp/rzfs-demo.log
   echo "== tier oracle: pjdfstest on a read-write mount, then zdb"
   ./tests/pjdfstest/run.sh | tail -3
+  took oracle
+fi
+
+if has zts; then
+  echo "== tier zts: a subset of OpenZFS's test suite (ZTS)"
+  cargo build --release --workspace --bins --quiet
+  ./tests/zts/ci.sh target/release
+  took zts
 fi
 
 if has bench; then
   echo "== tier bench: harness smoke run"
   ./bench/run.sh --smoke
+  took bench
 fi
 
 if has fuzz; then
   echo "== tier fuzz: bounded runs of every parser target"
-  ./scripts/fuzz.sh "${RZFS_FUZZ_SECONDS:-20}"
+  ./scripts/fuzz.sh "${RZFS_FUZZ_SECONDS:-12}"
+  took fuzz
 fi
 echo "== all tiers passed: $TIERS"
