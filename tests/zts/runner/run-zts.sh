@@ -396,6 +396,10 @@ mkdir -p "$OUTDIR"
 OUTDIR=$(cd "$OUTDIR" && pwd)
 WORK=$(mktemp -d /var/tmp/zts-rzfs.XXXXXX)
 mkdir -p "$WORK/rzbin"
+# The sandbox's /tmp is a tmpfs of its own: a checkout under /tmp (a CI clone) is not seen
+# from inside, so the stages that run there use a copy of this directory in the work dir.
+cp -r "$HERE" "$WORK/runner"
+HERE=$WORK/runner
 cp "$RZBIN/rzpool" "$RZBIN/rzfs" "$RZBIN/rzfsd" "$WORK/rzbin/"
 RZFS_SOCKET=$WORK/run/rzfsd.sock
 RZFS_VOL_DIR=$WORK/run/volumes
@@ -417,7 +421,7 @@ export ZTS_STAGE=sandbox HERE WORK OUTDIR SANDBOX_SIZE STF_SUITE STF_TOOLS ORACL
 # every process the run leaves behind is killed when its pid 1 (this script) exits, and the tests
 # run chrooted in an overlay of the root file system (see sandbox() above).
 loops_before=$(losetup -n -O NAME 2>/dev/null | sort)
-unshare --mount --propagation private --pid --fork --mount-proc -- bash "${BASH_SOURCE[0]}"
+unshare --mount --propagation private --pid --fork --mount-proc -- bash "$HERE/run-zts.sh"
 unset ZTS_STAGE
 # Loop devices attached during the run (rzfsd's volumes, tests' own losetup) outlive the
 # namespace; detach them. Assumes nothing else on the host attaches loops while ZTS runs.
