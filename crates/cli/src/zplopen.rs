@@ -11,6 +11,13 @@ pub fn open_zpl_only(pool: &Pool, ds: &Dataset) -> Result<Zpl, String> {
     Zpl::open(os).map_err(|e| e.to_string())
 }
 
+/// When `head`'s snapshots last changed, as a time for `.zfs/snapshot` (nanoseconds kept
+/// below a second whatever the pool holds); (0, 0) when never or unreadable.
+fn snapshots_changed(pool: &Pool, head: &Dataset) -> (u64, u32) {
+    let (sec, nsec) = pool.dsl().snapshots_changed(head.dir_obj).unwrap_or((0, 0));
+    (sec, nsec.min(999_999_999) as u32)
+}
+
 /// The snapshots of one head dataset, opened lazily.
 struct PoolSnapshots {
     pool: Arc<Pool>,
@@ -27,8 +34,7 @@ impl rzfs_fuse::Snapshots for PoolSnapshots {
         open_zpl_only(&self.pool, &ds)
     }
     fn changed(&self) -> (u64, u32) {
-        let (sec, nsec) = self.pool.dsl().snapshots_changed(self.head.dir_obj).unwrap_or((0, 0));
-        (sec, nsec.min(999_999_999) as u32)
+        snapshots_changed(&self.pool, &self.head)
     }
 }
 
@@ -101,9 +107,7 @@ impl rzfs_fuse::Snapshots for LiveSnapshots {
         open_zpl_only(&pool, &ds)
     }
     fn changed(&self) -> (u64, u32) {
-        let Ok((pool, head)) = self.head() else { return (0, 0) };
-        let (sec, nsec) = pool.dsl().snapshots_changed(head.dir_obj).unwrap_or((0, 0));
-        (sec, nsec.min(999_999_999) as u32)
+        self.head().map_or((0, 0), |(pool, head)| snapshots_changed(&pool, &head))
     }
     fn create(&self, name: &str) -> Result<(), i32> {
         let fs = self.admin()?;

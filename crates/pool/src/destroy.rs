@@ -42,8 +42,8 @@ impl PoolWriter {
             Ok(())
         };
         dsl::destroy::destroy_snapshot(&mut self.mos, &mut self.mos_zaps, snap, &mut free)?;
-        // The directory outlives its snapshot: destroying the head takes it in the same
-        // txg otherwise, and then nothing is recorded.
+        // Recorded on the directory while it still has its head (a file system destroyed
+        // with its snapshots loses the directory in the same txg).
         let head = dsl::write::dir_phys(&self.mos, phys.dir_obj)?.head_dataset_obj;
         if head != 0 {
             self.snapshots_changed(head)?;

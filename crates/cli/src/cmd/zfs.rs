@@ -709,14 +709,14 @@ fn collect_some(
     types: &[DatasetKind],
 ) -> Result<(Vec<Entry>, Vec<String>), String> {
     let mut out = Vec::new();
-    let mut missing = Vec::new();
+    let mut missing: std::collections::BTreeSet<&str> = Default::default();
     let pools: Vec<Arc<Pool>> = if names.is_empty() {
         state.all_pools()
     } else {
         let mut v: Vec<Arc<Pool>> = Vec::new();
         for n in names {
             let Ok(p) = state.pool(pool_of(n)) else {
-                missing.push(format!("cannot open '{n}': dataset does not exist"));
+                missing.insert(n);
                 continue;
             };
             if !v.iter().any(|x| x.name() == p.name()) {
@@ -775,12 +775,16 @@ fn collect_some(
         }
         for n in names {
             if pool_of(n) == p.name() && !exists.contains(n) {
-                missing.push(format!("cannot open '{n}': dataset does not exist"));
+                missing.insert(n);
             }
         }
     }
     // In the order the names were given.
-    missing.sort_by_key(|m| names.iter().position(|n| m.contains(&format!("'{n}'"))));
+    let missing = names
+        .iter()
+        .filter(|n| missing.contains(n.as_str()))
+        .map(|n| format!("cannot open '{n}': dataset does not exist"))
+        .collect();
     Ok((out, missing))
 }
 
@@ -1275,7 +1279,7 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
                 v.human = crate::format::ctime_full(sec);
                 v
             } else {
-                text((sec * 1_000_000_000 + nsec).to_string(), "-")
+                text(sec.saturating_mul(1_000_000_000).saturating_add(nsec).to_string(), "-")
             }
         }
         "version" | "normalization" | "utf8only" | "casesensitivity" => zpl_prop(dsl, ds, prop),
@@ -1739,6 +1743,7 @@ fn diff(
 }
 
 /// The flags of `zfs rename`.
+#[derive(Default)]
 struct RenameHow {
     recursive: bool,
     force: bool,
@@ -1916,6 +1921,7 @@ fn holds(
 }
 
 /// The flags of `zfs destroy`.
+#[derive(Default)]
 struct DestroyHow {
     recursive: bool,
     /// `-R`: clones of the snapshots destroyed go too (with their dependents).
@@ -2242,17 +2248,15 @@ fn snapshot_idle(state: &State, fs: &str, snap: &str) -> Result<(), ()> {
         let mounts = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
         mounts.iter().any(|m| m.dataset == fs && m.session.snapshot_busy(snap))
     };
-    for _ in 0..10 {
+    for tries in 0..=10 {
         if !busy() {
             return Ok(());
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        if tries < 10 {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
-    if busy() {
-        Err(())
-    } else {
-        Ok(())
-    }
+    Err(())
 }
 
 /// `mkdir .zfs/snapshot/NAME` of a mounted file system: `zfs snapshot FS@NAME`.
@@ -2262,22 +2266,12 @@ pub(crate) fn snapdir_snapshot(state: &Arc<State>, name: &str) -> Result<(), Str
 
 /// `rmdir .zfs/snapshot/NAME`: `zfs destroy FS@NAME` (refused while it has clones or is in use).
 pub(crate) fn snapdir_destroy(state: &Arc<State>, name: &str) -> Result<(), String> {
-    let how = DestroyHow {
-        recursive: false,
-        dependents: false,
-        dry_run: false,
-        verbose: false,
-        parsable: false,
-        force: false,
-        defer: false,
-    };
-    destroy(state, name, &how).map(|_| ())
+    destroy(state, name, &DestroyHow::default()).map(|_| ())
 }
 
 /// `mv .zfs/snapshot/OLD .zfs/snapshot/NEW`: `zfs rename FS@OLD FS@NEW`.
 pub(crate) fn snapdir_rename(state: &Arc<State>, old: &str, new: &str) -> Result<(), String> {
-    let how = RenameHow { recursive: false, force: false, parents: false, no_unmount: false };
-    rename(state, old, new, how).map(|_| ())
+    rename(state, old, new, RenameHow::default()).map(|_| ())
 }
 
 /// The ZPL version rzfs creates and runs (`ZPL_VERSION`: 5, system attributes).
