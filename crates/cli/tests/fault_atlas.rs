@@ -33,8 +33,8 @@
 //! devices as the parity allows (never the damaged, replaced, stale or faulted ones) are
 //! taken away, and every file and snapshot reads back through a read-only import.
 //!
-//! **Running it.** By default a seeded sample of 20 cases runs, four per fault kind (about
-//! two and a half minutes in a release build on two cores; a case takes 6–10 s). The seed is printed
+//! **Running it.** By default a seeded sample of 15 cases runs, three per fault kind (about
+//! two minutes in a release build on two cores; a case takes 6–10 s). The seed is printed
 //! (`fault_atlas: seed N (RZFS_ATLAS_SEED=N replays)`), and so is each case: its name, the
 //! damage, what `status` said. `RZFS_ATLAS` chooses: `all` (every case), a number (a sample
 //! that size), or a comma-separated list of `LAYOUT:FAULT`, either side possibly `*`
@@ -68,7 +68,7 @@ const DEV_BYTES: u64 = 128 << 20;
 const FRONT: u64 = 4 << 20;
 const BACK: u64 = 512 << 10;
 /// Cases per fault kind in the default sample.
-const PER_FAULT: usize = 4;
+const PER_FAULT: usize = 3;
 const POOL: &str = "atlas";
 
 #[derive(Clone, Copy, PartialEq, Debug)]
