@@ -26,7 +26,7 @@ pub fn run(a: &Args) -> Result<String, String> {
     let opts = pool::ImportOpts {
         readonly: true,
         cache_bytes: a.arc_max.unwrap_or(arc::DEFAULT_LIMIT_BYTES),
-        altroot: None,
+        ..Default::default()
     };
     let p = pool::import(cand, &opts).map_err(|e| format!("import: {e}"))?;
     let dsl = p.dsl();

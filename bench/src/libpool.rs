@@ -144,7 +144,7 @@ pub fn import_rw(dir: &Path, name: &str, cache_bytes: usize) -> Result<PoolWrite
 pub fn import(dir: &Path, name: &str, readonly: bool, cache_bytes: usize) -> Result<pool::Pool, String> {
     let cands = pool::discover(&[dir.to_path_buf()], false).map_err(|e| e.to_string())?;
     let cand = pool::discover::select(&cands, name).map_err(|e| e.to_string())?;
-    pool::import(cand, &pool::ImportOpts { readonly, cache_bytes, altroot: None })
+    pool::import(cand, &pool::ImportOpts { readonly, cache_bytes, ..Default::default() })
         .map_err(|e| format!("import {name}: {e}"))
 }
 

@@ -239,7 +239,7 @@ pub struct CreateArgs {
 }
 
 /// Pool names as zpool accepts them (`pool_namecheck`).
-fn check_pool_name(name: &str) -> Result<(), String> {
+pub(crate) fn check_pool_name(name: &str) -> Result<(), String> {
     let first_ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic());
     let chars_ok = name.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c));
     if !first_ok || !chars_ok || name.len() > 255 {

@@ -16,6 +16,8 @@
 //!   hostid) needs `-f`.
 //! * [`altroot_prefixes_mountpoints`]: `-R` keeps a pool's `mountpoint=/etc`-style paths
 //!   under the altroot.
+//! * [`import_under_a_new_name`]: `import POOL NEWNAME` renames for good (labels too, as zdb
+//!   sees), `-t` only in core.
 //! * [`failing_devices_degrade_or_suspend`]: `rzinject` write errors: a mirror goes on
 //!   DEGRADED with the leaf FAULTED; a single-disk pool suspends (failmode=continue: EIO at
 //!   once; failmode=wait: `fsync` waits) and `rzpool clear` resumes it with nothing lost.
@@ -207,6 +209,62 @@ fn altroot_prefixes_mountpoints() {
     let (rc, _, err) =
         d.run("rzpool", &["import", "-N", "-o", "cachefile=/etc/zfs/zpool.cache", "-d", dir_s, "alt"]);
     assert!(rc != 0 && err.contains("cachefile"), "{err}");
+}
+
+/// `zpool import POOL NEWNAME` renames the pool for good (datasets, snapshots and every
+/// label follow; zdb finds it under the new name, clean); `-t` gives a temporary name that
+/// the labels never see (the pool exports under its old name); bad names are refused.
+#[test]
+fn import_under_a_new_name() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-rename");
+    let devs = files(&dir, 2, 128 << 20);
+    let d = Daemon::new("own-rename");
+    let dir_s = dir.to_str().unwrap();
+    let mnt = dir.join("m");
+    d.ok("rzpool", &["create", "-m", mnt.to_str().unwrap(), "old", "mirror", &devs[0], &devs[1]]);
+    std::fs::write(mnt.join("f"), b"kept across renames").unwrap();
+    d.ok("rzfs", &["create", "old/a"]);
+    d.ok("rzfs", &["snapshot", "-r", "old@s1"]);
+    d.ok("rzpool", &["export", "old"]);
+
+    d.ok("rzpool", &["import", "-d", dir_s, "old", "new"]);
+    assert_eq!(d.ok("rzpool", &["list", "-H", "-o", "name"]), "new\n");
+    assert_eq!(d.ok("rzfs", &["list", "-H", "-t", "all", "-o", "name"]), "new\nnew@s1\nnew/a\nnew/a@s1\n");
+    assert_eq!(std::fs::read(mnt.join("f")).unwrap(), b"kept across renames");
+    d.ok("rzfs", &["create", "new/b"]);
+    d.ok("rzpool", &["export", "new"]);
+    let listing = d.ok("rzpool", &["import", "-d", dir_s]);
+    assert!(listing.contains("pool: new\n") && !listing.contains("pool: old"), "{listing}");
+    let cfg = run_zdb(&["-e", "-p", dir_s, "-C", "new"]);
+    assert!(cfg.contains("name: 'new'"), "{cfg}");
+    assert!(zdb_check(&dir, "new").contains("No leaks"));
+
+    // -t: in core only.
+    d.ok("rzpool", &["import", "-N", "-d", dir_s, "-t", "new", "tmp"]);
+    assert_eq!(d.ok("rzfs", &["list", "-H", "-o", "name", "-r", "tmp"]), "tmp\ntmp/a\ntmp/b\n");
+    d.ok("rzfs", &["snapshot", "tmp/b@s2"]);
+    d.ok("rzpool", &["export", "tmp"]);
+    let listing = d.ok("rzpool", &["import", "-d", dir_s]);
+    assert!(listing.contains("pool: new\n") && !listing.contains("pool: tmp"), "{listing}");
+    assert!(zdb_check(&dir, "new").contains("No leaks"));
+
+    for (args, want) in [
+        (vec!["import", "-d", dir_s, "-t", "new"], "-t needs a new name"),
+        (vec!["import", "-d", dir_s, "new", "9lives"], "does not begin with a letter"),
+        (vec!["import", "-d", dir_s, "new", "mirror2"], "name is reserved"),
+        (vec!["import", "-a", "-d", dir_s, "new", "other"], ""),
+    ] {
+        let (rc, _, err) = d.run("rzpool", &args);
+        assert!(rc != 0 && err.contains(want), "{args:?}: {err}");
+    }
+    // Nothing was imported by the refusals.
+    assert_eq!(d.ok("rzpool", &["list", "-H"]), "");
+    d.ok("rzpool", &["import", "-d", dir_s, "new"]);
+    assert_eq!(d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name", "new/b"]), "new/b@s2\n");
+    d.ok("rzpool", &["export", "new"]);
 }
 
 #[test]

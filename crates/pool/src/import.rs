@@ -37,11 +37,23 @@ pub struct ImportOpts {
     pub cache_bytes: usize,
     /// `altroot`: prefixed to every mountpoint of the pool's datasets while imported.
     pub altroot: Option<std::path::PathBuf>,
+    /// The name the pool goes by while imported, when it is not the name its labels carry
+    /// (`zpool import POOL NEWNAME`).
+    pub rename: Option<String>,
+    /// With `rename`: the new name is temporary (`zpool import -t`): labels and the MOS
+    /// config keep the old name, as OpenZFS's `ZFS_IMPORT_TEMP_NAME`.
+    pub temp_name: bool,
 }
 
 impl Default for ImportOpts {
     fn default() -> Self {
-        ImportOpts { readonly: true, cache_bytes: arc::DEFAULT_LIMIT_BYTES, altroot: None }
+        ImportOpts {
+            readonly: true,
+            cache_bytes: arc::DEFAULT_LIMIT_BYTES,
+            altroot: None,
+            rename: None,
+            temp_name: false,
+        }
     }
 }
 
@@ -58,6 +70,16 @@ pub fn import(cand: &PoolCandidate, opts: &ImportOpts) -> Result<Pool> {
     } else {
         writable = reopen_writable(cand)?;
         &writable
+    };
+    // A pool imported under another name is that name in core: its datasets are named
+    // after it and (unless temporary) the next config sync writes it into every label.
+    let renamed;
+    let cand = match &opts.rename {
+        Some(n) => {
+            renamed = PoolCandidate { name: n.clone(), ..cand.clone() };
+            &renamed
+        }
+        None => cand,
     };
     check_version(cand)?;
     let tops = assemble(cand)?;

@@ -154,6 +154,10 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
         pool.uberblock.txg + 1,
     );
     w.config_obj = config_obj;
+    if pool.opts.temp_name {
+        // `import -t`: the labels keep the name they carry.
+        w.label_name = pool.candidate.best().config.name.clone();
+    }
     w.mos_dir = mos_dir;
     w.sm = sm;
     w.features_for_read = pool.candidate.best().config.features_for_read.clone();

@@ -452,6 +452,9 @@ const DATASET_ZAP_CACHE_KEEP: usize = 4096;
 /// A pool open for writing.
 pub struct PoolWriter {
     pub name: String,
+    /// The name written into labels and the MOS config when it differs from `name`: the
+    /// on-disk name of a pool imported under a temporary one (`zpool import -t`).
+    pub label_name: Option<String>,
     pub guid: u64,
     pub hostname: String,
     /// This host's id, recorded in the labels so that another host sees the pool in use
@@ -538,6 +541,7 @@ impl PoolWriter {
     ) -> PoolWriter {
         PoolWriter {
             name: name.to_string(),
+            label_name: None,
             guid,
             hostname: hostname(),
             hostid: host_id(),
@@ -1101,7 +1105,7 @@ impl PoolWriter {
     fn config_header(&self, txg: u64) -> NvList {
         let mut nv = NvList::new();
         nv.add_u64("version", SPA_VERSION);
-        nv.add_str("name", &self.name);
+        nv.add_str("name", self.label_name.as_deref().unwrap_or(&self.name));
         nv.add_u64("state", self.state as u64);
         nv.add_u64("txg", txg);
         nv.add_u64("pool_guid", self.guid);

@@ -86,9 +86,16 @@ enum Cmd {
         /// Alternate root: prefixed to every mountpoint (sets altroot).
         #[arg(short = 'R')]
         altroot: Option<PathBuf>,
+        /// The new name is temporary: the pool goes by it while imported, its labels keep
+        /// the old one (implies cachefile=none).
+        #[arg(short = 't')]
+        temp_name: bool,
+        /// Scan the search path (the default here: there is no libblkid cache to consult).
+        #[arg(short = 's')]
+        scan: bool,
         /// Pool name or numeric id.
         pool: Option<String>,
-        /// New name.
+        /// New name: the pool is imported under it (and keeps it, unless -t).
         newname: Option<String>,
     },
     /// Export a pool.
@@ -335,7 +342,26 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             crate::rwadd::add(state, &args).map(Response::ok)
         }
         Cmd::Destroy { pool, force } => destroy(state, &pool, force),
-        Cmd::Import { dirs, mut props, destroyed, all, pool, newname, force, altroot, no_mount } => {
+        Cmd::Import {
+            dirs,
+            mut props,
+            destroyed,
+            all,
+            pool,
+            newname,
+            force,
+            altroot,
+            no_mount,
+            temp_name,
+            scan: _,
+        } => {
+            if temp_name && newname.is_none() {
+                return Response::err("cannot import: -t needs a new name (zpool import -t POOL NEWNAME)");
+            }
+            if temp_name && !props.iter().any(|p| p.starts_with("cachefile=")) {
+                // As zpool import -t: a pool under a temporary name is not cached.
+                props.push("cachefile=none".into());
+            }
             let dirs: Vec<PathBuf> = if dirs.is_empty() {
                 let mut d = vec![PathBuf::from("/dev")];
                 d.extend(state.exported_dirs.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned());
@@ -348,7 +374,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             }
             let listing = pool.is_none() && !all;
             let before: Vec<String> = state.all_pools().iter().map(|p| p.name().to_string()).collect();
-            import(state, &dirs, &props, destroyed, all, force, pool, newname).map(|mut r| {
+            import(state, &dirs, &props, destroyed, all, force, pool, newname, temp_name).map(|mut r| {
                 if r.exit == 0 && !listing && !no_mount {
                     // As zpool import does unless -N: the file systems of the pools
                     // imported are mounted (read-only ones read-only); a failure is
@@ -775,6 +801,7 @@ fn import(
     force: bool,
     which: Option<String>,
     newname: Option<String>,
+    temp: bool,
 ) -> Result<Response, String> {
     let ours: Vec<u64> = state.all_pools().iter().map(|p| p.guid()).collect();
     let mut cands = pool::discover(dirs, destroyed).map_err(|e| e.to_string())?;
@@ -790,7 +817,15 @@ fn import(
         }
         return Ok(Response::ok(out));
     }
-    let opts = parse_import_opts(props)?;
+    let mut opts = parse_import_opts(props)?;
+    if let Some(n) = &newname {
+        if all {
+            return Err("cannot import: a new name needs a single pool, not -a".into());
+        }
+        crate::rwpool::check_pool_name(n).map_err(|e| e.replacen("cannot create", "cannot import", 1))?;
+        opts.rename = Some(n.clone());
+        opts.temp_name = temp;
+    }
     let targets: Vec<&pool::PoolCandidate> = match &which {
         Some(w) => vec![pool::discover::select(&cands, w).map_err(|e| e.to_string())?],
         None => cands.iter().collect(),
@@ -800,9 +835,6 @@ fn import(
         let name = newname.clone().unwrap_or_else(|| c.name.clone());
         if state.pools.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&name) {
             return Err(format!("cannot import '{name}': a pool with that name is already created/imported"));
-        }
-        if newname.is_some() && !opts.readonly {
-            return Err("renaming on import is not supported by rzfs yet".into());
         }
         match pool::status::in_use(c) {
             Some(pool::status::InUse::ThisSystem) => {
@@ -840,7 +872,7 @@ fn import(
 
 /// Imports the pool with `guid` from `dirs` read-write, as a cached pool at daemon start.
 pub(crate) fn import_cached(state: &Arc<State>, dirs: &[PathBuf], guid: u64) -> Result<(), String> {
-    let r = import(state, dirs, &[], false, false, false, Some(guid.to_string()), None)?;
+    let r = import(state, dirs, &[], false, false, false, Some(guid.to_string()), None, false)?;
     if r.exit == 0 {
         Ok(())
     } else {
