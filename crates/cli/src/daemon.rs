@@ -37,8 +37,10 @@ pub struct State {
     pub vols: crate::volumes::Volumes,
     /// The pool cache this daemon keeps (`crate::cache`), if any.
     pub cachefile: Option<PathBuf>,
-    /// Serializes changes of the cache file.
+    /// Serializes changes of the cache files.
     pub cache_lock: Mutex<()>,
+    /// Pools cached in a file of their own (`cachefile=PATH`), by name.
+    pub pool_cachefiles: Mutex<BTreeMap<String, PathBuf>>,
     /// Directories that held the devices of pools this daemon exported: an import without
     /// `-d` searches them after `/dev`, so `export` then `import POOL` finds a pool of file
     /// vdevs again (OpenZFS searches only `/dev` and needs `-d DIR` for files).

@@ -304,7 +304,9 @@ fn parse_pool_props(props: &[String]) -> Result<PoolOpts, String> {
                 }
                 o.altroot = Some(PathBuf::from(v));
             }
-            "cachefile" => crate::cmd::zpool::check_cachefile(v)?,
+            "cachefile" => {
+                crate::cache::parse_setting(v)?;
+            }
             "autoexpand" | "autoreplace" => o.numeric.push((
                 k.to_string(),
                 match v {

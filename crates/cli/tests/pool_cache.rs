@@ -5,7 +5,8 @@
 //! (kill -9, as a crash or a reboot), the next one imports the cached pools and mounts
 //! their file systems before serving anything, so `zfs list` and the files are there with
 //! no `zpool import`. `zpool set cachefile=none|""` moves a pool out of and back into the
-//! cache. Checked by zdb at the end.
+//! cache, which is in OpenZFS's format (`zdb -U` reads it). `cachefile=PATH` gives a pool a
+//! cache file of its own, and `zpool import -c` imports from one. Checked by zdb at the end.
 //!
 //! Needs FUSE, root and zdb (skipped otherwise).
 
@@ -14,10 +15,21 @@ mod common;
 use common::pools::*;
 use common::tools::*;
 
+/// The pools a cache file names: OpenZFS's packed nvlist (what rzfs writes), or the JSON
+/// list earlier versions wrote.
 fn cached_names(path: &std::path::Path) -> Vec<String> {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or(serde_json::json!([]));
+    let bytes = std::fs::read(path).unwrap_or_default();
+    if let Ok(nv) = ondisk::nvlist::NvList::decode(&bytes) {
+        return nv.names().map(str::to_string).collect();
+    }
+    let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or(serde_json::json!([]));
     v.as_array().into_iter().flatten().filter_map(|e| e["name"].as_str().map(str::to_string)).collect()
+}
+
+/// One pool's configuration in a cache file.
+fn cached_config(path: &std::path::Path, pool: &str) -> ondisk::nvlist::NvList {
+    let nv = ondisk::nvlist::NvList::decode(&std::fs::read(path).unwrap()).unwrap();
+    nv.get_nvlist(pool).unwrap_or_else(|| panic!("{pool} not in {}", path.display())).clone()
 }
 
 #[test]
@@ -65,8 +77,13 @@ fn cached_pools_come_back_after_a_restart() {
     assert_eq!(d.ok("rzpool", &["get", "-H", "-o", "value", "cachefile", "pc"]), "none\n");
     d.ok("rzpool", &["set", "cachefile=", "pc"]);
     assert_eq!(cached_names(&cache), ["pc"]);
-    let (code, _, err) = d.run("rzpool", &["set", "cachefile=/etc/zfs/zpool.cache", "pc"]);
-    assert!(code != 0 && err.contains("cachefile"), "{err}");
+    for bad in ["cachefile=relative", "cachefile=/a/dir/"] {
+        let (code, _, err) = d.run("rzpool", &["set", bad, "pc"]);
+        assert!(code != 0 && err.contains("must be an absolute path"), "{err}");
+    }
+    // OpenZFS's zdb reads the cache as its own zpool.cache.
+    let out = run_zdb(&["-U", &cache_s, "-C", "pc"]);
+    assert!(out.contains("name: 'pc'") && out.contains("type: 'mirror'"), "{out}");
 
     // Exported pools stay out after a restart.
     d.ok("rzpool", &["export", "pc"]);
@@ -84,5 +101,58 @@ fn cached_pools_come_back_after_a_restart() {
     assert_eq!(d.ok("rzpool", &["list", "-H", "-o", "name"]), "");
     assert_eq!(cached_names(&cache), ["gone"]);
     zdb_check(&dir, "pc");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `cachefile=PATH`: a cache file of the pool's own, in OpenZFS's format (zdb -U reads it),
+/// shared by the pools naming it, rewritten when devices are added, left at export and
+/// removed once empty; `zpool import -c FILE` lists and imports from a stale copy (the
+/// device added since is found), and the pool keeps the cache file its entry names.
+#[test]
+fn own_cache_files_and_import_from_them() {
+    if skip_without_fuse_zdb("own_cache_files_and_import_from_them") {
+        return;
+    }
+    let dir = scratch("pool-cachefile");
+    let devs = files(&dir, 3, 128 << 20);
+    let d = Daemon::new("pool-cachefile");
+    let own = dir.join("cf").join("own.cache");
+    let own_s = own.to_str().unwrap();
+    let opt = format!("cachefile={own_s}");
+    d.ok("rzpool", &["create", "-o", &opt, "-m", "none", "ca", &devs[0]]);
+    assert_eq!(
+        d.ok("rzpool", &["get", "-H", "-o", "value,source", "cachefile", "ca"]),
+        format!("{own_s}\tlocal\n")
+    );
+    assert_eq!(cached_names(&own), ["ca"]);
+    let out = run_zdb(&["-U", own_s, "-C", "ca"]);
+    assert!(out.contains("name: 'ca'"), "{out}");
+    let stale = dir.join("stale.cache");
+    std::fs::copy(&own, &stale).unwrap();
+    assert_eq!(cached_config(&own, "ca").get_u64("vdev_children"), Some(1));
+    d.ok("rzpool", &["add", "ca", &devs[1]]);
+    assert_eq!(cached_config(&own, "ca").get_u64("vdev_children"), Some(2));
+    // A second pool in the same file, then gone again with its destroy.
+    d.ok("rzpool", &["create", "-o", &opt, "-m", "none", "cb", &devs[2]]);
+    assert_eq!(cached_names(&own), ["ca", "cb"]);
+    d.ok("rzpool", &["destroy", "cb"]);
+    assert_eq!(cached_names(&own), ["ca"]);
+    d.ok("rzpool", &["export", "ca"]);
+    assert!(!own.exists(), "an empty cache file stays");
+
+    let stale_s = stale.to_str().unwrap();
+    let listing = d.ok("rzpool", &["import", "-c", stale_s]);
+    assert!(listing.contains("pool: ca\n") && !listing.contains("pool: cb"), "{listing}");
+    d.ok("rzpool", &["import", "-c", stale_s, "ca"]);
+    let st = d.ok("rzpool", &["status", "ca"]);
+    assert!(st.contains(devs[0].as_str()) && st.contains(devs[1].as_str()), "{st}");
+    assert_eq!(d.ok("rzpool", &["get", "-H", "-o", "value", "cachefile", "ca"]), format!("{own_s}\n"));
+    assert_eq!(cached_names(&own), ["ca"]);
+    let (code, _, err) = d.run("rzpool", &["import", "-c", dir.join("none.cache").to_str().unwrap(), "ca"]);
+    assert!(code != 0 && err.contains("no pools in cache file"), "{err}");
+    d.ok("rzpool", &["set", "cachefile=none", "ca"]);
+    assert!(!own.exists());
+    d.ok("rzpool", &["export", "ca"]);
+    zdb_check(&dir, "ca");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -142,7 +142,11 @@ inner() {
 
 	start_daemon() {
 		# zfs_admin_snapshot=1 (mkdir/rmdir/mv in .zfs/snapshot), which the snapshot group's
-		# setup sets: rzfsd reads no tunable file, only its environment.
+		# setup sets: rzfsd reads no tunable file, only its environment. The daemon's pool
+		# cache is OpenZFS's default one (in the sandbox's /etc), which rzfs writes in
+		# OpenZFS's format: the cachefile tests look there, and zdb without -e finds the
+		# imported pools through it as it would with the kernel module.
+		RZFS_CACHEFILE=/etc/zfs/zpool.cache \
 		RZFS_ADMIN_SNAPSHOT=1 RZFS_VOL_DIR=$RZFS_VOL_DIR "$WORK/rzbin/rzfsd" --socket "$RZFS_SOCKET" >>"$WORK/run/rzfsd.log" 2>&1 &
 		DAEMON_PID=$!
 		echo "$DAEMON_PID" >>"$WORK/run/daemon.pids"
@@ -172,6 +176,8 @@ inner() {
 			note="$note; could not drop pools, restarted rzfsd"
 			kill "$DAEMON_PID" 2>/dev/null; wait "$DAEMON_PID" 2>/dev/null
 			umount -l "$RZFS_VOL_DIR" 2>/dev/null
+			# Not the pools it could not drop again.
+			rm -f /etc/zfs/zpool.cache
 			start_daemon
 		fi
 		for m in $(awk '$3 ~ /^fuse/ {print $2}' /proc/self/mounts | sort -r); do

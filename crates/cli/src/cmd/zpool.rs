@@ -93,6 +93,10 @@ enum Cmd {
         /// Scan the search path (the default here: there is no libblkid cache to consult).
         #[arg(short = 's')]
         scan: bool,
+        /// Read the pools' configurations from this cache file (`cachefile` property) and
+        /// look for their devices where it says they are.
+        #[arg(short = 'c')]
+        cachefile: Option<PathBuf>,
         /// Pool name or numeric id.
         pool: Option<String>,
         /// New name: the pool is imported under it (and keeps it, unless -t).
@@ -295,6 +299,17 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         }
         _ => None,
     };
+    // Commands that change a pool's configuration rewrite its cache entry, as OpenZFS
+    // rewrites the cache file at every config sync.
+    let reconfigured = match &cli.cmd {
+        Cmd::Add { pool, dryrun: false, .. }
+        | Cmd::Attach { pool, .. }
+        | Cmd::Replace { pool, .. }
+        | Cmd::Detach { pool, .. }
+        | Cmd::Remove { pool, .. }
+        | Cmd::Online { pool, .. } => Some(pool.clone()),
+        _ => None,
+    };
     let r = match cli.cmd {
         Cmd::Create { force, mut props, fs_props, mountpoint, altroot, no_features, pool, vdevs } => {
             if let Some(r) = altroot {
@@ -319,11 +334,12 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             };
             let name = args.name.clone();
             let mp = args.mountpoint.clone();
-            let cached = !uncached(&args.pool_props);
+            let cached = match cache_setting(&args.pool_props) {
+                Ok(c) => c,
+                Err(e) => return Response::err(e),
+            };
             crate::rwpool::create(state, args).and_then(|_| {
-                if cached {
-                    crate::cache::record(state, &name);
-                }
+                crate::cache::record_as(state, &name, &cached);
                 // Like zpool create: the root file system is mounted unless mountpoint=none.
                 if matches!(mp.as_deref(), Some("none") | Some("legacy")) {
                     return Ok(Response::ok(String::new()));
@@ -354,6 +370,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             no_mount,
             temp_name,
             scan: _,
+            cachefile,
         } => {
             if temp_name && newname.is_none() {
                 return Response::err("cannot import: -t needs a new name (zpool import -t POOL NEWNAME)");
@@ -362,7 +379,27 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
                 // As zpool import -t: a pool under a temporary name is not cached.
                 props.push("cachefile=none".into());
             }
-            let dirs: Vec<PathBuf> = if dirs.is_empty() {
+            let from_cache = match cachefile {
+                Some(f) => {
+                    let f = abs(cwd, &f);
+                    let entries = crate::cache::load(&f);
+                    if entries.is_empty() {
+                        return Response::err(format!(
+                            "cannot import: no pools in cache file '{}'",
+                            f.display()
+                        ));
+                    }
+                    Some(entries)
+                }
+                None => None,
+            };
+            let dirs: Vec<PathBuf> = if let Some(entries) = &from_cache {
+                let mut d: Vec<PathBuf> = dirs.iter().map(|d| abs(cwd, d)).collect();
+                d.extend(entries.iter().flat_map(|e| e.dirs.iter().cloned()));
+                d.sort();
+                d.dedup();
+                d
+            } else if dirs.is_empty() {
                 let mut d = vec![PathBuf::from("/dev")];
                 d.extend(state.exported_dirs.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned());
                 d
@@ -374,7 +411,8 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             }
             let listing = pool.is_none() && !all;
             let before: Vec<String> = state.all_pools().iter().map(|p| p.name().to_string()).collect();
-            import(state, &dirs, &props, destroyed, all, force, pool, newname, temp_name).map(|mut r| {
+            let how = ImportHow { destroyed, all, force, temp: temp_name, from_cache };
+            import(state, &dirs, &props, &how, pool, newname).map(|mut r| {
                 if r.exit == 0 && !listing && !no_mount {
                     // As zpool import does unless -N: the file systems of the pools
                     // imported are mounted (read-only ones read-only); a failure is
@@ -406,16 +444,12 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             events(state, verbose, scripted, follow, clear, (after, continued), pool)
         }
         Cmd::Set { assignment, pool } => match assignment.strip_prefix("cachefile=") {
-            Some(v) => check_cachefile(v).and_then(|_| {
+            Some(v) => crate::cache::parse_setting(v).and_then(|how| {
                 state.pool(&pool)?;
                 if crate::rwpool::writer_of(state, &pool).is_none() {
                     return Err(format!("cannot set property for '{pool}': pool is read-only"));
                 }
-                if v == "none" {
-                    crate::cache::forget(state, &pool);
-                } else {
-                    crate::cache::record(state, &pool);
-                }
+                crate::cache::record_as(state, &pool, &how);
                 Ok(Response::ok(String::new()))
             }),
             None => {
@@ -461,6 +495,11 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             get(state, &props, &pools, scripted, parsable, &fields)
         }
     };
+    if let (Ok(resp), Some(pool)) = (&r, &reconfigured) {
+        if resp.exit == 0 {
+            crate::cache::refresh(state, pool);
+        }
+    }
     if let (Ok(resp), Some(pool)) = (&r, &logged) {
         if resp.exit == 0 {
             crate::rwpool::log_history(state, pool, &format!("rzpool {}", argv.join(" ")));
@@ -767,7 +806,9 @@ fn parse_import_opts(props: &[String]) -> Result<ImportOpts, String> {
                 }
                 o.altroot = Some(PathBuf::from(v));
             }
-            ("cachefile", v) => check_cachefile(v)?,
+            ("cachefile", v) => {
+                crate::cache::parse_setting(v)?;
+            }
             _ => return Err(format!("property '{k}' cannot be set at import time")),
         }
     }
@@ -778,33 +819,35 @@ fn parse_import_opts(props: &[String]) -> Result<ImportOpts, String> {
     Ok(o)
 }
 
-/// `cachefile=none` (out of the daemon's cache) or empty (in it, the default) are
-/// accepted; another path is refused rather than silently ignored (each daemon keeps one
-/// cache, see `crate::cache`).
-pub fn check_cachefile(v: &str) -> Result<(), String> {
-    if v.is_empty() || v == "none" {
-        return Ok(());
-    }
-    Err(format!(
-        "cachefile={v} is not supported: rzfsd keeps one pool cache ({} for the system daemon,          RZFS_CACHEFILE otherwise); use cachefile=none or cachefile=",
-        crate::cache::SYSTEM_CACHEFILE
-    ))
+/// How `zpool import` chooses and takes pools.
+#[derive(Default)]
+struct ImportHow {
+    /// Destroyed pools too (-D).
+    destroyed: bool,
+    /// Every pool found (-a).
+    all: bool,
+    /// Even if another host seems to use it (-f).
+    force: bool,
+    /// The new name is temporary (-t).
+    temp: bool,
+    /// Only the pools of this cache file (-c), with their cached settings.
+    from_cache: Option<Vec<crate::cache::Entry>>,
 }
 
-#[allow(clippy::too_many_arguments)]
 fn import(
     state: &Arc<State>,
     dirs: &[PathBuf],
     props: &[String],
-    destroyed: bool,
-    all: bool,
-    force: bool,
+    how: &ImportHow,
     which: Option<String>,
     newname: Option<String>,
-    temp: bool,
 ) -> Result<Response, String> {
+    let ImportHow { destroyed, all, force, temp, .. } = *how;
     let ours: Vec<u64> = state.all_pools().iter().map(|p| p.guid()).collect();
     let mut cands = pool::discover(dirs, destroyed).map_err(|e| e.to_string())?;
+    if let Some(entries) = &how.from_cache {
+        cands.retain(|c| entries.iter().any(|e| e.guid == c.guid));
+    }
     // Pools this daemon has imported are not importable (zpool import does not list them).
     cands.retain(|c| !ours.contains(&c.guid));
     if which.is_none() && !all {
@@ -860,9 +903,20 @@ fn import(
         } else {
             crate::rwpool::open(state, p)?;
             warnings.push_str(&crate::volumes::serve_pool(state, &name));
-            if !uncached(props) {
-                crate::cache::record(state, &name);
-            }
+            // A pool imported from a cache file (-c) keeps the cache file its entry names.
+            let named =
+                how.from_cache.as_ref().and_then(|v| v.iter().find(|e| e.guid == c.guid)).and_then(|e| {
+                    e.config
+                        .as_ref()?
+                        .get_str("cachefile")
+                        .map(|p| crate::cache::Setting::File(PathBuf::from(p)))
+                });
+            let explicit = props.iter().any(|p| p.starts_with("cachefile="));
+            let setting = match named {
+                Some(n) if !explicit => n,
+                _ => cache_setting(props)?,
+            };
+            crate::cache::record_as(state, &name, &setting);
         }
     }
     let mut r = Response::ok(String::new());
@@ -872,7 +926,7 @@ fn import(
 
 /// Imports the pool with `guid` from `dirs` read-write, as a cached pool at daemon start.
 pub(crate) fn import_cached(state: &Arc<State>, dirs: &[PathBuf], guid: u64) -> Result<(), String> {
-    let r = import(state, dirs, &[], false, false, false, Some(guid.to_string()), None, false)?;
+    let r = import(state, dirs, &[], &ImportHow::default(), Some(guid.to_string()), None)?;
     if r.exit == 0 {
         Ok(())
     } else {
@@ -880,10 +934,14 @@ pub(crate) fn import_cached(state: &Arc<State>, dirs: &[PathBuf], guid: u64) -> 
     }
 }
 
-/// Does a create's or import's `-o` list keep the pool out of the cache (`cachefile=none`,
-/// or an altroot)?
-fn uncached(props: &[String]) -> bool {
-    props.iter().any(|p| p == "cachefile=none" || p.starts_with("altroot="))
+/// Where a create's or import's `-o` list caches the pool: its `cachefile`, else none with
+/// an altroot (as OpenZFS), else the daemon's cache.
+fn cache_setting(props: &[String]) -> Result<crate::cache::Setting, String> {
+    match props.iter().rev().find_map(|p| p.strip_prefix("cachefile=")) {
+        Some(v) => crate::cache::parse_setting(v),
+        None if props.iter().any(|p| p.starts_with("altroot=")) => Ok(crate::cache::Setting::None),
+        None => Ok(crate::cache::Setting::Daemon),
+    }
 }
 
 /// `zpool export [-f]`: unmounts the pool's datasets (refused while busy unless `-f`, which
@@ -1264,9 +1322,13 @@ fn get(
             let (value, source) = match prop.as_str() {
                 // Kept out of the daemon's cache (set none, imported read-only, or a
                 // daemon without one): `none`, as zpool says for such pools.
-                "cachefile" if p.opts.altroot.is_none() && !crate::cache::contains(state, p.name()) => {
-                    ("none".to_string(), "local".to_string())
-                }
+                "cachefile" if writable => match crate::cache::setting(state, p.name()) {
+                    crate::cache::Setting::Daemon => ("-".to_string(), "default".to_string()),
+                    crate::cache::Setting::None => ("none".to_string(), "local".to_string()),
+                    crate::cache::Setting::File(f) => (f.to_string_lossy().into_owned(), "local".to_string()),
+                },
+                // Read-only imports are never cached.
+                "cachefile" => ("none".to_string(), "local".to_string()),
                 _ => pool_prop(&p, &health, writable, sp, esize, prop, parsable)?,
             };
             let row = cols
