@@ -249,6 +249,11 @@ fn entry_of(state: &State, name: &str, own_file: Option<&Path>) -> Option<Entry>
 
 /// Records (or refreshes) pool `name`, imported read-write here, where `how` says.
 pub fn record_as(state: &State, name: &str, how: &Setting) {
+    // The daemon's own cache named as a path is the default (zpool shows `-` for it).
+    let how = match how {
+        Setting::File(p) if state.cachefile.as_ref() == Some(p) => &Setting::Daemon,
+        h => h,
+    };
     forget(state, name);
     let path = match how {
         Setting::None => return,

@@ -77,6 +77,10 @@ fn cached_pools_come_back_after_a_restart() {
     assert_eq!(d.ok("rzpool", &["get", "-H", "-o", "value", "cachefile", "pc"]), "none\n");
     d.ok("rzpool", &["set", "cachefile=", "pc"]);
     assert_eq!(cached_names(&cache), ["pc"]);
+    // The daemon's own cache named by its path is the default.
+    d.ok("rzpool", &["set", &format!("cachefile={cache_s}"), "pc"]);
+    assert_eq!(d.ok("rzpool", &["get", "-H", "-o", "value,source", "cachefile", "pc"]), "-\tdefault\n");
+    assert_eq!(cached_names(&cache), ["pc"]);
     for bad in ["cachefile=relative", "cachefile=/a/dir/"] {
         let (code, _, err) = d.run("rzpool", &["set", bad, "pc"]);
         assert!(code != 0 && err.contains("must be an absolute path"), "{err}");

@@ -99,11 +99,16 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
     check_write_features(pool)?;
     // A top-level vdev that lost more devices than its redundancy covers cannot take the
     // first txg (OpenZFS refuses such an import: the root vdev cannot be opened).
-    if let Some(t) = pool.tops.iter().find(|t| *t.kind() != VdevKind::Hole && t.state().is_lost()) {
+    if let Some((i, t)) =
+        pool.tops.iter().enumerate().find(|(_, t)| *t.kind() != VdevKind::Hole && t.state().is_lost())
+    {
+        let what = if *t.kind() == VdevKind::Missing {
+            format!("top-level vdev {i} is missing")
+        } else {
+            format!("{} is {}", t.name(), t.state())
+        };
         return Err(PoolError::Unsupported(format!(
-            "one or more devices is currently unavailable ({} is {}): import it with -o readonly=on to read what is left",
-            t.name(),
-            t.state()
+            "one or more devices is currently unavailable ({what}): import it with -o readonly=on to read what is left"
         )));
     }
     let infos = top_infos(pool)?;

@@ -372,7 +372,14 @@ pub fn import_listing(c: &PoolCandidate) -> String {
     let present = |g: u64| c.devices.iter().any(|d| d.config.guid == g);
     let rows: Vec<VdevStatus> = tops.iter().map(|t| config_status(t, &present)).collect();
     let health = rows.iter().map(|r| r.health).max().unwrap_or(PoolHealth::Unavail);
-    let health = if health == PoolHealth::Faulted { PoolHealth::Unavail } else { health };
+    // A top-level vdev no found label describes (every device of it is gone): the labels
+    // count the pool's tops, so the pool is known to be incomplete (zpool's "missing
+    // device"; such a pool cannot be imported).
+    // Holes (removed tops, OpenZFS's `hole_array`) have no labels and are not missing.
+    let holes = best.raw.get_u64_array("hole_array").map_or(0, <[u64]>::len);
+    let known_tops = (best.config.vdev_children.unwrap_or(0) as usize).saturating_sub(holes);
+    let missing_tops = known_tops > tops.len();
+    let health = if health == PoolHealth::Faulted || missing_tops { PoolHealth::Unavail } else { health };
     let _ = writeln!(out, "  state: {}", health.as_str());
     if !ondisk::uberblock::spa_version_is_supported(best.config.version) {
         let _ = writeln!(
@@ -405,6 +412,9 @@ pub fn import_listing(c: &PoolCandidate) -> String {
     } else {
         out.push_str(" status: One or more devices are missing from the system.\n");
         out.push_str(" action: The pool cannot be imported. Attach the missing\n\tdevices and try again.\n");
+        if missing_tops {
+            out.push_str("   see: https://openzfs.github.io/openzfs-docs/msg/ZFS-8000-6X\n");
+        }
     }
     out.push_str(" config:\n\n");
     let root = VdevStatus {
@@ -413,11 +423,16 @@ pub fn import_listing(c: &PoolCandidate) -> String {
         read: 0,
         write: 0,
         cksum: 0,
-        note: String::new(),
+        note: if missing_tops { "missing device".to_string() } else { String::new() },
         children: rows,
     };
     let width = tree_width(&root, 0).max(10);
     render_import_tree(&mut out, &root, 0, width);
+    if missing_tops {
+        out.push_str(
+            "\n\tAdditional devices are known to be part of this pool, though their\n\texact configuration cannot be determined.\n",
+        );
+    }
     out.push('\n');
     out
 }

@@ -77,8 +77,10 @@ inner() {
 		fi
 	done
 
-	# zpool and zfs: rzfs. Each call is traced (test, rc, argv, stderr) for the cause analysis.
-	for f in zpool zfs; do
+	# zpool and zfs: rzfs; zinject: rzinject (the subset of zinject's options it shares:
+	# -d/-e/-T/-f device faults, -c to clear; other forms fail with its usage error). Each
+	# call is traced (test, rc, argv, stderr) for the cause analysis.
+	for f in zpool zfs zinject; do
 		sed -e "s|@PROG@|$f|g" -e "s|@BIN@|$WORK/rzbin/rz${f#z}|g" -e "s|@SOCK@|$RZFS_SOCKET|g" \
 		    -e "s|@TRACE@|$OUTDIR/trace.tsv|g" -e "s|@TMP@|$WORK/run|g" \
 		    "$HERE/shim.sh.in" >"$STF_PATH/$f"
@@ -361,7 +363,7 @@ done
 shift $((OPTIND - 1))
 [[ $# == 1 ]] || usage
 RZBIN=$(cd "$1" && pwd) || exit 2
-for b in rzpool rzfs rzfsd; do
+for b in rzpool rzfs rzfsd rzinject; do
 	[[ -x $RZBIN/$b ]] || { echo "run-zts: $RZBIN/$b missing" >&2; exit 2; }
 done
 [[ $(id -u) == 0 ]] || { echo "run-zts: must run as root (FUSE, sudo)" >&2; exit 2; }
@@ -406,7 +408,7 @@ mkdir -p "$WORK/rzbin"
 # from inside, so the stages that run there use a copy of this directory in the work dir.
 cp -r "$HERE" "$WORK/runner"
 HERE=$WORK/runner
-cp "$RZBIN/rzpool" "$RZBIN/rzfs" "$RZBIN/rzfsd" "$WORK/rzbin/"
+cp "$RZBIN/rzpool" "$RZBIN/rzfs" "$RZBIN/rzfsd" "$RZBIN/rzinject" "$WORK/rzbin/"
 RZFS_SOCKET=$WORK/run/rzfsd.sock
 RZFS_VOL_DIR=$WORK/run/volumes
 {

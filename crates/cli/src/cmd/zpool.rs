@@ -372,6 +372,12 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             scan: _,
             cachefile,
         } => {
+            if all && pool.is_some() {
+                // zpool_do_import: -a takes no pool names.
+                return Response::usage(
+                    "too many arguments\nusage: zpool import [-a] [OPTIONS] | POOL [NEWNAME]",
+                );
+            }
             if temp_name && newname.is_none() {
                 return Response::err("cannot import: -t needs a new name (zpool import -t POOL NEWNAME)");
             }
