@@ -18,6 +18,8 @@
 //!   under the altroot.
 //! * [`import_under_a_new_name`]: `import POOL NEWNAME` renames for good (labels too, as zdb
 //!   sees), `-t` only in core.
+//! * [`upgrade_and_status_notes`]: `zpool upgrade` and the status note of a pool lacking the
+//!   features its `compatibility` asks for; `status -e`; `load_guid`.
 //! * [`failing_devices_degrade_or_suspend`]: `rzinject` write errors: a mirror goes on
 //!   DEGRADED with the leaf FAULTED; a single-disk pool suspends (failmode=continue: EIO at
 //!   once; failmode=wait: `fsync` waits) and `rzpool clear` resumes it with nothing lost.
@@ -276,6 +278,80 @@ fn import_under_a_new_name() {
     d.ok("rzpool", &["import", "-d", dir_s, "new"]);
     assert_eq!(d.ok("rzfs", &["list", "-H", "-t", "snapshot", "-o", "name", "new/b"]), "new/b@s2\n");
     d.ok("rzpool", &["export", "new"]);
+}
+
+/// `zpool upgrade` (listing, a pool, -a, -v, bad -V), the status note of a pool whose
+/// `compatibility` asks for features it lacks, `status -e`, `load_guid` (new at each
+/// import) and the read-only properties `get all` lists; zdb checks the features enabled.
+#[test]
+fn upgrade_and_status_notes() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-upgrade");
+    let devs = files(&dir, 2, 128 << 20);
+    let d = Daemon::new("own-upgrade");
+    let dir_s = dir.to_str().unwrap();
+    d.ok(
+        "rzpool",
+        &["create", "-o", "compatibility=compat-2018", "-m", "none", "up", "mirror", &devs[0], &devs[1]],
+    );
+    const NOTE: &str = "Some supported and requested features are not enabled";
+    assert!(!d.ok("rzpool", &["status", "up"]).contains(NOTE));
+    let listing = d.ok("rzpool", &["upgrade"]);
+    assert!(
+        listing.contains("All pools are formatted using feature flags.") && listing.contains("\nup\n"),
+        "{listing}"
+    );
+    assert_eq!(d.ok("rzpool", &["get", "-H", "-o", "value", "feature@sha512", "up"]), "disabled\n");
+
+    d.ok("rzpool", &["set", "compatibility=compat-2020", "up"]);
+    assert!(d.ok("rzpool", &["status", "up"]).contains(NOTE));
+    let out = d.ok("rzpool", &["upgrade", "up"]);
+    assert!(out.contains("Enabled the following features on 'up':\n") && out.contains("  sha512\n"), "{out}");
+    assert!(!d.ok("rzpool", &["status", "up"]).contains(NOTE));
+    assert_eq!(d.ok("rzpool", &["get", "-H", "-o", "value", "feature@sha512", "up"]), "enabled\n");
+    let again = d.ok("rzpool", &["upgrade", "up"]);
+    assert!(again.contains("Pool 'up' already has all supported and requested features enabled."), "{again}");
+    assert!(d.ok("rzpool", &["upgrade", "-a"]).contains("Every feature flags pool already has all"));
+    assert!(d.ok("rzpool", &["upgrade", "-v"]).contains("The following legacy versions are also supported"));
+    for args in [vec!["upgrade", "-V", "29", "up"], vec!["upgrade", "-a", "up"], vec!["upgrade", "-v", "up"]]
+    {
+        assert_eq!(d.run("rzpool", &args).0, 2, "{args:?}");
+    }
+
+    // status -e: only what is not ONLINE (and what is above it); -s is accepted.
+    d.ok("rzpool", &["offline", "up", &devs[1]]);
+    let st = d.ok("rzpool", &["status", "-es", "up"]);
+    assert!(
+        st.contains(devs[1].as_str()) && !st.contains(devs[0].as_str()) && st.contains("mirror-0"),
+        "{st}"
+    );
+    d.ok("rzpool", &["online", "up", &devs[1]]);
+    // Repeated flags, as getopt takes them.
+    d.ok("rzpool", &["history", "-lil", "up"]);
+
+    let all = d.ok("rzpool", &["get", "-H", "-o", "property,value", "all", "up"]);
+    for want in [
+        "load_guid\t",
+        "bcloneused\t0",
+        "bcloneratio\t1.00x",
+        "dedup_table_quota\tauto",
+        "last_scrubbed_txg\t",
+    ] {
+        assert!(all.contains(want), "{want}: {all}");
+    }
+    let guid = |d: &Daemon| {
+        d.ok("rzpool", &["get", "-H", "-o", "value", "load_guid", "up"]).trim().parse::<u64>().unwrap()
+    };
+    let first = guid(&d);
+    assert_eq!(guid(&d), first, "load_guid changed within one import");
+    d.ok("rzpool", &["export", "up"]);
+    d.ok("rzpool", &["import", "-d", dir_s, "up"]);
+    assert_ne!(guid(&d), first, "load_guid kept across imports");
+    d.ok("rzpool", &["export", "up"]);
+    let cfg = zdb_check(&dir, "up");
+    assert!(!cfg.is_empty());
 }
 
 #[test]

@@ -151,6 +151,9 @@ pub struct Pool {
     /// own path is `PATH/old`, a missing one keeps its configured path); empty for a
     /// read-only import, whose labels say it.
     pub leaf_paths: std::collections::BTreeMap<u64, String>,
+    /// A random guid for this load of the pool (`load_guid`, OpenZFS's `spa_load_guid`):
+    /// it changes at every import, and read views of one import share it.
+    pub load_guid: u64,
 }
 
 impl Pool {
@@ -171,6 +174,7 @@ impl Pool {
             opts,
             errors: Mutex::new(Vec::new()),
             leaf_paths: Default::default(),
+            load_guid: create::random_guid(&mut Vec::new()),
         }
     }
 

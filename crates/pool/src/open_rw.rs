@@ -353,6 +353,7 @@ impl PoolWriter {
             mos,
             base.opts.clone(),
         );
+        p.load_guid = base.load_guid;
         p.leaf_paths = self.paths.clone();
         Ok(p)
     }

@@ -66,6 +66,9 @@ pub struct PoolStatus {
     pub resilvering: bool,
     /// The hot spares section.
     pub spares: Vec<crate::spares::SpareRow>,
+    /// Features this software would enable (and the pool's `compatibility` allows) are
+    /// disabled on the pool (libzfs `ZPOOL_STATUS_FEAT_DISABLED`).
+    pub features_disabled: bool,
 }
 
 fn kind_name(kind: &VdevKind, id: u64) -> String {
@@ -182,7 +185,59 @@ pub fn pool_status_scanning(pool: &Pool, activity: Option<&str>) -> PoolStatus {
         scan: None,
         resilvering: false,
         spares: crate::spares::rows(pool),
+        features_disabled: false,
     }
+}
+
+/// The features enabled on `pool` (by short name).
+pub fn enabled_features(pool: &Pool) -> std::collections::BTreeSet<&'static str> {
+    let dir = crate::import::DMU_POOL_DIRECTORY_OBJECT;
+    let zap_of = |key: &str| zap::lookup_u64(&pool.mos, dir, key).ok().flatten();
+    let (read, write) = (zap_of("features_for_read"), zap_of("features_for_write"));
+    crate::feature_table::all()
+        .iter()
+        .filter(|f| {
+            let obj = if f.readonly_compat() { write } else { read };
+            obj.and_then(|o| zap::lookup_u64(&pool.mos, o, f.guid).ok().flatten()).is_some()
+        })
+        .map(|f| f.name)
+        .collect()
+}
+
+/// The features `zpool upgrade` would enable on `pool` here, in the feature table's order:
+/// disabled ones that rzfs writes and the pool's `compatibility` property allows (an
+/// unreadable compatibility file counts as `off`, as libzfs falls back to).
+pub fn features_to_enable(pool: &Pool) -> Vec<&'static crate::feature_table::Feature> {
+    let dir = crate::import::DMU_POOL_DIRECTORY_OBJECT;
+    let compat_value = zap::lookup_u64(&pool.mos, dir, "pool_props")
+        .ok()
+        .flatten()
+        .and_then(|obj| zap::lookup(&pool.mos, obj, "compatibility").ok().flatten())
+        .map(|e| e.string_value())
+        .unwrap_or_else(|| "off".into());
+    let compat = crate::compat::load(&compat_value).unwrap_or(crate::compat::CompatSet::Off);
+    let Ok(wanted) = crate::feature_table::create_set(&compat) else { return Vec::new() };
+    let enabled = enabled_features(pool);
+    crate::feature_table::all()
+        .iter()
+        .filter(|f| wanted.contains(f.name) && !enabled.contains(f.name))
+        .collect()
+}
+
+/// Does `pool` lack features `zpool upgrade` would enable ([`features_to_enable`])?
+pub fn features_disabled(pool: &Pool) -> bool {
+    !features_to_enable(pool).is_empty()
+}
+
+/// The tree cut to what `zpool status -e` shows: vdevs that are not ONLINE or have errors,
+/// with the vdevs above them (the root always).
+pub fn unhealthy_only(v: &VdevStatus) -> VdevStatus {
+    fn keep(v: &VdevStatus) -> Option<VdevStatus> {
+        let children: Vec<VdevStatus> = v.children.iter().filter_map(keep).collect();
+        let bad = v.health != PoolHealth::Online || v.read + v.write + v.cksum > 0;
+        (bad || !children.is_empty()).then(|| VdevStatus { children, ..v.clone() })
+    }
+    VdevStatus { children: v.children.iter().filter_map(keep).collect(), ..v.clone() }
 }
 
 fn render_tree(out: &mut String, v: &VdevStatus, depth: usize, width: usize, parsable: bool) {
@@ -294,6 +349,10 @@ pub fn render_status(st: &PoolStatus, verbose: bool, parsable: bool) -> String {
     } else if st.health != PoolHealth::Online {
         out.push_str("status: One or more devices could not be used because the label is missing or\n\tinvalid.  Sufficient replicas exist for the pool to continue\n\tfunctioning in a degraded state.\n");
         out.push_str("action: Replace the device using 'zpool replace'.\n");
+    } else if st.features_disabled {
+        // libzfs ZPOOL_STATUS_FEAT_DISABLED.
+        out.push_str("status: Some supported and requested features are not enabled on the pool.\n\tThe pool can still be used, but some features are unavailable.\n");
+        out.push_str("action: Enable all features using 'zpool upgrade'. Once this is done,\n\tthe pool may no longer be accessible by software that does not support\n\tthe features. See zpool-features(7) for details.\n");
     }
     if let Some(scan) = &st.scan {
         let _ = write!(out, "  scan: {scan}");

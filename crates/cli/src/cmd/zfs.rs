@@ -12,7 +12,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 #[derive(Parser)]
-#[command(name = "rzfs", about = "configure rzfs datasets", disable_version_flag = true)]
+#[command(
+    name = "rzfs",
+    about = "configure rzfs datasets",
+    disable_version_flag = true,
+    args_override_self = true
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

@@ -11,7 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 #[derive(Parser)]
-#[command(name = "rzpool", about = "configure rzfs storage pools", disable_version_flag = true)]
+#[command(
+    name = "rzpool",
+    about = "configure rzfs storage pools",
+    disable_version_flag = true,
+    args_override_self = true
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -122,6 +127,27 @@ enum Cmd {
         /// Exact numbers.
         #[arg(short = 'p')]
         parsable: bool,
+        /// Only the vdevs that are not ONLINE or have errors (and those above them).
+        #[arg(short = 'e')]
+        errors_only: bool,
+        /// Slow I/O counts per leaf: rzfs has no slow-I/O detection (zio deadman), so this
+        /// is accepted and adds nothing.
+        #[arg(short = 's')]
+        slow: bool,
+        pools: Vec<String>,
+    },
+    /// Enable every feature this software supports on pools (zpool upgrade): without
+    /// arguments, list the pools that lack some.
+    Upgrade {
+        /// Every imported pool.
+        #[arg(short = 'a')]
+        all: bool,
+        /// List the features (and legacy versions) this software supports.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Upgrade to this version (5000: feature flags, the only one rzfs writes).
+        #[arg(short = 'V')]
+        version: Option<String>,
         pools: Vec<String>,
     },
     /// Write the open txg of every pool (or of the named ones) to disk now.
@@ -292,6 +318,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Add { pool, dryrun: false, .. } => Some(pool.clone()),
         Cmd::Scrub { pools, .. } | Cmd::Resilver { pools } if pools.len() == 1 => Some(pools[0].clone()),
         Cmd::Offline { pool, .. } | Cmd::Online { pool, .. } => Some(pool.clone()),
+        Cmd::Upgrade { pools, verbose: false, .. } if pools.len() == 1 => Some(pools[0].clone()),
         Cmd::Attach { pool, .. } | Cmd::Replace { pool, .. } | Cmd::Detach { pool, .. } => Some(pool.clone()),
         Cmd::Remove { pool, .. } => Some(pool.clone()),
         Cmd::Import { pool: Some(p), newname, props, .. } if !props.iter().any(|x| x == "readonly=on") => {
@@ -441,8 +468,8 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             })
         }
         Cmd::Export { pools, force } => export(state, &pools, force),
-        Cmd::Status { verbose, unhealthy_only, parsable, pools } => {
-            status(state, &pools, verbose, unhealthy_only, parsable)
+        Cmd::Status { verbose, unhealthy_only, parsable, errors_only, slow: _, pools } => {
+            status(state, &pools, verbose, unhealthy_only, parsable, errors_only)
         }
         Cmd::List { scripted, parsable, props, pools } => list(state, &pools, scripted, parsable, &props),
         Cmd::History { internal, long, pools } => history(state, &pools, internal, long),
@@ -497,6 +524,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         Cmd::Online { expand, pool, devices } => online(state, &pool, &devices, expand, cwd),
         Cmd::Wait { activities, pool } => wait(state, &pool, &activities),
         Cmd::Sync { force: _, pools } => sync(state, &pools),
+        Cmd::Upgrade { all, verbose, version, pools } => upgrade(state, all, verbose, version, &pools),
         Cmd::Get { scripted, parsable, fields, props, pools } => {
             get(state, &props, &pools, scripted, parsable, &fields)
         }
@@ -1052,6 +1080,7 @@ fn status(
     verbose: bool,
     unhealthy: bool,
     parsable: bool,
+    errors_only: bool,
 ) -> Result<Response, String> {
     let pools = selected(state, names)?;
     if pools.is_empty() {
@@ -1059,7 +1088,13 @@ fn status(
     }
     let mut out = String::new();
     for p in pools {
-        let st = crate::rwpool::pool_status(state, &p);
+        let mut st = crate::rwpool::pool_status(state, &p);
+        if crate::rwpool::writer_of(state, p.name()).is_some() {
+            st.features_disabled = pool::status::features_disabled(&p);
+        }
+        if errors_only {
+            st.root = pool::status::unhealthy_only(&st.root);
+        }
         if unhealthy && st.health == PoolHealth::Online && st.errors.is_empty() {
             continue;
         }
@@ -1067,6 +1102,177 @@ fn status(
     }
     if out.is_empty() {
         out = "all pools are healthy\n".into();
+    }
+    Ok(Response::ok(out))
+}
+
+/// The legacy pool versions `zpool upgrade -v` lists (zpool_main.c's table).
+const LEGACY_VERSIONS: &[&str] = &[
+    "Initial ZFS version",
+    "Ditto blocks (replicated metadata)",
+    "Hot spares and double parity RAID-Z",
+    "zpool history",
+    "Compression using the gzip algorithm",
+    "bootfs pool property",
+    "Separate intent log devices",
+    "Delegated administration",
+    "refquota and refreservation properties",
+    "Cache devices",
+    "Improved scrub performance",
+    "Snapshot properties",
+    "snapused property",
+    "passthrough-x aclinherit",
+    "user/group space accounting",
+    "stmf property support",
+    "Triple-parity RAID-Z",
+    "Snapshot user holds",
+    "Log device removal",
+    "Compression using zle (zero-length encoding)",
+    "Deduplication",
+    "Received properties",
+    "Slim ZIL",
+    "System attributes",
+    "Improved scrub stats",
+    "Improved snapshot deletion performance",
+    "Improved snapshot creation performance",
+    "Multiple vdev replacements",
+];
+
+/// `zpool upgrade [-v] [-V VERSION] [-a | POOL...]` in zpool_do_upgrade's words. "Supported"
+/// features are those rzfs writes; pools at a legacy version (imported read-only here) are
+/// listed but cannot be upgraded by rzfs yet.
+fn upgrade(
+    state: &State,
+    all: bool,
+    verbose: bool,
+    version: Option<String>,
+    names: &[String],
+) -> Result<Response, String> {
+    use pool::feature_table as ft;
+    let target = match &version {
+        None => ondisk::uberblock::SPA_VERSION_FEATURES,
+        Some(v) => match v.parse::<u64>() {
+            Ok(n) if ondisk::uberblock::spa_version_is_supported(n) => n,
+            _ => {
+                return Ok(Response::usage(format!(
+                    "invalid version '{v}'\nusage: zpool upgrade [-V version] <-a | pool ...>"
+                )))
+            }
+        },
+    };
+    if version.is_some() && !all && names.is_empty() {
+        return Ok(Response::usage("-V option is incompatible with other arguments"));
+    }
+    if verbose && (all || !names.is_empty()) {
+        return Ok(Response::usage("-v option is incompatible with other arguments"));
+    }
+    if all && !names.is_empty() {
+        return Ok(Response::usage("-a option should not be used along with a pool name"));
+    }
+    let mut out = String::from("This system supports ZFS pool feature flags.\n\n");
+    if verbose {
+        out.push_str("The following features are supported:\n\nFEAT DESCRIPTION\n");
+        out.push_str(&format!("{}\n", "-".repeat(61)));
+        for f in ft::all().iter().filter(|f| ft::implemented_for_write(f.name)) {
+            let ro = if f.readonly_compat() { " (read-only compatible)" } else { "" };
+            out.push_str(&format!("{:<37}{ro}\n     {}\n", f.name, f.description));
+        }
+        out.push_str("\nThe following legacy versions are also supported:\n\nVER  DESCRIPTION\n");
+        out.push_str(&format!("---  {}\n", "-".repeat(56)));
+        for (i, d) in LEGACY_VERSIONS.iter().enumerate() {
+            out.push_str(&format!(" {:<3} {d}\n", i + 1));
+        }
+        out.push_str("\nFor more information on a particular version, including supported releases,\nsee the ZFS Administration Guide.\n\n");
+        return Ok(Response::ok(out));
+    }
+    let legacy = |p: &Pool| p.version() < ondisk::uberblock::SPA_VERSION_FEATURES;
+    if !all && names.is_empty() {
+        // The listing: legacy pools, then pools lacking supported features.
+        let pools = state.all_pools();
+        let old: Vec<&Arc<Pool>> = pools.iter().filter(|p| legacy(p)).collect();
+        if old.is_empty() {
+            out.push_str("All pools are formatted using feature flags.\n\n");
+        } else {
+            out.push_str("The following pools are formatted with legacy version numbers and can\nbe upgraded to use feature flags.  After being upgraded, these pools\nwill no longer be accessible by software that does not support feature\nflags.\n\nNote that setting a pool's 'compatibility' feature to 'legacy' will\ninhibit upgrades.\n\nVER  POOL\n---  ------------\n");
+            for p in &old {
+                out.push_str(&format!("{:2}   {}\n", p.version(), p.name()));
+            }
+            out.push_str("\nUse 'zpool upgrade -v' for a list of available legacy versions.\n");
+        }
+        let mut first = true;
+        for p in pools.iter().filter(|p| !legacy(p)) {
+            let enabled = pool::status::enabled_features(p);
+            let missing: Vec<&str> = ft::all()
+                .iter()
+                .filter(|f| ft::implemented_for_write(f.name) && !enabled.contains(f.name))
+                .map(|f| f.name)
+                .collect();
+            if missing.is_empty() {
+                continue;
+            }
+            if first {
+                out.push_str("\nSome supported features are not enabled on the following pools. Once a\nfeature is enabled the pool may become incompatible with software\nthat does not support the feature. See zpool-features(7) for details.\n\nNote that the pool 'compatibility' feature can be used to inhibit\nfeature upgrades.\n\nFeatures marked with (*) are not applied automatically on upgrade, and\nmust be applied explicitly with zpool-set(7).\n\nPOOL  FEATURE\n---------------\n");
+                first = false;
+            }
+            out.push_str(&format!("{}\n", p.name()));
+            for m in missing {
+                out.push_str(&format!("      {m}\n"));
+            }
+        }
+        out.push_str(if first {
+            "Every feature flags pool has all supported and requested features enabled.\n"
+        } else {
+            "\n"
+        });
+        return Ok(Response::ok(out));
+    }
+    let pools = if all { state.all_pools() } else { selected(state, names)? };
+    let mut changed_any = false;
+    for p in &pools {
+        let cur = p.version();
+        if cur > target {
+            out.push_str(&format!(
+                "Pool '{}' is already formatted using more current version '{cur}'.\n\n",
+                p.name()
+            ));
+            continue;
+        }
+        if target != ondisk::uberblock::SPA_VERSION_FEATURES && cur == target {
+            out.push_str(&format!("Pool '{}' is already formatted using version {target}.\n\n", p.name()));
+            continue;
+        }
+        if cur != target || crate::rwpool::writer_of(state, p.name()).is_none() {
+            // Legacy versions and read-only imports: rzfs writes neither.
+            return Err(format!(
+                "cannot upgrade '{}': {}",
+                p.name(),
+                if cur != target {
+                    "upgrading pools of a legacy version is not supported by rzfs yet"
+                } else {
+                    "pool is imported read-only"
+                }
+            ));
+        }
+        let todo = pool::status::features_to_enable(p);
+        for (i, f) in todo.iter().enumerate() {
+            crate::rwpool::set_pool_prop(state, &format!("feature@{}=enabled", f.name), p.name())?;
+            if i == 0 {
+                out.push_str(&format!("Enabled the following features on '{}':\n", p.name()));
+            }
+            out.push_str(&format!("  {}\n", f.name));
+        }
+        if !todo.is_empty() {
+            changed_any = true;
+            out.push('\n');
+        } else if !all {
+            out.push_str(&format!(
+                "Pool '{}' already has all supported and requested features enabled.\n",
+                p.name()
+            ));
+        }
+    }
+    if all && !changed_any {
+        out.push_str("All pools are already formatted using feature flags.\n\nEvery feature flags pool already has all supported and requested features enabled.\n");
     }
     Ok(Response::ok(out))
 }
@@ -1136,6 +1342,7 @@ const GET_ALL: &[&str] = &[
     "altroot",
     "health",
     "guid",
+    "load_guid",
     "version",
     "bootfs",
     "delegation",
@@ -1158,6 +1365,12 @@ const GET_ALL: &[&str] = &[
     "checkpoint",
     "autotrim",
     "compatibility",
+    "bcloneused",
+    "bclonesaved",
+    "bcloneratio",
+    "dedup_table_size",
+    "dedup_table_quota",
+    "last_scrubbed_txg",
 ];
 
 /// The bytes a hidden directory of the pool's root (`$FREE`, `$LEAK`) holds; None when it
@@ -1217,6 +1430,19 @@ fn pool_prop(
         }
         "health" => none(health.to_string()),
         "guid" => none(p.guid().to_string()),
+        "load_guid" => none(p.load_guid.to_string()),
+        // Dedup and block cloning are not written by rzfs: their figures are those of a
+        // pool that uses neither (zpool_prop.c's defaults).
+        "dedup_table_quota" => dflt("auto"),
+        "dedup_table_size" => none(size(0, parsable)),
+        "bcloneused" | "bclonesaved" => none(size(0, parsable)),
+        "bcloneratio" => none(if parsable { "1.00".into() } else { "1.00x".into() }),
+        // The txg of the last scrub that finished (the MOS directory's
+        // `last_scrubbed_txg`, OpenZFS 2.3), 0 before any.
+        "last_scrubbed_txg" => {
+            let dir = pool::import::DMU_POOL_DIRECTORY_OBJECT;
+            none(zap::lookup_u64(&p.mos, dir, "last_scrubbed_txg").ok().flatten().unwrap_or(0).to_string())
+        }
         "version" => none(if p.version() >= 5000 { "-".into() } else { p.version().to_string() }),
         "name" => none(p.name().to_string()),
         "readonly" => none(if writable { "off".into() } else { "on".into() }),
