@@ -199,10 +199,12 @@ inner() {
 	start_daemon
 	: >"$OUTDIR/notrun.tsv"
 	local t0=$SECONDS name group ntests remaining rc
+	# The tests get no standard input: the group loop reads its index from it, and a test
+	# that runs `script` (zpool_colors) would otherwise eat the rest of the index.
 	run_runner() { # runfile logdir
 		( cd "$2" && PATH=$STF_PATH timeout --kill-after=20 "$remaining" \
 		    "$STF_TOOLS/bin/test-runner.py" -c "$1" -T functional \
-		    -i "$STF_SUITE" -I 1 -o "$2" ) 2>&1 |
+		    -i "$STF_SUITE" -I 1 -o "$2" </dev/null ) 2>&1 |
 		    tee -a "$OUTDIR/console.log" | sed -n 's|^\(Test.*: \).*tests/functional/|\1|p'
 		return "${PIPESTATUS[0]}"
 	}
@@ -314,6 +316,10 @@ sandbox() {
 	# zfs_send_004_neg checks that `zfs send` refuses to write a stream to a terminal
 	# (>/dev/console); without the node the shell creates a plain file there.
 	mknod -m 620 "$R/dev/console" c 5 1
+	# libzpool (zhack, ztest) asks the kernel whether a pool is imported by opening /dev/zfs
+	# and fails closed without it: an empty file lets zhack work on the exported pools ZTS
+	# hands it. libzfs-based helpers then fail at their first ioctl instead of at the open.
+	: >"$R/dev/zfs"
 	mkdir -p "$R/dev/pts" "$R/dev/shm"
 	mount -t devpts -o newinstance,ptmxmode=0666 devpts "$R/dev/pts"
 	ln -s pts/ptmx "$R/dev/ptmx"
