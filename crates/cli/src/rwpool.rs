@@ -856,6 +856,21 @@ pub fn set_pool_prop(state: &State, assignment: &str, pool: &str) -> Result<(), 
         pool::feature_table::check_requested(&[f])?;
         return rw.spa.enable_feature(f).map_err(|e| format!("cannot set property for '{pool}': {e}"));
     }
+    // User properties (OpenZFS 2.2 `zpool set module:name=value`): strings in the same
+    // pool_props ZAP; an empty value removes one (zpool_valid_proplist's limits).
+    if k.contains(':') {
+        if !dsl::props::is_user_prop(k) {
+            return Err(format!("invalid property '{k}'"));
+        }
+        if k.len() >= dsl::props::MAX_PROP_NAME {
+            return Err(format!("property name '{k}' is too long"));
+        }
+        if v.len() >= dsl::props::MAX_PROP_VALUE {
+            return Err(format!("property value '{v}' is too long"));
+        }
+        let val = if v.is_empty() { PoolPropValue::Remove } else { PoolPropValue::Str(v.into()) };
+        return rw.spa.set_pool_prop(k, val).map_err(|e| format!("cannot set property for '{pool}': {e}"));
+    }
     let onoff = |v: &str| match v {
         "on" => Ok(1u64),
         "off" => Ok(0),

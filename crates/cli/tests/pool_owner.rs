@@ -19,7 +19,7 @@
 //! * [`import_under_a_new_name`]: `import POOL NEWNAME` renames for good (labels too, as zdb
 //!   sees), `-t` only in core.
 //! * [`upgrade_and_status_notes`]: `zpool upgrade` and the status note of a pool lacking the
-//!   features its `compatibility` asks for; `status -e`; `load_guid`.
+//!   features its `compatibility` asks for; `status -e`; `load_guid`; pool user properties.
 //! * [`failing_devices_degrade_or_suspend`]: `rzinject` write errors: a mirror goes on
 //!   DEGRADED with the leaf FAULTED; a single-disk pool suspends (failmode=continue: EIO at
 //!   once; failmode=wait: `fsync` waits) and `rzpool clear` resumes it with nothing lost.
@@ -341,6 +341,26 @@ fn upgrade_and_status_notes() {
     ] {
         assert!(all.contains(want), "{want}: {all}");
     }
+    // User properties: set, listed by `get all`, cleared by an empty value; limits.
+    let long_name = format!("x:{}", "a".repeat(253));
+    let long_value = "V".repeat(8191);
+    d.ok("rzpool", &["set", "cool:pool=hello", "up"]);
+    d.ok("rzpool", &["set", &format!("{long_name}=v"), "up"]);
+    d.ok("rzpool", &["set", &format!("long:value={long_value}"), "up"]);
+    assert_eq!(d.ok("rzpool", &["get", "-H", "-o", "value,source", "cool:pool", "up"]), "hello\tlocal\n");
+    assert_eq!(
+        d.ok("rzpool", &["get", "-H", "-o", "value", "long:value", "up"]).trim_end(),
+        long_value.as_str()
+    );
+    let listed = d.ok("rzpool", &["get", "-H", "-o", "property", "all", "up"]);
+    assert!(listed.ends_with(&format!("cool:pool\nlong:value\n{long_name}\n")), "{listed}");
+    for bad in [format!("x:{}=v", "a".repeat(254)), format!("long:value={long_value}V"), "Cool:pool=1".into()]
+    {
+        assert_eq!(d.run("rzpool", &["set", &bad, "up"]).0, 1, "{bad}");
+    }
+    d.ok("rzpool", &["set", "cool:pool=", "up"]);
+    assert_eq!(d.ok("rzpool", &["get", "-H", "-o", "value,source", "cool:pool", "up"]), "-\tdefault\n");
+
     let guid = |d: &Daemon| {
         d.ok("rzpool", &["get", "-H", "-o", "value", "load_guid", "up"]).trim().parse::<u64>().unwrap()
     };

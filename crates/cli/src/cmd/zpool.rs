@@ -1106,6 +1106,20 @@ fn status(
     Ok(Response::ok(out))
 }
 
+/// The user properties (`module:name`) of pool `p`, by name.
+fn pool_user_props(p: &Pool) -> Vec<(String, String)> {
+    let dir = pool::import::DMU_POOL_DIRECTORY_OBJECT;
+    let Some(obj) = zap::lookup_u64(&p.mos, dir, "pool_props").ok().flatten() else { return Vec::new() };
+    let mut v: Vec<(String, String)> = zap::list(&p.mos, obj)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| (String::from_utf8_lossy(&e.name).into_owned(), e.string_value()))
+        .filter(|(k, _)| dsl::props::is_user_prop(k))
+        .collect();
+    v.sort();
+    v
+}
+
 /// The legacy pool versions `zpool upgrade -v` lists (zpool_main.c's table).
 const LEGACY_VERSIONS: &[&str] = &[
     "Initial ZFS version",
@@ -1499,6 +1513,11 @@ fn pool_prop(
                 None => dflt(if prop == "delegation" { "on" } else { "off" }),
             }
         }
+        // A user property (`module:name`, OpenZFS 2.2): the pool_props ZAP's string.
+        user if dsl::props::is_user_prop(user) => match zap_str(user) {
+            Some(v) => Ok((v, "local".into())),
+            None => dflt("-"),
+        },
         other if other.starts_with("feature@") => {
             let f = pool::feature_table::by_name(&other["feature@".len()..])
                 .ok_or_else(|| format!("bad property list: invalid property '{other}'"))?;
@@ -1550,10 +1569,15 @@ fn get(
         // Looks at the devices' sizes: once per pool, only when asked for.
         let esize =
             if wanted.iter().any(|w| w == "expandsize") { expand_size(state, p.name()) } else { None };
+        // `all` ends with the pool's user properties, by name.
+        let mut wanted = wanted.clone();
+        if props == "all" {
+            wanted.extend(pool_user_props(&p).into_iter().map(|(k, _)| k));
+        }
         for prop in &wanted {
             let (value, source) = match prop.as_str() {
-                // Kept out of the daemon's cache (set none, imported read-only, or a
-                // daemon without one): `none`, as zpool says for such pools.
+                // `-` in the daemon's cache, a path in a file of its own, `none` when
+                // kept out (set so, an altroot, a daemon without a cache).
                 "cachefile" if writable => match crate::cache::setting(state, p.name()) {
                     crate::cache::Setting::Daemon => ("-".to_string(), "default".to_string()),
                     crate::cache::Setting::None => ("none".to_string(), "local".to_string()),
