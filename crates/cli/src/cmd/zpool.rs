@@ -152,8 +152,8 @@ enum Cmd {
     },
     /// Write the open txg of every pool (or of the named ones) to disk now.
     Sync {
-        /// Write dirty data to the main pool, not the intent log: rzfs has no intent log
-        /// yet, so every sync already does (accepted for scripts written for zpool).
+        /// Write dirty data to the main pool, not the intent log (rzfs has no intent log
+        /// yet, so every sync does), and sync a txg even if nothing is dirty.
         #[arg(short = 'f')]
         force: bool,
         pools: Vec<String>,
@@ -523,7 +523,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
         }
         Cmd::Online { expand, pool, devices } => online(state, &pool, &devices, expand, cwd),
         Cmd::Wait { activities, pool } => wait(state, &pool, &activities),
-        Cmd::Sync { force: _, pools } => sync(state, &pools),
+        Cmd::Sync { force, pools } => sync(state, &pools, force),
         Cmd::Upgrade { all, verbose, version, pools } => upgrade(state, all, verbose, version, &pools),
         Cmd::Get { scripted, parsable, fields, props, pools } => {
             get(state, &props, &pools, scripted, parsable, &fields)
@@ -1291,10 +1291,15 @@ fn upgrade(
     Ok(Response::ok(out))
 }
 
-/// `zpool sync [POOL]...`: pools imported read-only have nothing to write.
-fn sync(state: &State, names: &[String]) -> Result<Response, String> {
+/// `zpool sync [-f] [POOL]...`: pools imported read-only have nothing to write. `-f`
+/// syncs a txg even when nothing is dirty, rewriting the configuration (as
+/// zfs_ioc_pool_sync dirties the root vdev's config when forced).
+fn sync(state: &State, names: &[String], force: bool) -> Result<Response, String> {
     for p in selected(state, names)? {
         if let Some(rw) = crate::rwpool::writer_of(state, p.name()) {
+            if force {
+                rw.spa.read(|w| w.config_dirty = true);
+            }
             rw.sync()?;
         }
     }
@@ -1349,8 +1354,9 @@ fn list(
     Ok(Response::ok(t.render(scripted)))
 }
 
+/// What `zpool get all` lists before the features, in zpool's order (`name` is not among
+/// them: it is the NAME column).
 const GET_ALL: &[&str] = &[
-    "name",
     "size",
     "capacity",
     "altroot",
