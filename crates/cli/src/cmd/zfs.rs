@@ -12,12 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 #[derive(Parser)]
-#[command(
-    name = "rzfs",
-    about = "configure rzfs datasets",
-    disable_version_flag = true,
-    args_override_self = true
-)]
+// Unlike zpool's, a repeated option is an error (zfs_do_send refuses `-i A -i B`).
+#[command(name = "rzfs", about = "configure rzfs datasets", disable_version_flag = true)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

@@ -10,6 +10,7 @@ use pool::{ImportOpts, Pool};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+// Flags may repeat as getopt lets them (`zpool history -lil`).
 #[derive(Parser)]
 #[command(
     name = "rzpool",
