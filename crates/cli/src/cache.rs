@@ -254,22 +254,18 @@ pub fn record_as(state: &State, name: &str, how: &Setting) {
         Setting::File(p) if state.cachefile.as_ref() == Some(p) => &Setting::Daemon,
         h => h,
     };
-    forget(state, name);
     let path = match how {
-        Setting::None => return,
-        Setting::Daemon => match &state.cachefile {
-            Some(p) => p.clone(),
-            None => return,
-        },
-        Setting::File(p) => {
-            state
-                .pool_cachefiles
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(name.to_string(), p.clone());
-            p.clone()
-        }
+        Setting::None => None,
+        Setting::Daemon => state.cachefile.clone(),
+        Setting::File(p) => Some(p.clone()),
     };
+    // Out of every other file first; the destination is rewritten in one step below, so a
+    // crash never leaves the pool out of the file it stays in.
+    forget_except(state, name, path.as_deref());
+    let Some(path) = path else { return };
+    if let Setting::File(p) = how {
+        state.pool_cachefiles.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), p.clone());
+    }
     let own = matches!(how, Setting::File(_)).then_some(path.as_path());
     let Some(entry) = entry_of(state, name, own) else { return };
     update(state, &path, |v| {
@@ -293,8 +289,13 @@ pub fn refresh(state: &State, name: &str) {
 
 /// Removes pool `name` from the daemon's cache and from a file of its own.
 pub fn forget(state: &State, name: &str) {
+    forget_except(state, name, None);
+}
+
+/// [`forget`], leaving file `keep` alone.
+fn forget_except(state: &State, name: &str, keep: Option<&Path>) {
     let own = state.pool_cachefiles.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
-    for path in own.iter().chain(state.cachefile.iter()) {
+    for path in own.iter().chain(state.cachefile.iter()).filter(|p| Some(p.as_path()) != keep) {
         if load(path).iter().any(|e| e.name == name) {
             update(state, path, |v| v.retain(|e| e.name != name));
         }
