@@ -126,6 +126,14 @@ pub fn start_daemon(sock: &Path) -> std::io::Result<()> {
     Err(std::io::Error::other(format!("rzfsd did not start within {START_TIMEOUT:?}; see {}", log.display())))
 }
 
+/// The name this client was run as (its argv\[0\]'s file name) when it is `zpool` or `zfs`:
+/// the daemon records commands in pool history under it.
+fn invoked_as() -> Option<String> {
+    let arg0 = std::env::args_os().next()?;
+    let name = Path::new(&arg0).file_name()?.to_str()?;
+    matches!(name, "zpool" | "zfs").then(|| name.to_string())
+}
+
 /// `argv` of `rzpool events` with `-f` among its flags, without it; `None` otherwise.
 fn follow_argv(argv: &[String]) -> Option<Vec<String>> {
     if argv.first().map(String::as_str) != Some("events") {
@@ -160,7 +168,13 @@ fn follow_events(prog: &str, sock: &Path, argv: Vec<String>, cwd: PathBuf) -> ! 
         if !std::mem::take(&mut first) {
             a.push("--continued".into());
         }
-        let req = Request { version: PROTOCOL_VERSION, prog: prog.to_string(), argv: a, cwd: cwd.clone() };
+        let req = Request {
+            version: PROTOCOL_VERSION,
+            prog: prog.to_string(),
+            argv: a,
+            cwd: cwd.clone(),
+            invoked_as: invoked_as(),
+        };
         let r = match call(sock, &req) {
             Ok(r) => r,
             Err(e) => {
@@ -182,6 +196,71 @@ fn follow_events(prog: &str, sock: &Path, argv: Vec<String>, cwd: PathBuf) -> ! 
             std::process::exit(r.exit);
         }
         std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// `zpool iostat ... INTERVAL [COUNT]`: one request per report, each handing the daemon the
+/// counters of the one before (so it shows rates over the interval), every INTERVAL seconds,
+/// COUNT times or until interrupted. `-y` leaves out the first report (since the import).
+fn follow_iostat(prog: &str, sock: &Path, argv: &[String], cwd: PathBuf) {
+    use crate::cmd::zpool::{split_interval, IOSTAT_SNAPSHOT};
+    if argv.first().map(String::as_str) != Some("iostat") {
+        return;
+    }
+    // Options are the arguments before the first that is not one (getopt stops there).
+    let opts_end =
+        argv[1..].iter().position(|a| !a.starts_with('-') || a == "-").map_or(argv.len(), |i| i + 1);
+    let (opts, operands) = argv.split_at(opts_end);
+    let Ok((pools, Some(interval), count)) = split_interval(operands) else { return };
+    let flagged = |c: char| opts.iter().any(|a| !a.starts_with("--") && a.starts_with('-') && a.contains(c));
+    let skip_first = flagged('y');
+    let mut prev = String::new();
+    let mut printed = 0u64;
+    let mut first = true;
+    loop {
+        let mut a: Vec<String> = opts.to_vec();
+        a.push(format!("--prev={prev}"));
+        if printed > 0 {
+            a.push("--continued".into());
+        }
+        a.extend(pools.iter().cloned());
+        let req = Request {
+            version: PROTOCOL_VERSION,
+            prog: prog.to_string(),
+            argv: a,
+            cwd: cwd.clone(),
+            invoked_as: invoked_as(),
+        };
+        let r = match call(sock, &req) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("{prog}: cannot reach rzfsd at {}: {e}", sock.display());
+                std::process::exit(1);
+            }
+        };
+        let show = !(first && skip_first);
+        first = false;
+        for line in r.stderr.lines() {
+            match line.strip_prefix(IOSTAT_SNAPSHOT) {
+                Some(snap) => prev = snap.to_string(),
+                None => eprintln!("{line}"),
+            }
+        }
+        if r.exit != 0 {
+            print!("{}", r.stdout);
+            std::process::exit(r.exit);
+        }
+        if show {
+            let mut out = std::io::stdout().lock();
+            if out.write_all(r.stdout.as_bytes()).and_then(|_| out.flush()).is_err() {
+                std::process::exit(0); // the reader went away (`| head`)
+            }
+            printed += 1;
+            if count.is_some_and(|c| printed >= c) {
+                std::process::exit(0);
+            }
+        }
+        std::thread::sleep(Duration::from_secs_f64(interval));
     }
 }
 
@@ -296,6 +375,7 @@ pub fn main_forward(prog: &str) -> ! {
         if let Some(argv) = follow_argv(&argv) {
             follow_events(prog, &sock, argv, cwd);
         }
+        follow_iostat(prog, &sock, &argv, cwd.clone());
     }
     // `zfs send` writes its stream to standard output and `zfs receive` reads it from
     // standard input: the daemon gets that descriptor and does the I/O itself.
@@ -316,7 +396,8 @@ pub fn main_forward(prog: &str) -> ! {
         Some(StreamFd::In) => vec![stdin.as_fd()],
         None => Vec::new(),
     };
-    let req = Request { version: PROTOCOL_VERSION, prog: prog.to_string(), argv, cwd };
+    let req =
+        Request { version: PROTOCOL_VERSION, prog: prog.to_string(), argv, cwd, invoked_as: invoked_as() };
     let resp = match UnixStream::connect(&sock) {
         Ok(s) => exchange_fds(&s, &req, &fds),
         Err(e) if e.kind() == ErrorKind::PermissionDenied => {

@@ -7,7 +7,7 @@
 
 use crate::access;
 use crate::cmd;
-use crate::proto::{parse_request, Response, MAX_REQUEST_BYTES};
+use crate::proto::{parse_request, Request, Response, MAX_REQUEST_BYTES};
 use nix::sys::stat::{umask, Mode};
 use pool::Pool;
 use std::collections::BTreeMap;
@@ -231,8 +231,10 @@ fn handle(
     // silently; pool state it may have left half-changed is poisoned by the pool's owner
     // (pool::txg), which catches panics around every change it lends out.
     let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match req.prog.as_str() {
-        "rzpool" => cmd::zpool::run(state, &req.argv, &req.cwd),
-        "rzfs" => cmd::zfs::run_with(state, &req.argv, &req.cwd, std::mem::take(&mut fds)),
+        "rzpool" => cmd::zpool::run_as(state, &req.argv, &req.cwd, shown_name(&req, "zpool")),
+        "rzfs" => {
+            cmd::zfs::run_with(state, &req.argv, &req.cwd, std::mem::take(&mut fds), shown_name(&req, "zfs"))
+        }
         "rzinject" => cmd::zinject::run(state, &req.argv, &req.cwd),
         other => Response::err(format!("unknown program '{other}'")),
     }));
@@ -264,5 +266,14 @@ pub fn track_mount(dataset: &str, on: bool) {
         m.insert(dataset.to_string());
     } else {
         m.remove(dataset);
+    }
+}
+
+/// The program name pool history records for `req`: `alias` when the client ran under that
+/// name (zpool, zfs), the program's own otherwise.
+fn shown_name<'a>(req: &'a Request, alias: &'a str) -> &'a str {
+    match req.invoked_as.as_deref() {
+        Some(a) if a == alias => alias,
+        _ => req.prog.as_str(),
     }
 }

@@ -36,6 +36,10 @@ pub struct Request {
     pub argv: Vec<String>,
     /// The client's working directory (relative paths in arguments are resolved against it).
     pub cwd: PathBuf,
+    /// The name the client was run as when it is zpool's or zfs's (a link or alias named
+    /// `zpool` or `zfs`): pool history records the command as typed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invoked_as: Option<String>,
 }
 
 /// The result of a command.
@@ -90,7 +94,13 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let r = Request { version: 1, prog: "rzpool".into(), argv: vec!["list".into()], cwd: "/".into() };
+        let r = Request {
+            version: 1,
+            prog: "rzpool".into(),
+            argv: vec!["list".into()],
+            cwd: "/".into(),
+            invoked_as: None,
+        };
         let line = serde_json::to_vec(&r).unwrap();
         assert_eq!(parse_request(&line).unwrap(), r);
         let mut old = r.clone();

@@ -883,3 +883,82 @@ fn snapshot_directory_on_read_write_mounts() {
     d.ok("rzpool", &["export", "sd"]);
     zdb_check(&dir, "sd");
 }
+
+/// `zpool iostat`: the default columns for the pool and (-v) every vdev, in zpool's layout
+/// (ZTS's get_disklist reads the device names from it), counts that add up from the leaves
+/// to the pool, intervals and counts (-y leaves out the report since the import), and
+/// zpool's errors for an unknown pool and a zero interval.
+#[test]
+fn iostat_reports_io_per_vdev() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-iostat");
+    let devs = files(&dir, 2, 128 << 20);
+    let d = Daemon::new("own-iostat");
+    d.ok("rzpool", &["create", "-m", "none", "io", "mirror", &devs[0], &devs[1]]);
+    d.ok("rzpool", &["scrub", "-w", "io"]);
+
+    let rows: Vec<Vec<u64>> = d
+        .ok("rzpool", &["iostat", "-Hpv", "io"])
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            assert_eq!(f.len(), 7, "{l}");
+            f[1..].iter().map(|x| x.parse().unwrap()).collect()
+        })
+        .collect();
+    assert_eq!(rows.len(), 4, "{rows:?}"); // io, mirror-0, two leaves
+    let (pool, top, a, b) = (&rows[0], &rows[1], &rows[2], &rows[3]);
+    assert!(pool[0] > 0 && pool[1] > 0 && pool[..2] == top[..2], "{rows:?}");
+    assert!(a[..2] == [0, 0] && b[..2] == [0, 0], "leaves have no capacity columns: {rows:?}");
+    assert!(a[3] > 0 && b[3] > 0 && a[5] > 0 && b[5] > 0, "labels and uberblocks were written: {rows:?}");
+    for i in 2..6 {
+        // Rates per second, each rounded down on its own.
+        assert!(top[i].abs_diff(a[i] + b[i]) <= 1, "column {i} of mirror-0 is its leaves' sum: {rows:?}");
+        assert_eq!(pool[i], top[i], "{rows:?}");
+    }
+    assert!(pool[2] > 0 && pool[4] > 0, "the scrub read: {rows:?}");
+
+    // Human form: three header lines, the pool, its vdevs, dashes (get_disklist's view).
+    let human = d.ok("rzpool", &["iostat", "-v", "io"]);
+    let lines: Vec<&str> = human.lines().collect();
+    assert!(lines[0].contains("capacity     operations     bandwidth"), "{human}");
+    assert!(lines[1].starts_with("pool") && lines[1].ends_with("alloc   free   read  write   read  write"));
+    assert!(lines[2].starts_with("----------") && lines[3].starts_with("io "), "{human}");
+    let names: Vec<&str> = lines[4..].iter().filter_map(|l| l.split_whitespace().next()).collect();
+    assert_eq!(names, ["mirror-0", devs[0].as_str(), devs[1].as_str(), names[3]], "{human}");
+    assert!(names[3].starts_with("-----"));
+    assert_eq!(d.ok("rzpool", &["iostat", "io"]).lines().count(), 4);
+
+    // INTERVAL COUNT: COUNT reports; -y leaves out the one since the import.
+    assert_eq!(d.ok("rzpool", &["iostat", "-Hp", "io", "0.2", "3"]).lines().count(), 3);
+    let later = d.ok("rzpool", &["iostat", "-Hpy", "io", "0.2", "2"]);
+    assert_eq!(later.lines().count(), 2, "{later}");
+    assert!(later.lines().all(|l| l.starts_with("io\t") && l.split('\t').count() == 7), "{later}");
+
+    assert_eq!(d.run("rzpool", &["iostat", "nopool"]).0, 1);
+    assert_eq!(d.run("rzpool", &["iostat", "io", "0"]).0, 2);
+    assert_ne!(d.run("rzpool", &["iostat", "-l", "io"]).0, 0);
+
+    // zpool's subcommands take no -h (a usage error); `zpool clear POOL DEV` wants a device
+    // of the pool.
+    assert_eq!(d.run("rzpool", &["scrub", "-h"]).0, 2);
+    assert_eq!(d.run("rzpool", &["clear", "io", "/no/such/dev"]).0, 1);
+    d.ok("rzpool", &["clear", "io", &devs[0]]);
+
+    // Run through a link named `zpool` (as scripts written for ZFS do), the command goes
+    // into pool history as typed; run as rzpool, under rzpool.
+    let link = dir.join("zpool");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_rzpool"), &link).unwrap();
+    let out = std::process::Command::new(&link)
+        .args(["set", "comment=via-link", "io"])
+        .env("RZFS_SOCKET", &d.sock)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let hist = d.ok("rzpool", &["history", "io"]);
+    assert!(hist.contains(" zpool set comment=via-link io\n"), "{hist}");
+    assert!(hist.contains(&format!(" rzpool create -m none io mirror {} {}\n", devs[0], devs[1])), "{hist}");
+}

@@ -146,6 +146,61 @@ fn vdev_status(v: &Vdev, paths: &dyn Fn(u64) -> Option<String>, activity: Option
     }
 }
 
+/// One row of `zpool iostat`: a vdev (or the pool, depth 0), its capacity when it has one
+/// (the pool and its top-level vdevs), and the I/O it completed since it was opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IoRow {
+    pub depth: usize,
+    pub name: String,
+    pub guid: u64,
+    /// (allocated, free) bytes.
+    pub space: Option<(u64, u64)>,
+    pub io: vdev::IoCounts,
+}
+
+/// The rows of `zpool iostat -v` for `pool`, pool first, in `zpool status` order and names.
+/// `pool_space` is the pool's (allocated, free); `top_space(id)` a top-level vdev's.
+pub fn iostat_rows(
+    pool: &Pool,
+    pool_space: Option<(u64, u64)>,
+    top_space: &dyn Fn(u64) -> Option<(u64, u64)>,
+) -> Vec<IoRow> {
+    let paths =
+        |guid: u64| pool.leaf_paths.get(&guid).cloned().or_else(|| config_path(&pool.candidate, guid));
+    fn walk(v: &Vdev, depth: usize, paths: &dyn Fn(u64) -> Option<String>, out: &mut Vec<IoRow>) {
+        let is_leaf = v.kind().is_leaf();
+        let name = if is_leaf && v.device().is_none() {
+            paths(v.guid()).unwrap_or_else(|| v.name())
+        } else {
+            v.name()
+        };
+        out.push(IoRow { depth, name, guid: v.guid(), space: None, io: v.io_counts() });
+        for c in v.children().iter().filter(|c| *c.kind() != VdevKind::Hole) {
+            walk(c, depth + 1, paths, out);
+        }
+    }
+    let mut out = vec![IoRow {
+        depth: 0,
+        name: pool.name().to_string(),
+        guid: pool.guid(),
+        space: pool_space,
+        io: vdev::IoCounts::default(),
+    }];
+    let mut total = vdev::IoCounts::default();
+    for t in pool.tops.iter().filter(|t| *t.kind() != VdevKind::Hole) {
+        let first = out.len();
+        walk(t, 1, &paths, &mut out);
+        out[first].space = top_space(t.id());
+        let io = out[first].io;
+        total.read_ops += io.read_ops;
+        total.write_ops += io.write_ops;
+        total.read_bytes += io.read_bytes;
+        total.write_bytes += io.write_bytes;
+    }
+    out[0].io = total;
+    out
+}
+
 /// Status of an imported pool.
 pub fn pool_status(pool: &Pool) -> PoolStatus {
     pool_status_scanning(pool, None)

@@ -1060,6 +1060,13 @@ impl Spa {
         (s.size, s.size.saturating_sub(s.free))
     }
 
+    /// (top-level vdev id, size, allocated) of each top-level vdev, as [`Spa::raw_space`]
+    /// counts them (`zpool iostat -v`, `zpool list -v`).
+    pub fn top_space(&self) -> Vec<(u64, u64, u64)> {
+        let w = lock(&self.w);
+        w.alloc.space().tops.iter().map(|t| (t.vdev, t.size, t.size.saturating_sub(t.free))).collect()
+    }
+
     /// The sync thread's step: sync when the open txg has been dirty for `txg_timeout`.
     fn tick(&self) {
         let due = {

@@ -31,6 +31,7 @@ pub use device::{BlockDevice, FaultyDevice, FileDevice, MemDevice};
 pub use error::{Result, VdevError};
 pub use raidz::{raidz_asize, RaidzCol, RaidzMap};
 pub use tree::{
-    ErrorKind, ErrorRecord, ErrorReport, Offline, ReadOutcome, Repair, Vdev, VdevKind, VdevSpec, VdevStat,
-    VdevState, ASHIFT_MAX, ASHIFT_MIN, ERROR_RECORDS_MAX, VDEV_LABEL_END_SIZE, VDEV_LABEL_START_SIZE,
+    ErrorKind, ErrorRecord, ErrorReport, IoCounts, Offline, ReadOutcome, Repair, Vdev, VdevKind, VdevSpec,
+    VdevStat, VdevState, ASHIFT_MAX, ASHIFT_MIN, ERROR_RECORDS_MAX, VDEV_LABEL_END_SIZE,
+    VDEV_LABEL_START_SIZE,
 };

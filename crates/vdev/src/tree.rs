@@ -210,9 +210,44 @@ pub(crate) struct Counters {
     pub(crate) write: AtomicU64,
     pub(crate) cksum: AtomicU64,
     records: Mutex<Vec<ErrorRecord>>,
+    /// Completed I/O of a leaf (vdev_stat_t's vs_ops and vs_bytes for reads and writes):
+    /// what `zpool iostat` shows.
+    read_ops: AtomicU64,
+    write_ops: AtomicU64,
+    read_bytes: AtomicU64,
+    write_bytes: AtomicU64,
+}
+
+/// I/O a vdev completed since it was opened (`zpool iostat`): an interior vdev's are the sum
+/// of its children's, as OpenZFS's vdev_get_stats adds them up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IoCounts {
+    pub read_ops: u64,
+    pub write_ops: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+impl IoCounts {
+    fn add(&mut self, o: IoCounts) {
+        self.read_ops += o.read_ops;
+        self.write_ops += o.write_ops;
+        self.read_bytes += o.read_bytes;
+        self.write_bytes += o.write_bytes;
+    }
 }
 
 impl Counters {
+    fn count_read(&self, bytes: usize) {
+        self.read_ops.fetch_add(1, Ordering::Relaxed);
+        self.read_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    fn count_write(&self, bytes: usize) {
+        self.write_ops.fetch_add(1, Ordering::Relaxed);
+        self.write_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
     /// Counts an error of `kind` over `size` bytes at `offset` and keeps a record of it.
     pub(crate) fn note(&self, kind: ErrorKind, offset: Option<u64>, size: u64) {
         let counter = match kind {
@@ -282,6 +317,8 @@ pub struct Vdev {
     /// The leaf could not take writes at some point of the running scan, so the scan does not
     /// prove it complete (OpenZFS excises DTLs only of leaves available throughout).
     scan_gap: AtomicBool,
+    /// When this vdev was opened: `zpool iostat` averages over the time since.
+    opened: std::time::Instant,
 }
 
 impl fmt::Debug for Vdev {
@@ -327,6 +364,7 @@ impl Vdev {
             missed: AtomicBool::new(false),
             scan_processed: AtomicU64::new(0),
             scan_gap: AtomicBool::new(false),
+            opened: std::time::Instant::now(),
         })
     }
 
@@ -374,6 +412,27 @@ impl Vdev {
         let c = &self.counters;
         (c.read.load(Ordering::Relaxed), c.write.load(Ordering::Relaxed), c.cksum.load(Ordering::Relaxed))
     }
+    /// The I/O this subtree completed (a leaf's own; an interior vdev's children's summed).
+    pub fn io_counts(&self) -> IoCounts {
+        if self.kind.is_leaf() {
+            let c = &self.counters;
+            return IoCounts {
+                read_ops: c.read_ops.load(Ordering::Relaxed),
+                write_ops: c.write_ops.load(Ordering::Relaxed),
+                read_bytes: c.read_bytes.load(Ordering::Relaxed),
+                write_bytes: c.write_bytes.load(Ordering::Relaxed),
+            };
+        }
+        let mut sum = IoCounts::default();
+        self.children.iter().for_each(|c| sum.add(c.io_counts()));
+        sum
+    }
+
+    /// When this vdev was opened (built from its configuration).
+    pub fn opened(&self) -> std::time::Instant {
+        self.opened
+    }
+
     /// Reset the error counters of the whole subtree (`zpool clear`).
     pub fn clear_errors(&self) {
         for c in [&self.counters.read, &self.counters.write, &self.counters.cksum] {
@@ -802,13 +861,16 @@ impl Vdev {
             self.counters.note(ErrorKind::Read, Some(offset), size);
             VdevError::Io { device: dev.name().to_string(), source: e }
         })?;
+        self.counters.count_read(len);
         Ok(buf)
     }
 
     fn leaf_write(&self, offset: u64, data: &[u8]) -> Result<()> {
         let dev = self.leaf_device()?;
         let off = leaf_offset(offset)?;
-        dev.write_at(data, off).map_err(|e| self.write_failed(dev, e, Some(offset), data.len() as u64))
+        dev.write_at(data, off).map_err(|e| self.write_failed(dev, e, Some(offset), data.len() as u64))?;
+        self.counters.count_write(data.len());
+        Ok(())
     }
 
     /// A write or flush of this leaf failed: count it and mark the leaf for
@@ -1039,8 +1101,12 @@ impl Vdev {
             let Ok(dev) = leaf.leaf_device() else { continue };
             let writes = data(leaf, dev.as_ref());
             // Label and uberblock writes are at raw device offsets: reported without one.
-            match writes.iter().try_for_each(|(buf, off)| dev.write_at(buf, *off).map_err(|e| (e, buf.len())))
-            {
+            let mut write = |(buf, off): &(Vec<u8>, u64)| {
+                dev.write_at(buf, *off).map_err(|e| (e, buf.len()))?;
+                leaf.counters.count_write(buf.len());
+                Ok(())
+            };
+            match writes.iter().try_for_each(&mut write) {
                 Ok(()) => good += 1,
                 Err((e, len)) => {
                     let _ = leaf.write_failed(dev, e, None, len as u64);

@@ -399,13 +399,20 @@ enum Cmd {
 
 /// Runs one `rzfs` command.
 pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
-    run_with(state, argv, cwd, Vec::new())
+    run_with(state, argv, cwd, Vec::new(), "rzfs")
 }
 
 /// Runs one `rzfs` command with the file descriptors its client passed: `send` writes its
 /// stream into the first, `receive` reads its stream from it (the client's standard output
-/// and input, as OpenZFS's ioctls take them).
-pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::os::fd::OwnedFd>) -> Response {
+/// and input, as OpenZFS's ioctls take them). `shown` is the program name pool history
+/// records the command under.
+pub fn run_with(
+    state: &Arc<State>,
+    argv: &[String],
+    cwd: &Path,
+    fds: Vec<std::os::fd::OwnedFd>,
+    shown: &str,
+) -> Response {
     let cli = match Cli::try_parse_from(std::iter::once("rzfs".to_string()).chain(argv.iter().cloned())) {
         Ok(c) => c,
         Err(e) => {
@@ -648,7 +655,7 @@ pub fn run_with(state: &Arc<State>, argv: &[String], cwd: &Path, fds: Vec<std::o
     };
     if let (Ok(resp), Some(name)) = (&r, &logged) {
         if resp.exit == 0 {
-            crate::rwpool::log_history(state, pool_of(name), &format!("rzfs {}", argv.join(" ")));
+            crate::rwpool::log_history(state, pool_of(name), &format!("{shown} {}", argv.join(" ")));
         }
     }
     r.unwrap_or_else(Response::err)

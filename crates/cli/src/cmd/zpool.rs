@@ -162,7 +162,7 @@ enum Cmd {
     /// Clear device errors and faults; resume a suspended pool.
     Clear {
         pool: String,
-        /// Accepted for compatibility: every device of the pool is cleared.
+        /// A device of the pool (checked; every device's counters are cleared).
         device: Option<String>,
     },
     /// Verify every copy of every block and repair what is damaged (start, pause, cancel).
@@ -281,6 +281,52 @@ enum Cmd {
         clear: bool,
         pool: Option<String>,
     },
+    /// Show I/O statistics: capacity, operations and bandwidth of pools (and, with -v,
+    /// of their vdevs), since they were imported, then every INTERVAL seconds.
+    Iostat {
+        /// Every vdev, not only the pool.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Scripted: no header, fields separated by a tab.
+        #[arg(short = 'H')]
+        scripted: bool,
+        /// Exact numbers.
+        #[arg(short = 'p')]
+        parsable: bool,
+        /// Skip the first report (the one since the pool was imported).
+        #[arg(short = 'y')]
+        skip_first: bool,
+        /// Vdevs by guid.
+        #[arg(short = 'g')]
+        guids: bool,
+        /// Resolve symbolic links of device paths.
+        #[arg(short = 'L')]
+        follow_links: bool,
+        /// Full paths of devices.
+        #[arg(short = 'P')]
+        full_paths: bool,
+        /// Print a timestamp before each report: u (seconds since the epoch) or d (date).
+        #[arg(short = 'T')]
+        timestamp: Option<String>,
+        /// Latency, queue and histogram statistics (not collected by rzfs).
+        #[arg(short = 'l')]
+        latency: bool,
+        #[arg(short = 'q')]
+        queues: bool,
+        #[arg(short = 'r')]
+        request_histo: bool,
+        #[arg(short = 'w')]
+        latency_histo: bool,
+        /// The counters of the previous report (how the client computes rates per interval).
+        #[arg(long = "prev", hide = true)]
+        prev: Option<String>,
+        /// A later report of a non-verbose series: no header again.
+        #[arg(long = "continued", hide = true)]
+        continued: bool,
+        /// [POOL...] [INTERVAL [COUNT]]
+        #[arg(allow_negative_numbers = true)]
+        args: Vec<String>,
+    },
     /// Set a pool property (comment, compatibility).
     Set { assignment: String, pool: String },
     /// Show pool properties.
@@ -309,6 +355,19 @@ enum Cmd {
 
 /// Runs one `rzpool` command.
 pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
+    run_as(state, argv, cwd, "rzpool")
+}
+
+/// Runs one `rzpool` command; pool history records it under the program name `shown`.
+pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> Response {
+    // zpool's subcommands know no -h (getopt answers '?', a usage error: ZTS
+    // zpool_scrub_001_neg); `--help` still shows the help.
+    if argv.len() > 1 && argv[1..].iter().take_while(|a| *a != "--").any(|a| a == "-h") {
+        return Response::usage(format!(
+            "invalid option 'h'\nusage: zpool {} ... (see zpool {} --help)",
+            argv[0], argv[0]
+        ));
+    }
     let cli = match Cli::try_parse_from(std::iter::once("rzpool".to_string()).chain(argv.iter().cloned())) {
         Ok(c) => c,
         Err(e) => return clap_error(e),
@@ -473,6 +532,35 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
             status(state, &pools, verbose, unhealthy_only, parsable, errors_only)
         }
         Cmd::List { scripted, parsable, props, pools } => list(state, &pools, scripted, parsable, &props),
+        Cmd::Iostat {
+            verbose,
+            scripted,
+            parsable,
+            skip_first: _,
+            guids,
+            follow_links: _,
+            full_paths: _,
+            timestamp,
+            latency,
+            queues,
+            request_histo,
+            latency_histo,
+            prev,
+            continued,
+            args,
+        } => {
+            if latency || queues || request_histo || latency_histo {
+                return Response::err(
+                    "cannot show latency, queue or histogram statistics (-l, -q, -r, -w): rzfs does not collect them",
+                );
+            }
+            let how =
+                IostatHow { verbose, scripted, parsable, guids, timestamp, header: verbose || !continued };
+            match split_interval(&args) {
+                Ok((pools, _, _)) => iostat(state, &pools, &how, prev.as_deref()),
+                Err(e) => return Response::usage(e),
+            }
+        }
         Cmd::History { internal, long, pools } => history(state, &pools, internal, long),
         Cmd::Events { verbose, scripted, follow, clear, after, continued, pool } => {
             events(state, verbose, scripted, follow, clear, (after, continued), pool)
@@ -490,7 +578,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
                 crate::rwpool::set_pool_prop(state, &assignment, &pool).map(|_| Response::ok(String::new()))
             }
         },
-        Cmd::Clear { pool, .. } => clear(state, &pool),
+        Cmd::Clear { pool, device } => clear(state, &pool, device.as_deref(), cwd),
         Cmd::Scrub { stop, pause, wait, pools } => scrub(state, &pools, stop, pause, wait),
         Cmd::Resilver { pools } => resilver(state, &pools),
         Cmd::Attach { force, sequential: _, wait, pool, device, new_device } => {
@@ -537,7 +625,7 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
     }
     if let (Ok(resp), Some(pool)) = (&r, &logged) {
         if resp.exit == 0 {
-            crate::rwpool::log_history(state, pool, &format!("rzpool {}", argv.join(" ")));
+            crate::rwpool::log_history(state, pool, &format!("{shown} {}", argv.join(" ")));
         }
     }
     r.unwrap_or_else(Response::err)
@@ -545,17 +633,22 @@ pub fn run(state: &Arc<State>, argv: &[String], cwd: &Path) -> Response {
 
 /// `zpool clear POOL`: resets the error counts and FAULTED states of the pool's devices; a
 /// suspended pool is synced and, if that works, resumed.
-fn clear(state: &State, name: &str) -> Result<Response, String> {
+fn clear(state: &State, name: &str, device: Option<&str>, cwd: &Path) -> Result<Response, String> {
     // (Leaves back from a fault resilver the txgs they missed: see Spa::clear.)
-    let p = state.pool(name)?;
-    match crate::rwpool::writer_of(state, name) {
-        Some(rw) => rw.spa.clear().map_err(|e| format!("cannot clear errors for {name}: {e}"))?,
-        None => {
-            for t in &p.tops {
-                t.clear_errors();
-            }
+    state.pool(name)?;
+    let what = device.unwrap_or(name);
+    // As zpool_clear: a pool imported read-only cannot have its errors cleared (clearing
+    // writes the vdev state and may start a resilver).
+    let rw = crate::rwpool::writer_of(state, name)
+        .ok_or_else(|| format!("cannot clear errors for {what}: pool is read-only"))?;
+    if let Some(d) = device {
+        let d = device_arg(cwd, d);
+        if !rw.spa.read(|w| w.find_vdev(&d).is_some()) {
+            return Err(format!("cannot clear errors for {d}: no such device in pool"));
         }
     }
+    // Every device's counters are cleared, the one named included.
+    rw.spa.clear().map_err(|e| format!("cannot clear errors for {name}: {e}"))?;
     Ok(Response::ok(String::new()))
 }
 
@@ -711,6 +804,14 @@ fn wait(state: &State, name: &str, activities: &[String]) -> Result<Response, St
 /// `zpool history [-il] [POOL]...`.
 fn history(state: &State, names: &[String], internal: bool, long: bool) -> Result<Response, String> {
     use pool::history::Record;
+    // Commands are logged in the open txg: sync it, so the history shows every command
+    // that returned (as OpenZFS's, whose commands log in the txg they wait for). A pool
+    // that cannot sync shows what is on disk.
+    for p in selected(state, names)? {
+        if let Some(rw) = crate::rwpool::writer_of(state, p.name()) {
+            let _ = rw.sync();
+        }
+    }
     let mut out = String::new();
     for p in selected(state, names)? {
         out.push_str(&format!("History for '{}':\n", p.name()));
@@ -1105,6 +1206,227 @@ fn status(
         out = "all pools are healthy\n".into();
     }
     Ok(Response::ok(out))
+}
+
+/// `zpool iostat`'s operands: (pools, interval in seconds, count).
+pub type Operands = (Vec<String>, Option<f64>, Option<u64>);
+
+/// `zpool iostat`'s trailing `[INTERVAL [COUNT]]` taken off its arguments, as zpool's
+/// get_interval_count does: the last argument, when a number, is the interval; when the one
+/// before is a number too, they are interval and count. Returns (pools, interval, count).
+pub fn split_interval(args: &[String]) -> Result<Operands, String> {
+    let number = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit() || c == '.');
+    let mut rest = args.to_vec();
+    let mut nums = Vec::new();
+    while nums.len() < 2 && rest.last().is_some_and(|a| number(a)) {
+        nums.insert(0, rest.pop().unwrap_or_default());
+    }
+    let parse = |s: &str| s.parse::<f64>().map_err(|_| format!("invalid interval '{s}'"));
+    let (interval, count) = match nums.as_slice() {
+        [] => (None, None),
+        [i] => (Some(parse(i)?), None),
+        [i, c] => {
+            let c: f64 = c.parse().map_err(|_| format!("invalid count '{c}'"))?;
+            (Some(parse(i)?), Some(c as u64))
+        }
+        _ => unreachable!("at most two numbers are taken"),
+    };
+    if interval == Some(0.0) {
+        return Err(
+            "interval cannot be zero\nusage: zpool iostat [-vHpy] [-T u|d] [pool ...] [interval [count]]"
+                .into(),
+        );
+    }
+    Ok((rest, interval, count))
+}
+
+struct IostatHow {
+    verbose: bool,
+    scripted: bool,
+    parsable: bool,
+    guids: bool,
+    timestamp: Option<String>,
+    header: bool,
+}
+
+/// The counters behind one report, keyed by vdev (or pool) guid, and when they were read:
+/// `T;guid:rops:wops:rbytes:wbytes,...` (T in nanoseconds since the epoch). The client
+/// hands a report's back with the next request, which then shows rates over the interval.
+fn iostat_snapshot(t: u128, rows: &[(u64, vdev::IoCounts)]) -> String {
+    let body: Vec<String> = rows
+        .iter()
+        .map(|(g, c)| format!("{g}:{}:{}:{}:{}", c.read_ops, c.write_ops, c.read_bytes, c.write_bytes))
+        .collect();
+    format!("{t};{}", body.join(","))
+}
+
+fn parse_iostat_snapshot(s: &str) -> Option<(u128, std::collections::HashMap<u64, vdev::IoCounts>)> {
+    let (t, body) = s.split_once(';')?;
+    let mut m = std::collections::HashMap::new();
+    for item in body.split(',').filter(|x| !x.is_empty()) {
+        let v: Vec<u64> = item.split(':').map(|x| x.parse().ok()).collect::<Option<Vec<u64>>>()?;
+        let [g, ro, wo, rb, wb] = v[..] else { return None };
+        m.insert(g, vdev::IoCounts { read_ops: ro, write_ops: wo, read_bytes: rb, write_bytes: wb });
+    }
+    Some((t.parse().ok()?, m))
+}
+
+/// Marks the snapshot line of an iostat response's stderr (the client takes it out).
+pub const IOSTAT_SNAPSHOT: &str = "rzfs-iostat-snapshot ";
+
+/// One `zpool iostat` report (zpool_do_iostat's default columns): since each vdev was
+/// opened, or, given the previous report's counters (`prev`), over the time since it.
+fn iostat(state: &State, names: &[String], how: &IostatHow, prev: Option<&str>) -> Result<Response, String> {
+    let pools = selected(state, names)?;
+    if pools.is_empty() {
+        let mut r = Response::ok(String::new());
+        r.stderr = "no pools available\n".into();
+        r.exit = 1;
+        return Ok(r);
+    }
+    let prev_given = prev.is_some();
+    let prev = match prev.filter(|p| !p.is_empty()) {
+        Some(p) => Some(parse_iostat_snapshot(p).ok_or("invalid previous iostat counters")?),
+        None => None,
+    };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let now_ns = now.as_nanos();
+    // Each pool's rows, with the seconds its rates are over.
+    let mut reports = Vec::new();
+    for p in &pools {
+        let (pool_space, tops) = match crate::rwpool::writer_of(state, p.name()) {
+            Some(rw) => {
+                let (size, alloc) = rw.spa.raw_space();
+                (Some((alloc, size.saturating_sub(alloc))), rw.spa.top_space())
+            }
+            None => (space_of(state, p).map(|s| (s.alloc, s.size.saturating_sub(s.alloc))), Vec::new()),
+        };
+        let top_space = |id: u64| tops.iter().find(|t| t.0 == id).map(|t| (t.2, t.1.saturating_sub(t.2)));
+        let rows = pool::status::iostat_rows(p, pool_space, &top_space);
+        let since_open = p.tops.first().map(|t| t.opened().elapsed().as_secs_f64()).unwrap_or(0.0);
+        reports.push((rows, since_open));
+    }
+    let snapshot: Vec<(u64, vdev::IoCounts)> =
+        reports.iter().flat_map(|(rows, _)| rows.iter().map(|r| (r.guid, r.io))).collect();
+    let name_of = |r: &pool::status::IoRow| {
+        if how.guids && r.depth > 0 {
+            r.guid.to_string()
+        } else {
+            r.name.clone()
+        }
+    };
+    let width = if how.parsable { 15 } else { 5 };
+    // The name column: the longest (indented) name, at least 10, at most what leaves the
+    // 42 columns of numbers an 80-column line (zpool's get_namewidth_iostat).
+    let namewidth = reports
+        .iter()
+        .flat_map(|(rows, _)| rows.iter().filter(|r| how.verbose || r.depth == 0))
+        .map(|r| name_of(r).len() + 2 * r.depth)
+        .max()
+        .unwrap_or(0)
+        .clamp(10, 38);
+    let dashes = {
+        let mut d = "-".repeat(namewidth);
+        for _ in 0..6 {
+            d.push_str("  ");
+            d.push_str(&"-".repeat(width));
+        }
+        d.push('\n');
+        d
+    };
+    let mut out = String::new();
+    match how.timestamp.as_deref() {
+        None => {}
+        Some("u") => out.push_str(&format!("{}\n", now.as_secs())),
+        Some("d") => out.push_str(&format!("{}\n", crate::format::ctime_secs(now.as_secs()))),
+        Some(other) => return Err(format!("invalid timestamp format '{other}': use u or d")),
+    }
+    if how.header && !how.scripted {
+        // Labels centred over their two columns, as zpool's print_iostat_labels places them.
+        let col2 = 2 * width + 2;
+        let mut top = " ".repeat(namewidth);
+        for l in ["capacity", "operations", "bandwidth"] {
+            let start = (col2 / 2).saturating_sub(l.len() / 2);
+            top.push_str(&format!(
+                "  {}{l}{}",
+                " ".repeat(start),
+                " ".repeat(col2.saturating_sub(start + l.len()))
+            ));
+        }
+        out.push_str(top.trim_end());
+        out.push('\n');
+        out.push_str(&format!("{:<namewidth$}", "pool"));
+        for l in ["alloc", "free", "read", "write", "read", "write"] {
+            out.push_str(&format!("  {l:>width$}"));
+        }
+        out.push('\n');
+        out.push_str(&dashes);
+    }
+    let num = |v: u64| crate::format::size(v, how.parsable);
+    for (rows, since_open) in &reports {
+        for r in rows.iter().filter(|r| how.verbose || r.depth == 0) {
+            let (io, secs) = match prev.as_ref() {
+                Some((t, m)) => {
+                    let old = m.get(&r.guid).copied().unwrap_or_default();
+                    let secs = (now_ns.saturating_sub(*t)) as f64 / 1e9;
+                    let d = vdev::IoCounts {
+                        read_ops: r.io.read_ops.saturating_sub(old.read_ops),
+                        write_ops: r.io.write_ops.saturating_sub(old.write_ops),
+                        read_bytes: r.io.read_bytes.saturating_sub(old.read_bytes),
+                        write_bytes: r.io.write_bytes.saturating_sub(old.write_bytes),
+                    };
+                    (d, secs)
+                }
+                None => (r.io, *since_open),
+            };
+            // Rates per second (zpool scales by one only when no time has passed).
+            let scale = if secs > 0.0 { 1.0 / secs } else { 1.0 };
+            let rate = |v: u64| (v as f64 * scale) as u64;
+            let na = if how.parsable { "0" } else { "-" };
+            let (alloc, free) = match r.space {
+                Some((a, f)) => (num(a), num(f)),
+                None => (na.to_string(), na.to_string()),
+            };
+            let cells = [
+                alloc,
+                free,
+                num(rate(io.read_ops)),
+                num(rate(io.write_ops)),
+                num(rate(io.read_bytes)),
+                num(rate(io.write_bytes)),
+            ];
+            let name = name_of(r);
+            if how.scripted {
+                out.push_str(&name);
+                for c in &cells {
+                    out.push('\t');
+                    out.push_str(c);
+                }
+            } else {
+                let indent = 2 * r.depth;
+                out.push_str(&format!("{}{name}", " ".repeat(indent)));
+                out.push_str(&" ".repeat(namewidth.saturating_sub(indent + name.len())));
+                for c in &cells {
+                    out.push_str(&format!("  {c:>width$}"));
+                }
+            }
+            out.push('\n');
+        }
+        if how.verbose && !how.scripted {
+            out.push_str(&dashes);
+        }
+    }
+    if reports.len() > 1 && !how.verbose && !how.scripted {
+        out.push_str(&dashes);
+    }
+    if how.verbose {
+        out.push('\n');
+    }
+    let mut r = Response::ok(out);
+    if prev_given {
+        r.stderr = format!("{IOSTAT_SNAPSHOT}{}\n", iostat_snapshot(now_ns, &snapshot));
+    }
+    Ok(r)
 }
 
 /// The user properties (`module:name`) of pool `p`, by name.
