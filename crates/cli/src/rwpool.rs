@@ -488,6 +488,7 @@ fn settings_from(props: &[(String, ZapVal)], lz4: bool, embed: bool) -> DatasetS
         dnode_slots: pool::open_rw::dnode_slots_of(get("dnodesize")),
         redundant_metadata: get("redundant_metadata").unwrap_or(0).min(3) as u8,
         primarycache: dmu::CachePolicy::from_prop(get("primarycache")),
+        atime: pool::open_rw::atime_of(get("atime"), get("relatime")),
     }
 }
 
@@ -985,8 +986,14 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
                 };
                 z.txg = tx.txg;
                 let recordsize = tx.ds.recordsize;
+                let atime = match tx.ds.atime {
+                    pool::writer::ATIME_OFF => rzfs_fuse::rw::Atime::Off,
+                    pool::writer::ATIME_ON => rzfs_fuse::rw::Atime::On,
+                    _ => rzfs_fuse::rw::Atime::Relatime,
+                };
                 let d = tx.ds;
-                inner = f(rzfs_fuse::rw::RwCtx { zpl: z, os: &mut d.os, zaps: &mut d.zaps, recordsize });
+                inner =
+                    f(rzfs_fuse::rw::RwCtx { zpl: z, os: &mut d.os, zaps: &mut d.zaps, recordsize, atime });
                 Ok(())
             });
             r.map_err(zpl_err)?;

@@ -88,6 +88,21 @@ pub struct RwCtx<'a> {
     pub zaps: &'a mut ZapCache,
     /// The dataset's `recordsize` property.
     pub recordsize: u64,
+    /// Whether reads record access times (the `atime` and `relatime` properties).
+    pub atime: Atime,
+}
+
+/// How reads change access times (`atime`, `relatime`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Atime {
+    /// `atime=off`.
+    #[default]
+    Off,
+    /// `atime=on relatime=off`: every read.
+    On,
+    /// `atime=on relatime=on`: a read when the access time is not after the last
+    /// modification or change, or is a day old.
+    Relatime,
 }
 
 /// What an operation does to the dataset, so that the backend can check for space (and
@@ -151,6 +166,7 @@ pub fn mount_rw_snapshots<B: RwBackend>(
     let readonly = backend.readonly() || mo.readonly;
     let mut fs = RwFs::with_opts(backend.clone(), mo.clone())?;
     let files = fs.files.clone();
+    let notifier = fs.notifier.clone();
     fs.snaps = snapshots.map(|src| crate::ZfsFuse::snapshot_view(src, mo.acltype));
     let snap_use = fs.snaps.as_ref().map(|v| v.usage());
     let name = fsname.to_string();
@@ -174,6 +190,7 @@ pub fn mount_rw_snapshots<B: RwBackend>(
     opts.extend(mo.kernel_options(super::is_root()));
     opts.push(if readonly { MountOption::RO } else { MountOption::RW });
     let session = fuser::spawn_mount2(fs, dir, &opts)?;
+    let _ = notifier.set(session.notifier());
     let mut handle = MountHandle::new(session, dir);
     handle.files = Some(files);
     handle.snap_use = snap_use;
@@ -215,6 +232,10 @@ struct RwFs<B: RwBackend> {
     syncer: Syncer,
     /// `.zfs` and the snapshots under it (read-only), when the mount serves them.
     snaps: Option<crate::ZfsFuse>,
+    /// Tells the kernel to drop cached attributes (set once the session runs).
+    notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
+    /// When each file's access was last recorded (seconds): at most once a second each.
+    accessed: HashMap<u64, u64>,
 }
 
 /// The replaced contents of a mounted dataset, as [`MountHandle::revalidate`] asks them.
@@ -534,6 +555,8 @@ impl<B: RwBackend> RwFs<B> {
             opts,
             syncer,
             snaps: None,
+            notifier: Arc::new(std::sync::OnceLock::new()),
+            accessed: HashMap::new(),
         })
     }
 
@@ -775,10 +798,50 @@ impl<B: RwBackend> RwFs<B> {
         Ok(())
     }
 
+    #[cfg(test)]
     fn do_read(&self, ino: u64, offset: i64, size: u32) -> Res<Vec<u8>> {
+        self.do_read_atime(ino, offset, size).map(|(d, _)| d)
+    }
+
+    /// A read, and the dataset's access-time policy.
+    fn do_read_atime(&self, ino: u64, offset: i64, size: u32) -> Res<(Vec<u8>, Atime)> {
         let obj = self.live(ino)?;
         let off = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
-        self.run(|c| c.zpl.read(c.os, obj, off, size as usize))
+        self.run(|c| Ok((c.zpl.read(c.os, obj, off, size as usize)?, c.atime)))
+    }
+
+    /// The dataset's access-time policy.
+    fn atime_policy(&self) -> Atime {
+        self.run(|c| Ok(c.atime)).unwrap_or_default()
+    }
+
+    /// Records an access of `ino` (a read, or an open for reading: reads the kernel serves
+    /// from its page cache never reach us) as the dataset's `atime`/`relatime` ask, at most
+    /// once a second per file, and has the kernel drop the attributes it caches so that a
+    /// `stat` right after shows it. Best effort: a full pool or a read-only mount records
+    /// nothing, and the read does not fail for it.
+    fn note_access(&mut self, ino: u64, policy: Atime) {
+        if policy == Atime::Off || self.readonly() {
+            return;
+        }
+        let Ok(obj) = self.live(ino) else { return };
+        let t = now();
+        if self.accessed.get(&obj).is_some_and(|&last| last >= t.0) {
+            return;
+        }
+        if self.accessed.len() >= 4096 {
+            self.accessed.clear();
+        }
+        self.accessed.insert(obj, t.0);
+        let relatime = policy == Atime::Relatime;
+        let changed = self.run_op(Op::Meta, |c| c.zpl.touch_atime(c.os, c.zaps, obj, t, relatime));
+        if changed == Ok(true) {
+            if let Some(n) = self.notifier.get() {
+                // Attributes only (offset < 0): no page is touched, so this is safe from
+                // within a request.
+                let _ = n.inval_inode(ino, -1, 0);
+            }
+        }
     }
 
     fn do_write(&self, ino: u64, offset: i64, data: &[u8]) -> Res<u32> {
@@ -1137,7 +1200,15 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
             return v.open(req, ino, flags, reply);
         }
         match self.do_open(ino, flags) {
-            Ok(fh) => reply.opened(fh, fuser::consts::FOPEN_KEEP_CACHE),
+            Ok(fh) => {
+                // The reads of a file whose pages the kernel keeps do not reach us: its
+                // opening for reading stands for them.
+                if flags & libc::O_ACCMODE != libc::O_WRONLY {
+                    let policy = self.atime_policy();
+                    self.note_access(ino, policy);
+                }
+                reply.opened(fh, fuser::consts::FOPEN_KEEP_CACHE)
+            }
             Err(e) => reply.error(e),
         }
     }
@@ -1178,8 +1249,11 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         if let Some(v) = self.snap_view(ino) {
             return v.read(req, ino, fh, offset, size, flags, lock, reply);
         }
-        match self.do_read(ino, offset, size) {
-            Ok(d) => reply.data(&d),
+        match self.do_read_atime(ino, offset, size) {
+            Ok((d, policy)) => {
+                self.note_access(ino, policy);
+                reply.data(&d)
+            }
             Err(e) => reply.error(e),
         }
     }

@@ -26,6 +26,8 @@ struct MemBackend {
     full: AtomicBool,
     /// The kinds of the operations run.
     ops: Mutex<Vec<Op>>,
+    /// The dataset's access-time policy.
+    atime: Mutex<Atime>,
 }
 
 impl MemBackend {
@@ -42,6 +44,7 @@ impl MemBackend {
             calls: AtomicU64::new(0),
             full: AtomicBool::new(false),
             ops: Mutex::new(Vec::new()),
+            atime: Mutex::new(Atime::Off),
         })
     }
 }
@@ -59,7 +62,8 @@ impl RwBackend for MemBackend {
         }
         let mut g = self.st.lock().unwrap_or_else(|p| p.into_inner());
         let st = &mut *g;
-        f(RwCtx { zpl: &mut st.zpl, os: &mut st.os, zaps: &mut st.zaps, recordsize: 128 << 10 })
+        let atime = *self.atime.lock().unwrap_or_else(|p| p.into_inner());
+        f(RwCtx { zpl: &mut st.zpl, os: &mut st.os, zaps: &mut st.zaps, recordsize: 128 << 10, atime })
     }
     fn sync(&self) -> Result<(), String> {
         self.syncs.fetch_add(1, Ordering::Relaxed);
@@ -847,4 +851,54 @@ fn revalidation_after_the_dataset_is_replaced() {
     assert_eq!(f.take_moved(), vec![(fuser::FUSE_ROOT_ID, b"b".to_vec())]);
     assert!(f.take_moved().is_empty());
     assert_eq!(f.known(), vec![1, 100, 101, 103]);
+}
+
+/// `atime`/`relatime`: with relatime a read records its time while the access time is not
+/// after the last change, then no more; with atime=on every read (at most once a second);
+/// with atime=off never. The change time stays.
+#[test]
+fn reads_record_access_times_as_atime_and_relatime_say() {
+    let (mut f, b) = fs();
+    let ((a, _), _) = f.do_create(ME, 1, b"f", 0o644, 0o022).unwrap();
+    f.do_write(a.ino, 0, b"hello").unwrap();
+    let attrs = |f: &RwFs<MemBackend>| f.run(|c| c.zpl.getattr(c.os, a.ino)).unwrap();
+    // Pretend the file was last changed and read a minute ago.
+    let old = (now().0 - 60, 0);
+    f.run(|c| {
+        c.zpl.setattr(
+            c.os,
+            c.zaps,
+            a.ino,
+            SetAttr { atime: Some(old), mtime: Some(old), ..SetAttr::default() },
+            old,
+        )
+    })
+    .unwrap();
+    let set = |p| *b.atime.lock().unwrap() = p;
+
+    f.note_access(a.ino, Atime::Off);
+    assert_eq!(attrs(&f).atime, old, "atime=off");
+
+    set(Atime::Relatime);
+    f.note_access(a.ino, Atime::Relatime);
+    let first = attrs(&f);
+    assert!(first.atime > old && first.ctime == old, "relatime: first read after a change: {first:?}");
+    f.accessed.clear(); // past the once-a-second limit
+    f.note_access(a.ino, Atime::Relatime);
+    assert_eq!(attrs(&f).atime, first.atime, "relatime: the access time is after the change");
+
+    // atime=on: again (once the second has passed).
+    f.run(|c| c.zpl.setattr(c.os, c.zaps, a.ino, SetAttr { atime: Some(old), ..SetAttr::default() }, old))
+        .unwrap();
+    f.accessed.clear();
+    f.note_access(a.ino, Atime::On);
+    assert!(attrs(&f).atime > old);
+
+    // Read-only: nothing.
+    f.run(|c| c.zpl.setattr(c.os, c.zaps, a.ino, SetAttr { atime: Some(old), ..SetAttr::default() }, old))
+        .unwrap();
+    f.accessed.clear();
+    b.ro.store(true, Ordering::Relaxed);
+    f.note_access(a.ino, Atime::On);
+    assert_eq!(attrs(&f).atime, old);
 }

@@ -150,6 +150,7 @@ fn refresh_settings(w: &mut PoolWriter) -> Result<()> {
         if let Some(d) = w.datasets.get_mut(&ds) {
             d.policy = s.policy();
             d.recordsize = s.recordsize;
+            d.atime = s.atime;
             d.os.set_dnode_slots(s.dnode_slots);
             d.os.set_cache_policy(s.primarycache);
         }
@@ -338,7 +339,14 @@ impl Spa {
                 init(&mut os, &mut zaps)?;
                 w.datasets.insert(
                     ds,
-                    DatasetWriter { os, zaps, policy: s.policy(), recordsize: s.recordsize, resume: None },
+                    DatasetWriter {
+                        os,
+                        zaps,
+                        policy: s.policy(),
+                        recordsize: s.recordsize,
+                        atime: s.atime,
+                        resume: None,
+                    },
                 );
                 *out.lock().unwrap_or_else(|e| e.into_inner()) = ds;
                 Ok(())

@@ -260,16 +260,16 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
                 redundant_metadata: spec.root_policy.redundant_metadata,
             },
             recordsize: 128 << 10,
+            atime: crate::writer::ATIME_RELATIME,
             resume: None,
         },
     );
     if let Some(d) = w.datasets.get_mut(&dsl.root_ds) {
-        d.recordsize = spec
-            .root_props
-            .iter()
-            .find(|(k, _)| k == "recordsize")
-            .and_then(|(_, v)| v.values.first().copied())
-            .unwrap_or(128 << 10);
+        let prop = |name: &str| {
+            spec.root_props.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.values.first().copied())
+        };
+        d.recordsize = prop("recordsize").unwrap_or(128 << 10);
+        d.atime = crate::open_rw::atime_of(prop("atime"), prop("relatime"));
     }
     // Properties given at creation activate their features (zstd) in the first txg.
     w.activate_for_props(dsl.root_ds, &spec.root_props)?;

@@ -313,9 +313,9 @@ impl PoolWriter {
         let mut os = os;
         os.set_dnode_slots(s.dnode_slots);
         os.set_cache_policy(s.primarycache);
-        let recordsize = s.recordsize;
+        let (recordsize, atime) = (s.recordsize, s.atime);
         self.datasets
-            .insert(ds, DatasetWriter { os, zaps: ZapCache::new(), policy, recordsize, resume: None });
+            .insert(ds, DatasetWriter { os, zaps: ZapCache::new(), policy, recordsize, atime, resume: None });
         Ok(())
     }
 
@@ -379,6 +379,8 @@ pub struct DatasetSettings {
     pub redundant_metadata: u8,
     /// `primarycache`: which of the dataset's blocks the block cache keeps.
     pub primarycache: CachePolicy,
+    /// `atime` and `relatime` ([`crate::writer::ATIME_RELATIME`], ...).
+    pub atime: u8,
 }
 
 /// The dnode size a stored `dnodesize` value asks for, in 512-byte slots: legacy (0) is
@@ -439,7 +441,9 @@ impl PoolWriter {
         let dnode_slots = dnode_slots_of(self.inherited_prop(dir, "dnodesize")?);
         let redundant_metadata = self.inherited_prop(dir, "redundant_metadata")?.unwrap_or(0).min(3) as u8;
         let primarycache = CachePolicy::from_prop(self.inherited_prop(dir, "primarycache")?);
+        let atime = atime_of(self.inherited_prop(dir, "atime")?, self.inherited_prop(dir, "relatime")?);
         Ok(DatasetSettings {
+            atime,
             dnode_slots,
             redundant_metadata,
             primarycache,
@@ -468,6 +472,16 @@ pub fn decode_compression(raw: u64, lz4: bool) -> (u8, u8) {
         (1, _) => (if lz4 { 15 } else { 3 }, 0),
         (16, l) => (16, u8::try_from(l).unwrap_or(0)),
         (c, _) => (c as u8, 0),
+    }
+}
+
+/// The access-time policy of stored `atime` and `relatime` values (both on where no dataset
+/// up the tree set them, as in OpenZFS 2.x): [`crate::writer::ATIME_RELATIME`], ...
+pub fn atime_of(atime: Option<u64>, relatime: Option<u64>) -> u8 {
+    match (atime.unwrap_or(1), relatime.unwrap_or(1)) {
+        (0, _) => crate::writer::ATIME_OFF,
+        (_, 0) => crate::writer::ATIME_ON,
+        _ => crate::writer::ATIME_RELATIME,
     }
 }
 

@@ -359,12 +359,23 @@ pub struct DatasetWriter {
     pub policy: Policy,
     /// The dataset's `recordsize` (block size of files that grow past one block).
     pub recordsize: u64,
+    /// Whether reads record access times: [`ATIME_OFF`], [`ATIME_ON`] or [`ATIME_RELATIME`]
+    /// (the `atime` and `relatime` properties).
+    pub atime: u8,
     /// Where a resumable receive (`zfs receive -s`) into this dataset stands: (object, offset,
     /// stream bytes) of the last WRITE record applied. Each sync of the dataset records it in
     /// the dataset's resume fields with the data of the same txg, so the point a resumed
     /// stream starts from is always covered by what is on disk.
     pub resume: Option<(u64, u64, u64)>,
 }
+
+/// `atime=off`: reads leave access times alone.
+pub const ATIME_OFF: u8 = 0;
+/// `atime=on relatime=off`: every read records its time.
+pub const ATIME_ON: u8 = 1;
+/// `atime=on relatime=on` (the default): a read records its time when the access time is
+/// not after the last change, or is a day old.
+pub const ATIME_RELATIME: u8 = 2;
 
 /// Fields of a dataset with a resumable receive in progress (`DS_FIELD_RESUME_*`).
 pub const RESUME_FROMGUID: &str = "com.delphix:resume_fromguid";

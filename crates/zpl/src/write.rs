@@ -978,6 +978,36 @@ impl ZplWriter {
         self.getattr(os, obj)
     }
 
+    /// Records an access of `obj` at `now` (`zfs_tstamp_update_setup` for a read): the
+    /// access time alone changes, not the change time. With `relatime`, only when the
+    /// access time is not after the modification or change time, or is a day old (Linux's
+    /// relatime rule, which OpenZFS's `relatime=on` follows). Returns whether it changed.
+    pub fn touch_atime(
+        &mut self,
+        os: &mut DirtyObjset,
+        zaps: &mut ZapCache,
+        obj: u64,
+        now: (u64, u64),
+        relatime: bool,
+    ) -> Result<bool> {
+        let mut z = self.load(os, obj)?;
+        let n = self.sa.nums;
+        let a = self.getattr(os, obj)?;
+        if relatime {
+            const DAY: u64 = 24 * 60 * 60;
+            let stale = a.atime <= a.mtime || a.atime <= a.ctime || now.0.saturating_sub(a.atime.0) >= DAY;
+            if !stale {
+                return Ok(false);
+            }
+        }
+        if a.atime == now {
+            return Ok(false);
+        }
+        z.rec.set_time(n.atime, now);
+        self.store(os, zaps, &z)?;
+        Ok(true)
+    }
+
     fn check_regular(&self, z: &Znode) -> Result<()> {
         match self.mode(z) & S_IFMT {
             S_IFREG => Ok(()),
