@@ -121,6 +121,19 @@ fn render_dry_run(w: &PoolWriter, specs: &[TopSpec], spares: &[PathBuf]) -> Stri
             out.push_str(&format!("\t    {}\n", leaf_name(&path_of(c))));
         }
     }
+    let existing: Vec<&str> = w.spares.iter().map(|s| s.path.as_str()).collect();
+    out.push_str(&render_tops_and_spares(specs, &existing, spares));
+    out
+}
+
+/// The lines `zpool create -n` shows under the pool's name: the new top-level vdevs and
+/// spares.
+pub(crate) fn render_new_tops(specs: &[TopSpec], spares: &[PathBuf]) -> String {
+    render_tops_and_spares(specs, &[], spares)
+}
+
+fn render_tops_and_spares(specs: &[TopSpec], existing: &[&str], spares: &[PathBuf]) -> String {
+    let mut out = String::new();
     for s in specs {
         let group = match s {
             TopSpec::Disk(p) => {
@@ -135,12 +148,11 @@ fn render_dry_run(w: &PoolWriter, specs: &[TopSpec], spares: &[PathBuf]) -> Stri
             out.push_str(&format!("\t    {}\n", leaf_name(&p.to_string_lossy())));
         }
     }
-    let existing: Vec<&str> = w.spares.iter().map(|s| s.path.as_str()).collect();
     if !existing.is_empty() || !spares.is_empty() {
         out.push_str("\tspares\n");
         for p in existing
-            .into_iter()
-            .map(str::to_string)
+            .iter()
+            .map(|s| s.to_string())
             .chain(spares.iter().map(|p| p.to_string_lossy().into_owned()))
         {
             out.push_str(&format!("\t  {}\n", leaf_name(&p)));

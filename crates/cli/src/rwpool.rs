@@ -345,7 +345,10 @@ pub(crate) fn check_fs_props(props: &[String]) -> Result<(), String> {
     parse_fs_props(props, &None).map(|_| ())
 }
 
-fn parse_fs_props(props: &[String], mountpoint: &Option<String>) -> Result<Vec<(String, ZapVal)>, String> {
+pub(crate) fn parse_fs_props(
+    props: &[String],
+    mountpoint: &Option<String>,
+) -> Result<Vec<(String, ZapVal)>, String> {
     let mut out = Vec::new();
     let mut all: Vec<(String, String)> = Vec::new();
     for p in props {
@@ -394,6 +397,27 @@ fn open_leaf(path: &Path, is_disk: bool) -> Result<NewLeaf, String> {
 
 /// `rzpool create`: validates everything, then creates, syncs and registers the pool.
 pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> {
+    match create_or_describe(state, a, false)? {
+        Created::Pool(rw) => Ok(rw),
+        Created::Layout(_) => Err("cannot create: a dry run created nothing".into()),
+    }
+}
+
+/// `rzpool create -n`: validates everything as [`create`] does and returns the layout the
+/// pool would have ("would create 'POOL' with the following layout:"), creating nothing.
+pub fn create_dry_run(state: &Arc<State>, a: CreateArgs) -> Result<String, String> {
+    match create_or_describe(state, a, true)? {
+        Created::Layout(s) => Ok(s),
+        Created::Pool(_) => Err("cannot create: a dry run created a pool".into()),
+    }
+}
+
+enum Created {
+    Pool(Arc<RwPool>),
+    Layout(String),
+}
+
+fn create_or_describe(state: &Arc<State>, a: CreateArgs, dry_run: bool) -> Result<Created, String> {
     check_pool_name(&a.name)?;
     if state.pools.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&a.name) {
         return Err(format!("cannot create '{}': pool already exists", a.name));
@@ -415,6 +439,11 @@ pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> 
             "cannot create '{}': a property given with -O needs feature '{f}', which this pool would not have enabled",
             a.name
         ));
+    }
+    if dry_run {
+        let mut out = format!("would create '{}' with the following layout:\n\n\t{}\n", a.name, a.name);
+        out.push_str(&crate::rwadd::render_new_tops(&tops, &spare_paths));
+        return Ok(Created::Layout(out));
     }
     let is_disk = |p: &Path| infos.iter().any(|d| d.path == p && d.is_block);
     let mut new_tops = Vec::new();
@@ -467,7 +496,7 @@ pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> 
     if !spares.is_empty() {
         rw.spa.add_spares(&spares).map_err(|e| format!("cannot add the hot spares of '{}': {e}", a.name))?;
     }
-    Ok(rw)
+    Ok(Created::Pool(rw))
 }
 
 fn settings_from(props: &[(String, ZapVal)], lz4: bool, embed: bool) -> DatasetSettings {
@@ -634,6 +663,21 @@ pub fn create_fs(state: &State, name: &str, props: &[String]) -> Result<(), Stri
     rw.spa.create_filesystem(name, fs_props, zpl_init(), now_pair().0).map(|_| ()).map_err(|e| e.to_string())
 }
 
+/// What `zfs create -n` checks of a new dataset without creating it: the pool is writable,
+/// the name is valid and free, and its parent exists (unless `parents`).
+pub fn check_create(state: &State, name: &str, parents: bool) -> Result<(), String> {
+    writable(state, name, &format!("cannot create '{name}'"))?;
+    pool::admin::validate_new_name(name).map_err(|e| e.to_string())?;
+    if find_ds(state, name).is_ok() {
+        return Err(format!("cannot create '{name}': dataset already exists"));
+    }
+    let parent = name.rsplit_once('/').map_or(name, |(p, _)| p);
+    if !parents && find_ds(state, parent).is_err() {
+        return Err(format!("cannot create '{name}': parent does not exist"));
+    }
+    Ok(())
+}
+
 /// (children, parity, ashift) of each RAID-Z top-level vdev, for the volume reservation.
 fn raidz_shapes(pool: &Pool) -> Vec<(u64, u64, u64)> {
     pool.tops
@@ -654,7 +698,8 @@ pub fn create_volume(
     blocksize: Option<&str>,
     sparse: bool,
     props: &[String],
-) -> Result<(), String> {
+    dry_run: bool,
+) -> Result<Vec<(String, String)>, String> {
     let rw = writable(state, name, &format!("cannot create '{name}'"))?;
     let bad_size = |what: &str, v: &str| format!("bad {what} '{v}'");
     let mut volsize_s = volsize.to_string();
@@ -689,11 +734,23 @@ pub fn create_volume(
         let resv = zpl::zvol::reservation_for(volsize, bs, copies, &raidz);
         fs_props.push(("refreservation".into(), ZapVal::u64(resv)));
     }
+    // What `zfs create -v` lists: the sizes, and the reservation computed.
+    let mut shown = vec![("volsize".to_string(), volsize.to_string())];
+    if bs_s.is_some() {
+        shown.push(("volblocksize".to_string(), bs.to_string()));
+    }
+    if let Some((_, v)) = fs_props.iter().find(|(k, _)| k == "refreservation") {
+        shown.push(("refreservation".to_string(), v.values.first().copied().unwrap_or(0).to_string()));
+    }
+    if dry_run {
+        return Ok(shown);
+    }
     let init: pool::admin::ObjsetInit = Arc::new(move |os, z| {
         zpl::zvol::create(os, z, volsize, bs)
             .map_err(|e| pool::PoolError::Invalid(format!("creating the volume: {e}")))
     });
-    rw.spa.create_volume(name, fs_props, init, now_pair().0).map(|_| ()).map_err(|e| e.to_string())
+    rw.spa.create_volume(name, fs_props, init, now_pair().0).map_err(|e| e.to_string())?;
+    Ok(shown)
 }
 
 /// `rzfs clone [-o prop=value]... POOL/FS@SNAP POOL/NEW`: a file system whose first state is

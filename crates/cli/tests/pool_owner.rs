@@ -962,3 +962,63 @@ fn iostat_reports_io_per_vdev() {
     assert!(hist.contains(" zpool set comment=via-link io\n"), "{hist}");
     assert!(hist.contains(&format!(" rzpool create -m none io mirror {} {}\n", devs[0], devs[1])), "{hist}");
 }
+
+/// `zpool create -n` and `zfs create -n/-v/-P/-u` as zpool and zfs have them: dry runs check
+/// everything and create nothing, verbose runs describe what they create; names may hold
+/// spaces but not be `.` or `..`; file system properties are refused on volumes.
+#[test]
+fn create_dry_runs_describe_and_check() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-dry");
+    let devs = files(&dir, 2, 128 << 20);
+    let d = Daemon::new("own-dry");
+    let layout = d.ok("rzpool", &["create", "-n", "dp", "mirror", &devs[0], &devs[1]]);
+    assert_eq!(
+        layout,
+        format!(
+            "would create 'dp' with the following layout:\n\n\tdp\n\t  mirror\n\t    {}\n\t    {}\n",
+            devs[0], devs[1]
+        )
+    );
+    assert_eq!(d.ok("rzpool", &["list", "-H", "-o", "name"]), "");
+    for bad in [["-O", "doesnotexist=on"], ["-O", "volsize=10M"]] {
+        assert_eq!(d.run("rzpool", &["create", "-n", bad[0], bad[1], "dp", &devs[0]]).0, 1, "{bad:?}");
+    }
+    d.ok("rzpool", &["create", "-m", "none", "dp", "mirror", &devs[0], &devs[1]]);
+
+    assert_eq!(d.ok("rzfs", &["create", "-n", "dp/a"]), "");
+    let p = d.ok("rzfs", &["create", "-nP", "-p", "-o", "compression=on", "dp/a/b"]);
+    assert_eq!(p, "create_ancestors\tdp/a/b\ncreate\tdp/a/b\nproperty\tcompression\ton\n");
+    let v = d.ok("rzfs", &["create", "-nv", "-s", "-b", "4k", "-V", "10m", "dp/a"]);
+    assert_eq!(v, "would create dp/a\n\tvolsize=10485760\n\tvolblocksize=4096\n");
+    for bad in [
+        vec!["create", "-n", "-o", "nosuchprop=42", "dp/a"],
+        vec!["create", "-n", "-b", "1234", "-V", "10m", "dp/a"],
+        vec!["create", "-n", "dp/missing/a"],
+        vec!["create", "-n", "dp/.."],
+        vec!["create", "-u", "-V", "1m", "dp/v"],
+    ] {
+        assert_eq!(d.run("rzfs", &bad).0, 1, "{bad:?}");
+    }
+    assert_eq!(d.ok("rzfs", &["list", "-H", "-o", "name", "-r", "dp"]), "dp\n");
+
+    let made = d.ok("rzfs", &["create", "-P", "-p", "-o", "compression=on", "dp/a/with a space"]);
+    assert!(made.starts_with("create_ancestors\tdp/a/with a space\ncreate\tdp/a/with a space\n"), "{made}");
+    d.ok("rzfs", &["create", "-u", "-o", "mountpoint=/nonexistent-rzfs-u", "dp/u"]);
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "mounted", "dp/u"]), "no\n");
+    assert_eq!(
+        d.ok("rzfs", &["list", "-H", "-o", "name", "-r", "dp"]),
+        "dp\ndp/a\ndp/a/with a space\ndp/u\n"
+    );
+
+    d.ok("rzfs", &["create", "-s", "-V", "16m", "dp/vol"]);
+    for prop in ["atime=on", "mountpoint=/x", "snapdir=hidden"] {
+        let (code, _, err) = d.run("rzfs", &["set", prop, "dp/vol"]);
+        assert!(code == 1 && err.contains("does not apply to datasets of this type"), "{prop}: {err}");
+    }
+    d.ok("rzfs", &["set", "compression=lz4", "dp/vol"]);
+    d.ok("rzpool", &["export", "dp"]);
+    zdb_check(&dir, "dp");
+}

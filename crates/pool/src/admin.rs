@@ -71,6 +71,12 @@ pub fn nesting_depth(name: &str) -> usize {
     name.split(['@', '#']).next().unwrap_or("").matches('/').count()
 }
 
+/// Checks a new dataset name's length, characters and depth without creating anything
+/// (`zfs create -n`); the error says what is wrong.
+pub fn validate_new_name(name: &str) -> Result<()> {
+    check_name(name, false).map(|_| ())
+}
+
 /// [`check_new_name`]; `hidden` also admits the leaf [`RECV_TMP`].
 fn check_name(name: &str, hidden: bool) -> Result<(&str, &str)> {
     let parts = check_syntax(name, hidden)?;
@@ -95,10 +101,16 @@ fn check_syntax(name: &str, hidden: bool) -> Result<(&str, &str)> {
     if hidden && leaf == RECV_TMP {
         return Ok((parent, leaf));
     }
+    // zfs_namecheck's valid characters include the space; "." and ".." are no names.
+    if leaf == "." || leaf == ".." {
+        return Err(PoolError::Invalid(format!(
+            "cannot create '{name}': invalid name: '{leaf}' is a reserved name"
+        )));
+    }
     if leaf.is_empty()
         || leaf.contains('@')
         || name.len() > 255
-        || !leaf.chars().all(|c| c.is_ascii_alphanumeric() || "_-.:".contains(c))
+        || !leaf.chars().all(|c| c.is_ascii_alphanumeric() || "_-.: ".contains(c))
     {
         return Err(PoolError::Invalid(format!("cannot create '{name}': invalid character in name")));
     }

@@ -81,6 +81,18 @@ enum Cmd {
         /// Sparse volume: no refreservation.
         #[arg(short = 's', requires = "volsize")]
         sparse: bool,
+        /// Dry run: check and (with -v or -P) describe, create nothing.
+        #[arg(short = 'n')]
+        dry_run: bool,
+        /// Leave the new file system unmounted.
+        #[arg(short = 'u')]
+        no_mount: bool,
+        /// Describe what is created.
+        #[arg(short = 'v')]
+        verbose: bool,
+        /// Describe what is created in a form for scripts (tab-separated).
+        #[arg(short = 'P')]
+        parsable: bool,
         name: String,
     },
     /// Create snapshots (POOL/FS@NAME).
@@ -426,7 +438,7 @@ pub fn run_with(
         }
     };
     let logged = match &cli.cmd {
-        Cmd::Create { name, .. } => Some(name.clone()),
+        Cmd::Create { name, dry_run: false, .. } => Some(name.clone()),
         Cmd::Snapshot { names, .. } => names.first().cloned(),
         Cmd::Set { args } => args.iter().find(|a| !a.contains('=')).cloned(),
         Cmd::Inherit { names, .. } => names.first().cloned(),
@@ -470,9 +482,21 @@ pub fn run_with(
             let walk = Walk { recursive, depth, types };
             get(state, &props, &names, &walk, &fields, &sources, scripted, parsable)
         }
-        Cmd::Create { props, name, parents, volsize: None, .. } => create(state, &name, &props, parents),
-        Cmd::Create { props, name, parents, volsize: Some(v), blocksize, sparse } => {
-            create_volume(state, &name, &props, parents, &v, blocksize.as_deref(), sparse)
+        Cmd::Create {
+            props,
+            name,
+            parents,
+            volsize,
+            blocksize,
+            sparse,
+            dry_run,
+            no_mount,
+            verbose,
+            parsable,
+        } => {
+            let how = CreateHow { parents, dry_run, no_mount, verbose: verbose || parsable, parsable };
+            let vol = volsize.as_deref().map(|v| (v, blocksize.as_deref(), sparse));
+            create_cmd(state, &name, &props, vol, how)
         }
         Cmd::Clone { props, parents, snapshot, name } => clone(state, &snapshot, &name, &props, parents),
         Cmd::Destroy { recursive, dry_run, verbose, name, force, defer, parsable, dependents } => {
@@ -515,6 +539,19 @@ pub fn run_with(
             } else {
                 let keys: Vec<&str> =
                     assignments.iter().filter_map(|a| a.split_once('=').map(|(k, _)| k)).collect();
+                // As zfs_prop_valid_for_type: a file system property on a volume (atime,
+                // mountpoint, snapdir, ...) is refused before anything changes.
+                for name in names {
+                    if let Ok(ds) =
+                        state.pool(pool_of(name)).and_then(|p| p.dsl().find(name).map_err(|e| e.to_string()))
+                    {
+                        if let Some(k) = keys.iter().find(|k| !applies_to(dsl::props::canonical(k), &ds)) {
+                            return Response::err(format!(
+                                "cannot set property for '{name}': '{k}' does not apply to datasets of this type"
+                            ));
+                        }
+                    }
+                }
                 // Remounting follows the mount properties among them.
                 let prop =
                     ["mountpoint", "canmount"].into_iter().find(|p| keys.contains(p)).unwrap_or(keys[0]);
@@ -1606,11 +1643,94 @@ fn list_mounts(state: &State) -> Response {
 
 /// `zfs create [-p]`: creates the file system (and with -p its missing parents), then mounts
 /// each new one whose mountpoint is a path and canmount=on, as zfs does.
+/// How `zfs create` goes about it.
+#[derive(Clone, Copy)]
+struct CreateHow {
+    parents: bool,
+    dry_run: bool,
+    no_mount: bool,
+    verbose: bool,
+    parsable: bool,
+}
+
+/// `zfs create [-Pnpuv] [-o P=V]... [-V SIZE [-b BS] [-s]] NAME`: `-n` checks and
+/// describes without creating, `-v`/`-P` describe what is (or would be) created as
+/// zfs_do_create prints it, `-u` leaves a new file system unmounted.
+fn create_cmd(
+    state: &Arc<State>,
+    name: &str,
+    props: &[String],
+    vol: Option<(&str, Option<&str>, bool)>,
+    how: CreateHow,
+) -> Result<Response, String> {
+    if how.no_mount && vol.is_some() {
+        return Err(format!("cannot create '{name}': -u applies to file systems only, not to volumes"));
+    }
+    let given: Vec<(String, String)> = props
+        .iter()
+        .filter_map(|p| p.split_once('='))
+        .filter(|(k, _)| vol.is_none() || !["volsize", "volblocksize"].contains(k))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let describe = |shown: &[(String, String)]| {
+        let mut out = String::new();
+        let (p, n) = (how.parsable, how.dry_run);
+        if how.parents {
+            out.push_str(&match (p, n) {
+                (true, _) => format!("create_ancestors\t{name}\n"),
+                (false, true) => format!("would create ancestors of {name}\n"),
+                (false, false) => format!("create ancestors of {name}\n"),
+            });
+        }
+        out.push_str(&match (p, n) {
+            (true, _) => format!("create\t{name}\n"),
+            (false, true) => format!("would create {name}\n"),
+            (false, false) => format!("create {name}\n"),
+        });
+        for (k, v) in given.iter().chain(shown) {
+            out.push_str(&if p { format!("property\t{k}\t{v}\n") } else { format!("\t{k}={v}\n") });
+        }
+        out
+    };
+    if how.dry_run {
+        crate::rwpool::check_create(state, name, how.parents)?;
+        let shown = match vol {
+            Some((size, bs, sparse)) => {
+                crate::rwpool::create_volume(state, name, size, bs, sparse, props, true)?
+            }
+            None => {
+                crate::rwpool::parse_fs_props(props, &None)?;
+                Vec::new()
+            }
+        };
+        return Ok(Response::ok(if how.verbose { describe(&shown) } else { String::new() }));
+    }
+    let (mut resp, shown) = match vol {
+        Some((size, bs, sparse)) => create_volume(state, name, props, how.parents, size, bs, sparse)?,
+        None => (create_as(state, name, props, how.parents, !how.no_mount)?, Vec::new()),
+    };
+    if how.verbose {
+        resp.stdout = describe(&shown);
+    }
+    Ok(resp)
+}
+
 pub(crate) fn create(
     state: &Arc<State>,
     name: &str,
     props: &[String],
     parents: bool,
+) -> Result<Response, String> {
+    create_as(state, name, props, parents, true)
+}
+
+/// [`create`]; `mount`: mount the new file systems (as their properties say).
+fn create_as(
+    state: &Arc<State>,
+    name: &str,
+    props: &[String],
+    parents: bool,
+    mount: bool,
 ) -> Result<Response, String> {
     let mut todo = Vec::new();
     if parents {
@@ -1634,7 +1754,9 @@ pub(crate) fn create(
     let mut resp = Response::ok(String::new());
     for (fs, p) in todo {
         crate::rwpool::create_fs(state, &fs, &p)?;
-        resp.stderr.push_str(&automount(state, &fs)?);
+        if mount {
+            resp.stderr.push_str(&automount(state, &fs)?);
+        }
     }
     Ok(resp)
 }
@@ -1648,7 +1770,7 @@ fn create_volume(
     volsize: &str,
     blocksize: Option<&str>,
     sparse: bool,
-) -> Result<Response, String> {
+) -> Result<(Response, Vec<(String, String)>), String> {
     let mut resp = Response::ok(String::new());
     if parents {
         if let Some((parent, _)) = name.rsplit_once('/') {
@@ -1658,9 +1780,9 @@ fn create_volume(
             }
         }
     }
-    crate::rwpool::create_volume(state, name, volsize, blocksize, sparse, props)?;
+    let shown = crate::rwpool::create_volume(state, name, volsize, blocksize, sparse, props, false)?;
     resp.stderr.push_str(&crate::volumes::serve(state, name));
-    Ok(resp)
+    Ok((resp, shown))
 }
 
 /// `zfs destroy [-rnv] NAME`: the datasets go deepest first, each file system after its

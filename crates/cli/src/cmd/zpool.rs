@@ -45,6 +45,9 @@ enum Cmd {
         /// Enable no feature (only those named with -o feature@NAME=enabled).
         #[arg(short = 'd')]
         no_features: bool,
+        /// Dry run: check everything and show the layout, create nothing.
+        #[arg(short = 'n')]
+        dry_run: bool,
         pool: String,
         /// Vdev specification: [mirror|raidz|raidz2|raidz3] device...
         #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
@@ -373,7 +376,7 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
         Err(e) => return clap_error(e),
     };
     let logged = match &cli.cmd {
-        Cmd::Create { pool, .. } => Some(pool.clone()),
+        Cmd::Create { pool, dry_run: false, .. } => Some(pool.clone()),
         Cmd::Set { pool, .. } => Some(pool.clone()),
         Cmd::Add { pool, dryrun: false, .. } => Some(pool.clone()),
         Cmd::Scrub { pools, .. } | Cmd::Resilver { pools } if pools.len() == 1 => Some(pools[0].clone()),
@@ -398,7 +401,17 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
         _ => None,
     };
     let r = match cli.cmd {
-        Cmd::Create { force, mut props, fs_props, mountpoint, altroot, no_features, pool, vdevs } => {
+        Cmd::Create {
+            force,
+            mut props,
+            fs_props,
+            mountpoint,
+            altroot,
+            no_features,
+            dry_run,
+            pool,
+            vdevs,
+        } => {
             if let Some(r) = altroot {
                 props.push(format!("altroot={}", abs(cwd, &r).display()));
             }
@@ -419,6 +432,12 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
                 mountpoint,
                 cwd: cwd.to_path_buf(),
             };
+            if dry_run {
+                return match crate::rwpool::create_dry_run(state, args) {
+                    Ok(layout) => Response::ok(layout),
+                    Err(e) => Response::err(e),
+                };
+            }
             let name = args.name.clone();
             let mp = args.mountpoint.clone();
             let cached = match cache_setting(&args.pool_props) {
