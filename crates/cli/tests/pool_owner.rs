@@ -983,7 +983,8 @@ fn create_dry_runs_describe_and_check() {
         )
     );
     assert_eq!(d.ok("rzpool", &["list", "-H", "-o", "name"]), "");
-    for bad in [["-O", "doesnotexist=on"], ["-O", "volsize=10M"]] {
+    // ... and a relative alternate root is refused, as zpool refuses it.
+    for bad in [["-O", "doesnotexist=on"], ["-O", "volsize=10M"], ["-R", "nodir"]] {
         assert_eq!(d.run("rzpool", &["create", "-n", bad[0], bad[1], "dp", &devs[0]]).0, 1, "{bad:?}");
     }
     d.ok("rzpool", &["create", "-m", "none", "dp", "mirror", &devs[0], &devs[1]]);

@@ -413,7 +413,7 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
             vdevs,
         } => {
             if let Some(r) = altroot {
-                props.push(format!("altroot={}", abs(cwd, &r).display()));
+                props.push(format!("altroot={}", r.display()));
             }
             if no_features {
                 // `zpool create -d`: every feature disabled unless -o enables it.
@@ -519,7 +519,7 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
                 dirs.iter().map(|d| abs(cwd, d)).collect()
             };
             if let Some(r) = altroot {
-                props.push(format!("altroot={}", abs(cwd, &r).display()));
+                props.push(format!("altroot={}", r.display()));
             }
             let listing = pool.is_none() && !all;
             let before: Vec<String> = state.all_pools().iter().map(|p| p.name().to_string()).collect();
