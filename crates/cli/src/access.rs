@@ -55,7 +55,7 @@ pub fn classify(prog: &str, argv: &[String]) -> Access {
     let read_only = match (prog, sub) {
         // No subcommand prints usage; help prints help.
         ("rzpool" | "rzfs", None | Some("help" | "-h" | "--help")) => true,
-        ("rzpool", Some("list" | "status" | "get" | "history")) => true,
+        ("rzpool", Some("list" | "status" | "get" | "history" | "iostat")) => true,
         ("rzfs", Some("list" | "get")) => true,
         // `rzfs mount` alone lists mounts; with a dataset it mounts.
         ("rzfs", Some("mount")) => argv.len() == 1,

@@ -1023,3 +1023,39 @@ fn create_dry_runs_describe_and_check() {
     d.ok("rzpool", &["export", "dp"]);
     zdb_check(&dir, "dp");
 }
+
+/// `zpool labelclear`: a device of a pool imported here is refused (an offline one may be
+/// wiped with -f), an exported pool's needs -f, a device without labels is wiped all the
+/// same; a wiped device is no longer found by import, and the pool that lost it is
+/// still imported DEGRADED and zdb-clean.
+#[test]
+fn labelclear_wipes_only_what_no_pool_uses() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-lclr");
+    let devs = files(&dir, 3, 128 << 20);
+    let d = Daemon::new("own-lclr");
+    d.ok("rzpool", &["create", "-m", "none", "lc", "mirror", &devs[0], &devs[1]]);
+    let (code, _, err) = d.run("rzpool", &["labelclear", &devs[0]]);
+    assert!(code == 1 && err.contains("is a member (ACTIVE) of pool \"lc\""), "{err}");
+    let (code, _, err) = d.run("rzpool", &["labelclear", "-f", &devs[0]]);
+    assert!(code == 1 && err.contains("Offline the disk first"), "{err}");
+    // A file with no labels: nothing to refuse.
+    d.ok("rzpool", &["labelclear", &devs[2]]);
+    assert_eq!(d.run("rzpool", &["labelclear", "/no/such/device"]).0, 1);
+
+    d.ok("rzpool", &["offline", "lc", &devs[1]]);
+    d.ok("rzpool", &["labelclear", "-f", &devs[1]]);
+    d.ok("rzpool", &["export", "lc"]);
+    let (code, _, err) = d.run("rzpool", &["labelclear", &devs[0]]);
+    assert!(code == 1 && err.contains("is a member of exported pool \"lc\""), "{err}");
+    // The wiped device is no part of the pool any more: the pool comes back degraded.
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "lc"]);
+    let st = d.ok("rzpool", &["status", "lc"]);
+    assert!(st.contains("DEGRADED"), "{st}");
+    d.ok("rzpool", &["export", "lc"]);
+    zdb_check(&dir, "lc");
+    d.ok("rzpool", &["labelclear", "-f", &devs[0]]);
+    assert_ne!(d.run("rzpool", &["import", "-d", dir.to_str().unwrap(), "lc"]).0, 0);
+}

@@ -165,3 +165,21 @@ pub fn select<'a>(cands: &'a [PoolCandidate], name_or_guid: &str) -> Result<&'a 
         ))),
     }
 }
+
+/// The pool a device's labels name (`zpool labelclear` asks before wiping them): None when
+/// no label is valid.
+pub fn label_owner(path: &Path) -> std::io::Result<Option<LabelConfig>> {
+    let dev: Arc<dyn BlockDevice> = Arc::new(vdev::FileDevice::open(path, false)?);
+    Ok(probe_device(path, dev).map(|d| d.config))
+}
+
+/// Zeroes the four labels of the device at `path` and flushes it (`zpool labelclear`):
+/// no pool finds it any more. `exclusive`: open it as an importer does, so that a device
+/// another process holds in a pool is refused (busy) rather than wiped under it.
+pub fn clear_device_labels(path: &Path, exclusive: bool) -> crate::Result<()> {
+    let dev =
+        if exclusive { vdev::FileDevice::open_exclusive(path) } else { vdev::FileDevice::open(path, true) }
+            .map_err(|e| crate::PoolError::Invalid(format!("failed to open {}: {e}", path.display())))?;
+    crate::create::clear_leaf_labels(&dev)?;
+    dev.flush().map_err(|e| crate::PoolError::Invalid(format!("failed to flush {}: {e}", path.display())))
+}

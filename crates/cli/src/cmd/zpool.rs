@@ -284,6 +284,13 @@ enum Cmd {
         clear: bool,
         pool: Option<String>,
     },
+    /// Remove the ZFS labels of a device that no imported pool uses (with -f also of an
+    /// exported or possibly active pool's device, or an offline device of a pool here).
+    Labelclear {
+        #[arg(short = 'f')]
+        force: bool,
+        device: String,
+    },
     /// Show I/O statistics: capacity, operations and bandwidth of pools (and, with -v,
     /// of their vdevs), since they were imported, then every INTERVAL seconds.
     Iostat {
@@ -551,6 +558,7 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
             status(state, &pools, verbose, unhealthy_only, parsable, errors_only)
         }
         Cmd::List { scripted, parsable, props, pools } => list(state, &pools, scripted, parsable, &props),
+        Cmd::Labelclear { force, device } => labelclear(state, &device, force, cwd),
         Cmd::Iostat {
             verbose,
             scripted,
@@ -1446,6 +1454,68 @@ fn iostat(state: &State, names: &[String], how: &IostatHow, prev: Option<&str>) 
         r.stderr = format!("{IOSTAT_SNAPSHOT}{}\n", iostat_snapshot(now_ns, &snapshot));
     }
     Ok(r)
+}
+
+/// `zpool labelclear [-f] DEVICE` (zpool_do_labelclear): wipes the four labels, unless the
+/// device belongs to a pool imported here (only an offline device of one, with -f), to an
+/// exported pool or to a pool some other host may have imported (both need -f). A device
+/// without labels is wiped all the same.
+fn labelclear(state: &State, device: &str, force: bool, cwd: &Path) -> Result<Response, String> {
+    use ondisk::label::PoolState;
+    let path = if device.starts_with('/') {
+        PathBuf::from(device)
+    } else if cwd.join(device).exists() {
+        cwd.join(device)
+    } else {
+        Path::new("/dev").join(device)
+    };
+    if !path.exists() {
+        return Err(format!("failed to find device {device}, try specifying absolute path instead"));
+    }
+    let shown = path.display().to_string();
+    let owner = pool::discover::label_owner(&path).map_err(|e| format!("failed to open {shown}: {e}"))?;
+    // A hot spare of a pool imported here is in use whatever its label says.
+    for p in state.all_pools() {
+        if let Some(rw) = crate::rwpool::writer_of(state, p.name()) {
+            if rw.spa.read(|w| w.spare_named(&shown).is_some()) {
+                return Err(format!("{shown} is a member (SPARE) of pool \"{}\"", p.name()));
+            }
+        }
+    }
+    let mut exclusive = true;
+    if let Some(cfg) = owner {
+        let name = cfg.name.clone().unwrap_or_default();
+        let here = cfg.pool_guid.and_then(|g| state.all_pools().into_iter().find(|p| p.guid() == g));
+        match (cfg.state, here) {
+            (PoolState::Destroyed, _) => {}
+            (PoolState::Exported, _) if force => {}
+            (PoolState::Exported, _) => {
+                return Err(format!(
+                    "use '-f' to override the following error:\n{shown} is a member of exported pool \"{name}\""
+                ))
+            }
+            (_, Some(p)) => {
+                let offline = crate::rwpool::writer_of(state, p.name()).is_some_and(|rw| {
+                    rw.spa.read(|w| w.find_vdev(&shown).is_some_and(|v| v.offline() != vdev::Offline::No))
+                });
+                if !(force && offline) {
+                    let hint = if force { ". Offline the disk first to clear its label." } else { "" };
+                    return Err(format!("{shown} is a member (ACTIVE) of pool \"{}\"{hint}", p.name()));
+                }
+                // The daemon holds the pool's devices itself.
+                exclusive = false;
+            }
+            (_, None) if force => {}
+            (_, None) => {
+                return Err(format!(
+                    "use '-f' to override the following error:\n{shown} is a member of potentially active pool \"{name}\""
+                ))
+            }
+        }
+    }
+    pool::discover::clear_device_labels(&path, exclusive)
+        .map_err(|e| format!("failed to clear label for {shown}: {e}"))?;
+    Ok(Response::ok(String::new()))
 }
 
 /// The user properties (`module:name`) of pool `p`, by name.
