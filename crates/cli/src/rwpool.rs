@@ -1049,8 +1049,15 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
                     _ => rzfs_fuse::rw::Atime::Relatime,
                 };
                 let d = tx.ds;
-                inner =
-                    f(rzfs_fuse::rw::RwCtx { zpl: z, os: &mut d.os, zaps: &mut d.zaps, recordsize, atime });
+                let readonly = d.readonly;
+                inner = f(rzfs_fuse::rw::RwCtx {
+                    zpl: z,
+                    os: &mut d.os,
+                    zaps: &mut d.zaps,
+                    recordsize,
+                    atime,
+                    readonly,
+                });
                 Ok(())
             });
             r.map_err(zpl_err)?;

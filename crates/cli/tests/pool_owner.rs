@@ -1009,6 +1009,13 @@ fn create_dry_runs_describe_and_check() {
     assert!(made.starts_with("create_ancestors\tdp/a/with a space\ncreate\tdp/a/with a space\n"), "{made}");
     d.ok("rzfs", &["create", "-u", "-o", "mountpoint=/nonexistent-rzfs-u", "dp/u"]);
     assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "mounted", "dp/u"]), "no\n");
+    // set -u changes the mountpoint and mounts nothing.
+    d.ok("rzfs", &["set", "-u", "mountpoint=/nonexistent-rzfs-u2", "dp/u"]);
+    assert_eq!(
+        d.ok("rzfs", &["get", "-H", "-o", "value", "mounted,mountpoint", "dp/u"]),
+        "no\n/nonexistent-rzfs-u2\n"
+    );
+    assert!(!Path::new("/nonexistent-rzfs-u2").exists());
     assert_eq!(
         d.ok("rzfs", &["list", "-H", "-o", "name", "-r", "dp"]),
         "dp\ndp/a\ndp/a/with a space\ndp/u\n"
@@ -1054,8 +1061,16 @@ fn labelclear_wipes_only_what_no_pool_uses() {
     d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "lc"]);
     let st = d.ok("rzpool", &["status", "lc"]);
     assert!(st.contains("DEGRADED"), "{st}");
+    d.ok("rzpool", &["clear", "lc"]);
+    assert!(d.ok("rzpool", &["history", "lc"]).contains(" rzpool clear lc\n"));
     d.ok("rzpool", &["export", "lc"]);
     zdb_check(&dir, "lc");
+    // A pool imported read-only cannot be marked destroyed: `destroy` lets go of it as an
+    // export does, and says so.
+    d.ok("rzpool", &["import", "-o", "readonly=on", "-d", dir.to_str().unwrap(), "lc"]);
+    let (code, _, err) = d.run("rzpool", &["destroy", "lc"]);
+    assert!(code == 0 && err.contains("exported, not destroyed"), "{err}");
+    assert_eq!(d.ok("rzpool", &["list", "-H", "-o", "name"]), "");
     d.ok("rzpool", &["labelclear", "-f", &devs[0]]);
     assert_ne!(d.run("rzpool", &["import", "-d", dir.to_str().unwrap(), "lc"]).0, 0);
 }

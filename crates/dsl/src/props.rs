@@ -316,6 +316,8 @@ pub const MAX_PROP_VALUE: usize = 8192;
 pub fn canonical(prop: &str) -> &str {
     match prop {
         "compress" => "compression",
+        "rdonly" => "readonly",
+        "avail" => "available",
         "recsize" => "recordsize",
         "refer" => "referenced",
         "reserv" => "reservation",

@@ -90,6 +90,9 @@ pub struct RwCtx<'a> {
     pub recordsize: u64,
     /// Whether reads record access times (the `atime` and `relatime` properties).
     pub atime: Atime,
+    /// The dataset's `readonly` property now: changes fail with EROFS (a mount follows
+    /// `zfs set readonly` at once, as OpenZFS's does).
+    pub readonly: bool,
 }
 
 /// How reads change access times (`atime`, `relatime`).
@@ -619,7 +622,15 @@ impl<B: RwBackend> RwFs<B> {
         if self.readonly() {
             return Err(libc::EROFS);
         }
-        self.run_op(op, f)
+        self.run_op(op, |c| {
+            if c.readonly {
+                return Err(ZplWriteError::Errno(
+                    libc::EROFS,
+                    "the file system is read-only (readonly=on)".into(),
+                ));
+            }
+            f(c)
+        })
     }
 
     fn fresh_fh(&mut self) -> u64 {
@@ -834,7 +845,13 @@ impl<B: RwBackend> RwFs<B> {
         }
         self.accessed.insert(obj, t.0);
         let relatime = policy == Atime::Relatime;
-        let changed = self.run_op(Op::Meta, |c| c.zpl.touch_atime(c.os, c.zaps, obj, t, relatime));
+        let changed = self.run_op(Op::Meta, |c| {
+            if c.readonly {
+                Ok(false)
+            } else {
+                c.zpl.touch_atime(c.os, c.zaps, obj, t, relatime)
+            }
+        });
         if changed == Ok(true) {
             if let Some(n) = self.notifier.get() {
                 // Attributes only (offset < 0): no page is touched, so this is safe from

@@ -28,6 +28,8 @@ struct MemBackend {
     ops: Mutex<Vec<Op>>,
     /// The dataset's access-time policy.
     atime: Mutex<Atime>,
+    /// The dataset's `readonly` property (set while mounted).
+    prop_ro: AtomicBool,
 }
 
 impl MemBackend {
@@ -45,6 +47,7 @@ impl MemBackend {
             full: AtomicBool::new(false),
             ops: Mutex::new(Vec::new()),
             atime: Mutex::new(Atime::Off),
+            prop_ro: AtomicBool::new(false),
         })
     }
 }
@@ -63,7 +66,15 @@ impl RwBackend for MemBackend {
         let mut g = self.st.lock().unwrap_or_else(|p| p.into_inner());
         let st = &mut *g;
         let atime = *self.atime.lock().unwrap_or_else(|p| p.into_inner());
-        f(RwCtx { zpl: &mut st.zpl, os: &mut st.os, zaps: &mut st.zaps, recordsize: 128 << 10, atime })
+        let readonly = self.prop_ro.load(Ordering::Relaxed);
+        f(RwCtx {
+            zpl: &mut st.zpl,
+            os: &mut st.os,
+            zaps: &mut st.zaps,
+            recordsize: 128 << 10,
+            atime,
+            readonly,
+        })
     }
     fn sync(&self) -> Result<(), String> {
         self.syncs.fetch_add(1, Ordering::Relaxed);
@@ -901,4 +912,20 @@ fn reads_record_access_times_as_atime_and_relatime_say() {
     b.ro.store(true, Ordering::Relaxed);
     f.note_access(a.ino, Atime::On);
     assert_eq!(attrs(&f).atime, old);
+}
+
+/// `zfs set readonly=on` on a mounted file system: changes fail with EROFS at once, reads
+/// go on, and it takes writes again when the property goes off.
+#[test]
+fn readonly_property_applies_to_a_live_mount() {
+    let (mut f, b) = fs();
+    let ((a, _), _) = f.do_create(ME, 1, b"f", 0o644, 0o022).unwrap();
+    f.do_write(a.ino, 0, b"data").unwrap();
+    b.prop_ro.store(true, Ordering::Relaxed);
+    assert_eq!(f.do_write(a.ino, 0, b"x").unwrap_err(), libc::EROFS);
+    assert_eq!(f.do_create(ME, 1, b"g", 0o644, 0o022).unwrap_err(), libc::EROFS);
+    assert_eq!(f.do_read(a.ino, 0, 10).unwrap(), b"data");
+    b.prop_ro.store(false, Ordering::Relaxed);
+    f.do_write(a.ino, 0, b"D").unwrap();
+    assert_eq!(f.do_read(a.ino, 0, 10).unwrap(), b"Data");
 }

@@ -163,6 +163,7 @@ fn refresh_settings(w: &mut PoolWriter) -> Result<()> {
             d.policy = s.policy();
             d.recordsize = s.recordsize;
             d.atime = s.atime;
+            d.readonly = s.readonly;
             d.os.set_dnode_slots(s.dnode_slots);
             d.os.set_cache_policy(s.primarycache);
         }
@@ -357,6 +358,7 @@ impl Spa {
                         policy: s.policy(),
                         recordsize: s.recordsize,
                         atime: s.atime,
+                        readonly: s.readonly,
                         resume: None,
                     },
                 );

@@ -261,6 +261,7 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
             },
             recordsize: 128 << 10,
             atime: crate::writer::ATIME_RELATIME,
+            readonly: false,
             resume: None,
         },
     );
@@ -270,6 +271,7 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
         };
         d.recordsize = prop("recordsize").unwrap_or(128 << 10);
         d.atime = crate::open_rw::atime_of(prop("atime"), prop("relatime"));
+        d.readonly = prop("readonly") == Some(1);
     }
     // Properties given at creation activate their features (zstd) in the first txg.
     w.activate_for_props(dsl.root_ds, &spec.root_props)?;

@@ -313,9 +313,11 @@ impl PoolWriter {
         let mut os = os;
         os.set_dnode_slots(s.dnode_slots);
         os.set_cache_policy(s.primarycache);
-        let (recordsize, atime) = (s.recordsize, s.atime);
-        self.datasets
-            .insert(ds, DatasetWriter { os, zaps: ZapCache::new(), policy, recordsize, atime, resume: None });
+        let (recordsize, atime, readonly) = (s.recordsize, s.atime, s.readonly);
+        self.datasets.insert(
+            ds,
+            DatasetWriter { os, zaps: ZapCache::new(), policy, recordsize, atime, readonly, resume: None },
+        );
         Ok(())
     }
 

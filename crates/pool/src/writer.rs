@@ -362,6 +362,8 @@ pub struct DatasetWriter {
     /// Whether reads record access times: [`ATIME_OFF`], [`ATIME_ON`] or [`ATIME_RELATIME`]
     /// (the `atime` and `relatime` properties).
     pub atime: u8,
+    /// The `readonly` property: mounts refuse changes while it is on (set at any time).
+    pub readonly: bool,
     /// Where a resumable receive (`zfs receive -s`) into this dataset stands: (object, offset,
     /// stream bytes) of the last WRITE record applied. Each sync of the dataset records it in
     /// the dataset's resume fields with the data of the same txg, so the point a resumed

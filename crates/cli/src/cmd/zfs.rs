@@ -121,6 +121,9 @@ enum Cmd {
     },
     /// Set properties: PROP=VALUE... NAME... (all in one txg per dataset).
     Set {
+        /// Change mountpoint (or canmount) without mounting, unmounting or moving anything.
+        #[arg(short = 'u')]
+        no_mount: bool,
         #[arg(required = true, value_name = "PROP=VALUE... NAME")]
         args: Vec<String>,
     },
@@ -440,7 +443,7 @@ pub fn run_with(
     let logged = match &cli.cmd {
         Cmd::Create { name, dry_run: false, .. } => Some(name.clone()),
         Cmd::Snapshot { names, .. } => names.first().cloned(),
-        Cmd::Set { args } => args.iter().find(|a| !a.contains('=')).cloned(),
+        Cmd::Set { args, .. } => args.iter().find(|a| !a.contains('=')).cloned(),
         Cmd::Inherit { names, .. } => names.first().cloned(),
         Cmd::Destroy { name, dry_run: false, .. } => Some(name.clone()),
         Cmd::Clone { name, .. } => Some(name.clone()),
@@ -528,7 +531,7 @@ pub fn run_with(
                 with_remount(state, &prop, &names, || crate::rwpool::inherit(state, &prop, &names, received))
             })
         }
-        Cmd::Set { args } => {
+        Cmd::Set { no_mount, args } => {
             // `zfs set P=V [P=V]... NAME...`: the assignments come first.
             let n = args.iter().take_while(|a| a.contains('=')).count();
             let (assignments, names) = args.split_at(n);
@@ -555,7 +558,12 @@ pub fn run_with(
                 // Remounting follows the mount properties among them.
                 let prop =
                     ["mountpoint", "canmount"].into_iter().find(|p| keys.contains(p)).unwrap_or(keys[0]);
-                with_remount(state, prop, names, || crate::rwpool::set(state, assignments, names))
+                if no_mount {
+                    // `zfs set -u`: the property changes; mounts stay as they are.
+                    crate::rwpool::set(state, assignments, names).map(|_| Response::ok(String::new()))
+                } else {
+                    with_remount(state, prop, names, || crate::rwpool::set(state, assignments, names))
+                }
             }
         }
         Cmd::Hold { recursive, tag, snapshots } => hold_release(state, &snapshots, recursive, |rw, names| {

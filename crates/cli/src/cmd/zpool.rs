@@ -387,7 +387,7 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
         Cmd::Set { pool, .. } => Some(pool.clone()),
         Cmd::Add { pool, dryrun: false, .. } => Some(pool.clone()),
         Cmd::Scrub { pools, .. } | Cmd::Resilver { pools } if pools.len() == 1 => Some(pools[0].clone()),
-        Cmd::Offline { pool, .. } | Cmd::Online { pool, .. } => Some(pool.clone()),
+        Cmd::Offline { pool, .. } | Cmd::Online { pool, .. } | Cmd::Clear { pool, .. } => Some(pool.clone()),
         Cmd::Upgrade { pools, verbose: false, .. } if pools.len() == 1 => Some(pools[0].clone()),
         Cmd::Attach { pool, .. } | Cmd::Replace { pool, .. } | Cmd::Detach { pool, .. } => Some(pool.clone()),
         Cmd::Remove { pool, .. } => Some(pool.clone()),
@@ -1190,7 +1190,14 @@ fn inherited_mount_dirs(state: &State, pool: &str) -> Vec<PathBuf> {
 fn destroy(state: &State, name: &str, force: bool) -> Result<Response, String> {
     state.pool(name)?;
     if !state.writers.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name) {
-        return Err(format!("cannot destroy '{name}': pool is imported read-only"));
+        // As OpenZFS, which cannot mark the labels of a read-only pool destroyed: the pool
+        // is let go of, as by an export, and can be imported again.
+        release(state, name, false, force)?;
+        let mut r = Response::ok(String::new());
+        r.stderr = format!(
+            "pool '{name}' was imported read-only: it was exported, not destroyed (its labels are unchanged)\n"
+        );
+        return Ok(r);
     }
     release(state, name, true, force)?;
     Ok(Response::ok(String::new()))
