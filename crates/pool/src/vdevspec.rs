@@ -173,10 +173,6 @@ pub fn parse_with_spares(words: &[String], cwd: &Path) -> Result<(Vec<TopSpec>, 
     let mut i = 0;
     while let Some(word) = words.get(i) {
         i += 1;
-        // A volume of a pool is served by this daemon: a pool on it would wait on itself.
-        if matches!(classify(word), Word::Device) && device_path(word, cwd).starts_with("/dev/zvol") {
-            return Err(format!("cannot use '{word}': a ZFS volume cannot be a device of a pool"));
-        }
         let parity = match classify(word) {
             Word::Unsupported(k) => return Err(format!("'{k}' vdevs are not supported by rzfs yet")),
             Word::Spare if seen_spare => {
@@ -551,8 +547,6 @@ mod tests {
         assert!(parse(&words("a spare b"), cwd).unwrap_err().contains("'spare'"));
         let twice = parse_with_spares(&words("a spare b spare c"), cwd).unwrap_err();
         assert!(twice.contains("'spare' can be specified only once"), "{twice}");
-        let vol = parse_with_spares(&words("/dev/zvol/p/v"), cwd).unwrap_err();
-        assert!(vol.contains("a ZFS volume cannot be a device"), "{vol}");
     }
 
     #[test]
