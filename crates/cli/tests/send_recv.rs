@@ -182,6 +182,10 @@ fn send_receive() {
     let dir = scratch("sendrecv");
     let d = Daemon::new("sendrecv");
     let (_devs, _mnt) = create(&d, &dir, "sr", &SINGLE, 512 << 20);
+    // The received file systems are read to compare them: with atime on, reading one
+    // modifies it and a later incremental receive without -F is refused, as in
+    // OpenZFS (backup targets run with atime=off or readonly=on).
+    d.ok("rzfs", &["set", "atime=off", "sr"]);
     let src = dir.join("src");
     d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "sr/src"]);
     let mut rng = Rng::new(11);
@@ -1115,6 +1119,10 @@ fn receive_interrupted() {
     let dir = scratch("recvkill");
     let d = Daemon::with_env("recvkill", &[("RZFS_TXG_TIMEOUT", "1")]);
     let (_devs, mnt) = create(&d, &dir, "rk", &SINGLE, 512 << 20);
+    // The received file systems are read to compare them: with atime on, reading one
+    // modifies it and a later incremental receive without -F is refused, as in
+    // OpenZFS (backup targets run with atime=off or readonly=on).
+    d.ok("rzfs", &["set", "atime=off", "rk"]);
     let src = dir.join("src");
     d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "rk/src"]);
     let mut rng = Rng::new(21);
@@ -1206,6 +1214,10 @@ fn replication_matches_model() {
     let dir = scratch("sendmodel");
     let d = Daemon::new("sendmodel");
     let (_devs, _) = create(&d, &dir, "sm", &SINGLE, 1 << 30);
+    // The received file systems are read to compare them: with atime on, reading one
+    // modifies it and a later incremental receive without -F is refused, as in
+    // OpenZFS (backup targets run with atime=off or readonly=on).
+    d.ok("rzfs", &["set", "atime=off", "sm"]);
     let src = dir.join("src");
     let dst = dir.join("dst");
     d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "sm/src"]);
@@ -1289,6 +1301,10 @@ fn resumable_receive() {
     let dir = scratch("resume");
     let d = Daemon::new("resume");
     let (_devs, mnt) = create(&d, &dir, "rs", &SINGLE, 512 << 20);
+    // The received file systems are read to compare them: with atime on, reading one
+    // modifies it and a later incremental receive without -F is refused, as in
+    // OpenZFS (backup targets run with atime=off or readonly=on).
+    d.ok("rzfs", &["set", "atime=off", "rs"]);
     let src = dir.join("src");
     d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "rs/src"]);
     let mut rng = Rng::new(33);
@@ -1427,6 +1443,10 @@ fn receive_force_replaces_file_system() {
     let dir = scratch("recv-force");
     let d = Daemon::new("recv-force");
     let (_devs, _mnt) = create(&d, &dir, "rf", &SINGLE, 512 << 20);
+    // The received file systems are read to compare them: with atime on, reading one
+    // modifies it and a later incremental receive without -F is refused, as in
+    // OpenZFS (backup targets run with atime=off or readonly=on).
+    d.ok("rzfs", &["set", "atime=off", "rf"]);
     let (src, dst) = (dir.join("src"), dir.join("dst"));
     d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", src.display()), "rf/src"]);
     let mut rng = Rng::new(61);
