@@ -548,7 +548,9 @@ pub fn run_with(
                     if let Ok(ds) =
                         state.pool(pool_of(name)).and_then(|p| p.dsl().find(name).map_err(|e| e.to_string()))
                     {
-                        if let Some(k) = keys.iter().find(|k| !applies_to(dsl::props::canonical(k), &ds)) {
+                        // (Snapshots get their own refusal further on.)
+                        let bad = |k: &&&str| !applies_to(dsl::props::canonical(k), &ds);
+                        if let Some(k) = keys.iter().find(bad).filter(|_| ds.kind != DatasetKind::Snapshot) {
                             return Response::err(format!(
                                 "cannot set property for '{name}': '{k}' does not apply to datasets of this type"
                             ));
