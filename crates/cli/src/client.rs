@@ -156,6 +156,22 @@ fn follow_argv(argv: &[String]) -> Option<Vec<String>> {
     found.then_some(out)
 }
 
+/// One request of a client that follows (events -f, iostat INTERVAL): the daemon's answer,
+/// or the client exits when the daemon cannot be reached.
+fn call_or_exit(prog: &str, sock: &Path, argv: Vec<String>, cwd: &Path) -> Response {
+    let req = Request {
+        version: PROTOCOL_VERSION,
+        prog: prog.to_string(),
+        argv,
+        cwd: cwd.to_path_buf(),
+        invoked_as: invoked_as(),
+    };
+    call(sock, &req).unwrap_or_else(|e| {
+        eprintln!("{prog}: cannot reach rzfsd at {}: {e}", sock.display());
+        std::process::exit(1);
+    })
+}
+
 /// `zpool events -f`: asks for the events after the newest one printed, every half second,
 /// until interrupted (or the daemon goes away).
 fn follow_events(prog: &str, sock: &Path, argv: Vec<String>, cwd: PathBuf) -> ! {
@@ -168,20 +184,7 @@ fn follow_events(prog: &str, sock: &Path, argv: Vec<String>, cwd: PathBuf) -> ! 
         if !std::mem::take(&mut first) {
             a.push("--continued".into());
         }
-        let req = Request {
-            version: PROTOCOL_VERSION,
-            prog: prog.to_string(),
-            argv: a,
-            cwd: cwd.clone(),
-            invoked_as: invoked_as(),
-        };
-        let r = match call(sock, &req) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("{prog}: cannot reach rzfsd at {}: {e}", sock.display());
-                std::process::exit(1);
-            }
-        };
+        let r = call_or_exit(prog, sock, a, &cwd);
         let mut out = std::io::stdout().lock();
         if out.write_all(r.stdout.as_bytes()).and_then(|_| out.flush()).is_err() {
             std::process::exit(0); // the reader went away (`| head`)
@@ -207,10 +210,7 @@ fn follow_iostat(prog: &str, sock: &Path, argv: &[String], cwd: PathBuf) {
     if argv.first().map(String::as_str) != Some("iostat") {
         return;
     }
-    // Options are the arguments before the first that is not one (getopt stops there).
-    let opts_end =
-        argv[1..].iter().position(|a| !a.starts_with('-') || a == "-").map_or(argv.len(), |i| i + 1);
-    let (opts, operands) = argv.split_at(opts_end);
+    let (opts, operands) = argv.split_at(iostat_opts_end(argv));
     let Ok((pools, Some(interval), count)) = split_interval(operands) else { return };
     let flagged = |c: char| opts.iter().any(|a| !a.starts_with("--") && a.starts_with('-') && a.contains(c));
     let skip_first = flagged('y');
@@ -224,20 +224,7 @@ fn follow_iostat(prog: &str, sock: &Path, argv: &[String], cwd: PathBuf) {
             a.push("--continued".into());
         }
         a.extend(pools.iter().cloned());
-        let req = Request {
-            version: PROTOCOL_VERSION,
-            prog: prog.to_string(),
-            argv: a,
-            cwd: cwd.clone(),
-            invoked_as: invoked_as(),
-        };
-        let r = match call(sock, &req) {
-            Ok(r) => r,
-            Err(e) => {
-                eprintln!("{prog}: cannot reach rzfsd at {}: {e}", sock.display());
-                std::process::exit(1);
-            }
-        };
+        let r = call_or_exit(prog, sock, a, &cwd);
         let show = !(first && skip_first);
         first = false;
         for line in r.stderr.lines() {
@@ -262,6 +249,19 @@ fn follow_iostat(prog: &str, sock: &Path, argv: &[String], cwd: PathBuf) {
         }
         std::thread::sleep(Duration::from_secs_f64(interval));
     }
+}
+
+/// Where the options of `iostat` argv end: getopt stops at the first argument that is not
+/// an option, and `-T` takes the next argument as its value (`-T u`, `-vT d`).
+fn iostat_opts_end(argv: &[String]) -> usize {
+    let mut i = 1;
+    while let Some(a) = argv.get(i) {
+        if !a.starts_with('-') || a == "-" {
+            break;
+        }
+        i += if a.starts_with("--") || !a.ends_with('T') { 1 } else { 2 };
+    }
+    i.min(argv.len())
 }
 
 /// Which standard stream a command passes to the daemon.
@@ -451,6 +451,16 @@ mod tests {
         let mut argv: Vec<String> = ["send", "/x"].map(String::from).to_vec();
         resolve_paths("rzfs", &mut argv).unwrap();
         assert_eq!(argv[1], "/x");
+    }
+
+    #[test]
+    fn iostat_options_end_where_getopt_stops() {
+        let v = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(iostat_opts_end(&v("iostat -v -T u tp 1 2")), 4);
+        assert_eq!(iostat_opts_end(&v("iostat -vT d tp 1")), 3);
+        assert_eq!(iostat_opts_end(&v("iostat -y 1")), 2);
+        assert_eq!(iostat_opts_end(&v("iostat")), 1);
+        assert_eq!(iostat_opts_end(&v("iostat -T")), 2);
     }
 
     #[test]

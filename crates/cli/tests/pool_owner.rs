@@ -937,6 +937,10 @@ fn iostat_reports_io_per_vdev() {
     let later = d.ok("rzpool", &["iostat", "-Hpy", "io", "0.2", "2"]);
     assert_eq!(later.lines().count(), 2, "{later}");
     assert!(later.lines().all(|l| l.starts_with("io\t") && l.split('\t').count() == 7), "{later}");
+    // -T u: a timestamp before each report (its value is no pool name).
+    let stamped = d.ok("rzpool", &["iostat", "-Hp", "-T", "u", "io", "0.2", "2"]);
+    let lines: Vec<&str> = stamped.lines().collect();
+    assert!(lines.len() == 4 && lines[0].parse::<u64>().is_ok() && lines[1].starts_with("io\t"), "{stamped}");
 
     assert_eq!(d.run("rzpool", &["iostat", "nopool"]).0, 1);
     assert_eq!(d.run("rzpool", &["iostat", "io", "0"]).0, 2);
