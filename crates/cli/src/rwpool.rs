@@ -365,6 +365,12 @@ pub(crate) fn parse_fs_props(
         all.push(("mountpoint".into(), m.clone()));
     }
     for (k, v) in all {
+        if ZPL_NAME_PROPS.contains(&k.as_str()) {
+            // Kept in the new file system's master node, not among its properties: see
+            // [`zpl_choices`] (checked there too, so a dry run refuses what a create would).
+            zpl_value(&k, &v)?;
+            continue;
+        }
         if k == "version" {
             // The ZPL version lives in the master node, not among the properties: rzfs
             // makes file systems (and clones of them) at version 5 only, so `current` or 5 is
@@ -386,6 +392,104 @@ pub(crate) fn parse_fs_props(
         out.push((k, zv));
     }
     Ok(out)
+}
+
+/// The creation-time properties that decide how a file system matches names.
+const ZPL_NAME_PROPS: [&str; 3] = ["normalization", "utf8only", "casesensitivity"];
+
+/// The number a name-handling property's value is stored as in the master node.
+fn zpl_value(prop: &str, v: &str) -> Result<u64, String> {
+    let choice = match prop {
+        // U8_TEXTPREP_NFC/NFD/NFKC/NFKD (include/sys/u8_textprep.h).
+        "normalization" => match v {
+            "none" => Some(0),
+            "formD" => Some(0x10),
+            "formKD" => Some(0x20),
+            "formC" => Some(0x50),
+            "formKC" => Some(0x60),
+            _ => None,
+        },
+        "utf8only" => match v {
+            "off" => Some(0),
+            "on" => Some(1),
+            _ => None,
+        },
+        _ => match v {
+            "sensitive" => Some(zpl::write::ZFS_CASE_SENSITIVE),
+            "insensitive" => Some(zpl::write::ZFS_CASE_INSENSITIVE),
+            "mixed" => Some(zpl::write::ZFS_CASE_MIXED),
+            _ => None,
+        },
+    };
+    let values = match prop {
+        "normalization" => "none | formC | formD | formKC | formKD",
+        "utf8only" => "on | off",
+        _ => "sensitive | insensitive | mixed",
+    };
+    choice.ok_or_else(|| format!("'{prop}' must be one of '{values}'"))
+}
+
+/// What `-o` chose of the name-handling properties, with libzfs's rules
+/// (`zfs_valid_proplist`): normalizing without a utf8only choice turns utf8only on;
+/// normalizing with utf8only=off is refused; utf8only=off alone means no normalization.
+#[derive(Clone, Copy, Debug, Default)]
+struct ZplChoices {
+    normalization: Option<u64>,
+    utf8only: Option<bool>,
+    casesensitivity: Option<u64>,
+}
+
+fn zpl_choices(props: &[String]) -> Result<ZplChoices, String> {
+    let mut c = ZplChoices::default();
+    for p in props {
+        let Some((k, v)) = p.split_once('=') else { continue };
+        match dsl::props::canonical(k) {
+            "normalization" => c.normalization = Some(zpl_value("normalization", v)?),
+            "utf8only" => c.utf8only = Some(zpl_value("utf8only", v)? != 0),
+            "casesensitivity" => c.casesensitivity = Some(zpl_value("casesensitivity", v)?),
+            _ => {}
+        }
+    }
+    match (c.normalization, c.utf8only) {
+        (Some(n), None) if n != 0 => c.utf8only = Some(true),
+        (Some(n), Some(false)) if n != 0 => {
+            return Err("'utf8only' must be set 'on' if normalization chosen".into());
+        }
+        (None, Some(false)) => c.normalization = Some(0),
+        _ => {}
+    }
+    Ok(c)
+}
+
+impl ZplChoices {
+    /// The properties of a new file system: what was chosen, the rest from `parent` (its
+    /// parent file system's, `zfs_fill_zplprops`); normalizing forces utf8only on.
+    fn resolve(self, parent: zpl::write::ZplProps) -> zpl::write::ZplProps {
+        let normalization = self.normalization.unwrap_or(parent.normalization);
+        zpl::write::ZplProps {
+            normalization,
+            utf8only: normalization != 0 || self.utf8only.unwrap_or(parent.utf8only),
+            casesensitivity: self.casesensitivity.unwrap_or(parent.casesensitivity),
+        }
+    }
+}
+
+/// The name-handling properties of file system `name`'s master node (defaults when it has
+/// none or cannot be read).
+fn zpl_props_of(state: &State, name: &str) -> zpl::write::ZplProps {
+    let read = || -> Option<zpl::write::ZplProps> {
+        let pool = state.pool(pool_of(name)).ok()?;
+        let dsl = pool.dsl();
+        let ds = dsl.find(name).ok()?;
+        let os = dsl.open_objset(&ds).ok()?;
+        let get = |k: &str| zap::lookup_u64(&os, zpl::MASTER_NODE_OBJ, k).ok().flatten().unwrap_or(0);
+        Some(zpl::write::ZplProps {
+            normalization: get("normalization"),
+            utf8only: get("utf8only") != 0,
+            casesensitivity: get("casesensitivity"),
+        })
+    };
+    read().unwrap_or_default()
 }
 
 fn open_leaf(path: &Path, is_disk: bool) -> Result<NewLeaf, String> {
@@ -424,6 +528,7 @@ fn create_or_describe(state: &Arc<State>, a: CreateArgs, dry_run: bool) -> Resul
     }
     let po = parse_pool_props(&a.pool_props)?;
     let root_props = parse_fs_props(&a.fs_props, &a.mountpoint)?;
+    let root_names = zpl_choices(&a.fs_props)?.resolve(zpl::write::ZplProps::default());
     let (tops, spare_paths) = pool::vdevspec::parse_with_spares(&a.vdev_words, &a.cwd)?;
     if tops.is_empty() {
         return Err("invalid vdev specification: at least one toplevel vdev must be specified".into());
@@ -469,7 +574,7 @@ fn create_or_describe(state: &Arc<State>, a: CreateArgs, dry_run: bool) -> Resul
     let settings = settings_from(&root_props, set.contains("lz4_compress"), set.contains("embedded_data"));
     let now = now_pair();
     let init = |os: &mut dmu::tx::DirtyObjset, z: &mut zap::write::ZapCache| {
-        zpl::write::ZplWriter::create_fs(os, z, now, 0, 0)
+        zpl::write::ZplWriter::create_fs_with(os, z, now, 0, 0, root_names)
             .map(|_| ())
             .map_err(|e| pool::PoolError::Invalid(format!("creating the root file system: {e}")))
     };
@@ -648,9 +753,9 @@ pub fn snapshot(state: &State, names: &[String], props: &[String], recursive: bo
 }
 
 /// The ZPL's initial content of a new file system.
-fn zpl_init() -> pool::admin::ObjsetInit {
-    Arc::new(|os: &mut dmu::tx::DirtyObjset, z: &mut zap::write::ZapCache| {
-        zpl::write::ZplWriter::create_fs(os, z, now_pair(), 0, 0)
+fn zpl_init(names: zpl::write::ZplProps) -> pool::admin::ObjsetInit {
+    Arc::new(move |os: &mut dmu::tx::DirtyObjset, z: &mut zap::write::ZapCache| {
+        zpl::write::ZplWriter::create_fs_with(os, z, now_pair(), 0, 0, names)
             .map(|_| ())
             .map_err(|e| pool::PoolError::Invalid(format!("creating the file system: {e}")))
     })
@@ -660,7 +765,24 @@ fn zpl_init() -> pool::admin::ObjsetInit {
 pub fn create_fs(state: &State, name: &str, props: &[String]) -> Result<(), String> {
     let rw = writable(state, name, &format!("cannot create '{name}'"))?;
     let fs_props = parse_fs_props(props, &None)?;
-    rw.spa.create_filesystem(name, fs_props, zpl_init(), now_pair().0).map(|_| ()).map_err(|e| e.to_string())
+    let choices = zpl_choices(props).map_err(|e| format!("cannot create '{name}': {e}"))?;
+    let parent = match name.rsplit_once('/') {
+        Some((parent, _)) => {
+            // The parent may have been made in the open txg (`create -p`): read it synced.
+            let visible =
+                |s: &State| s.pool(pool_of(parent)).ok().is_some_and(|p| p.dsl().find(parent).is_ok());
+            if !visible(state) {
+                rw.sync()?;
+            }
+            zpl_props_of(state, parent)
+        }
+        None => zpl::write::ZplProps::default(),
+    };
+    let names = choices.resolve(parent);
+    rw.spa
+        .create_filesystem(name, fs_props, zpl_init(names), now_pair().0)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 /// What `zfs create -n` checks of a new dataset without creating it: the pool is writable,
@@ -830,6 +952,14 @@ pub fn set(state: &State, assignments: &[String], names: &[String]) -> Result<()
         match a.split_once('=') {
             Some(("volblocksize", _)) => {
                 return Err("cannot set property: 'volblocksize' is readonly".into());
+            }
+            // Set once, when the file system is made (`PROP_ONETIME`).
+            Some((k, _)) if ZPL_NAME_PROPS.contains(&dsl::props::canonical(k)) => {
+                let name = names.first().map(String::as_str).unwrap_or_default();
+                return Err(format!(
+                    "cannot set property for '{name}': '{}' is readonly",
+                    dsl::props::canonical(k)
+                ));
             }
             Some(("volsize", _)) => {}
             _ => rest.push(a.clone()),

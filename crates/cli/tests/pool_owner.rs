@@ -30,6 +30,7 @@ mod common;
 
 use common::tools::*;
 use std::io::Write;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -823,6 +824,64 @@ fn property_table_and_zpl_properties() {
     d.ok("rzpool", &["export", "pt"]);
     assert!(!top.join("c").exists() && top.is_dir(), "export leaves {}", top.display());
     zdb_check(&dir, "pt");
+}
+
+/// `normalization`, `casesensitivity` and `utf8only` as OpenZFS: chosen at creation (libzfs's
+/// rules: normalizing turns utf8only on, refuses utf8only=off; utf8only=off alone means no
+/// normalization), inherited by new children, read-only afterwards; a mounted file system
+/// finds every spelling its settings make equal, keeps case where mixed, refuses non-UTF-8
+/// names. OpenZFS's zdb checks the pool and finds the files by their stored names in
+/// directories hashed by normalized names.
+#[test]
+fn names_normalize_and_fold_case_as_created() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-casenorm");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-casenorm");
+    let top = dir.join("top");
+    d.ok("rzpool", &["create", "-m", top.to_str().unwrap(), "-O", "normalization=formD", "cn", &devs[0]]);
+    d.ok("rzfs", &["create", "-o", "casesensitivity=insensitive", "cn/ci"]);
+    d.ok("rzfs", &["create", "-o", "casesensitivity=mixed", "-o", "utf8only=off", "cn/mx"]);
+    d.ok("rzfs", &["create", "cn/ci/kid"]);
+    let get = |n: &str| d.ok("rzfs", &["get", "-Ho", "value", "normalization,utf8only,casesensitivity", n]);
+    assert_eq!(get("cn"), "formD\non\nsensitive\n");
+    assert_eq!(get("cn/ci"), "formD\non\ninsensitive\n");
+    assert_eq!(get("cn/ci/kid"), "formD\non\ninsensitive\n", "inherited at creation");
+    assert_eq!(get("cn/mx"), "none\noff\nmixed\n");
+    let (rc, _, err) =
+        d.run("rzfs", &["create", "-o", "utf8only=off", "-o", "normalization=formC", "cn/bad"]);
+    assert!(rc != 0 && err.contains("'utf8only' must be set 'on'"), "{rc}: {err}");
+    let (rc, _, err) = d.run("rzfs", &["create", "-o", "casesensitivity=upper", "cn/bad"]);
+    assert!(rc != 0 && err.contains("'casesensitivity' must be one of"), "{rc}: {err}");
+    let (rc, _, err) = d.run("rzfs", &["set", "normalization=formC", "cn/ci"]);
+    assert!(rc != 0 && err.contains("'normalization' is readonly"), "{rc}: {err}");
+
+    // Composed "Ä" and decomposed "A" + U+0308 are one name under formD; case folds in ci.
+    let (composed, decomposed) = ("K\u{c4}se", "KA\u{308}se");
+    std::fs::write(top.join("ci").join(composed), b"cheese").unwrap();
+    for n in [composed, decomposed, "ka\u{308}SE", "k\u{e4}se"] {
+        assert_eq!(std::fs::read(top.join("ci").join(n)).unwrap(), b"cheese", "{n}");
+    }
+    let e = std::fs::write(top.join("ci").join(std::ffi::OsStr::from_bytes(b"bad\xff")), b"x").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EILSEQ));
+    std::fs::remove_file(top.join("ci").join("KA\u{308}SE")).unwrap();
+    assert!(!top.join("ci").join(composed).exists());
+    std::fs::write(top.join("ci").join("Stays"), b"1").unwrap();
+    std::fs::write(top.join(decomposed), b"root").unwrap();
+    assert_eq!(std::fs::read(top.join(composed)).unwrap(), b"root");
+    assert!(!top.join("kA\u{308}se").exists(), "case-sensitive at the root");
+    // Mixed: case variants are different files.
+    std::fs::write(top.join("mx/foo"), b"lower").unwrap();
+    std::fs::write(top.join("mx/FOO"), b"upper").unwrap();
+    assert_eq!(std::fs::read(top.join("mx/foo")).unwrap(), b"lower");
+    assert!(!top.join("mx/Foo").exists());
+    d.ok("rzpool", &["export", "cn"]);
+    zdb_check(&dir, "cn");
+    let out = dir.join("extracted");
+    let got = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-r", "cn/ci", "Stays", out.to_str().unwrap()]);
+    assert_eq!(std::fs::read(&out).unwrap_or_default(), b"1", "{got}");
 }
 
 /// `.zfs/snapshot` on a read-write mount: each snapshot's files as they were, read-only;

@@ -239,6 +239,11 @@ struct RwFs<B: RwBackend> {
     notifier: Arc<std::sync::OnceLock<fuser::Notifier>>,
     /// When each file's access was last recorded (seconds): at most once a second each.
     accessed: HashMap<u64, u64>,
+    /// How long the kernel may cache a name: [`TTL`], or nothing where names match by
+    /// their normalized form (`normalization`, `casesensitivity`). There one file has many
+    /// spellings, the kernel caches each it is asked for as a separate name, and an unlink
+    /// or rename through one spelling could not drop the others.
+    entry_ttl: Duration,
 }
 
 /// The replaced contents of a mounted dataset, as [`MountHandle::revalidate`] asks them.
@@ -496,9 +501,9 @@ fn reply_xattr(reply: ReplyXattr, r: Res<XattrAnswer>) {
     }
 }
 
-fn reply_entry(reply: ReplyEntry, r: Res<Entry>) {
+fn reply_entry(reply: ReplyEntry, r: Res<Entry>, ttl: Duration) {
     match r {
-        Ok((a, gen)) => reply.entry(&TTL, &a, gen),
+        Ok((a, gen)) => reply.entry(&ttl, &a, gen),
         Err(e) => reply.error(e),
     }
 }
@@ -536,10 +541,11 @@ impl<B: RwBackend> RwFs<B> {
     }
 
     fn with_opts(backend: Arc<B>, opts: MountOpts) -> std::io::Result<Self> {
-        let mut root = 0;
+        let (mut root, mut normalized) = (0, false);
         backend
             .with(Op::Read, &mut |c| {
                 root = c.zpl.root();
+                normalized = c.zpl.names().dir_normflags() != 0;
                 Ok(())
             })
             .map_err(io_err)?;
@@ -560,6 +566,7 @@ impl<B: RwBackend> RwFs<B> {
             snaps: None,
             notifier: Arc::new(std::sync::OnceLock::new()),
             accessed: HashMap::new(),
+            entry_ttl: if normalized { Duration::ZERO } else { TTL },
         })
     }
 
@@ -1042,7 +1049,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         }
         let r = self.do_lookup(parent, name.as_bytes());
         self.learn(parent, name.as_bytes(), &r);
-        reply_entry(reply, r);
+        reply_entry(reply, r, self.entry_ttl);
     }
 
     /// The kernel dropped the inode: its cache needs no invalidation any more.
@@ -1113,7 +1120,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         }
         let r = self.do_mknod(ids(req), parent, name.as_bytes(), mode, umask, rdev);
         self.learn(parent, name.as_bytes(), &r);
-        reply_entry(reply, r);
+        reply_entry(reply, r, self.entry_ttl);
     }
 
     fn mkdir(
@@ -1139,7 +1146,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         }
         let r = self.do_mkdir(ids(req), parent, name.as_bytes(), mode, umask);
         self.learn(parent, name.as_bytes(), &r);
-        reply_entry(reply, r);
+        reply_entry(reply, r, self.entry_ttl);
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
@@ -1174,7 +1181,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         }
         let r = self.do_symlink(ids(req), parent, link_name.as_bytes(), target.as_os_str().as_bytes());
         self.learn(parent, link_name.as_bytes(), &r);
-        reply_entry(reply, r);
+        reply_entry(reply, r, self.entry_ttl);
     }
 
     fn rename(
@@ -1209,7 +1216,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         }
         let r = self.do_link(ino, newparent, newname.as_bytes());
         self.learn(newparent, newname.as_bytes(), &r);
-        reply_entry(reply, r);
+        reply_entry(reply, r, self.entry_ttl);
     }
 
     fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
@@ -1246,7 +1253,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         match self.do_create(ids(req), parent, name.as_bytes(), mode, umask) {
             Ok(((a, gen), fh)) => {
                 lock(&self.files).learn(parent, name.as_bytes(), a.ino);
-                reply.created(&TTL, &a, gen, fh, fuser::consts::FOPEN_KEEP_CACHE)
+                reply.created(&self.entry_ttl, &a, gen, fh, fuser::consts::FOPEN_KEEP_CACHE)
             }
             Err(e) => reply.error(e),
         }

@@ -28,6 +28,7 @@ pub mod build;
 mod fat;
 mod leaf;
 mod micro;
+pub mod norm;
 mod walk;
 
 pub use fat::{
@@ -180,20 +181,6 @@ pub fn zap_hash(salt: u64, key: ZapKey<'_>, zap_flags: u64) -> Result<u64> {
     };
     let bits = zap_hashbits(zap_flags);
     Ok(h & !((1u64 << (64 - bits)) - 1))
-}
-
-/// Fails with `Unsupported` unless `normflags` is 0. Name normalization (case folding,
-/// Unicode forms via `u8_textprep_str`) changes both hashing and matching; rzfs does not
-/// implement it yet, so lookups in normalized ZAPs must not silently use raw names.
-pub fn require_no_normalization(normflags: u64) -> Result<()> {
-    if normflags == 0 {
-        Ok(())
-    } else {
-        Err(Error::unsupported(
-            "zap normalization",
-            format!("normflags {normflags:#x} (case-insensitive or Unicode-normalized names)"),
-        ))
-    }
 }
 
 #[cfg(test)]

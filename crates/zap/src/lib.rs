@@ -181,10 +181,9 @@ pub fn lookup_bytes(os: &Objset, obj: u64, name: &[u8]) -> Result<Option<ZapEntr
             values: vec![e.value],
         })),
         Head::Fat(hdr) => {
-            if hdr.normflags != 0 {
-                return Ok(list(os, obj)?.into_iter().find(|e| e.name == name));
-            }
-            let hash = z::zap_hash(hdr.salt, z::ZapKey::Str(name), hdr.flags).map_err(|e| corrupt(obj, e))?;
+            // A normalized ZAP hashes the normalized name; the entry keeps the name as given.
+            let key = z::build::norm_key(name, hdr.normflags).map_err(|e| corrupt(obj, e))?;
+            let hash = z::zap_hash(hdr.salt, z::ZapKey::Str(&key), hdr.flags).map_err(|e| corrupt(obj, e))?;
             let blkid = leaf_for_hash(os, &dn, &hdr, hash)?;
             let b = os.read_block(&dn, blkid)?;
             let shift = b.len().trailing_zeros();
@@ -193,6 +192,22 @@ pub fn lookup_bytes(os: &Objset, obj: u64, name: &[u8]) -> Result<Option<ZapEntr
             Ok(found.map(to_entry))
         }
     }
+}
+
+/// Looks `name` up in a normalized ZAP the way a normalized directory lookup does
+/// (`MT_NORMALIZE`): the entry whose name normalizes as `name` does under the ZAP's flags —
+/// without its case fold when `match_case`. An exact lookup on a ZAP without flags.
+pub fn lookup_normalized(os: &Objset, obj: u64, name: &[u8], match_case: bool) -> Result<Option<ZapEntry>> {
+    let (_, normflags) = salt_and_norm(os, obj)?;
+    if normflags == 0 {
+        return lookup_bytes(os, obj, name);
+    }
+    if let Some(e) = lookup_bytes(os, obj, name)? {
+        return Ok(Some(e));
+    }
+    let flags = if match_case { normflags & !z::norm::U8_TEXTPREP_TOUPPER } else { normflags };
+    let want = z::norm::normalize(name, flags);
+    Ok(list(os, obj)?.into_iter().find(|e| z::norm::normalize(&e.name, flags) == want))
 }
 
 /// Follows the pointer table to the leaf block that holds `hash`.

@@ -47,6 +47,9 @@ pub struct ZapState {
     pub salt: u64,
     pub normflags: u64,
     pub dirty: bool,
+    /// A normalized ZAP's names by the hash of their normalized form, built on first use by
+    /// a normalized lookup or a collision check, then kept up to date by every change.
+    norm_index: Option<HashMap<u64, Vec<Vec<u8>>>>,
 }
 
 /// The ZAPs of one objset that are being read or modified.
@@ -78,7 +81,30 @@ const FAT_BLOCK: u64 = 16 << 10;
 /// full, so they are at least about half full.
 const CHUNKS_PER_LEAF_MIN: u64 = 300;
 
+/// Chunks a fat ZAP leaf of [`FAT_BLOCK`] bytes holds (`ZAP_LEAF_NUMCHUNKS`: the block less
+/// its two header chunks and its 2-byte hash table of `block / 32` entries, in 24-byte chunks).
+const LEAF_NUMCHUNKS: u64 = (FAT_BLOCK - 2 * (FAT_BLOCK / 32)) / 24 - 2;
+
 impl ZapState {
+    /// The (masked) hash `name` is stored under: the hash of its normalized form.
+    fn norm_hash(&self, name: &[u8]) -> u64 {
+        let key = ondisk::zap::norm::normalize(name, self.normflags);
+        // A string key of a ZAP without flags cannot fail to hash.
+        ondisk::zap::zap_hash(self.salt, ondisk::zap::ZapKey::Str(&key), 0).unwrap_or(0)
+    }
+
+    /// The normalized-name index, built when first needed.
+    fn index(&mut self) -> &mut HashMap<u64, Vec<Vec<u8>>> {
+        if self.norm_index.is_none() {
+            let mut ix: HashMap<u64, Vec<Vec<u8>>> = HashMap::new();
+            for k in self.entries.keys() {
+                ix.entry(self.norm_hash(k)).or_default().push(k.clone());
+            }
+            self.norm_index = Some(ix);
+        }
+        self.norm_index.get_or_insert_with(HashMap::new)
+    }
+
     /// An upper bound of the bytes and blocks this ZAP takes when encoded (fat layout: a
     /// header block, leaves at least half full, one more leaf of slack; a micro ZAP is
     /// always smaller).
@@ -126,8 +152,22 @@ impl ZapCache {
         bonus: Vec<u8>,
         slots: u8,
     ) -> Result<u64> {
+        self.create_dnsize_norm(os, ot, bonus_type, bonus, slots, 0)
+    }
+
+    /// [`ZapCache::create_dnsize`] with name normalization flags (the directories of a file
+    /// system with `normalization` or `casesensitivity` set).
+    pub fn create_dnsize_norm(
+        &mut self,
+        os: &mut DirtyObjset,
+        ot: u8,
+        bonus_type: u8,
+        bonus: Vec<u8>,
+        slots: u8,
+        normflags: u64,
+    ) -> Result<u64> {
         let obj = os.alloc_object_dnsize(ot, 512, bonus_type, bonus, slots)?;
-        self.register_new(obj, 0);
+        self.register_new(obj, normflags);
         Ok(obj)
     }
 
@@ -154,7 +194,7 @@ impl ZapCache {
 
     fn register_new(&mut self, obj: u64, normflags: u64) {
         let salt = new_salt(&mut self.seed);
-        let st = ZapState { entries: BTreeMap::new(), salt, normflags, dirty: true };
+        let st = ZapState { entries: BTreeMap::new(), salt, normflags, dirty: true, norm_index: None };
         self.dirty_cost.add(&st.encoded_cost());
         self.zaps.insert(obj, st);
     }
@@ -189,6 +229,54 @@ impl ZapCache {
         Ok(self.state(os, obj)?.entries.get(name).cloned())
     }
 
+    /// The stored name that `name` finds in a normalized ZAP (`MT_NORMALIZE`): the name
+    /// itself when stored, else one that normalizes alike under the ZAP's flags — without
+    /// the case fold when `match_case` (a case-sensitive lookup in a mixed-case directory).
+    /// On a ZAP without normalization, an exact lookup.
+    pub fn lookup_norm(
+        &mut self,
+        os: &DirtyObjset,
+        obj: u64,
+        name: &[u8],
+        match_case: bool,
+    ) -> Result<Option<Vec<u8>>> {
+        let st = self.state(os, obj)?;
+        if st.entries.contains_key(name) {
+            return Ok(Some(name.to_vec()));
+        }
+        if st.normflags == 0 {
+            return Ok(None);
+        }
+        let flags = if match_case { st.normflags & !U8_TEXTPREP_TOUPPER } else { st.normflags };
+        let want = ondisk::zap::norm::normalize(name, flags);
+        let h = st.norm_hash(name);
+        Ok(st
+            .index()
+            .get(&h)
+            .and_then(|names| names.iter().find(|n| ondisk::zap::norm::normalize(n, flags) == want).cloned()))
+    }
+
+    /// Whether a new entry `name` with a value of `value_bytes` bytes can be added. Only a
+    /// normalized ZAP can refuse: every spelling of a name hashes alike there, and all the
+    /// entries of one hash must fit one fat leaf (a leaf cannot be split between equal
+    /// hashes; OpenZFS fails such an add with ENOSPC once its pointer table can grow no
+    /// more, `zap_grow_ptrtbl`). Refusing here keeps the txg sync from meeting it.
+    pub fn can_add(&mut self, os: &DirtyObjset, obj: u64, name: &[u8], value_bytes: u64) -> Result<bool> {
+        let st = self.state(os, obj)?;
+        if st.normflags == 0 || st.entries.contains_key(name) {
+            return Ok(true);
+        }
+        let h = st.norm_hash(name);
+        let names = st.index().get(&h).cloned().unwrap_or_default();
+        let mut chunks = 1 + (name.len() as u64 + 1).div_ceil(21) + value_bytes.div_ceil(21);
+        for n in &names {
+            if let Some(v) = st.entries.get(n) {
+                chunks += entry_chunks(n, v);
+            }
+        }
+        Ok(chunks <= LEAF_NUMCHUNKS)
+    }
+
     pub fn lookup_u64(&mut self, os: &DirtyObjset, obj: u64, name: &str) -> Result<Option<u64>> {
         Ok(self.lookup(os, obj, name.as_bytes())?.and_then(|v| v.values.first().copied()))
     }
@@ -198,7 +286,11 @@ impl ZapCache {
         let st = self.state(os, obj)?;
         let was_dirty = st.dirty;
         let chunks = entry_chunks(name, &val);
-        st.entries.insert(name.to_vec(), val);
+        let new = st.entries.insert(name.to_vec(), val).is_none();
+        if new && st.norm_index.is_some() {
+            let h = st.norm_hash(name);
+            st.index().entry(h).or_default().push(name.to_vec());
+        }
         if was_dirty {
             // A new entry may need a new leaf: charge its chunks as a share of one.
             let extra = (chunks * FAT_BLOCK).div_ceil(CHUNKS_PER_LEAF_MIN);
@@ -217,6 +309,12 @@ impl ZapCache {
     pub fn remove(&mut self, os: &DirtyObjset, obj: u64, name: &[u8]) -> Result<bool> {
         let st = self.state(os, obj)?;
         let had = st.entries.remove(name).is_some();
+        if had && st.norm_index.is_some() {
+            let h = st.norm_hash(name);
+            if let Some(v) = st.index().get_mut(&h) {
+                v.retain(|n| n != name);
+            }
+        }
         if had {
             self.mark_dirty(obj);
         }

@@ -110,6 +110,8 @@ pub struct Zpl {
     pub version: u64,
     pub root: u64,
     sa: Arc<Option<attrs::SaTables>>,
+    /// `casesensitivity=mixed`: normalized lookups keep case (see `write::ZplProps`).
+    mixed_case: bool,
 }
 
 impl Zpl {
@@ -125,7 +127,8 @@ impl Zpl {
             Some(obj) => Some(attrs::SaTables::load(&os, obj)?),
             None => None,
         };
-        Ok(Zpl { os, version, root, sa: Arc::new(sa) })
+        let case = zap::lookup_u64(&os, MASTER_NODE_OBJ, "casesensitivity")?.unwrap_or(0);
+        Ok(Zpl { os, version, root, sa: Arc::new(sa), mixed_case: case == write::ZFS_CASE_MIXED })
     }
 
     /// Attributes of object `obj`.
@@ -168,7 +171,8 @@ impl Zpl {
             let p = self.getattr(dir)?.parent;
             return Ok(Some(DirEntry { name: name.to_vec(), object: p, dtype: 4 }));
         }
-        Ok(zap::lookup_bytes(&self.os, dir, name)?.and_then(|e| {
+        // A directory of a normalizing file system finds every spelling of a name.
+        Ok(zap::lookup_normalized(&self.os, dir, name, self.mixed_case)?.and_then(|e| {
             e.first_u64().map(|v| DirEntry {
                 name: e.name,
                 object: v & ((1u64 << 48) - 1),

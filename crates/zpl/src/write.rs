@@ -55,7 +55,9 @@ pub const EINVAL: i32 = 22;
 pub const EFBIG: i32 = 27;
 pub const ERANGE: i32 = 34;
 pub const ENAMETOOLONG: i32 = 36;
+pub const ENOSPC: i32 = 28;
 pub const ENOTEMPTY: i32 = 39;
+pub const EILSEQ: i32 = 84;
 pub const ENODATA: i32 = 61;
 pub const EOPNOTSUPP: i32 = 95;
 
@@ -170,10 +172,59 @@ pub struct ZplWriter {
     sa: SaTables,
     root: u64,
     unlinked: u64,
+    /// How names are matched: the file system's creation-time properties.
+    names: ZplProps,
     /// Generation number of the znodes created from now on: the open txg.
     pub txg: u64,
     /// Recordsize for size changes through `truncate`/`setattr` (`write` takes its own).
     pub recordsize: u64,
+}
+
+/// `casesensitivity` values (`ZFS_CASE_*`, include/sys/fs/zfs.h).
+pub const ZFS_CASE_SENSITIVE: u64 = 0;
+pub const ZFS_CASE_INSENSITIVE: u64 = 1;
+pub const ZFS_CASE_MIXED: u64 = 2;
+
+/// The properties a file system gets at creation and keeps in its master node, which decide
+/// how directory names match (`zfs_fill_zplprops`, `zfsvfs_init`).
+///
+/// * `normalization` (0 or a `U8_TEXTPREP_NF*` form): names that differ only in their
+///   Unicode composition are the same name;
+/// * `casesensitivity`: `insensitive` makes names that differ only in case the same name;
+///   `mixed` hashes them alike but matches case on lookup (OpenZFS folds case there only
+///   for SMB's case-insensitive requests, which Linux never makes);
+/// * `utf8only`: names must be valid UTF-8 (EILSEQ otherwise); on whenever normalizing.
+///
+/// Directories of such a file system are ZAPs with `normflags` = the form, plus
+/// `U8_TEXTPREP_TOUPPER` unless case-sensitive: names hash by their normalized form.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZplProps {
+    pub normalization: u64,
+    pub utf8only: bool,
+    pub casesensitivity: u64,
+}
+
+impl ZplProps {
+    /// The `normflags` of the file system's directories (`zfsvfs->z_norm`).
+    pub fn dir_normflags(&self) -> u64 {
+        let fold =
+            if self.casesensitivity == ZFS_CASE_SENSITIVE { 0 } else { zap::write::U8_TEXTPREP_TOUPPER };
+        self.normalization | fold
+    }
+
+    /// Checks the combination: a known form and case value; normalizing needs utf8only.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if !matches!(self.normalization, 0 | 0x10 | 0x20 | 0x50 | 0x60) {
+            return Err(format!("unknown normalization {:#x}", self.normalization));
+        }
+        if self.casesensitivity > ZFS_CASE_MIXED {
+            return Err(format!("unknown casesensitivity {}", self.casesensitivity));
+        }
+        if self.normalization != 0 && !self.utf8only {
+            return Err("'utf8only' must be set 'on' if normalization chosen".into());
+        }
+        Ok(())
+    }
 }
 
 /// Directory-entry type of a mode (`IFTODT`).
@@ -244,7 +295,8 @@ pub fn bonus_generation(os: &DirtyObjset, bonus_type: u8, bonus: &[u8]) -> Resul
 }
 
 impl ZplWriter {
-    /// Creates a new ZPL version 5 filesystem in an empty objset, as `zfs_create_fs` does.
+    /// Creates a new ZPL version 5 filesystem in an empty objset, as `zfs_create_fs` does,
+    /// with the default name handling.
     pub fn create_fs(
         os: &mut DirtyObjset,
         zaps: &mut ZapCache,
@@ -252,19 +304,42 @@ impl ZplWriter {
         uid: u32,
         gid: u32,
     ) -> Result<ZplWriter> {
+        Self::create_fs_with(os, zaps, now, uid, gid, ZplProps::default())
+    }
+
+    /// [`ZplWriter::create_fs`] with the given creation-time properties.
+    pub fn create_fs_with(
+        os: &mut DirtyObjset,
+        zaps: &mut ZapCache,
+        now: (u64, u64),
+        uid: u32,
+        gid: u32,
+        names: ZplProps,
+    ) -> Result<ZplWriter> {
+        names.validate().map_err(|e| ZplWriteError::Errno(EINVAL, e))?;
         let master = crate::MASTER_NODE_OBJ;
         zaps.create_claim(os, master, DMU_OT_MASTER_NODE)?;
-        // The zplprops `zfs create` passes (defaults): all zero.
-        for prop in ["normalization", "utf8only", "casesensitivity"] {
-            zaps.update_u64(os, master, prop, 0)?;
+        let values = [
+            ("normalization", names.normalization),
+            ("utf8only", u64::from(names.utf8only)),
+            ("casesensitivity", names.casesensitivity),
+        ];
+        for (prop, v) in values {
+            zaps.update_u64(os, master, prop, v)?;
         }
         zaps.update_u64(os, master, "VERSION", ZPL_VERSION)?;
         let sa_master = zaps.create(os, DMU_OT_SA_MASTER_NODE, 0, Vec::new())?;
         zaps.update_u64(os, master, "SA_ATTRS", sa_master)?;
         let unlinked = zaps.create(os, DMU_OT_UNLINKED_SET, 0, Vec::new())?;
         zaps.update_u64(os, master, "DELETE_QUEUE", unlinked)?;
-        let mut w =
-            ZplWriter { sa: SaTables::new(sa_master)?, root: 0, unlinked, txg: 1, recordsize: 128 << 10 };
+        let mut w = ZplWriter {
+            sa: SaTables::new(sa_master)?,
+            root: 0,
+            unlinked,
+            names,
+            txg: 1,
+            recordsize: 128 << 10,
+        };
         let root = w.alloc_znode(os, zaps, true)?;
         // The root is its own parent (`IS_ROOT_NODE` in zfs_mknode).
         let rec = w.new_record(root, 0, S_IFDIR | 0o755, u64::from(uid), u64::from(gid), 0, now, false);
@@ -285,10 +360,22 @@ impl ZplWriter {
         if version < ZPL_VERSION {
             return err(EOPNOTSUPP, format!("ZPL version {version} (writing needs 5)"));
         }
-        for prop in ["normalization", "casesensitivity"] {
-            if get(zaps, prop)?.unwrap_or(0) != 0 {
-                return err(EOPNOTSUPP, format!("writing filesystems with {prop} set is not supported"));
-            }
+        let names = ZplProps {
+            normalization: get(zaps, "normalization")?.unwrap_or(0),
+            utf8only: get(zaps, "utf8only")?.unwrap_or(0) != 0,
+            casesensitivity: get(zaps, "casesensitivity")?.unwrap_or(0),
+        };
+        if names.normalization > 0x70
+            || !ondisk::zap::norm::valid_normflags(names.normalization)
+            || names.casesensitivity > ZFS_CASE_MIXED
+        {
+            return err(
+                EOPNOTSUPP,
+                format!(
+                    "unknown normalization {:#x} or casesensitivity {}",
+                    names.normalization, names.casesensitivity
+                ),
+            );
         }
         let missing = |what: &str| {
             ZplWriteError::Zpl(ZplError::Corrupt { what: "master node", detail: format!("no {what}") })
@@ -297,10 +384,15 @@ impl ZplWriter {
         let root = get(zaps, "ROOT")?.ok_or_else(|| missing("ROOT"))?;
         let unlinked = get(zaps, "DELETE_QUEUE")?.ok_or_else(|| missing("DELETE_QUEUE"))?;
         let sa = SaTables::load(os, zaps, sa_master)?;
-        Ok(ZplWriter { sa, root, unlinked, txg: 1, recordsize: 128 << 10 })
+        Ok(ZplWriter { sa, root, unlinked, names, txg: 1, recordsize: 128 << 10 })
     }
 
     /// Object number of the root directory.
+    /// The file system's name handling (`normalization`, `utf8only`, `casesensitivity`).
+    pub fn names(&self) -> ZplProps {
+        self.names
+    }
+
     pub fn root(&self) -> u64 {
         self.root
     }
@@ -371,7 +463,8 @@ impl ZplWriter {
         let slots = os.dnode_slots();
         let bonus = vec![0u8; dmu::tx::bonus_len_for_slots(usize::from(slots))];
         let obj = if dir {
-            zaps.create_dnsize(os, DMU_OT_DIRECTORY_CONTENTS, DMU_OT_SA, bonus, slots)?
+            let norm = self.names.dir_normflags();
+            zaps.create_dnsize_norm(os, DMU_OT_DIRECTORY_CONTENTS, DMU_OT_SA, bonus, slots, norm)?
         } else {
             os.alloc_object_dnsize(DMU_OT_PLAIN_FILE_CONTENTS, 512, DMU_OT_SA, bonus, slots)?
         };
@@ -512,7 +605,38 @@ impl ZplWriter {
 
     /// The object named `name` in `dir` (no `.`/`..`).
     fn entry(&self, os: &DirtyObjset, zaps: &mut ZapCache, dir: u64, name: &[u8]) -> Result<Option<u64>> {
-        Ok(zaps.lookup(os, dir, name)?.and_then(|v| v.values.first().copied()).map(|v| v & ((1 << 48) - 1)))
+        Ok(self.entry_named(os, zaps, dir, name)?.map(|(obj, _)| obj))
+    }
+
+    /// The object `name` leads to in `dir` and the name it is stored under, which differs
+    /// from `name` when the file system matches names by their normalized form (see
+    /// [`ZplProps`]; `zfs_dirent_lock`'s `MT_NORMALIZE`, with `MT_MATCH_CASE` when mixed).
+    fn entry_named(
+        &self,
+        os: &DirtyObjset,
+        zaps: &mut ZapCache,
+        dir: u64,
+        name: &[u8],
+    ) -> Result<Option<(u64, Vec<u8>)>> {
+        let match_case = self.names.casesensitivity == ZFS_CASE_MIXED;
+        let Some(stored) = zaps.lookup_norm(os, dir, name, match_case)? else {
+            return Ok(None);
+        };
+        let v = zaps.lookup(os, dir, &stored)?.and_then(|v| v.values.first().copied());
+        Ok(v.map(|v| (v & ((1 << 48) - 1), stored)))
+    }
+
+    /// Refuses a name the file system cannot take as a new entry of `dir`: not UTF-8 where
+    /// `utf8only` is on (EILSEQ, as `zfs_create`'s `u8_validate`), or one more spelling of a
+    /// name whose spellings no longer fit the directory's hash bucket (ENOSPC).
+    fn check_new_name(&self, os: &DirtyObjset, zaps: &mut ZapCache, dir: u64, name: &[u8]) -> Result<()> {
+        if self.names.utf8only && std::str::from_utf8(name).is_err() {
+            return err(EILSEQ, format!("{} is not valid UTF-8 (utf8only=on)", show(name)));
+        }
+        if !zaps.can_add(os, dir, name, 8)? {
+            return err(ENOSPC, format!("too many names of the same normalized form as {}", show(name)));
+        }
+        Ok(())
     }
 
     /// Adds `name` → `obj` to directory `d` (`zfs_link_create`'s directory side).
@@ -625,6 +749,7 @@ impl ZplWriter {
         if self.entry(os, zaps, dir, name)?.is_some() {
             return err(EEXIST, format!("{} exists", show(name)));
         }
+        self.check_new_name(os, zaps, dir, name)?;
         Ok(d)
     }
 
@@ -764,14 +889,14 @@ impl ZplWriter {
             return err(EISDIR, format!("{} is a directory", show(name)));
         }
         check_name(name)?;
-        let Some(obj) = self.entry(os, zaps, dir, name)? else {
+        let Some((obj, stored)) = self.entry_named(os, zaps, dir, name)? else {
             return err(ENOENT, format!("{} not found", show(name)));
         };
         let z = self.load(os, obj)?;
         if self.mode(&z) & S_IFMT == S_IFDIR {
             return err(EISDIR, format!("{} is a directory", show(name)));
         }
-        self.remove_entry(os, zaps, &mut d, name, false, now)?;
+        self.remove_entry(os, zaps, &mut d, &stored, false, now)?;
         Ok(self.drop_link(os, zaps, z, keep, now)?.then_some(obj))
     }
 
@@ -815,7 +940,7 @@ impl ZplWriter {
             return err(ENOTEMPTY, "cannot remove '..'");
         }
         check_name(name)?;
-        let Some(obj) = self.entry(os, zaps, dir, name)? else {
+        let Some((obj, stored)) = self.entry_named(os, zaps, dir, name)? else {
             return err(ENOENT, format!("{} not found", show(name)));
         };
         let z = self.load(os, obj)?;
@@ -825,7 +950,7 @@ impl ZplWriter {
         if zaps.len(os, obj)? != 0 {
             return err(ENOTEMPTY, format!("{} is not empty", show(name)));
         }
-        self.remove_entry(os, zaps, &mut d, name, true, now)?;
+        self.remove_entry(os, zaps, &mut d, &stored, true, now)?;
         self.drop_link(os, zaps, z, false, now)?;
         Ok(())
     }
@@ -873,25 +998,33 @@ impl ZplWriter {
         }
         check_name(sname)?;
         check_name(dname)?;
-        let Some(sobj) = self.entry(os, zaps, sdir, sname)? else {
+        let Some((sobj, sname)) = self.entry_named(os, zaps, sdir, sname)? else {
             return err(ENOENT, format!("{} not found", show(sname)));
         };
+        let sname = &sname[..];
         let sz = self.load(os, sobj)?;
         let sisdir = self.mode(&sz) & S_IFMT == S_IFDIR;
         if sisdir && self.is_within(os, sobj, ddir)? {
             return err(EINVAL, format!("cannot move {} into itself", show(sname)));
         }
-        let target = self.entry(os, zaps, ddir, dname)?;
+        let found = self.entry_named(os, zaps, ddir, dname)?;
+        // A new spelling of the same entry (`mv foo FOO` where names fold case): the entry
+        // is renamed to it, as `zfs_rename` allows when only the case or form differs.
+        let respell =
+            sdir == ddir && found.as_ref().is_some_and(|(o, n)| *o == sobj && n == sname && n != dname);
+        let target = found.filter(|_| !respell);
         if target.is_some() && noreplace {
             return err(EEXIST, format!("{} exists", show(dname)));
         }
-        if target == Some(sobj) {
+        if target.as_ref().is_some_and(|(o, _)| *o == sobj) {
             // Both names link the same object: POSIX says do nothing.
             return Ok(None);
         }
         let mut gone = None;
-        if let Some(tobj) = target {
-            gone = self.rename_drop_target(os, zaps, ddir, dname, tobj, sisdir, keep, now)?;
+        if let Some((tobj, tname)) = target {
+            gone = self.rename_drop_target(os, zaps, ddir, &tname, tobj, sisdir, keep, now)?;
+        } else if !respell {
+            self.check_new_name(os, zaps, ddir, dname)?;
         }
         let mut sd = self.load_dir(os, sdir)?;
         self.remove_entry(os, zaps, &mut sd, sname, sisdir, now)?;

@@ -909,3 +909,97 @@ fn dirty_byte_count_follows_writes_and_frees() {
     w.unlink(&mut os, &mut zaps, root, b"g", false, T1).unwrap();
     assert!(os.dirty_bytes() < before, "freeing g gives its dirty records back");
 }
+
+fn fresh_with(names: ZplProps) -> (DirtyObjset, ZapCache, ZplWriter) {
+    let reader = Reader::new(
+        Arc::new(zio::Zio::new(Vec::new(), Default::default())),
+        Arc::new(arc::BlockCache::new(1 << 20)),
+    );
+    let mut os = DirtyObjset::create(&reader, ondisk::objset::DMU_OST_ZFS);
+    let mut zaps = ZapCache::new();
+    let w = ZplWriter::create_fs_with(&mut os, &mut zaps, T0, 0, 0, names).unwrap();
+    (os, zaps, w)
+}
+
+// Spellings of one name from OpenZFS's casenorm tests: composed (C) and decomposed (D).
+const C_ORIG: &str = "F\u{ef}L\u{eb}N\u{c4}m\u{eb}";
+const C_LOWER: &str = "f\u{ef}l\u{eb}n\u{e4}m\u{eb}";
+const D_ORIG: &str = "Fi\u{308}Le\u{308}NA\u{308}me\u{308}";
+const D_UPPER: &str = "FI\u{308}LE\u{308}NA\u{308}ME\u{308}";
+
+#[test]
+fn insensitive_formd_finds_every_spelling() {
+    let names = ZplProps { normalization: 0x10, utf8only: true, casesensitivity: ZFS_CASE_INSENSITIVE };
+    let (mut os, mut zaps, mut w) = fresh_with(names);
+    let root = w.root();
+    // The master node records the choices; directories hash by normalized names.
+    assert_eq!(zaps.lookup_u64(&os, 1, "normalization").unwrap(), Some(0x10));
+    assert_eq!(zaps.lookup_u64(&os, 1, "casesensitivity").unwrap(), Some(1));
+    assert_eq!(zaps.state(&os, root).unwrap().normflags, 0x12);
+    let f = w.create(&mut os, &mut zaps, root, C_ORIG.as_bytes(), 0o644, 0, 0, 0, T0).unwrap();
+    for n in [C_ORIG, C_LOWER, D_ORIG, D_UPPER] {
+        assert_eq!(w.lookup(&os, &mut zaps, root, n.as_bytes()).unwrap(), Some(f), "{n}");
+        // Another spelling of an existing name is that name.
+        assert_eq!(errno(w.create(&mut os, &mut zaps, root, n.as_bytes(), 0o644, 0, 0, 0, T0)), EEXIST);
+    }
+    // Listing shows the name as it was created; removing by another spelling removes it.
+    let listed: Vec<Vec<u8>> = w.readdir(&os, &mut zaps, root).unwrap().into_iter().map(|e| e.0).collect();
+    assert_eq!(listed, vec![C_ORIG.as_bytes().to_vec()]);
+    w.unlink(&mut os, &mut zaps, root, D_UPPER.as_bytes(), false, T1).unwrap();
+    assert!(w.readdir(&os, &mut zaps, root).unwrap().is_empty());
+    // A rename to another spelling of the same entry changes its spelling.
+    let g = w.create(&mut os, &mut zaps, root, b"abc", 0o644, 0, 0, 0, T0).unwrap();
+    w.rename(&mut os, &mut zaps, root, b"abc", root, b"ABC", false, false, T1).unwrap();
+    let listed: Vec<Vec<u8>> = w.readdir(&os, &mut zaps, root).unwrap().into_iter().map(|e| e.0).collect();
+    assert_eq!(listed, vec![b"ABC".to_vec()]);
+    assert_eq!(w.lookup(&os, &mut zaps, root, b"abc").unwrap(), Some(g));
+    // utf8only: names that are not UTF-8 are refused.
+    assert_eq!(errno(w.create(&mut os, &mut zaps, root, b"bad\xff", 0o644, 0, 0, 0, T0)), EILSEQ);
+}
+
+#[test]
+fn sensitive_formd_matches_forms_not_case() {
+    let names = ZplProps { normalization: 0x10, utf8only: true, casesensitivity: ZFS_CASE_SENSITIVE };
+    let (mut os, mut zaps, mut w) = fresh_with(names);
+    let root = w.root();
+    let f = w.create(&mut os, &mut zaps, root, C_ORIG.as_bytes(), 0o644, 0, 0, 0, T0).unwrap();
+    assert_eq!(w.lookup(&os, &mut zaps, root, D_ORIG.as_bytes()).unwrap(), Some(f));
+    assert_eq!(w.lookup(&os, &mut zaps, root, C_LOWER.as_bytes()).unwrap(), None);
+    let d = w.mkdir(&mut os, &mut zaps, root, b"sub", 0o755, 0, 0, T0).unwrap();
+    assert_eq!(zaps.state(&os, d).unwrap().normflags, 0x10, "new directories normalize too");
+    w.rmdir(&mut os, &mut zaps, root, b"sub", T1).unwrap();
+}
+
+#[test]
+fn mixed_keeps_case_and_refuses_more_spellings_than_a_leaf_holds() {
+    let names = ZplProps { normalization: 0, utf8only: false, casesensitivity: ZFS_CASE_MIXED };
+    let (mut os, mut zaps, mut w) = fresh_with(names);
+    let root = w.root();
+    let a = w.create(&mut os, &mut zaps, root, b"foo", 0o644, 0, 0, 0, T0).unwrap();
+    let b = w.create(&mut os, &mut zaps, root, b"FOO", 0o644, 0, 0, 0, T0).unwrap();
+    assert_ne!(a, b);
+    assert_eq!(w.lookup(&os, &mut zaps, root, b"Foo").unwrap(), None);
+    w.unlink(&mut os, &mut zaps, root, b"FOO", false, T1).unwrap();
+    assert_eq!(w.lookup(&os, &mut zaps, root, b"foo").unwrap(), Some(a));
+    // All case variants of a name share one hash: they must fit one 16 KiB fat leaf.
+    let mut made = 1;
+    let mut refused = None;
+    for i in 0u32..4096 {
+        let n: Vec<u8> =
+            (0..12).map(|bit| if i >> bit & 1 == 1 { b'A' + bit as u8 } else { b'a' + bit as u8 }).collect();
+        match w.create(&mut os, &mut zaps, root, &n, 0o644, 0, 0, 0, T0) {
+            Ok(_) => made += 1,
+            Err(e) => {
+                refused = Some((e.errno(), n));
+                break;
+            }
+        }
+    }
+    let (code, n) = refused.expect("a full hash bucket refuses");
+    assert_eq!(code, ENOSPC);
+    assert_eq!(made, 1 + 212, "three 24-byte chunks per name, 638 chunks per leaf");
+    // A rename to such a name is refused the same way, and the directory still encodes.
+    w.create(&mut os, &mut zaps, root, b"tmp", 0o644, 0, 0, 0, T0).unwrap();
+    assert_eq!(errno(w.rename(&mut os, &mut zaps, root, b"tmp", root, &n, false, false, T1)), ENOSPC);
+    zaps.flush(&mut os, 1 << 10).unwrap();
+}

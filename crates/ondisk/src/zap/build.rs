@@ -35,14 +35,14 @@
 //!
 //! Keys are strings (stored with their NUL) unless `ZAP_FLAG_UINT64_KEY` is set; then a
 //! [`BuildEntry::name`] is the key words as big-endian bytes, the form `rzfs-zap` lists them in.
-//! Name normalization is not implemented: non-zero `normflags` are refused.
+//! With non-zero `normflags` names hash by their normalized form ([`super::norm`]).
 
 use std::collections::HashMap;
 
 use super::{
-    build_leaf, embedded_ptrtbl_shift, encode_fat_header_block, require_no_normalization, zap_hash,
-    zap_hashbits, zap_maxcd, FatZapHeader, LeafGeometry, MicroZap, MzapEntry, ZapKey, ZapLeafEntry, ZapName,
-    ZapTablePhys, MZAP_ENT_LEN, MZAP_NAME_LEN, ZAP_FLAG_HASH64, ZAP_FLAG_PRE_HASHED_KEY, ZAP_FLAG_UINT64_KEY,
+    build_leaf, embedded_ptrtbl_shift, encode_fat_header_block, zap_hash, zap_hashbits, zap_maxcd,
+    FatZapHeader, LeafGeometry, MicroZap, MzapEntry, ZapKey, ZapLeafEntry, ZapName, ZapTablePhys,
+    MZAP_ENT_LEN, MZAP_NAME_LEN, ZAP_FLAG_HASH64, ZAP_FLAG_PRE_HASHED_KEY, ZAP_FLAG_UINT64_KEY,
     ZAP_LEAF_ARRAY_BYTES,
 };
 use crate::bytes::ByteOrder;
@@ -136,25 +136,24 @@ pub struct ZapImage {
 }
 
 /// `U8_TEXTPREP_TOUPPER` (include/sys/u8_textprep.h): snapshot-name ZAPs hash names
-/// upper-cased. Only ASCII names are normalized here.
-pub const U8_TEXTPREP_TOUPPER: u64 = 0x2;
+/// upper-cased, as do the directories of case-insensitive and mixed file systems.
+pub const U8_TEXTPREP_TOUPPER: u64 = super::norm::U8_TEXTPREP_TOUPPER;
 
-/// The key a name is hashed by under `normflags` (0 or [`U8_TEXTPREP_TOUPPER`]).
+/// The key a name is hashed by under `normflags` (`zap_normalize`).
 pub fn norm_key(name: &[u8], normflags: u64) -> Result<Vec<u8>> {
-    match normflags {
-        0 => Ok(name.to_vec()),
-        U8_TEXTPREP_TOUPPER if name.is_ascii() => Ok(name.to_ascii_uppercase()),
-        _ => Err(Error::unsupported(
+    if !super::norm::valid_normflags(normflags) {
+        return Err(Error::unsupported(
             "zap normalization",
             format!("name {:?} under normflags {normflags:#x}", show(name)),
-        )),
+        ));
     }
+    Ok(super::norm::normalize(name, normflags))
 }
 
 /// Encodes `entries` (any order, names unique) as a whole ZAP object in `order`.
 pub fn build_zap(entries: &[BuildEntry], opts: &ZapBuildOpts, order: ByteOrder) -> Result<ZapImage> {
-    if opts.normflags != 0 && opts.normflags != U8_TEXTPREP_TOUPPER {
-        require_no_normalization(opts.normflags)?;
+    if !super::norm::valid_normflags(opts.normflags) {
+        return Err(Error::unsupported("zap build", format!("normflags {:#x}", opts.normflags)));
     }
     let known = ZAP_FLAG_HASH64 | ZAP_FLAG_UINT64_KEY | ZAP_FLAG_PRE_HASHED_KEY;
     if opts.zap_flags & !known != 0 {

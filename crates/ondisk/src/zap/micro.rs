@@ -11,7 +11,7 @@
 //!
 //! The block is the object's only block; its size (a multiple of 64) sets the slot count.
 
-use super::{require_no_normalization, zap_hash, ZapKey, ZBT_MICRO};
+use super::{zap_hash, ZapKey, ZBT_MICRO};
 use crate::bytes::{slice, ByteOrder};
 use crate::error::{Error, Result};
 
@@ -100,9 +100,8 @@ impl MicroZap {
         zap_hash(self.salt, ZapKey::Str(name), 0).unwrap_or(0)
     }
 
-    /// Exact-match lookup. Fails with `Unsupported` on a normalized ZAP.
+    /// Exact-match lookup (valid in a normalized ZAP too: a name is stored as given).
     pub fn lookup(&self, name: &[u8]) -> Result<Option<&MzapEntry>> {
-        require_no_normalization(self.normflags)?;
         Ok(self.entries.iter().find(|e| e.name == name))
     }
 
