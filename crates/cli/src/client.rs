@@ -361,6 +361,9 @@ fn unescape_mountinfo(s: &str) -> String {
 /// Entry point of `rzpool` and `rzfs`: forward argv to the daemon (starting it if needed).
 pub fn main_forward(prog: &str) -> ! {
     let mut argv: Vec<String> = std::env::args().skip(1).collect();
+    if prog == "rzfs" && std::env::var_os("POSIXLY_CORRECT").is_some() {
+        crate::cmd::zfs::posix_argv(&mut argv);
+    }
     if let Err(e) = resolve_paths(prog, &mut argv) {
         eprintln!("{e}");
         std::process::exit(1);
@@ -431,6 +434,24 @@ pub fn main_forward(prog: &str) -> ! {
 
 #[cfg(test)]
 mod tests {
+    /// POSIXLY_CORRECT: options end at the first operand, option values included.
+    #[test]
+    fn posix_argv_marks_where_options_end() {
+        let run = |a: &[&str]| {
+            let mut v: Vec<String> = a.iter().map(|s| s.to_string()).collect();
+            crate::cmd::zfs::posix_argv(&mut v);
+            v.join(" ")
+        };
+        assert_eq!(run(&["get", "all", "-r", "tp"]), "get -- all -r tp");
+        assert_eq!(
+            run(&["get", "-r", "-o", "name,value", "-s", "local", "all", "tp"]),
+            "get -r -o name,value -s local -- all tp"
+        );
+        assert_eq!(run(&["get", "-Ho", "value", "-d1", "all", "tp"]), "get -Ho value -d1 -- all tp");
+        assert_eq!(run(&["get", "-rH", "--", "all", "tp"]), "get -rH -- all tp");
+        assert_eq!(run(&["list", "-H"]), "list -H");
+    }
+
     use super::*;
 
     #[test]

@@ -256,6 +256,31 @@ pub(crate) fn check_pool_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// zpool create's check of where the root file system will be mounted (`-m`, else
+/// `/POOL`, under the altroot): refused when it is a directory that is not empty, or cannot
+/// be read (zpool_main.c, `zpool_do_create`). `legacy` and `none` are not mounted.
+fn check_root_mountpoint(name: &str, mountpoint: Option<&str>, altroot: Option<&Path>) -> Result<(), String> {
+    if matches!(mountpoint, Some("legacy" | "none")) {
+        return Ok(());
+    }
+    let at = mountpoint.map_or_else(|| format!("/{name}"), str::to_string);
+    let dir = match altroot {
+        Some(r) => PathBuf::from(format!("{}{at}", r.display())),
+        None => PathBuf::from(&at),
+    };
+    let hint = "use '-m' option to provide a different default";
+    match std::fs::read_dir(&dir) {
+        Ok(mut entries) => match entries.next() {
+            Some(_) => Err(format!("mountpoint '{}' exists and is not empty\n{hint}", dir.display())),
+            None => Ok(()),
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        // A file there: the mount fails later with a clearer message.
+        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => Ok(()),
+        Err(e) => Err(format!("mountpoint '{}' : {e}\n{hint}", dir.display())),
+    }
+}
+
 struct PoolOpts {
     ashift: u8,
     compat: pool::compat::CompatSet,
@@ -545,6 +570,7 @@ fn create_or_describe(state: &Arc<State>, a: CreateArgs, dry_run: bool) -> Resul
             a.name
         ));
     }
+    check_root_mountpoint(&a.name, a.mountpoint.as_deref(), po.altroot.as_deref())?;
     if dry_run {
         let mut out = format!("would create '{}' with the following layout:\n\n\t{}\n", a.name, a.name);
         out.push_str(&crate::rwadd::render_new_tops(&tops, &spare_paths));

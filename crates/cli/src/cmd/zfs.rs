@@ -428,6 +428,14 @@ pub fn run_with(
     fds: Vec<std::os::fd::OwnedFd>,
     shown: &str,
 ) -> Response {
+    // zfs's subcommands know no -h, except send, receive (holds) and diff: getopt answers '?',
+    // a usage error (ZTS zfs_get_005_neg, 006_neg); `--help` still shows the help.
+    let sub = argv.first().map(String::as_str).unwrap_or_default();
+    if !matches!(sub, "send" | "receive" | "recv" | "diff")
+        && argv.iter().skip(1).take_while(|a| *a != "--").any(|a| is_h_cluster(a))
+    {
+        return Response::usage(format!("invalid option 'h'\nusage: zfs {sub} ... (see zfs {sub} --help)"));
+    }
     let cli = match Cli::try_parse_from(std::iter::once("rzfs".to_string()).chain(argv.iter().cloned())) {
         Ok(c) => c,
         Err(e) => {
@@ -1039,6 +1047,51 @@ fn property_table() -> String {
     out
 }
 
+/// `-h` or a cluster of short flags with `h` in it (`-rph`).
+fn is_h_cluster(a: &str) -> bool {
+    a.len() > 1
+        && a.starts_with('-')
+        && !a.starts_with("--")
+        && a[1..].chars().all(|c| c.is_ascii_alphabetic())
+        && a.contains('h')
+}
+
+/// With `POSIXLY_CORRECT` in the environment getopt stops at the first operand: `zfs get
+/// all -r POOL` names a dataset `-r`. Marks where a subcommand's options end in `argv`
+/// (subcommand first) with `--`, from the options each subcommand declares.
+pub fn posix_argv(argv: &mut Vec<String>) {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let Some(sub) = argv.first().and_then(|s| cmd.find_subcommand(s)) else { return };
+    let takes_value = |a: &clap::Arg| a.get_action().takes_values();
+    let mut i = 1;
+    while let Some(a) = argv.get(i) {
+        if a == "--" || !a.starts_with('-') || a == "-" {
+            break;
+        }
+        if let Some(long) = a.strip_prefix("--") {
+            let needs = !long.contains('=')
+                && sub.get_arguments().any(|x| x.get_long() == Some(long) && takes_value(x));
+            i += if needs { 2 } else { 1 };
+            continue;
+        }
+        let mut step = 1;
+        for (k, c) in a[1..].char_indices() {
+            if sub.get_arguments().any(|x| x.get_short() == Some(c) && takes_value(x)) {
+                // The rest of the cluster is the value, or else the next argument is.
+                if k + c.len_utf8() == a.len() - 1 {
+                    step = 2;
+                }
+                break;
+            }
+        }
+        i += step;
+    }
+    if i < argv.len() && argv[i] != "--" {
+        argv.insert(i, "--".into());
+    }
+}
+
 /// A property the ZPL keeps in a file system's master node, set when it was created
 /// (`zfs_get_zplprop`): `version`, `normalization`, `utf8only`, `casesensitivity`. An entry
 /// the master node lacks has its default (an old ZPL version had none of the three); `-`
@@ -1281,6 +1334,10 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
             "guid" => text(ds.ds.guid.to_string(), "-"),
             "createtxg" => text(ds.ds.creation_txg.to_string(), "-"),
             p if dsl::props::is_user_prop(p) => text("-", "-"),
+            // A name zfs does not know is refused, as for other datasets.
+            p if !GET_ALL.contains(&p) && !dsl::props::DEFAULTS.iter().any(|(k, _)| *k == p) => {
+                return Err(format!("invalid property '{p}'"));
+            }
             _ => text("-", "-"),
         });
     }
@@ -2822,6 +2879,10 @@ fn mount_o(state: &Arc<State>, name: &str, dir: Option<PathBuf>, opts: &str) -> 
     let dir = match dir {
         Some(d) => d,
         None => {
+            // An explicit `zfs mount NAME` of a canmount=off file system (noauto mounts).
+            if prop_value(&pool, &dsl, &ds, "canmount")?.exact == "off" {
+                return Err(format!("cannot mount '{name}': 'canmount' property is set to 'off'"));
+            }
             let mp = prop_value(&pool, &dsl, &ds, "mountpoint")?.exact;
             if mp == "none" || mp == "legacy" || mp == "-" {
                 return Err(format!(
@@ -3092,8 +3153,11 @@ pub fn prune_mounts(state: &State) {
 pub(crate) fn unmount(state: &State, target: &str, cwd: &Path, force: bool) -> Result<Response, String> {
     prune_mounts(state);
     let tdir = abs(cwd, Path::new(target));
+    // As zfs: an argument starting with '/' is a mount point, anything else a dataset name
+    // (`./dir` names no dataset).
+    let is_path = target.starts_with('/');
     let mut m = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(i) = m.iter().position(|x| x.dataset == target || x.dir == tdir) else {
+    let Some(i) = m.iter().position(|x| x.dataset == target || is_path && x.dir == tdir) else {
         return Err(format!("cannot unmount '{target}': not currently mounted"));
     };
     let top = m[i].dir.clone();
