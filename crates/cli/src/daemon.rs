@@ -250,23 +250,38 @@ fn handle(
     reply(conn, &resp)
 }
 
-/// Names of mounted datasets, for the `mounted` property (read by property code that has no
-/// handle on the daemon state; kept in step with `State::mounts` by `track_mount`).
-static MOUNTED: Mutex<std::collections::BTreeSet<String>> = Mutex::new(std::collections::BTreeSet::new());
+/// Mounted datasets with the temporary property values of their mounts (`zfs mount -o`
+/// options that differ from the properties), for the `mounted` property and the
+/// `temporary` source (read by property code that has no handle on the daemon state; kept
+/// in step with `State::mounts` by `track_mount`).
+type Temps = Vec<(String, String)>;
+static MOUNTED: Mutex<std::collections::BTreeMap<String, Temps>> =
+    Mutex::new(std::collections::BTreeMap::new());
 
 /// True if `dataset` is mounted by this process.
 pub fn is_mounted(dataset: &str) -> bool {
-    MOUNTED.lock().unwrap_or_else(|p| p.into_inner()).contains(dataset)
+    MOUNTED.lock().unwrap_or_else(|p| p.into_inner()).contains_key(dataset)
 }
 
 /// Records a mount (`on`) or unmount of `dataset`.
 pub fn track_mount(dataset: &str, on: bool) {
     let mut m = MOUNTED.lock().unwrap_or_else(|p| p.into_inner());
     if on {
-        m.insert(dataset.to_string());
+        m.entry(dataset.to_string()).or_default();
     } else {
         m.remove(dataset);
     }
+}
+
+/// Records the temporary property values of `dataset`'s mount.
+pub fn set_mount_temps(dataset: &str, temps: Temps) {
+    MOUNTED.lock().unwrap_or_else(|p| p.into_inner()).insert(dataset.to_string(), temps);
+}
+
+/// The temporary value of `prop` on mounted `dataset`, if its mount has one.
+pub fn mount_temp(dataset: &str, prop: &str) -> Option<String> {
+    let m = MOUNTED.lock().unwrap_or_else(|p| p.into_inner());
+    m.get(dataset)?.iter().find(|(k, _)| k == prop).map(|(_, v)| v.clone())
 }
 
 /// The program name pool history records for `req`: `alias` when the client ran under that

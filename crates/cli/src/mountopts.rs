@@ -9,8 +9,11 @@
 //!   serving the dataset read-write would let anyone the mode bits allow change files the
 //!   ACLs protect. It is mounted read-only with a warning; `rzfs mount -o rw` is the
 //!   explicit override (still warned: access then follows the mode bits only).
-//! * `rzfs mount -o` takes `ro`, `rw`, `exec`, `noexec`, `suid`, `nosuid`, `dev`, `nodev`
-//!   for this mount only, like zfs(8)'s temporary mount options.
+//! * `rzfs mount -o` takes `ro`, `rw`, `exec`, `noexec`, `suid`, `nosuid`, `dev`, `nodev`,
+//!   `atime`, `noatime`, `relatime`, `norelatime` for this mount only, like zfs(8)'s
+//!   temporary mount options; `zfs get` shows those that differ from the properties with
+//!   the source `temporary` while the mount lasts. `remount` (with the mount command) mounts
+//!   a mounted file system again with the new options; `defaults` changes nothing.
 
 use crate::cmd::zfs::prop_value;
 use dsl::{Dataset, DslPool};
@@ -18,15 +21,20 @@ use pool::Pool;
 use rzfs_fuse::MountOpts;
 use zpl::acl::AclType;
 
+/// The property values a mount's temporary options give (property, value), where they
+/// differ from the properties.
+pub type Temps = Vec<(String, String)>;
+
 /// The mount options of dataset `ds` (named `name`) with the temporary options `temp`
-/// (comma-separated, possibly empty), and the warnings to show the user.
+/// (comma-separated, possibly empty), the temporary property values they make, and the
+/// warnings to show the user.
 pub fn for_dataset(
     pool: &Pool,
     dsl: &DslPool,
     ds: &Dataset,
     name: &str,
     temp: &str,
-) -> Result<(MountOpts, Vec<String>), String> {
+) -> Result<(MountOpts, Temps, Vec<String>), String> {
     let prop = |p: &str| prop_value(pool, dsl, ds, p).map(|v| v.exact);
     let on = |p: &str| prop(p).map(|v| v != "off");
     let acl_shown = prop("acltype")?;
@@ -39,25 +47,66 @@ pub fn for_dataset(
         setuid: on("setuid")?,
         devices: on("devices")?,
         readonly: false,
+        writable: false,
+        atime: None,
     };
     let mut explicit_rw = false;
+    let mut chosen: Vec<(&str, bool)> = Vec::new();
     for t in temp.split(',').filter(|t| !t.is_empty()) {
         match t {
-            "ro" => o.readonly = true,
+            "ro" => {
+                o.readonly = true;
+                o.writable = false;
+            }
             "rw" => {
                 o.readonly = false;
+                o.writable = true;
                 explicit_rw = true;
             }
             "exec" | "noexec" => o.exec = t == "exec",
             "suid" | "nosuid" => o.setuid = t == "suid",
             "dev" | "nodev" => o.devices = t == "dev",
+            "atime" | "noatime" => chosen.push(("atime", t == "atime")),
+            "relatime" | "norelatime" => chosen.push(("relatime", t == "relatime")),
+            "remount" | "defaults" => continue,
             _ => {
                 return Err(format!(
                     "cannot mount '{name}': unsupported mount option '{t}' (rzfs takes ro, rw, exec, noexec, suid, \
-                     nosuid, dev, nodev)"
+                     nosuid, dev, nodev, atime, noatime, relatime, norelatime, remount, defaults)"
                 ))
             }
         }
+        match t {
+            "ro" | "rw" => chosen.push(("readonly", t == "ro")),
+            "exec" | "noexec" => chosen.push(("exec", t == "exec")),
+            "suid" | "nosuid" => chosen.push(("setuid", t == "suid")),
+            "dev" | "nodev" => chosen.push(("devices", t == "dev")),
+            _ => {}
+        }
+    }
+    let mut temps = Temps::new();
+    for (p, v) in chosen {
+        let shown = if v { "on" } else { "off" };
+        temps.retain(|(k, _)| k != p);
+        if prop(p)? != shown {
+            temps.push((p.to_string(), shown.to_string()));
+        }
+    }
+    if temps.iter().any(|(k, _)| k == "atime" || k == "relatime") {
+        let get = |p: &str| temps.iter().find(|(k, _)| k == p).map(|(_, v)| v == "on");
+        let atime = match get("atime") {
+            Some(v) => v,
+            None => on("atime")?,
+        };
+        let relatime = match get("relatime") {
+            Some(v) => v,
+            None => on("relatime")?,
+        };
+        o.atime = Some(match (atime, relatime) {
+            (false, _) => rzfs_fuse::rw::Atime::Off,
+            (true, false) => rzfs_fuse::rw::Atime::On,
+            (true, true) => rzfs_fuse::rw::Atime::Relatime,
+        });
     }
     let mut warnings = Vec::new();
     if !matches!(acltype, AclType::Off | AclType::Posix) {
@@ -77,5 +126,5 @@ pub fn for_dataset(
             ));
         }
     }
-    Ok((o, warnings))
+    Ok((o, temps, warnings))
 }

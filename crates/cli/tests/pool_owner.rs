@@ -884,6 +884,58 @@ fn names_normalize_and_fold_case_as_created() {
     assert_eq!(std::fs::read(&out).unwrap_or_default(), b"1", "{got}");
 }
 
+/// `zfs mount -o` options last as long as the mount: `zfs get` shows each that differs
+/// from its property with the source `temporary` (ZTS zfs_mount_007_pos, zfs_get_003_pos),
+/// `noatime` stops reads from recording access times, `rw` serves a readonly=on file
+/// system read-write, `remount` mounts again with new options, and a plain mount reverts.
+#[test]
+fn mount_options_are_temporary_properties() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-tempopts");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-tempopts");
+    let top = dir.join("top");
+    d.ok("rzpool", &["create", "-m", top.to_str().unwrap(), "tmo", &devs[0]]);
+    d.ok("rzfs", &["create", "-o", "atime=on", "-o", "relatime=off", "tmo/fs"]);
+    let file = top.join("fs/f");
+    std::fs::write(&file, b"x").unwrap();
+    let get = |p: &str| d.ok("rzfs", &["get", "-H", "-o", "value,source", p, "tmo/fs"]);
+    d.ok("rzfs", &["mount", "-o", "remount,noatime,noexec", "tmo/fs"]);
+    assert_eq!(get("atime"), "off\ttemporary\n");
+    assert_eq!(get("exec"), "off\ttemporary\n");
+    assert_eq!(get("setuid"), "on\tdefault\n");
+    let all = d.ok("rzfs", &["get", "-H", "-o", "property,value,source", "all", "tmo/fs"]);
+    assert!(all.lines().any(|l| l == "atime\toff\ttemporary"), "{all}");
+    let atime = |p: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).unwrap().atime()
+    };
+    let before = atime(&file);
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(std::fs::read(&file).unwrap(), b"x");
+    assert_eq!(atime(&file), before, "noatime: reads leave the access time");
+    // A plain mount reverts to the properties.
+    d.ok("rzfs", &["unmount", "tmo/fs"]);
+    d.ok("rzfs", &["mount", "tmo/fs"]);
+    assert_eq!(get("atime"), "on\tlocal\n");
+    std::thread::sleep(Duration::from_millis(1100));
+    std::fs::read(&file).unwrap();
+    assert!(atime(&file) > before, "atime=on: a read records the access time");
+    // rw over readonly=on.
+    d.ok("rzfs", &["set", "readonly=on", "tmo/fs"]);
+    assert!(std::fs::write(top.join("fs/g"), b"y").is_err());
+    d.ok("rzfs", &["mount", "-o", "remount,rw", "tmo/fs"]);
+    assert_eq!(get("readonly"), "off\ttemporary\n");
+    std::fs::write(top.join("fs/g"), b"y").unwrap();
+    d.ok("rzfs", &["unmount", "tmo/fs"]);
+    let (rc, _, err) = d.run("rzfs", &["mount", "-o", "noatime,bogus", "tmo/fs"]);
+    assert!(rc != 0 && err.contains("unsupported mount option 'bogus'"), "{rc}: {err}");
+    d.ok("rzpool", &["export", "tmo"]);
+    zdb_check(&dir, "tmo");
+}
+
 /// `.zfs/snapshot` on a read-write mount: each snapshot's files as they were, read-only;
 /// snapshots taken or destroyed while mounted come and go; `.zfs` is reachable by name but
 /// not listed (snapdir=hidden, the default).

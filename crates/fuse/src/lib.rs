@@ -254,11 +254,25 @@ pub struct MountOpts {
     pub devices: bool,
     /// Serve read-only even when the dataset is writable.
     pub readonly: bool,
+    /// Serve read-write even when the dataset's `readonly` property is on (a temporary
+    /// `rw` mount option; later changes of the property do not apply to this mount).
+    pub writable: bool,
+    /// How reads record access times on this mount, over the dataset's `atime` and
+    /// `relatime` (the temporary `atime`/`noatime`/`relatime`/`norelatime` options).
+    pub atime: Option<rw::Atime>,
 }
 
 impl Default for MountOpts {
     fn default() -> Self {
-        MountOpts { acltype: AclType::Off, exec: true, setuid: false, devices: false, readonly: false }
+        MountOpts {
+            acltype: AclType::Off,
+            exec: true,
+            setuid: false,
+            devices: false,
+            readonly: false,
+            writable: false,
+            atime: None,
+        }
     }
 }
 

@@ -166,7 +166,7 @@ pub fn mount_rw_snapshots<B: RwBackend>(
     mo: &MountOpts,
     snapshots: Option<crate::SnapshotSource>,
 ) -> std::io::Result<MountHandle> {
-    let readonly = backend.readonly() || mo.readonly;
+    let readonly = (backend.readonly() && !mo.writable) || mo.readonly;
     let mut fs = RwFs::with_opts(backend.clone(), mo.clone())?;
     let files = fs.files.clone();
     let notifier = fs.notifier.clone();
@@ -549,12 +549,13 @@ impl<B: RwBackend> RwFs<B> {
                 Ok(())
             })
             .map_err(io_err)?;
-        if !(backend.readonly() || opts.readonly) {
+        let readonly = (backend.readonly() && !opts.writable) || opts.readonly;
+        if !readonly {
             // Best effort, as `zfs_unlinked_drain`: an object that cannot be freed now stays
             // listed and is retried at the next mount.
             let _ = backend.with(Op::Free, &mut |c| c.zpl.drain_unlinked(c.os, c.zaps).map(|_| ()));
         }
-        let syncer = Syncer::start(backend.clone(), backend.readonly() || opts.readonly);
+        let syncer = Syncer::start(backend.clone(), readonly);
         Ok(RwFs {
             backend,
             root,
@@ -572,7 +573,7 @@ impl<B: RwBackend> RwFs<B> {
 
     /// Read-only: the backend's dataset is, or the mount was asked to be.
     fn readonly(&self) -> bool {
-        self.opts.readonly || self.backend.readonly()
+        self.opts.readonly || (self.backend.readonly() && !self.opts.writable)
     }
 
     fn acl(&self) -> AclType {
@@ -629,8 +630,9 @@ impl<B: RwBackend> RwFs<B> {
         if self.readonly() {
             return Err(libc::EROFS);
         }
+        let writable = self.opts.writable;
         self.run_op(op, |c| {
-            if c.readonly {
+            if c.readonly && !writable {
                 return Err(ZplWriteError::Errno(
                     libc::EROFS,
                     "the file system is read-only (readonly=on)".into(),
@@ -825,12 +827,14 @@ impl<B: RwBackend> RwFs<B> {
     fn do_read_atime(&self, ino: u64, offset: i64, size: u32) -> Res<(Vec<u8>, Atime)> {
         let obj = self.live(ino)?;
         let off = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
-        self.run(|c| Ok((c.zpl.read(c.os, obj, off, size as usize)?, c.atime)))
+        let temp = self.opts.atime;
+        self.run(|c| Ok((c.zpl.read(c.os, obj, off, size as usize)?, temp.unwrap_or(c.atime))))
     }
 
     /// The dataset's access-time policy.
     fn atime_policy(&self) -> Atime {
-        self.run(|c| Ok(c.atime)).unwrap_or_default()
+        let temp = self.opts.atime;
+        self.run(|c| Ok(temp.unwrap_or(c.atime))).unwrap_or_default()
     }
 
     /// Records an access of `ino` (a read, or an open for reading: reads the kernel serves
@@ -852,8 +856,9 @@ impl<B: RwBackend> RwFs<B> {
         }
         self.accessed.insert(obj, t.0);
         let relatime = policy == Atime::Relatime;
+        let writable = self.opts.writable;
         let changed = self.run_op(Op::Meta, |c| {
-            if c.readonly {
+            if c.readonly && !writable {
                 Ok(false)
             } else {
                 c.zpl.touch_atime(c.os, c.zaps, obj, t, relatime)

@@ -130,7 +130,8 @@ enum Cmd {
     /// Mount a dataset over FUSE (read-write on pools imported read-write); with no
     /// arguments, list mounts.
     Mount {
-        /// Temporary mount options: ro, rw, exec, noexec, suid, nosuid, dev, nodev.
+        /// Temporary mount options: ro, rw, exec, noexec, suid, nosuid, dev, nodev, atime,
+        /// noatime, relatime, norelatime; remount (of a mounted file system).
         #[arg(short = 'o')]
         options: Option<String>,
         /// Mount every file system whose canmount=on and mountpoint is a path.
@@ -1345,6 +1346,12 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
         return Ok(text("-", "-"));
     }
     let snap = ds.kind == DatasetKind::Snapshot;
+    // A mount option given with `zfs mount -o` overrides the property while mounted.
+    if !snap && matches!(prop, "atime" | "relatime" | "exec" | "setuid" | "devices" | "readonly") {
+        if let Some(v) = crate::daemon::mount_temp(&ds.name, prop) {
+            return Ok(text(v, "temporary"));
+        }
+    }
     let p = &ds.ds;
     let d = &ds.dir;
     Ok(match prop {
@@ -2892,6 +2899,13 @@ fn mount_o(state: &Arc<State>, name: &str, dir: Option<PathBuf>, opts: &str) -> 
             PathBuf::from(mp)
         }
     };
+    // `-o remount,...` of a mounted file system: unmounted (refused if busy) and mounted
+    // again with the new options.
+    let mounted_here =
+        || state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|m| m.dataset == name);
+    if opts.split(',').any(|o| o == "remount") && mounted_here() {
+        unmount(state, name, Path::new("/"), false).map_err(|e| format!("cannot remount '{name}': {e}"))?;
+    }
     if state
         .mounts
         .lock()
@@ -2901,7 +2915,7 @@ fn mount_o(state: &Arc<State>, name: &str, dir: Option<PathBuf>, opts: &str) -> 
     {
         return Err(format!("cannot mount '{name}': filesystem already mounted"));
     }
-    let (mo, warnings) = crate::mountopts::for_dataset(&pool, &dsl, &ds, name, opts)?;
+    let (mo, temps, warnings) = crate::mountopts::for_dataset(&pool, &dsl, &ds, name, opts)?;
     std::fs::create_dir_all(&dir)
         .map_err(|e| format!("cannot mount '{name}': cannot create {}: {e}", dir.display()))?;
     let session = match crate::rwpool::writer_of(state, name).filter(|_| !name.contains('@')) {
@@ -2923,7 +2937,7 @@ fn mount_o(state: &Arc<State>, name: &str, dir: Option<PathBuf>, opts: &str) -> 
         dir,
         session,
     });
-    crate::daemon::track_mount(name, true);
+    crate::daemon::set_mount_temps(name, temps);
     let mut resp = Response::ok(String::new());
     for w in warnings {
         eprintln!("rzfsd: {w}");
