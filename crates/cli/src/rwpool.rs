@@ -172,11 +172,27 @@ fn register(state: &Arc<State>, mut w: PoolWriter, base: Pool) -> Result<Arc<RwP
 /// Exports (or destroys) a pool: a last sync, then the pool is released. On failure the pool
 /// stays imported with its changes (retrying syncs them) unless `force` fences it.
 pub fn close(state: &State, name: &str, destroy: bool, force: bool) -> Result<(), String> {
+    close_as(state, name, destroy, force, false)
+}
+
+/// [`close`]; `keep_active`: the labels keep the pool active (`zpool export -F`).
+pub fn close_as(
+    state: &State,
+    name: &str,
+    destroy: bool,
+    force: bool,
+    keep_active: bool,
+) -> Result<(), String> {
     let rw = state.writers.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned();
     let Some(rw) = rw else { return Ok(()) };
     let what = if destroy { "destroy" } else { "export" };
     let id = rw.spa.read(|w| (w.name.clone(), w.guid));
-    rw.spa.export(force, destroy).map_err(|e| format!("cannot {what} '{name}': {e}"))?;
+    let r = if keep_active {
+        rw.spa.export_as(force, ondisk::label::PoolState::Active)
+    } else {
+        rw.spa.export(force, destroy)
+    };
+    r.map_err(|e| format!("cannot {what} '{name}': {e}"))?;
     if destroy {
         pool::events::sysevent("pool_destroy", (&id.0, id.1), None);
     }

@@ -936,6 +936,39 @@ fn mount_options_are_temporary_properties() {
     zdb_check(&dir, "tmo");
 }
 
+/// The pool's comment and compatibility are in its configuration (labels, MOS config, cache
+/// file) as OpenZFS puts them there, also after `zpool set`; `zpool export -F` syncs but
+/// leaves the pool active and in its cache file, from which it imports again (ZTS
+/// zpool_create_features_009_pos). OpenZFS's zdb reads them.
+#[test]
+fn comment_and_compatibility_are_in_the_config() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-cfgprops");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-cfgprops");
+    let cf = dir.join("cachefile");
+    let cfs = format!("cachefile={}", cf.display());
+    d.ok("rzpool", &["create", "-o", &cfs, "-o", "compatibility=legacy", "-m", "none", "cfg", &devs[0]]);
+    let dump = |args: &[&str]| run_zdb(args);
+    let cached = dump(&["-C", "-U", cf.to_str().unwrap()]);
+    assert!(cached.contains("compatibility: 'legacy'") && !cached.contains("comment:"), "{cached}");
+    d.ok("rzpool", &["set", "comment=hello there", "cfg"]);
+    let cached = dump(&["-C", "-U", cf.to_str().unwrap()]);
+    assert!(cached.contains("comment: 'hello there'"), "{cached}");
+    d.ok("rzpool", &["export", "-F", "cfg"]);
+    d.ok("rzpool", &["import", "-c", cf.to_str().unwrap(), "cfg"]);
+    assert_eq!(
+        d.ok("rzpool", &["get", "-H", "-o", "value", "comment,compatibility", "cfg"]),
+        "hello there\nlegacy\n"
+    );
+    d.ok("rzpool", &["export", "cfg"]);
+    let label = dump(&["-l", &devs[0]]);
+    assert!(label.contains("comment: 'hello there'") && label.contains("compatibility: 'legacy'"), "{label}");
+    zdb_check(&dir, "cfg");
+}
+
 /// `.zfs/snapshot` on a read-write mount: each snapshot's files as they were, read-only;
 /// snapshots taken or destroyed while mounted come and go; `.zfs` is reachable by name but
 /// not listed (snapdir=hidden, the default).

@@ -1325,10 +1325,26 @@ impl PoolWriter {
                 o
             }
         };
+        if matches!(k, "comment" | "compatibility") {
+            // Also in the pool's configuration (labels, MOS config, cache file), as
+            // `spa_config_generate` adds ZPOOL_CONFIG_COMMENT and _COMPATIBILITY.
+            self.set_config_str(k, v.as_ref().map(zap_string));
+        }
         match v {
             Some(v) => self.mos_zaps.update(&self.mos, obj, k.as_bytes(), v).map_err(bad),
             None => self.mos_zaps.remove(&self.mos, obj, k.as_bytes()).map(|_| ()).map_err(bad),
         }
+    }
+
+    /// Sets (or, with None, removes) a string entry of the configuration's header (kept in
+    /// `kept_config`, so a failed sync restores it with the rest).
+    pub fn set_config_str(&mut self, k: &str, v: Option<String>) {
+        let head = self.kept_config.entry(0).or_default();
+        head.retain(|(key, _)| key != k);
+        if let Some(v) = v {
+            head.push((k.to_string(), ondisk::nvlist::NvValue::String(v)));
+        }
+        self.config_dirty = true;
     }
 
     /// A pool property from the MOS `pool_props` ZAP of the open txg.
@@ -1340,4 +1356,10 @@ impl PoolWriter {
         };
         self.mos_zaps.lookup_u64(&self.mos, obj, k).map_err(bad)
     }
+}
+
+/// A NUL-terminated string value of a ZAP entry, as text.
+pub(crate) fn zap_string(v: &ZapVal) -> String {
+    let bytes: Vec<u8> = v.values.iter().take_while(|&&b| b != 0).map(|&b| b as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
 }

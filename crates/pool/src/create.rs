@@ -240,6 +240,14 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
     let mut root_zaps = ZapCache::new();
     (spec.init_root)(&mut root_os, &mut root_zaps)?;
     let mut w = PoolWriter::new(&spec.name, pool_guid, tops, info, reader, ms, mos, zaps, txg);
+    // The configuration carries the comment and a compatibility other than the default
+    // (`spa_config_generate`; zpool create passes compatibility only when given).
+    for (k, v) in spec.pool_props.iter().filter(|(k, _)| k == "comment" || k == "compatibility") {
+        let s = crate::admin::zap_string(v);
+        if !(k == "compatibility" && s == "off") {
+            w.set_config_str(k, Some(s));
+        }
+    }
     w.mos_dir = dsl.mos_dir;
     w.config_obj = config;
     w.paths = paths.into_iter().collect();

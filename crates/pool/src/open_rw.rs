@@ -249,8 +249,12 @@ fn kept_config(
     }
     let nv = mos_config_nvlist(pool)?;
     let mut out = std::collections::BTreeMap::new();
-    let header: Vec<_> =
-        nv.names().filter(|n| keep(n)).filter_map(|n| Some((n.to_string(), nv.get(n)?.clone()))).collect();
+    // The header also keeps the pool's comment and compatibility (`zpool set` updates them).
+    let header: Vec<_> = nv
+        .names()
+        .filter(|n| keep(n) || matches!(*n, "comment" | "compatibility"))
+        .filter_map(|n| Some((n.to_string(), nv.get(n)?.clone())))
+        .collect();
     if !header.is_empty() {
         out.insert(0, header);
     }

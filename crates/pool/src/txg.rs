@@ -935,10 +935,17 @@ impl Spa {
     /// and changes not yet durable are dropped (as a crash would), so the last durable txg
     /// is what the next import sees.
     pub fn export(&self, force: bool, destroy: bool) -> Result<()> {
-        let mut w = lock(&self.w);
-        let poisoned = matches!(lock(&self.st).mode, Mode::Suspended { poisoned: true, .. });
         let state =
             if destroy { ondisk::label::PoolState::Destroyed } else { ondisk::label::PoolState::Exported };
+        self.export_as(force, state)
+    }
+
+    /// [`Spa::export`] leaving `state` in the labels: `Active` for `zpool export -F` (the
+    /// pool closes as it would at a crash, everything synced, as OpenZFS's hardforce
+    /// export skips the label update).
+    pub fn export_as(&self, force: bool, state: ondisk::label::PoolState) -> Result<()> {
+        let mut w = lock(&self.w);
+        let poisoned = matches!(lock(&self.st).mode, Mode::Suspended { poisoned: true, .. });
         let r = if poisoned {
             Err(PoolError::Suspended("the pool's memory cannot be trusted after an internal error".into()))
         } else if let Mode::Closed { reason } = &lock(&self.st).mode {

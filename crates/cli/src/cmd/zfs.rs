@@ -569,7 +569,13 @@ pub fn run_with(
                 // Remounting follows the mount properties among them.
                 let prop =
                     ["mountpoint", "canmount"].into_iter().find(|p| keys.contains(p)).unwrap_or(keys[0]);
-                if no_mount {
+                // canmount=noauto unmounts and remounts nothing (libzfs `zfs_prop_set_list`
+                // skips the changelist for it), unless mountpoint changes with it.
+                let noauto = prop == "canmount"
+                    && assignments
+                        .iter()
+                        .any(|a| a.split_once('=').is_some_and(|(k, v)| k == "canmount" && v == "noauto"));
+                if no_mount || noauto {
                     // `zfs set -u`: the property changes; mounts stay as they are.
                     crate::rwpool::set(state, assignments, names).map(|_| Response::ok(String::new()))
                 } else {

@@ -117,6 +117,10 @@ enum Cmd {
         /// and nothing more reaches the devices; a suspended pool's unsynced changes are lost.
         #[arg(short = 'f')]
         force: bool,
+        /// Hard force: everything is synced but the labels keep the pool active and the
+        /// cache file keeps it (OpenZFS's `export -F`; a later import needs no -f here).
+        #[arg(short = 'F')]
+        hardforce: bool,
         #[arg(required = true)]
         pools: Vec<String>,
     },
@@ -405,6 +409,12 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
         | Cmd::Detach { pool, .. }
         | Cmd::Remove { pool, .. }
         | Cmd::Online { pool, .. } => Some(pool.clone()),
+        // The configuration carries the comment and compatibility.
+        Cmd::Set { assignment, pool }
+            if assignment.starts_with("comment=") || assignment.starts_with("compatibility=") =>
+        {
+            Some(pool.clone())
+        }
         _ => None,
     };
     let r = match cli.cmd {
@@ -553,7 +563,7 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
                 r
             })
         }
-        Cmd::Export { pools, force } => export(state, &pools, force),
+        Cmd::Export { pools, force, hardforce } => export(state, &pools, force, hardforce),
         Cmd::Status { verbose, unhealthy_only, parsable, errors_only, slow: _, pools } => {
             status(state, &pools, verbose, unhealthy_only, parsable, errors_only)
         }
@@ -1110,7 +1120,7 @@ fn cache_setting(props: &[String]) -> Result<crate::cache::Setting, String> {
 /// `zpool export [-f]`: unmounts the pool's datasets (refused while busy unless `-f`, which
 /// aborts them), syncs, marks the pool exported and releases it. A pool that cannot be
 /// synced stays imported with all its changes, unless `-f` fences it.
-fn export(state: &State, names: &[String], force: bool) -> Result<Response, String> {
+fn export(state: &State, names: &[String], force: bool, hard: bool) -> Result<Response, String> {
     for n in names {
         let pool = state.pool(n)?;
         let mut paths: Vec<PathBuf> = match crate::rwpool::writer_of(state, n) {
@@ -1118,7 +1128,7 @@ fn export(state: &State, names: &[String], force: bool) -> Result<Response, Stri
             None => pool.candidate.devices.iter().map(|d| d.path.clone()).collect(),
         };
         drop(pool);
-        release(state, n, false, force)?;
+        release_as(state, n, false, force, hard)?;
         // Where to look again for an import without -d (see State::exported_dirs); /dev
         // is searched anyway.
         paths.retain(|p| !p.starts_with("/dev"));
@@ -1134,6 +1144,11 @@ fn export(state: &State, names: &[String], force: bool) -> Result<Response, Stri
 
 /// Unmounts, then exports or destroys pool `name`.
 fn release(state: &State, name: &str, destroy: bool, force: bool) -> Result<(), String> {
+    release_as(state, name, destroy, force, false)
+}
+
+/// [`release`]; `hard` (`export -F`): the pool stays active on disk and in the cache file.
+fn release_as(state: &State, name: &str, destroy: bool, force: bool, hard: bool) -> Result<(), String> {
     let vols = crate::volumes::of_pool(state, name);
     crate::volumes::unserve(state, &vols, force).map_err(|v| {
         let what = if destroy { "destroy" } else { "export" };
@@ -1141,7 +1156,7 @@ fn release(state: &State, name: &str, destroy: bool, force: bool) -> Result<(), 
     })?;
     let rmdirs = inherited_mount_dirs(state, name);
     let mounts = crate::cmd::zfs::unmount_pool(state, name, force)?;
-    let r = crate::rwpool::close(state, name, destroy, force);
+    let r = crate::rwpool::close_as(state, name, destroy, force, hard);
     // With -f the mounts were aborted before the pool closed (which wakes any request
     // waiting on it); their serving threads end now.
     for mut m in mounts {
@@ -1149,7 +1164,9 @@ fn release(state: &State, name: &str, destroy: bool, force: bool) -> Result<(), 
     }
     r?;
     state.pools.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
-    crate::cache::forget(state, name);
+    if !hard {
+        crate::cache::forget(state, name);
+    }
     for dir in &rmdirs {
         // Deepest first and silently: not empty, gone or mounted over all leave it.
         let _ = std::fs::remove_dir(dir);
