@@ -1054,6 +1054,18 @@ fn property_table() -> String {
     out
 }
 
+/// Whether `zfs get` knows property name `p` (a native one, an alias, `written@SNAP`, or a
+/// user property).
+fn known_prop(p: &str) -> bool {
+    let c = dsl::props::canonical(p);
+    dsl::props::is_user_prop(c)
+        || c.starts_with("written@")
+        || matches!(c, "name" | "written")
+        || GET_ALL.contains(&c)
+        || dsl::props::DEFAULTS.iter().any(|(k, _)| *k == c)
+        || PROP_TYPES.iter().any(|(k, _)| *k == c)
+}
+
 /// `-h` or a cluster of short flags with `h` in it (`-rph`).
 fn is_h_cluster(a: &str) -> bool {
     a.len() > 1
@@ -1668,6 +1680,11 @@ fn get(
     } else {
         props.split(',').map(str::to_string).collect()
     };
+    // Names are checked before any dataset is looked at (`zprop_get_list`): an unknown one
+    // fails even where no dataset would be listed.
+    if let Some(bad) = plist.iter().find(|p| !known_prop(p)) {
+        return Err(format!("invalid property '{bad}'"));
+    }
     let fields: Vec<String> = if fields.is_empty() {
         ["name", "property", "value", "source"].iter().map(|s| s.to_string()).collect()
     } else {
