@@ -1060,7 +1060,7 @@ fn known_prop(p: &str) -> bool {
     let c = dsl::props::canonical(p);
     dsl::props::is_user_prop(c)
         || c.starts_with("written@")
-        || matches!(c, "name" | "written")
+        || matches!(c, "name" | "written" | "inconsistent")
         || GET_ALL.contains(&c)
         || dsl::props::DEFAULTS.iter().any(|(k, _)| *k == c)
         || PROP_TYPES.iter().any(|(k, _)| *k == c)
