@@ -21,6 +21,22 @@ use pool::Pool;
 use rzfs_fuse::MountOpts;
 use zpl::acl::AclType;
 
+/// The temporary mount options: option, the property it sets for the mount, the value.
+const TEMP_OPTIONS: &[(&str, &str, bool)] = &[
+    ("ro", "readonly", true),
+    ("rw", "readonly", false),
+    ("exec", "exec", true),
+    ("noexec", "exec", false),
+    ("suid", "setuid", true),
+    ("nosuid", "setuid", false),
+    ("dev", "devices", true),
+    ("nodev", "devices", false),
+    ("atime", "atime", true),
+    ("noatime", "atime", false),
+    ("relatime", "relatime", true),
+    ("norelatime", "relatime", false),
+];
+
 /// The property values a mount's temporary options give (property, value), where they
 /// differ from the properties.
 pub type Temps = Vec<(String, String)>;
@@ -50,55 +66,31 @@ pub fn for_dataset(
         writable: false,
         atime: None,
     };
-    let mut explicit_rw = false;
+    // Each option sets a property for this mount; the last one given for a property wins.
     let mut chosen: Vec<(&str, bool)> = Vec::new();
-    for t in temp.split(',').filter(|t| !t.is_empty()) {
-        match t {
-            "ro" => {
-                o.readonly = true;
-                o.writable = false;
-            }
-            "rw" => {
-                o.readonly = false;
-                o.writable = true;
-                explicit_rw = true;
-            }
-            "exec" | "noexec" => o.exec = t == "exec",
-            "suid" | "nosuid" => o.setuid = t == "suid",
-            "dev" | "nodev" => o.devices = t == "dev",
-            "atime" | "noatime" => chosen.push(("atime", t == "atime")),
-            "relatime" | "norelatime" => chosen.push(("relatime", t == "relatime")),
-            "remount" | "defaults" => continue,
-            _ => {
-                return Err(format!(
-                    "cannot mount '{name}': unsupported mount option '{t}' (rzfs takes ro, rw, exec, noexec, suid, \
-                     nosuid, dev, nodev, atime, noatime, relatime, norelatime, remount, defaults)"
-                ))
-            }
-        }
-        match t {
-            "ro" | "rw" => chosen.push(("readonly", t == "ro")),
-            "exec" | "noexec" => chosen.push(("exec", t == "exec")),
-            "suid" | "nosuid" => chosen.push(("setuid", t == "suid")),
-            "dev" | "nodev" => chosen.push(("devices", t == "dev")),
-            _ => {}
-        }
+    for t in temp.split(',').filter(|t| !t.is_empty() && !matches!(*t, "remount" | "defaults")) {
+        let Some(&(_, p, v)) = TEMP_OPTIONS.iter().find(|(opt, _, _)| *opt == t) else {
+            return Err(format!(
+                "cannot mount '{name}': unsupported mount option '{t}' (rzfs takes ro, rw, exec, noexec, suid, \
+                 nosuid, dev, nodev, atime, noatime, relatime, norelatime, remount, defaults)"
+            ));
+        };
+        chosen.retain(|(k, _)| *k != p);
+        chosen.push((p, v));
     }
-    let mut temps = Temps::new();
-    for (p, v) in chosen {
-        let shown = if v { "on" } else { "off" };
-        temps.retain(|(k, _)| k != p);
-        if prop(p)? != shown {
-            temps.push((p.to_string(), shown.to_string()));
-        }
-    }
-    if temps.iter().any(|(k, _)| k == "atime" || k == "relatime") {
-        let get = |p: &str| temps.iter().find(|(k, _)| k == p).map(|(_, v)| v == "on");
-        let atime = match get("atime") {
+    let pick = |p: &str| chosen.iter().find(|(k, _)| *k == p).map(|&(_, v)| v);
+    o.exec = pick("exec").unwrap_or(o.exec);
+    o.setuid = pick("setuid").unwrap_or(o.setuid);
+    o.devices = pick("devices").unwrap_or(o.devices);
+    o.readonly = pick("readonly") == Some(true);
+    o.writable = pick("readonly") == Some(false);
+    let explicit_rw = o.writable;
+    if pick("atime").is_some() || pick("relatime").is_some() {
+        let atime = match pick("atime") {
             Some(v) => v,
             None => on("atime")?,
         };
-        let relatime = match get("relatime") {
+        let relatime = match pick("relatime") {
             Some(v) => v,
             None => on("relatime")?,
         };
@@ -107,6 +99,13 @@ pub fn for_dataset(
             (true, false) => rzfs_fuse::rw::Atime::On,
             (true, true) => rzfs_fuse::rw::Atime::Relatime,
         });
+    }
+    let mut temps = Temps::new();
+    for &(p, v) in &chosen {
+        let shown = if v { "on" } else { "off" };
+        if prop(p)? != shown {
+            temps.push((p.to_string(), shown.to_string()));
+        }
     }
     let mut warnings = Vec::new();
     if !matches!(acltype, AclType::Off | AclType::Posix) {

@@ -523,12 +523,7 @@ fn zpl_props_of(state: &State, name: &str) -> zpl::write::ZplProps {
         let dsl = pool.dsl();
         let ds = dsl.find(name).ok()?;
         let os = dsl.open_objset(&ds).ok()?;
-        let get = |k: &str| zap::lookup_u64(&os, zpl::MASTER_NODE_OBJ, k).ok().flatten().unwrap_or(0);
-        Some(zpl::write::ZplProps {
-            normalization: get("normalization"),
-            utf8only: get("utf8only") != 0,
-            casesensitivity: get("casesensitivity"),
-        })
+        zpl::write::ZplProps::read(&os).ok()
     };
     read().unwrap_or_default()
 }

@@ -869,6 +869,10 @@ fn names_normalize_and_fold_case_as_created() {
     std::fs::remove_file(top.join("ci").join("KA\u{308}SE")).unwrap();
     assert!(!top.join("ci").join(composed).exists());
     std::fs::write(top.join("ci").join("Stays"), b"1").unwrap();
+    // A snapshot's read-only view matches names the same way.
+    d.ok("rzfs", &["snapshot", "cn/ci@s"]);
+    assert_eq!(std::fs::read(top.join("ci/.zfs/snapshot/s/STAYS")).unwrap(), b"1");
+    assert!(!top.join("ci/.zfs/snapshot/s/Gone").exists());
     std::fs::write(top.join(decomposed), b"root").unwrap();
     assert_eq!(std::fs::read(top.join(composed)).unwrap(), b"root");
     assert!(!top.join("kA\u{308}se").exists(), "case-sensitive at the root");

@@ -1328,7 +1328,7 @@ impl PoolWriter {
         if matches!(k, "comment" | "compatibility") {
             // Also in the pool's configuration (labels, MOS config, cache file), as
             // `spa_config_generate` adds ZPOOL_CONFIG_COMMENT and _COMPATIBILITY.
-            self.set_config_str(k, v.as_ref().map(zap_string));
+            self.set_config_str(k, v.as_ref().map(ZapVal::text));
         }
         match v {
             Some(v) => self.mos_zaps.update(&self.mos, obj, k.as_bytes(), v).map_err(bad),
@@ -1356,10 +1356,4 @@ impl PoolWriter {
         };
         self.mos_zaps.lookup_u64(&self.mos, obj, k).map_err(bad)
     }
-}
-
-/// A NUL-terminated string value of a ZAP entry, as text.
-pub(crate) fn zap_string(v: &ZapVal) -> String {
-    let bytes: Vec<u8> = v.values.iter().take_while(|&&b| b != 0).map(|&b| b as u8).collect();
-    String::from_utf8_lossy(&bytes).into_owned()
 }

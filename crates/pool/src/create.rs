@@ -243,7 +243,7 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
     // The configuration carries the comment and a compatibility other than the default
     // (`spa_config_generate`; zpool create passes compatibility only when given).
     for (k, v) in spec.pool_props.iter().filter(|(k, _)| k == "comment" || k == "compatibility") {
-        let s = crate::admin::zap_string(v);
+        let s = v.text();
         if !(k == "compatibility" && s == "off") {
             w.set_config_str(k, Some(s));
         }

@@ -38,6 +38,11 @@ impl ZapVal {
         b.push(0);
         ZapVal::bytes(&b)
     }
+    /// The text of a [`ZapVal::string`] value (up to its NUL; lossy).
+    pub fn text(&self) -> String {
+        let bytes: Vec<u8> = self.values.iter().take_while(|&&b| b != 0).map(|&b| b as u8).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
 }
 
 /// One ZAP held in memory.

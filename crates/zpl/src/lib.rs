@@ -110,8 +110,8 @@ pub struct Zpl {
     pub version: u64,
     pub root: u64,
     sa: Arc<Option<attrs::SaTables>>,
-    /// `casesensitivity=mixed`: normalized lookups keep case (see `write::ZplProps`).
-    mixed_case: bool,
+    /// How names match (`normalization`, `casesensitivity`; see `write::ZplProps`).
+    names: write::ZplProps,
 }
 
 impl Zpl {
@@ -127,8 +127,8 @@ impl Zpl {
             Some(obj) => Some(attrs::SaTables::load(&os, obj)?),
             None => None,
         };
-        let case = zap::lookup_u64(&os, MASTER_NODE_OBJ, "casesensitivity")?.unwrap_or(0);
-        Ok(Zpl { os, version, root, sa: Arc::new(sa), mixed_case: case == write::ZFS_CASE_MIXED })
+        let names = write::ZplProps::read(&os)?;
+        Ok(Zpl { os, version, root, sa: Arc::new(sa), names })
     }
 
     /// Attributes of object `obj`.
@@ -172,7 +172,12 @@ impl Zpl {
             return Ok(Some(DirEntry { name: name.to_vec(), object: p, dtype: 4 }));
         }
         // A directory of a normalizing file system finds every spelling of a name.
-        Ok(zap::lookup_normalized(&self.os, dir, name, self.mixed_case)?.and_then(|e| {
+        let found = if self.names.dir_normflags() == 0 {
+            zap::lookup_bytes(&self.os, dir, name)?
+        } else {
+            zap::lookup_normalized(&self.os, dir, name, self.names.casesensitivity == write::ZFS_CASE_MIXED)?
+        };
+        Ok(found.and_then(|e| {
             e.first_u64().map(|v| DirEntry {
                 name: e.name,
                 object: v & ((1u64 << 48) - 1),

@@ -212,18 +212,37 @@ impl ZplProps {
         self.normalization | fold
     }
 
-    /// Checks the combination: a known form and case value; normalizing needs utf8only.
-    pub fn validate(&self) -> std::result::Result<(), String> {
+    /// Checks the values are ones OpenZFS defines (a hostile or newer master node may hold
+    /// others).
+    pub fn check_known(&self) -> std::result::Result<(), String> {
         if !matches!(self.normalization, 0 | 0x10 | 0x20 | 0x50 | 0x60) {
             return Err(format!("unknown normalization {:#x}", self.normalization));
         }
         if self.casesensitivity > ZFS_CASE_MIXED {
             return Err(format!("unknown casesensitivity {}", self.casesensitivity));
         }
+        Ok(())
+    }
+
+    /// Checks the combination for a new file system: known values; normalizing needs
+    /// utf8only.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        self.check_known()?;
         if self.normalization != 0 && !self.utf8only {
             return Err("'utf8only' must be set 'on' if normalization chosen".into());
         }
         Ok(())
+    }
+
+    /// The properties a committed file system's master node records (absent entries are
+    /// the defaults: an old ZPL version had none of them).
+    pub fn read(os: &dmu::Objset) -> std::result::Result<ZplProps, zap::ZapError> {
+        let get = |k: &str| zap::lookup_u64(os, crate::MASTER_NODE_OBJ, k).map(|v| v.unwrap_or(0));
+        Ok(ZplProps {
+            normalization: get("normalization")?,
+            utf8only: get("utf8only")? != 0,
+            casesensitivity: get("casesensitivity")?,
+        })
     }
 }
 
@@ -365,18 +384,7 @@ impl ZplWriter {
             utf8only: get(zaps, "utf8only")?.unwrap_or(0) != 0,
             casesensitivity: get(zaps, "casesensitivity")?.unwrap_or(0),
         };
-        if names.normalization > 0x70
-            || !ondisk::zap::norm::valid_normflags(names.normalization)
-            || names.casesensitivity > ZFS_CASE_MIXED
-        {
-            return err(
-                EOPNOTSUPP,
-                format!(
-                    "unknown normalization {:#x} or casesensitivity {}",
-                    names.normalization, names.casesensitivity
-                ),
-            );
-        }
+        names.check_known().map_err(|e| ZplWriteError::Errno(EOPNOTSUPP, e))?;
         let missing = |what: &str| {
             ZplWriteError::Zpl(ZplError::Corrupt { what: "master node", detail: format!("no {what}") })
         };
