@@ -725,13 +725,24 @@ impl Vdev {
     }
 
     /// Allocated size of a block of `psize` bytes on this (top-level) vdev: RAID-Z adds parity
-    /// and padding (vdev_raidz_psize_to_asize); everything else rounds up to a sector.
+    /// and padding (vdev_raidz_psize_to_asize); everything else rounds up to a sector, or takes
+    /// the largest of its children's sizes when that is more — a mirror of RAID-Z vdevs (which
+    /// `ztest` builds) allocates what one RAID-Z side needs (OpenZFS `vdev_default_asize`).
     pub fn asize(&self, psize: u64) -> u64 {
+        self.asize_within(psize, self.ashift)
+    }
+
+    /// [`Vdev::asize`] of this vdev inside a top-level vdev of sector shift `ashift`.
+    fn asize_within(&self, psize: u64, ashift: u8) -> u64 {
         match &self.kind {
             VdevKind::Raidz { nparity } => {
-                raidz::raidz_asize(psize, self.ashift, self.children.len() as u64, u64::from(*nparity))
+                raidz::raidz_asize(psize, ashift, self.children.len() as u64, u64::from(*nparity))
             }
-            _ => psize.div_ceil(self.sector()) * self.sector(),
+            _ => {
+                let sector = 1u64 << ashift;
+                let own = psize.div_ceil(sector) * sector;
+                self.children.iter().map(|c| c.asize_within(psize, ashift)).fold(own, u64::max)
+            }
         }
     }
 

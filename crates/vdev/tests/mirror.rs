@@ -184,3 +184,30 @@ fn errors_are_kept_for_error_reports() {
     assert_eq!(r.len(), 1, "{r:?}");
     assert_eq!((r[0].vdev_guid, r[0].record.kind, r[0].record.offset), (31, ErrorKind::Write, Some(0x8000)));
 }
+
+#[test]
+fn mirror_of_raidz_allocates_what_a_raidz_side_needs() {
+    // ztest builds top-level mirrors whose sides are RAID-Z vdevs: a block's allocation (and
+    // so the space a DVA of it claims, e.g. a gang header) is the RAID-Z size, parity and
+    // padding included, not the mirror's plain sector rounding (OpenZFS vdev_default_asize).
+    let ls = leaves(8);
+    let side = |n: usize| {
+        let kids = (0..4).map(|i| leaf_spec(&ls[n * 4 + i], i as u64)).collect();
+        rzfs_vdev::VdevSpec {
+            kind: VdevKind::Raidz { nparity: 1 },
+            id: n as u64,
+            guid: 500 + n as u64,
+            ashift: 0,
+            children: kids,
+            device: None,
+        }
+    };
+    let vd = Vdev::new(top_spec(VdevKind::Mirror, 9, vec![side(0), side(1)])).unwrap();
+    // One sector of data: one parity sector, then padding to a multiple of nparity+1 sectors.
+    assert_eq!(vd.asize(512), 1024);
+    assert_eq!(vd.asize(1024), 2048);
+    assert_eq!(vd.asize(1536), 2048);
+    // A plain mirror still rounds up to its sector size.
+    let plain = mirror(&leaves(2));
+    assert_eq!(plain.asize(512), 4096);
+}
