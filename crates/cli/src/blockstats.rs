@@ -28,8 +28,9 @@
 //! allocator may hand out again); a claim of space an earlier block already claimed is a
 //! *double allocation* (dedup blocks, counted once per DVA, excepted); whatever stays
 //! allocated but unclaimed at the end is *leaked*. Pools whose space accounting needs what
-//! rzfs does not read yet (log space maps, checkpoints, device removal, block cloning, an
-//! async-destroy queue) are counted but not checked, and say so.
+//! rzfs does not read yet (checkpoints, device removal, block cloning, an async-destroy
+//! queue) are counted but not checked, and say so. Changes still only in the log space maps
+//! (`log_spacemap`: a pool not exported cleanly) are replayed onto the metaslabs' maps first.
 
 use dmu::traverse::{traverse_objset, traverse_zil, TraverseOpts, Visit};
 use dmu::Objset;
@@ -354,8 +355,8 @@ fn type_row(t: u8) -> String {
 const MAX_SPACE_LINES: usize = 1000;
 
 /// Features whose space accounting the check does not model yet (see the module comment).
-const UNCHECKED_FEATURES: [&str; 5] =
-    ["log_spacemap", "device_removal", "obsolete_counts", "block_cloning", "zpool_checkpoint"];
+const UNCHECKED_FEATURES: [&str; 4] =
+    ["device_removal", "obsolete_counts", "block_cloning", "zpool_checkpoint"];
 
 /// The space check under way: per vdev, the space the maps call allocated and not yet
 /// claimed, and the space claimed so far.
@@ -390,7 +391,7 @@ impl SpaceCheck {
         use Unchecked::Unsupported;
         let mos = &p.mos;
         let dir = K::DIRECTORY_OBJECT;
-        for key in [K::LOG_SPACEMAP_ZAP, K::ZPOOL_CHECKPOINT, K::REMOVING, K::BPTREE_OBJ, K::DELETED_CLONES] {
+        for key in [K::ZPOOL_CHECKPOINT, K::REMOVING, K::BPTREE_OBJ, K::DELETED_CLONES] {
             if zap::lookup(mos, dir, key).map_err(|e| e.to_string())?.is_some() {
                 return Err(Unsupported(format!(
                     "the MOS directory has '{key}', whose space rzdb does not account for yet"
@@ -451,11 +452,64 @@ impl SpaceCheck {
                 }
                 allocated.add_tree(&r.allocated).map_err(|e| e.to_string())?;
             }
-            sc.report.alloc += allocated.space();
             sc.unclaimed.insert(t.vdev, allocated);
             sc.claimed.insert(t.vdev, RangeTree::new());
         }
+        sc.replay_logs(p, &tops)?;
+        sc.report.alloc = sc.unclaimed.values().map(RangeTree::space).sum();
         Ok(sc)
+    }
+
+    /// Adds what the log space maps (`log_spacemap`) hold and the metaslabs' own maps do not
+    /// yet: every entry of a log written in txg T applies to its metaslab when T is at or
+    /// after the metaslab's unflushed txg (what was flushed before is already in its map), in
+    /// txg order — zdb's `load_unflushed_to_ms_allocatables`. Entries of vdevs without
+    /// metaslabs (holes, removed vdevs) are skipped, as there.
+    fn replay_logs(&mut self, p: &Pool, tops: &[pool::spacemaps::TopGeometry]) -> Result<(), Unchecked> {
+        let mos = &p.mos;
+        let logs = pool::spacemaps::log_spacemaps(mos).map_err(|e| e.to_string())?;
+        if logs.is_empty() {
+            return Ok(());
+        }
+        let mut unflushed = BTreeMap::new();
+        for t in tops.iter().filter(|t| self.unclaimed.contains_key(&t.vdev)) {
+            unflushed
+                .insert(t.vdev, (t, pool::spacemaps::unflushed_txgs(mos, t).map_err(|e| e.to_string())?));
+        }
+        for (txg, obj) in logs {
+            pool::spacemaps::for_each_entry(mos, obj, &mut |e| {
+                let bad = |why: String| pool::PoolError::Load {
+                    phase: "log space maps",
+                    detail: format!("log space map of txg {txg} (object {obj}): entry {e:?} {why}"),
+                };
+                let (kind, offset, run, vdev) = match *e {
+                    ondisk::spacemap::SmEntry::Debug { .. } => return Ok(()),
+                    ondisk::spacemap::SmEntry::TwoWord { kind, offset, run, vdev } => {
+                        (kind, offset, run, vdev)
+                    }
+                    ondisk::spacemap::SmEntry::OneWord { .. } => return Err(bad("names no vdev".into())),
+                };
+                let Some((t, txgs)) = unflushed.get(&u64::from(vdev)) else { return Ok(()) };
+                let (Some(off), Some(len)) = (offset.checked_mul(512), run.checked_mul(512)) else {
+                    return Err(bad("is out of range".into()));
+                };
+                let ms = off >> t.ms_shift;
+                let Some(&ms_txg) = txgs.get(ms as usize) else {
+                    return Err(bad(format!("is past the vdev's {} metaslabs", txgs.len())));
+                };
+                if txg < ms_txg {
+                    return Ok(());
+                }
+                let tree = self.unclaimed.get_mut(&u64::from(vdev)).expect("vdev has a tree");
+                let res = match kind {
+                    ondisk::spacemap::SmType::Alloc => tree.add(off, len),
+                    ondisk::spacemap::SmType::Free => tree.remove(off, len),
+                };
+                res.map_err(|_| bad("contradicts the metaslab's space map".into()))
+            })
+            .map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     /// Claims the space of block `bp` (and of its gang tree).

@@ -30,6 +30,8 @@ pub struct TopGeometry {
     /// Allocatable bytes (`asize`); `asize >> ms_shift` metaslabs.
     pub asize: u64,
     pub ashift: u8,
+    /// The top-level vdev's ZAP (`com.delphix:vdev_zap_top`), 0 if it has none.
+    pub top_zap: u64,
 }
 
 impl TopGeometry {
@@ -60,6 +62,7 @@ pub fn top_geometry(pool: &Pool) -> Result<Vec<TopGeometry>> {
             ms_shift: ms_shift as u32,
             asize: c.asize.unwrap_or(0),
             ashift: ashift as u8,
+            top_zap: c.top_zap.unwrap_or(0),
         });
     }
     Ok(out)
@@ -113,6 +116,62 @@ pub fn for_each_entry(
         off += n as u64;
     }
     Ok(phys)
+}
+
+/// `VDEV_TOP_ZAP_MS_UNFLUSHED_PHYS_TXGS`: the top-level vdev ZAP entry naming the object
+/// that holds, per metaslab, the first txg whose changes are still only in the log space
+/// maps (`metaslab_unflushed_phys_t`, one u64 per metaslab id).
+pub const MS_UNFLUSHED_PHYS_TXGS: &str = "com.delphix:ms_unflushed_phys_txgs";
+
+/// The unflushed txg of each of `top`'s metaslabs (OpenZFS `spa_ld_unflushed_txgs`): 0 for
+/// every metaslab when the vdev has no such object, and for slots past the object's end.
+pub fn unflushed_txgs(mos: &Objset, top: &TopGeometry) -> Result<Vec<u64>> {
+    let count = top.ms_count();
+    let mut out = Vec::new();
+    if top.top_zap != 0 {
+        if let Some(obj) =
+            zap::lookup_u64(mos, top.top_zap, MS_UNFLUSHED_PHYS_TXGS).map_err(|e| bad(e.to_string()))?
+        {
+            let len = count.checked_mul(8).filter(|&l| l <= METASLAB_ARRAY_MAX).ok_or_else(|| {
+                bad(format!("vdev {}: {count} metaslabs: too many unflushed txgs", top.vdev))
+            })?;
+            let dn = mos.dnode(obj)?;
+            let order = data_order(&dn);
+            let stored = len.min(Objset::object_size(&dn)?);
+            let raw = mos.read_all(&dn, Some(stored), METASLAB_ARRAY_MAX)?;
+            for c in raw.chunks_exact(8) {
+                out.push(order.u64_at(c, 0, "unflushed txg").map_err(|e| bad(e.to_string()))?);
+            }
+        }
+    }
+    out.resize(count as usize, 0);
+    Ok(out)
+}
+
+/// The log space maps (`log_spacemap` feature) named by the MOS directory's
+/// `com.delphix:log_spacemap_zap` — keys are txgs in hex (`zap_add_int_key`), values space
+/// map objects — as (txg, object) in txg order, the order OpenZFS replays them. Their
+/// entries are two-word entries naming the top-level vdev, with offsets and runs in
+/// 512-byte units from the vdev's start (`SPA_MINBLOCKSHIFT`).
+pub fn log_spacemaps(mos: &Objset) -> Result<Vec<(u64, u64)>> {
+    let dir = ondisk::dsl::mos_keys::DIRECTORY_OBJECT;
+    let Some(zap_obj) =
+        zap::lookup_u64(mos, dir, ondisk::dsl::mos_keys::LOG_SPACEMAP_ZAP).map_err(|e| bad(e.to_string()))?
+    else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for e in zap::list(mos, zap_obj).map_err(|e| bad(e.to_string()))? {
+        let name = e.name_string();
+        let txg = u64::from_str_radix(&name, 16)
+            .map_err(|_| bad(format!("log space map ZAP {zap_obj}: key '{name}' is not a txg")))?;
+        let obj = e
+            .first_u64()
+            .ok_or_else(|| bad(format!("log space map ZAP {zap_obj}: '{name}' has no object")))?;
+        out.push((txg, obj));
+    }
+    out.sort_unstable();
+    Ok(out)
 }
 
 /// Replays the space map of metaslab `ms` (object `obj`) into `r`; returns the header.
