@@ -1265,7 +1265,7 @@ fn raw_prepared(ctx: &SyncCtx, props: &WriteProps, r: &RawBlock, data: &DirtyBlo
 /// Compresses and checksums level-0 blocks on up to 4 threads (allocation and issue happen
 /// later, in tree order, so that placement is deterministic).
 fn write_blocks_parallel(ctx: &SyncCtx, writes: &[(u64, u64, &[u8], WriteProps)]) -> Result<Vec<Prepared>> {
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(4);
+    let threads = crate::cpu_threads().min(4);
     if writes.len() < 4 || threads < 2 {
         return writes.iter().map(|w| Ok(ctx.zio.prepare(w.2, &w.3, ctx.sector)?)).collect();
     }
