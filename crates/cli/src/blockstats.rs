@@ -489,7 +489,11 @@ impl SpaceCheck {
                     }
                     ondisk::spacemap::SmEntry::OneWord { .. } => return Err(bad("names no vdev".into())),
                 };
-                let Some((t, txgs)) = unflushed.get(&u64::from(vdev)) else { return Ok(()) };
+                let (Some((t, txgs)), Some(tree)) =
+                    (unflushed.get(&u64::from(vdev)), self.unclaimed.get_mut(&u64::from(vdev)))
+                else {
+                    return Ok(());
+                };
                 let (Some(off), Some(len)) = (offset.checked_mul(512), run.checked_mul(512)) else {
                     return Err(bad("is out of range".into()));
                 };
@@ -500,7 +504,6 @@ impl SpaceCheck {
                 if txg < ms_txg {
                     return Ok(());
                 }
-                let tree = self.unclaimed.get_mut(&u64::from(vdev)).expect("vdev has a tree");
                 let res = match kind {
                     ondisk::spacemap::SmType::Alloc => tree.add(off, len),
                     ondisk::spacemap::SmType::Free => tree.remove(off, len),

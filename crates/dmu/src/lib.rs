@@ -439,10 +439,8 @@ impl Objset {
             rest = tail;
             pos += n as u64;
         }
-        if segs.len() < 2 {
-            return segs.into_iter().try_for_each(|s| self.fill(dn, s));
-        }
-        let threads = cpu_threads().min(READ_THREADS_MAX);
+        // One segment never needs threads (nor the CPU count).
+        let threads = if segs.len() < 2 { 1 } else { cpu_threads().min(READ_THREADS_MAX) };
         if threads < 2 {
             return segs.into_iter().try_for_each(|s| self.fill(dn, s));
         }
