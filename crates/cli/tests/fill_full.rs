@@ -263,3 +263,79 @@ fn quotas_answer_edquot() {
     zdb_check(&dir, "qt");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `reservation` and `refreservation`: space reserved for a dataset is taken from what the
+/// others have (`available`, and their writes stop with ENOSPC before eating into it), the
+/// reserved dataset can still write its reservation on a pool the others filled, sizes
+/// beyond the free space or a quota are refused, destroying the dataset gives the space
+/// back, and OpenZFS's zdb reads `dd_reserved` and finds the pool clean.
+#[test]
+fn reservations_hold_space() {
+    if zdb().is_none() || !fuse_usable() {
+        eprintln!("reservations_hold_space: needs FUSE, root and zdb; skipped");
+        return;
+    }
+    const ENOSPC: i32 = 28;
+    const MB: u64 = 1 << 20;
+    let dir = scratch("reservations");
+    let devs = files(&dir, 1, 512 << 20);
+    let d = Daemon::with_env("reservations", &[("RZFS_TXG_TIMEOUT", "0.2")]);
+    let mnt = dir.join("mnt");
+    d.ok("rzpool", &["create", "-m", mnt.to_str().unwrap(), "rv", &devs[0]]);
+    let mut rng = Rng::new(0x7e5e7);
+    let refused = |args: &[&str], why: &str| {
+        let (code, _, err) = d.run("rzfs", args);
+        assert!(code != 0 && err.contains(why), "{args:?}: {err}");
+    };
+    let num = |p: &str, n: &str| -> u64 {
+        d.ok("rzfs", &["get", "-Hp", "-o", "value", p, n]).trim().parse().unwrap()
+    };
+    d.ok("rzfs", &["create", "rv/free"]);
+    let before = num("available", "rv/free");
+    d.ok("rzfs", &["create", "-o", "reservation=60M", "rv/res"]);
+    d.ok("rzfs", &["create", "rv/ref"]);
+    d.ok("rzfs", &["set", "refreservation=30M", "rv/ref"]);
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value,source", "reservation", "rv/res"]), "60M\tlocal\n");
+    // The others lose what is reserved; the reserved ones keep it.
+    let after = num("available", "rv/free");
+    assert!(before - after >= 90 * MB && before - after < 92 * MB, "available {before} -> {after}");
+    assert!(num("available", "rv/res") >= after + 59 * MB, "{}", num("available", "rv/res"));
+    assert!(num("usedbychildren", "rv") >= 90 * MB);
+    assert!(num("usedbyrefreservation", "rv/ref") >= 29 * MB);
+    refused(&["set", "reservation=10G", "rv/res"], "greater than available space");
+    refused(&["set", "refreservation=10G", "rv/ref"], "greater than available space");
+    refused(&["set", "quota=20M", "rv/res"], "less than current used or reserved");
+    let sf = statfs_avail(&mnt.join("free"));
+    assert!(sf <= after + MB && sf + 2 * MB >= after, "statfs {sf}, available {after}");
+    // Fill the pool from the unreserved file system: ENOSPC before the reservations.
+    let (written, e) = fill_dir(&mnt.join("free"), "f", &mut rng);
+    assert_eq!(e.raw_os_error(), Some(ENOSPC), "{e}");
+    d.ok("rzpool", &["sync", "rv"]);
+    let used = num("used", "rv/free");
+    assert!(
+        used <= after + 2 * MB && used + 8 * MB >= after,
+        "wrote {written}, used {used} of {after} available"
+    );
+    // The reserved file systems still write what they reserved.
+    for i in 0..50 {
+        write_file(&mnt.join(format!("res/r{i:03}")), &rng.data_in(MB, MB + 1), false)
+            .unwrap_or_else(|e| panic!("reservation file {i}: {e}"));
+    }
+    for i in 0..24 {
+        write_file(&mnt.join(format!("ref/r{i:03}")), &rng.data_in(MB, MB + 1), false)
+            .unwrap_or_else(|e| panic!("refreservation file {i}: {e}"));
+    }
+    d.ok("rzpool", &["sync", "rv"]);
+    // Destroying a reserved dataset gives its space back to the others.
+    let full = num("available", "rv/free");
+    d.ok("rzfs", &["destroy", "-r", "rv/res"]);
+    d.ok("rzpool", &["sync", "rv"]);
+    assert!(num("available", "rv/free") > full + 50 * MB, "{full} -> {}", num("available", "rv/free"));
+    d.ok("rzfs", &["create", "-o", "reservation=5M", "rv/small"]);
+    d.ok("rzfs", &["rename", "rv/small", "rv/ref/small"]);
+    d.ok("rzpool", &["export", "rv"]);
+    let dump = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-dddd", "rv"]);
+    assert!(dump.contains("reserved = 5M"), "dd_reserved is in the directory");
+    zdb_check(&dir, "rv");
+    let _ = std::fs::remove_dir_all(&dir);
+}

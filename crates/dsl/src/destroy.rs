@@ -393,6 +393,9 @@ pub fn destroy_head(os: &mut DirtyObjset, zaps: &mut ZapCache, ds: u64, freed: S
     check_destroy_head(os, zaps, ds)?;
     let h = ds_phys(os, ds)?;
     let dir = h.dir_obj;
+    // Its `reservation` goes first, so what follows releases exactly what the ancestors
+    // were charged (`dsl_destroy_head_sync_impl`).
+    crate::write::set_dir_reserved(os, dir, 0)?;
     dir_diduse(os, dir, DD_USED_HEAD, freed.negated())?;
     // Whatever the directory still charges (rounding of older accounting) leaves its
     // ancestors too, so their totals stay the sum of their children.
@@ -596,6 +599,9 @@ pub fn rollback_head(os: &mut DirtyObjset, zaps: &mut ZapCache, ds: u64, freed: 
     }
     let reserved = crate::write::head_reserved(os, zaps, ds)?;
     let dir = h.dir_obj;
+    // Its `reservation` goes first, so what follows releases exactly what the ancestors
+    // were charged (`dsl_destroy_head_sync_impl`).
+    crate::write::set_dir_reserved(os, dir, 0)?;
     dir_diduse(os, dir, DD_USED_HEAD, freed.negated())?;
     let grown = h.unique_bytes.min(reserved) as i64;
     if grown != 0 {

@@ -109,12 +109,14 @@ impl Dataset {
 pub struct DslPool {
     mos: Objset,
     name: String,
+    /// [`DslPool::unused_reservations`], computed once (the MOS here does not change).
+    unused_rsrv: std::sync::OnceLock<u64>,
 }
 
 impl DslPool {
     /// Wraps an open MOS.
     pub fn new(mos: Objset, name: String) -> DslPool {
-        DslPool { mos, name }
+        DslPool { mos, name, unused_rsrv: std::sync::OnceLock::new() }
     }
 
     /// The MOS.
@@ -351,6 +353,21 @@ impl DslPool {
                 ),
             }),
         }
+    }
+
+    /// The space reserved and not used anywhere in the pool ([`quota::unused_reservations`]).
+    pub fn unused_reservations(&self) -> Result<u64> {
+        if let Some(&v) = self.unused_rsrv.get() {
+            return Ok(v);
+        }
+        let root = self.root_dir_obj()?;
+        let v = quota::unused_reservations(root, &mut |d| self.dir_phys(d), &mut |p| {
+            if p.child_dir_zapobj == 0 {
+                return Ok(Vec::new());
+            }
+            Ok(zap::list(&self.mos, p.child_dir_zapobj)?.iter().filter_map(|k| k.first_u64()).collect())
+        })?;
+        Ok(*self.unused_rsrv.get_or_init(|| v))
     }
 
     /// Reads a directory record by object number.

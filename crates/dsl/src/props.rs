@@ -398,7 +398,7 @@ pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, Stri
                 None => Err(format!("bad numeric value '{v}'")),
             },
         },
-        "refreservation" => match value {
+        "refreservation" | "reservation" => match value {
             "none" => Ok(RawProp::Num(0)),
             v => parse_size(v).map(RawProp::Num).ok_or_else(|| format!("bad numeric value '{v}'")),
         },

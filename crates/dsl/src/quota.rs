@@ -29,6 +29,19 @@
 //! ancestor's quota leaves, the pool's free space, and its refquota
 //! (`dsl_dir_space_available`, `dsl_dataset_space`); a directory's unused `reservation`
 //! adds to what its parent gives it, a head's unused `refreservation` to its own.
+//!
+//! Reservations. `reservation` is kept twice like `quota` (the property, and
+//! `dd_reserved` at offset 80 of the directory); a directory takes max(used, reserved)
+//! from its parent, the part beyond its use charged to the parent's CHILD_RSRV breakdown
+//! (`write::dir_diduse`, `write::set_dir_reserved`). `refreservation` is charged to the
+//! head's own directory (REFRSRV). OpenZFS gives the root directory the pool's size less
+//! its `dd_used_bytes`, which includes both; rzfs takes the pool's free space from the
+//! allocator, which knows nothing of reservations, so it takes off the unused
+//! reservations of the whole pool ([`unused_reservations`]) before passing space down a
+//! directory chain: a dataset's own reservations come back to it on the way down, the
+//! others' do not. Writes of a dataset with nothing left that way get ENOSPC (the pool
+//! layer's `check_quotas`), and a reservation that would take more than its parent has
+//! left, or exceed the dataset's `quota` (`refquota`), is refused.
 
 use crate::Result;
 use ondisk::dsl::DslDirPhys;
@@ -153,6 +166,44 @@ pub fn head_available(
     }
     Ok(avail)
 }
+
+/// The space held by reservations and not used, anywhere in the pool: the sum over
+/// every directory of its CHILD_RSRV breakdown (the unused `reservation` of each child
+/// directory, beyond what that child uses) and its REFRSRV one (its head's unused
+/// `refreservation`). OpenZFS gives the root directory the pool's size less
+/// `dd_used_bytes`, which includes these; rzfs takes the pool's free space from the
+/// allocator, which does not know them, so this is what to take off it. `children(dir)`
+/// lists a directory's child directories.
+pub fn unused_reservations(
+    root_dir: u64,
+    dir_phys: &mut dyn FnMut(u64) -> Result<DslDirPhys>,
+    children: &mut dyn FnMut(&DslDirPhys) -> Result<Vec<u64>>,
+) -> Result<u64> {
+    use ondisk::dsl::{DD_USED_CHILD_RSRV, DD_USED_REFRSRV};
+    let mut total = 0u64;
+    let mut todo = vec![(root_dir, 0usize)];
+    let mut seen = 0usize;
+    while let Some((d, depth)) = todo.pop() {
+        seen += 1;
+        if depth > crate::write::MAX_NESTING || seen > MAX_DIRS {
+            return Err(crate::DslError::Corrupt {
+                what: "directory tree",
+                detail: format!("more than {MAX_DIRS} directories or nested too deep under {root_dir}"),
+            });
+        }
+        let p = dir_phys(d)?;
+        total = total
+            .saturating_add(p.used_breakdown[DD_USED_CHILD_RSRV])
+            .saturating_add(p.used_breakdown[DD_USED_REFRSRV]);
+        for c in children(&p)? {
+            todo.push((c, depth + 1));
+        }
+    }
+    Ok(total)
+}
+
+/// Bound on the directories [`unused_reservations`] walks (a loop in a damaged tree ends).
+const MAX_DIRS: usize = 1 << 22;
 
 #[cfg(test)]
 mod tests {

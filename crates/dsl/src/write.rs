@@ -25,8 +25,8 @@ use ondisk::blkptr::BlkPtr;
 use ondisk::bpobj::{BpobjPhys, BPOBJ_SIZE_V2};
 use ondisk::dmu_types::DmuObjectType as T;
 use ondisk::dsl::{
-    DslDatasetPhys, DslDirPhys, DD_FLAG_USED_BREAKDOWN, DD_USED_CHILD, DD_USED_HEAD, DD_USED_REFRSRV,
-    DD_USED_SNAP,
+    DslDatasetPhys, DslDirPhys, DD_FLAG_USED_BREAKDOWN, DD_USED_CHILD, DD_USED_CHILD_RSRV, DD_USED_HEAD,
+    DD_USED_REFRSRV, DD_USED_SNAP,
 };
 use ondisk::ByteOrder;
 use zap::write::{ZapCache, ZapVal, U8_TEXTPREP_TOUPPER};
@@ -359,28 +359,53 @@ fn adj(v: &mut u64, d: i64) {
     *v = (*v as i64).saturating_add(d).max(0) as u64;
 }
 
-/// Charges `d` to directory `dir` in breakdown `kind` and to every ancestor as CHILD
-/// (`dsl_dir_diduse_space`, without reservations).
+/// Charges `d` to directory `dir` in breakdown `kind`, and to each ancestor what the
+/// change does to the space its child takes from it. A directory with a `reservation`
+/// (`dd_reserved`) takes max(used, reserved) from its parent, so a change inside its
+/// unused reservation does not reach the ancestors (it was charged when the reservation
+/// was set). At each ancestor the CHILD breakdown takes the child's real change and
+/// CHILD_RSRV the difference (OpenZFS `dsl_dir_diduse_transfer_space`, `parent_delta`).
 pub fn dir_diduse(os: &mut DirtyObjset, dir: u64, kind: usize, d: SpaceDelta) -> Result<()> {
     if d.is_zero() {
         return Ok(());
     }
     let mut cur = dir;
-    let mut k = kind;
+    // This level's change of `dd_used_bytes`, and the part of it that goes to `k` (the
+    // rest, at ancestors, to CHILD_RSRV).
+    let (mut used, mut real, mut k) = (d.used, d.used, kind);
     for _ in 0..256 {
         let mut p = dir_phys(os, cur)?;
-        adj(&mut p.used_bytes, d.used);
+        let passed_up = reserved_delta(p.used_bytes, p.reserved, used);
+        adj(&mut p.used_bytes, used);
         adj(&mut p.compressed_bytes, d.comp);
         adj(&mut p.uncompressed_bytes, d.uncomp);
-        adj(&mut p.used_breakdown[k], d.used);
+        adj(&mut p.used_breakdown[k], real);
+        if used != real {
+            adj(&mut p.used_breakdown[DD_USED_CHILD_RSRV], used - real);
+        }
         set_dir_phys(os, cur, &p)?;
         if p.parent_obj == 0 {
             return Ok(());
         }
         cur = p.parent_obj;
         k = DD_USED_CHILD;
+        (real, used) = (used, passed_up);
     }
     Err(bad("dsl_dir parent chain too long"))
+}
+
+/// Sets directory `dir`'s `dd_reserved` (the effective `reservation`) and charges its
+/// ancestors the change of what it takes from them, max(used, reserved), as CHILD_RSRV
+/// (`dsl_dir_set_reservation_sync_impl`).
+pub fn set_dir_reserved(os: &mut DirtyObjset, dir: u64, value: u64) -> Result<()> {
+    let mut p = dir_phys(os, dir)?;
+    let delta = p.used_bytes.max(value) as i64 - p.used_bytes.max(p.reserved) as i64;
+    p.reserved = value;
+    set_dir_phys(os, dir, &p)?;
+    if p.parent_obj != 0 && delta != 0 {
+        dir_diduse(os, p.parent_obj, DD_USED_CHILD_RSRV, SpaceDelta { used: delta, comp: 0, uncomp: 0 })?;
+    }
+    Ok(())
 }
 
 /// The `refreservation` held by head dataset `ds` (`ds_reserved`): its local property
@@ -501,14 +526,20 @@ pub fn set_head_entry(
     val: Option<ZapVal>,
 ) -> Result<()> {
     let p = ds_phys(os, ds)?;
-    if key.split('$').next() == Some("quota") {
-        // OpenZFS's kernel reads the quota from `dd_quota` (`dsl_dir_set_quota_sync`
-        // keeps it equal to the effective property).
+    let base = key.split('$').next();
+    if base == Some("quota") || base == Some("reservation") {
+        // OpenZFS's kernel reads these from `dd_quota` and `dd_reserved`
+        // (`dsl_dir_set_quota_sync` and `dsl_dir_set_reservation_sync` keep them equal to
+        // the effective property).
         set_prop(os, zaps, p.dir_obj, key, val)?;
         let pz = dir_phys(os, p.dir_obj)?.props_zapobj;
-        let q = dir_value(os, zaps, pz, "quota")?.and_then(|v| v.values.first().copied()).unwrap_or(0);
+        let prop = if base == Some("quota") { "quota" } else { "reservation" };
+        let v = dir_value(os, zaps, pz, prop)?.and_then(|v| v.values.first().copied()).unwrap_or(0);
+        if prop == "reservation" {
+            return set_dir_reserved(os, p.dir_obj, v);
+        }
         let mut d = dir_phys(os, p.dir_obj)?;
-        d.quota = q;
+        d.quota = v;
         return set_dir_phys(os, p.dir_obj, &d);
     }
     if key.split('$').next() != Some("refreservation") {
@@ -663,6 +694,13 @@ pub fn rename_dir(
         let neg = SpaceDelta { used: -moved.used, comp: -moved.comp, uncomp: -moved.uncomp };
         dir_diduse(os, old_parent, DD_USED_CHILD, neg)?;
         dir_diduse(os, new_parent, DD_USED_CHILD, moved)?;
+        // The unused part of its `reservation` moves with it (`dsl_dir_rename_sync`).
+        let unused = d.reserved.saturating_sub(d.used_bytes) as i64;
+        if unused != 0 {
+            let r = SpaceDelta { used: unused, comp: 0, uncomp: 0 };
+            dir_diduse(os, old_parent, DD_USED_CHILD_RSRV, r.negated())?;
+            dir_diduse(os, new_parent, DD_USED_CHILD_RSRV, r)?;
+        }
         d = dir_phys(os, dir)?;
         d.parent_obj = new_parent;
         set_dir_phys(os, dir, &d)?;

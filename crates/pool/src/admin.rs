@@ -195,8 +195,9 @@ fn check_create_as(
 /// Sets or removes one local property of the dataset `ds` in directory `dir`;
 /// `refreservation` also moves the directory's space charge.
 fn set_one_prop(w: &mut PoolWriter, dir: u64, ds: u64, k: &str, v: Option<ZapVal>) -> Result<()> {
-    if k == "refreservation" && !matches!(&v, None | Some(ZapVal { int_size: 8, .. })) {
-        return Err(PoolError::Invalid("'refreservation' must be a number".into()));
+    if (k == "refreservation" || k == "reservation") && !matches!(&v, None | Some(ZapVal { int_size: 8, .. }))
+    {
+        return Err(PoolError::Invalid(format!("'{k}' must be a number")));
     }
     let marker = format!("{k}{}", dsl::props::INHERIT_SUFFIX);
     match v {
@@ -216,6 +217,46 @@ fn set_one_prop(w: &mut PoolWriter, dir: u64, ds: u64, k: &str, v: Option<ZapVal
             Ok(())
         }
     }
+}
+
+/// Refuses a `reservation` or `refreservation` of `n` bytes that would take more than the
+/// space there is (ENOSPC), or exceed the `quota` (`refquota`) of the dataset
+/// (`dsl_dir_set_reservation_check`, `dsl_dataset_set_refreservation_check`): what grows
+/// is what the reservation takes beyond the space already used (the directory's for
+/// `reservation`, the head's unique space for `refreservation`), and it must fit in what
+/// the parent directory leaves (for `refreservation`, the dataset's own directory).
+fn check_reservation(w: &mut PoolWriter, name: &str, f: &Found, k: &str, n: u64) -> Result<()> {
+    let d = dslw::dir_phys(&w.mos, f.dir)?;
+    let (used, old, room_dir, limit) = if k == "reservation" {
+        (d.used_bytes, d.reserved, d.parent_obj, d.quota)
+    } else {
+        let refquota = dslw::dir_value(&w.mos, &mut w.mos_zaps, d.props_zapobj, "refquota")?
+            .and_then(|v| v.values.first().copied())
+            .unwrap_or(0);
+        let unique = dslw::ds_phys(&w.mos, f.ds)?.unique_bytes;
+        (unique, dslw::head_reserved(&w.mos, &mut w.mos_zaps, f.ds)?, f.dir, refquota)
+    };
+    let too_big = || {
+        PoolError::NoSpace(format!("cannot set property for '{name}': size is greater than available space"))
+    };
+    if limit != 0 && n > limit {
+        return Err(too_big());
+    }
+    let grows = used.max(n).saturating_sub(used.max(old));
+    if grows == 0 {
+        return Ok(());
+    }
+    let pool_avail = crate::txg::dsl_pool_avail(w)?;
+    let room = if room_dir == 0 {
+        pool_avail
+    } else {
+        let mos = &w.mos;
+        dsl::quota::dir_available(room_dir, pool_avail, &mut |x| dslw::dir_phys(mos, x))?
+    };
+    if grows > room {
+        return Err(too_big());
+    }
+    Ok(())
 }
 
 /// Sets or removes one entry of head dataset `ds`'s props ZAP (its directory's).
@@ -341,6 +382,10 @@ impl Spa {
                 let origin = origin_snapshot(w)?;
                 let ds = dslw::create_dataset(&mut w.mos, &mut w.mos_zaps, dir, origin, txg, now)?;
                 for (k, v) in &p {
+                    if k == "reservation" || k == "refreservation" {
+                        let bytes = v.values.first().copied().unwrap_or(0);
+                        check_reservation(w, &n, &Found { dir, ds }, k, bytes)?;
+                    }
                     set_one_prop(w, dir, ds, k, Some(v.clone()))?;
                 }
                 w.activate_for_props(ds, &p)?;
@@ -642,8 +687,16 @@ impl Spa {
             // (`dsl_dir_set_quota_check`, `dsl_dataset_set_refquota_check`).
             for (k, v) in &set {
                 let n = v.values.first().copied().unwrap_or(0);
+                if k == "reservation" || k == "refreservation" {
+                    check_reservation(w, name, &f, k, n)?;
+                    continue;
+                }
                 let floor = match k.as_str() {
-                    "quota" => dslw::dir_phys(&w.mos, f.dir)?.used_bytes,
+                    // Nor below its reservation (`dsl_dir_set_quota_check`).
+                    "quota" => {
+                        let d = dslw::dir_phys(&w.mos, f.dir)?;
+                        d.used_bytes.max(d.reserved)
+                    }
                     "refquota" => dslw::ds_phys(&w.mos, f.ds)?.referenced_bytes.max(dslw::head_reserved(
                         &w.mos,
                         &mut w.mos_zaps,

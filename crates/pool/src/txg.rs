@@ -687,6 +687,7 @@ impl Spa {
     /// forbids ([`dsl::quota`]: EDQUOT); when only the open txg's estimate is over a limit,
     /// syncs it and asks again.
     fn check_quotas(&self, w: &mut PoolWriter, ds: u64, refquota: bool) -> Result<()> {
+        let mut out_of_room = false;
         for _ in 0..=FORCED_TXGS_FOR_SPACE {
             let mut head = head_space(w, ds)?;
             if !refquota {
@@ -715,7 +716,21 @@ impl Spa {
             };
             let mut dirs = |d: u64| dsl::write::dir_phys(mos, d);
             match dsl::quota::verdict(&head, &mut in_flight, &mut dirs)? {
-                dsl::quota::Verdict::Fits => return Ok(()),
+                dsl::quota::Verdict::Fits => {
+                    if reservations_leave_room(w, &head)? {
+                        return Ok(());
+                    }
+                    // What the open txg holds may be what is counted twice (a dataset
+                    // writing into its own reservation): after a sync the answer is exact.
+                    if out_of_room {
+                        return Err(PoolError::NoSpace(format!(
+                            "out of space in pool '{}' (the rest is reserved by other datasets)",
+                            self.name
+                        )));
+                    }
+                    out_of_room = true;
+                    self.sync_locked_forced(w)?;
+                }
                 dsl::quota::Verdict::Over(why) => {
                     return Err(PoolError::QuotaExceeded(format!("disk quota exceeded ({why})")));
                 }
@@ -1053,6 +1068,8 @@ impl Spa {
     pub fn head_space(&self, ds: u64) -> Result<(u64, u64)> {
         let (_, pool_avail) = self.space();
         let mut w = lock(&self.w);
+        // Space reserved elsewhere is not available here (its own comes back to it).
+        let pool_avail = pool_avail.saturating_sub(w.unused_reservations()?);
         let head = head_space(&mut w, ds)?;
         let avail = dsl::quota::head_available(&head, pool_avail, &mut |d| dsl::write::dir_phys(&w.mos, d))?;
         Ok((head.referenced, avail))
@@ -1146,6 +1163,32 @@ fn dir_chain(mos: &dmu::tx::DirtyObjset, ds: u64) -> Result<Vec<u64>> {
         d = dsl::write::dir_phys(mos, d)?.parent_obj;
     }
     Ok(out)
+}
+
+/// Whether head `head` may write when `reservation`s and `refreservation`s of other
+/// datasets hold space: what it has left ([`dsl::quota::head_available`] of the pool's
+/// available space, the open txg's worst case taken off, less the unused reservations,
+/// its own coming back to it) is not zero. Without reservations in the pool this is
+/// the allocator's check alone ([`Spa::reserve`]).
+fn reservations_leave_room(w: &mut PoolWriter, head: &dsl::quota::HeadSpace) -> Result<bool> {
+    let r = w.unused_reservations()?;
+    if r == 0 {
+        return Ok(true);
+    }
+    let a = Accounting::of(w);
+    let avail = a.deflate((a.free + a.deferred).saturating_sub(a.slop + a.reserved)).saturating_sub(r);
+    let h = dsl::quota::HeadSpace { refquota: 0, ..*head };
+    let left = dsl::quota::head_available(&h, avail, &mut |d| dsl::write::dir_phys(&w.mos, d))?;
+    Ok(left > 0)
+}
+
+/// The space the DSL can still give out, deflated, as of now (syncing context too): the
+/// pool's available space less what reservations hold unused. What a directory has left
+/// is this, passed down its chain ([`dsl::quota::dir_available`]).
+pub(crate) fn dsl_pool_avail(w: &mut PoolWriter) -> Result<u64> {
+    let a = Accounting::of(w);
+    let avail = a.deflate((a.free + a.deferred).saturating_sub(a.slop + a.reserved));
+    Ok(avail.saturating_sub(w.unused_reservations_now()?))
 }
 
 /// Space figures of a pool, in allocated (asize) bytes unless said otherwise.

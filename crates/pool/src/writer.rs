@@ -525,6 +525,9 @@ pub struct PoolWriter {
     task_results: Vec<(u64, Result<()>)>,
     /// Dataset writers removed by a destroy in the txg being synced (back on rollback).
     txg_removed: Vec<(u64, DatasetWriter)>,
+    /// [`PoolWriter::unused_reservations`] as of the end of the txg before the open one:
+    /// (open txg, bytes). The DSL's accounting changes only in syncing context.
+    unused_rsrv: Option<(u64, u64)>,
     /// The MOS config object must be rewritten in the next sync even though the labels
     /// need not change (a txg with nothing else to write, see [`PoolWriter::sync_forced`]).
     config_obj_dirty: bool,
@@ -591,6 +594,7 @@ impl PoolWriter {
             tasks: Vec::new(),
             task_results: Vec::new(),
             txg_removed: Vec::new(),
+            unused_rsrv: None,
             config_obj_dirty: false,
             committed_root: None,
             durable_txg: txg.saturating_sub(1),
@@ -1010,6 +1014,43 @@ impl PoolWriter {
             self.write_space_maps(txg, pass)?;
         }
         Ok(())
+    }
+}
+
+impl PoolWriter {
+    /// The space reserved and not used anywhere in the pool
+    /// ([`dsl::quota::unused_reservations`]) as the DSL stands now: in syncing context,
+    /// after the changes made so far in the txg.
+    pub fn unused_reservations_now(&mut self) -> Result<u64> {
+        let root = self
+            .mos_zaps
+            .lookup_u64(&self.mos, 1, "root_dataset")
+            .map_err(|e| PoolError::Invalid(e.to_string()))?
+            .ok_or_else(|| PoolError::Invalid("the MOS directory has no root_dataset".into()))?;
+        let (mos, zaps) = (&self.mos, &mut self.mos_zaps);
+        let v = dsl::quota::unused_reservations(root, &mut |d| dslw::dir_phys(mos, d), &mut |p| {
+            if p.child_dir_zapobj == 0 {
+                return Ok(Vec::new());
+            }
+            let kids = zaps
+                .entries(mos, p.child_dir_zapobj)
+                .map_err(|e| dsl::DslError::Corrupt { what: "child directory ZAP", detail: e.to_string() })?;
+            Ok(kids.iter().filter_map(|(_, v)| v.values.first().copied()).collect())
+        })?;
+        Ok(v)
+    }
+
+    /// [`PoolWriter::unused_reservations_now`] for open context, computed once per txg
+    /// (the DSL's accounting changes only when a txg syncs). Not for syncing context.
+    pub fn unused_reservations(&mut self) -> Result<u64> {
+        if let Some((txg, v)) = self.unused_rsrv {
+            if txg == self.txg {
+                return Ok(v);
+            }
+        }
+        let v = self.unused_reservations_now()?;
+        self.unused_rsrv = Some((self.txg, v));
+        Ok(v)
     }
 }
 

@@ -1260,6 +1260,9 @@ pub fn head_available(pool: &Pool, dsl: &DslPool, ds: &Dataset, pool_avail: u64)
         refquota: n("refquota")?,
         refreservation: n("refreservation")?,
     };
+    // Space reserved elsewhere is not available here (what its own reservations hold comes
+    // back to it on the way down).
+    let pool_avail = pool_avail.saturating_sub(dsl.unused_reservations().map_err(|e| e.to_string())?);
     dsl::quota::head_available(&head, pool_avail, &mut |d| dsl.dir_phys(d)).map_err(|e| e.to_string())
 }
 
@@ -1560,6 +1563,9 @@ fn with_altroot(pool: &Pool, mut v: PropVal) -> PropVal {
     v
 }
 
+/// What `zfs get all` lists, in OpenZFS's order (zfs_prop.c's registration order, as
+/// `zfs get all` prints it), for the properties rzfs knows; those that do not apply to a
+/// dataset's type are left out for it.
 const GET_ALL: &[&str] = &[
     "type",
     "creation",
@@ -1568,44 +1574,53 @@ const GET_ALL: &[&str] = &[
     "referenced",
     "compressratio",
     "mounted",
-    "mountpoint",
+    "quota",
+    "reservation",
     "recordsize",
+    "mountpoint",
+    "volsize",
+    "volblocksize",
     "checksum",
     "compression",
     "atime",
-    "readonly",
-    "canmount",
-    "xattr",
-    "dnodesize",
-    "copies",
-    "guid",
-    "createtxg",
-    "snapshots_changed",
-    "logicalused",
-    "logicalreferenced",
-    "refcompressratio",
-    "refreservation",
-    "usedbysnapshots",
-    "usedbydataset",
-    "usedbychildren",
-    "usedbyrefreservation",
-    "snapdir",
-    "sync",
+    "devices",
     "exec",
     "setuid",
-    "devices",
-    "acltype",
+    "readonly",
+    "zoned",
+    "snapdir",
     "aclmode",
     "aclinherit",
-    "zoned",
-    "primarycache",
-    "secondarycache",
-    "logbias",
-    "redundant_metadata",
+    "createtxg",
+    "canmount",
+    "xattr",
+    "copies",
     "version",
     "utf8only",
     "normalization",
     "casesensitivity",
+    "refquota",
+    "refreservation",
+    "guid",
+    "primarycache",
+    "secondarycache",
+    "usedbysnapshots",
+    "usedbydataset",
+    "usedbychildren",
+    "usedbyrefreservation",
+    "logbias",
+    "dedup",
+    "sync",
+    "dnodesize",
+    "refcompressratio",
+    "written",
+    "logicalused",
+    "logicalreferenced",
+    "volmode",
+    "acltype",
+    "relatime",
+    "redundant_metadata",
+    "snapshots_changed",
 ];
 
 /// The user properties that apply to `ds` (set on it or on an ancestor), by name.
@@ -1697,6 +1712,10 @@ fn get(
         let mut plist = plist.clone();
         if props == "all" {
             plist.retain(|p| applies_to(p, &e.ds));
+            // A file system's snapshot has no volume size (zfs_prop_get fails on it).
+            if e.ds.kind == DatasetKind::Snapshot && !is_vol_snapshot(&dsl, &e.ds) {
+                plist.retain(|p| p != "volsize");
+            }
             plist.extend(user_props(&dsl, &e.ds)?);
         }
         for p in &plist {
