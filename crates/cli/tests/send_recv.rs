@@ -2369,3 +2369,54 @@ fn send_saved_partial_stream() {
     d.ok("rzpool", &["export", "sv"]);
     zdb_check(&dir, "sv");
 }
+
+/// A `refquota` holds against rollback and receive (`dsl_dataset_rollback_check`,
+/// `dsl_dataset_clone_swap_check_impl`): rolling back to a snapshot that references more
+/// than the refquota is refused with EDQUOT, and so is `receive -F` of a file system that
+/// references more than it allows plus one change's overshoot (64 MiB); both leave the
+/// datasets as they were, and zdb finds the pool clean.
+#[test]
+fn refquota_holds_against_rollback_and_receive() {
+    if skip_without_fuse_zdb("refquota_holds_against_rollback_and_receive") {
+        return;
+    }
+    let dir = scratch("refquota_rr");
+    let d = Daemon::new("refquota_rr");
+    let (_devs, mnt) = create(&d, &dir, "rq", &SINGLE, 512 << 20);
+    d.ok("rzfs", &["create", "rq/src"]);
+    d.ok("rzfs", &["create", "rq/dst"]);
+    // Incompressible data, so what is referenced is what was written.
+    let mut rng = Rng::new(0x7ef);
+    let mut noise = |n: usize| -> Vec<u8> { (0..n / 8).flat_map(|_| rng.next().to_le_bytes()).collect() };
+    std::fs::write(mnt.join("src/big"), noise(80 << 20)).unwrap();
+    std::fs::write(mnt.join("dst/keep"), b"kept").unwrap();
+    d.ok("rzfs", &["snapshot", "rq/src@s"]);
+    // Rollback: the snapshot references 80 MiB, the refquota allows 40.
+    std::fs::remove_file(mnt.join("src/big")).unwrap();
+    d.ok("rzpool", &["sync", "rq"]);
+    d.ok("rzfs", &["set", "refquota=40M", "rq/src"]);
+    let (code, _, err) = d.run("rzfs", &["rollback", "rq/src@s"]);
+    assert!(code != 0 && err.contains("quota exceeded"), "rollback over the refquota: {err}");
+    assert!(!mnt.join("src/big").exists(), "the refused rollback changed nothing");
+    d.ok("rzfs", &["set", "refquota=none", "rq/src"]);
+    d.ok("rzfs", &["rollback", "rq/src@s"]);
+    assert_eq!(std::fs::metadata(mnt.join("src/big")).unwrap().len(), 80 << 20);
+    // Receive -F over a file system whose refquota is 10 MiB: 80 MiB > 10 + 64.
+    let stream = dir.join("s.zstream");
+    let (code, err) = send_to(&d, &["rq/src@s"], &stream);
+    assert_eq!(code, 0, "{err}");
+    d.ok("rzfs", &["set", "refquota=10M", "rq/dst"]);
+    let (code, err) = recv_from(&d, &["-F", "rq/dst"], &stream);
+    assert!(code != 0 && err.contains("refquota"), "receive over the refquota: {err}");
+    assert_eq!(std::fs::read(mnt.join("dst/keep")).unwrap(), b"kept", "the refused receive changed nothing");
+    let names = d.ok("rzfs", &["list", "-H", "-t", "all", "-o", "name", "-r", "rq"]);
+    assert_eq!(names, "rq\nrq/dst\nrq/src\nrq/src@s\n", "nothing of the refused receive is left");
+    // Within the refquota plus the slack it is received.
+    d.ok("rzfs", &["set", "refquota=20M", "rq/dst"]);
+    let (code, err) = recv_from(&d, &["-F", "rq/dst"], &stream);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(std::fs::metadata(mnt.join("dst/big")).unwrap().len(), 80 << 20);
+    d.ok("rzpool", &["export", "rq"]);
+    zdb_check(&dir, "rq");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -219,6 +219,13 @@ fn set_one_prop(w: &mut PoolWriter, dir: u64, ds: u64, k: &str, v: Option<ZapVal
     }
 }
 
+/// How far a received file system may reference more than the refquota of the one it
+/// replaces: what one change can overshoot a refquota by. OpenZFS allows
+/// `DMU_MAX_ACCESS` (64 MiB) times `spa_asize_inflation` because its estimates are
+/// inflated allocation sizes; rzfs's quota checks count deflated bytes and let one change
+/// through, never more than `DMU_MAX_ACCESS`, so that is its slack.
+const RECV_REFQUOTA_SLACK: u64 = 64 << 20;
+
 /// Refuses a `reservation` or `refreservation` of `n` bytes that would take more than the
 /// space there is (ENOSPC), or exceed the `quota` (`refquota`) of the dataset
 /// (`dsl_dir_set_reservation_check`, `dsl_dataset_set_refreservation_check`): what grows
@@ -957,6 +964,19 @@ impl Spa {
                 let hf = must_find(w, &h)?;
                 let tf = must_find(w, &t)?;
                 let txg = w.txg;
+                // What was received may not be far over head's refquota: by more than one
+                // change can overshoot it (`dsl_dataset_clone_swap_check_impl`), so a
+                // receive does not override a refquota.
+                let pz = dslw::dir_phys(&w.mos, hf.dir)?.props_zapobj;
+                let refquota = dslw::dir_value(&w.mos, &mut w.mos_zaps, pz, "refquota")?
+                    .and_then(|v| v.values.first().copied())
+                    .unwrap_or(0);
+                let refd = dslw::ds_phys(&w.mos, tf.ds)?.referenced_bytes;
+                if refquota != 0 && refd > refquota.saturating_add(RECV_REFQUOTA_SLACK) {
+                    return Err(PoolError::QuotaExceeded(format!(
+                        "'{h}' would reference {refd} bytes, over its refquota of {refquota}"
+                    )));
+                }
                 w.remove_dataset_writer(hf.ds);
                 w.remove_dataset_writer(tf.ds);
                 // An incremental into a clone of one of head's snapshots: the snapshots taken
@@ -1245,6 +1265,9 @@ impl Spa {
                 w.rollback_head(head.ds).map_err(|e| match e {
                     PoolError::Unsupported(m) => {
                         PoolError::Unsupported(format!("cannot rollback to '{s}': {m}"))
+                    }
+                    PoolError::QuotaExceeded(m) => {
+                        PoolError::QuotaExceeded(format!("cannot rollback to '{s}': {m}"))
                     }
                     e => e,
                 })
