@@ -58,6 +58,31 @@ fn user_properties() {
     assert!(all.contains("com.sun:auto-snapshot\tfalse\tlocal\n"), "{all}");
     assert!(all.contains("foo:bar\tx y\tinherited from up/a\n"), "{all}");
     assert!(all.contains("compression\t"), "native ones too:\n{all}");
+    // `get all` in OpenZFS's order, quota and reservation among them.
+    let order: Vec<&str> = all.lines().filter_map(|l| l.split('\t').next()).collect();
+    let at = |p: &str| order.iter().position(|x| *x == p).unwrap_or_else(|| panic!("{p} missing:\n{all}"));
+    assert!(
+        at("mounted") < at("quota")
+            && at("quota") < at("reservation")
+            && at("reservation") < at("recordsize")
+    );
+    assert!(at("mountpoint") < at("sharenfs") && at("sharenfs") < at("checksum"));
+    assert!(at("casesensitivity") < at("sharesmb") && at("sharesmb") < at("refquota"));
+    // The share properties: kept, inherited, checked as OpenZFS on Linux checks them; rzfs
+    // says that it does not share.
+    let (code, _, err) = d.run("rzfs", &["set", "sharenfs=ro,no_root_squash", "up/a"]);
+    assert!(code == 0 && err.contains("does not share"), "{err}");
+    d.ok("rzfs", &["set", "sharesmb=on", "up"]);
+    assert_eq!(
+        get(&d, "sharenfs,sharesmb", &["up/a/b"]),
+        "up/a/b\tsharenfs\tro,no_root_squash\tinherited from up/a\nup/a/b\tsharesmb\ton\tinherited from up\n"
+    );
+    for bad in ["sharenfs=bogus", "sharenfs=ro rw", "sharesmb=guest"] {
+        let (code, _, err) = d.run("rzfs", &["set", bad, "up/a"]);
+        assert!(code != 0 && err.contains("'share"), "{bad}: {err}");
+    }
+    d.ok("rzfs", &["inherit", "sharenfs", "up/a"]);
+    assert_eq!(get(&d, "sharenfs", &["up/a/b"]), "up/a/b\tsharenfs\toff\tdefault\n");
     let list = d.ok("rzfs", &["list", "-H", "-t", "all", "-o", "name,my:tag,com.sun:auto-snapshot"]);
     assert!(list.contains("up/a@s1\ttwo\ttrue\n") && list.contains("up/a/b\t-\tfalse\n"), "{list}");
     d.ok("rzfs", &["inherit", "foo:bar", "up/a"]);

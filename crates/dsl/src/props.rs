@@ -228,6 +228,8 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("recordsize", "131072"),
     ("quota", "0"),
     ("refquota", "0"),
+    ("sharenfs", "off"),
+    ("sharesmb", "off"),
     ("reservation", "0"),
     ("refreservation", "0"),
     ("volmode", "default"),
@@ -402,6 +404,11 @@ pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, Stri
             "none" => Ok(RawProp::Num(0)),
             v => parse_size(v).map(RawProp::Num).ok_or_else(|| format!("bad numeric value '{v}'")),
         },
+        "sharenfs" => valid_sharenfs(value).map(|()| RawProp::Str(value.to_string())),
+        "sharesmb" => match value {
+            "on" | "off" => Ok(RawProp::Str(value.to_string())),
+            _ => Err("'sharesmb' must be 'on' or 'off'".into()),
+        },
         "atime" | "relatime" | "readonly" | "canmount" | "xattr" | "copies" | "exec" | "setuid"
         | "devices" | "snapdir" | "sync" | "volmode" | "dnodesize" | "primarycache" | "secondarycache"
         | "logbias" | "redundant_metadata" | "zoned" | "aclinherit" | "aclmode" => {
@@ -409,6 +416,60 @@ pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, Stri
         }
         _ => Err(format!("property '{prop}' cannot be set by rzfs yet")),
     }
+}
+
+/// Checks a `sharenfs` value as OpenZFS on Linux does before storing it: `on`, `off`, or
+/// comma-separated options of exportfs(8) — `ro`/`rw` (optionally `=host[:host...]`),
+/// `sec=...`, or one of the Linux export options OpenZFS passes on (its libzfs
+/// `get_linux_shareopts_cb` list). rzfs keeps the property for OpenZFS and for tools that
+/// read it; it does not export file systems itself.
+fn valid_sharenfs(value: &str) -> std::result::Result<(), String> {
+    const KEYS: &[&str] = &[
+        "all_squash",
+        "anongid",
+        "anonuid",
+        "async",
+        "auth_nlm",
+        "crossmnt",
+        "fsid",
+        "fsuid",
+        "hide",
+        "insecure",
+        "insecure_locks",
+        "mountpoint",
+        "mp",
+        "no_acl",
+        "no_all_squash",
+        "no_auth_nlm",
+        "no_root_squash",
+        "no_subtree_check",
+        "no_wdelay",
+        "nohide",
+        "refer",
+        "replicas",
+        "root_squash",
+        "secure",
+        "secure_locks",
+        "subtree_check",
+        "sync",
+        "wdelay",
+    ];
+    if value == "on" || value == "off" {
+        return Ok(());
+    }
+    if value.is_empty()
+        || value.len() >= MAX_PROP_VALUE
+        || value.contains(|c: char| c.is_whitespace() || c == '\0')
+    {
+        return Err(format!("'sharenfs' cannot be '{value}': not 'on', 'off' or share options"));
+    }
+    for opt in value.split(',') {
+        let key = opt.split_once('=').map_or(opt, |(k, _)| k);
+        if !(matches!(key, "ro" | "rw" | "sec") || KEYS.contains(&key)) {
+            return Err(format!("'sharenfs' cannot be '{value}': unknown share option '{key}'"));
+        }
+    }
+    Ok(())
 }
 
 /// Largest `recordsize` (`SPA_MAXBLOCKSIZE`; OpenZFS 2.2+ allows it by default).

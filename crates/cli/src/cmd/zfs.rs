@@ -575,12 +575,27 @@ pub fn run_with(
                     && assignments
                         .iter()
                         .any(|a| a.split_once('=').is_some_and(|(k, v)| k == "canmount" && v == "noauto"));
-                if no_mount || noauto {
+                let mut r = if no_mount || noauto {
                     // `zfs set -u`: the property changes; mounts stay as they are.
                     crate::rwpool::set(state, assignments, names).map(|_| Response::ok(String::new()))
                 } else {
                     with_remount(state, prop, names, || crate::rwpool::set(state, assignments, names))
+                };
+                // The share properties are kept (OpenZFS shares by them when the pool moves
+                // there), but rzfs runs no NFS or SMB export: say so rather than pretend.
+                if let Ok(r) = &mut r {
+                    let sharing = assignments
+                        .iter()
+                        .filter_map(|a| a.split_once('='))
+                        .find(|(k, v)| (*k == "sharenfs" || *k == "sharesmb") && *v != "off");
+                    if let (0, Some((k, _))) = (r.exit, sharing) {
+                        r.stderr.push_str(&format!(
+                            "note: '{k}' is set, but rzfs does not share file systems over NFS or SMB; \
+                             export the mount point with the system's own server\n"
+                        ));
+                    }
                 }
+                r
             }
         }
         Cmd::Hold { recursive, tag, snapshots } => hold_release(state, &snapshots, recursive, |rw, names| {
@@ -1321,6 +1336,8 @@ const PROP_TYPES: &[(&str, &str)] = &[
     ("refquota", "F"),
     ("refreservation", "FV"),
     ("recordsize", "F"),
+    ("sharenfs", "F"),
+    ("sharesmb", "F"),
 ];
 
 /// Does native property `prop` apply to `ds`'s type?
@@ -1578,6 +1595,7 @@ const GET_ALL: &[&str] = &[
     "reservation",
     "recordsize",
     "mountpoint",
+    "sharenfs",
     "volsize",
     "volblocksize",
     "checksum",
@@ -1599,6 +1617,7 @@ const GET_ALL: &[&str] = &[
     "utf8only",
     "normalization",
     "casesensitivity",
+    "sharesmb",
     "refquota",
     "refreservation",
     "guid",
