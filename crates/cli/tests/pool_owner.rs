@@ -1113,6 +1113,11 @@ fn iostat_reports_io_per_vdev() {
     let hist = d.ok("rzpool", &["history", "io"]);
     assert!(hist.contains(" zpool set comment=via-link io\n"), "{hist}");
     assert!(hist.contains(&format!(" rzpool create -m none io mirror {} {}\n", devs[0], devs[1])), "{hist}");
+    // An export is logged before it happens, so the history shows it after an import.
+    d.ok("rzpool", &["export", "io"]);
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "io"]);
+    let hist = d.ok("rzpool", &["history", "io"]);
+    assert!(hist.contains(" rzpool export io\n"), "{hist}");
 }
 
 /// `zpool create -n` and `zfs create -n/-v/-P/-u` as zpool and zfs have them: dry runs check

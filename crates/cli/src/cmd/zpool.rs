@@ -563,7 +563,16 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
                 r
             })
         }
-        Cmd::Export { pools, force, hardforce } => export(state, &pools, force, hardforce),
+        Cmd::Export { pools, force, hardforce } => {
+            // Logged before the export, which syncs it (zfs_ioc_pool_export logs first), so
+            // the history shows the export after the pool is imported again.
+            for pool in &pools {
+                if crate::rwpool::writer_of(state, pool).is_some() {
+                    crate::rwpool::log_history(state, pool, &format!("{shown} {}", argv.join(" ")));
+                }
+            }
+            export(state, &pools, force, hardforce)
+        }
         Cmd::Status { verbose, unhealthy_only, parsable, errors_only, slow: _, pools } => {
             status(state, &pools, verbose, unhealthy_only, parsable, errors_only)
         }
