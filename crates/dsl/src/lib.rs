@@ -303,12 +303,62 @@ impl DslPool {
             .ok_or_else(|| DslError::NoSuchDataset(name.to_string()))
     }
 
-    /// Finds a dataset or snapshot by full name.
+    /// Finds a dataset or snapshot by full name: by lookups down the child-directory ZAPs
+    /// (and the head's snapshot-name ZAP), as `dsl_dataset_hold` does, so the cost does not
+    /// grow with the number of datasets in the pool; when that finds nothing (a name a
+    /// normalizing ZAP stores differently, say) the listing decides.
     pub fn find(&self, name: &str) -> Result<Dataset> {
+        if let Some(d) = self.lookup(name)? {
+            return Ok(d);
+        }
         self.list()?
             .into_iter()
             .find(|d| d.name == name)
             .ok_or_else(|| DslError::NoSuchDataset(name.to_string()))
+    }
+
+    /// [`DslPool::find`]'s direct path; `None` when it does not find the name.
+    fn lookup(&self, name: &str) -> Result<Option<Dataset>> {
+        let (path, snap) = match name.split_once('@') {
+            Some((p, s)) => (p, Some(s)),
+            None => (name, None),
+        };
+        let mut parts = path.split('/');
+        if parts.next() != Some(self.name.as_str()) {
+            return Ok(None);
+        }
+        let mut dir_obj = self.root_dir_obj()?;
+        let mut dir = self.dir(dir_obj)?;
+        for (depth, part) in parts.enumerate() {
+            // Hidden directories ($MOS, $ORIGIN, ...) are not datasets (`walk` skips them).
+            if part.is_empty() || part.starts_with('$') || depth >= MAX_DEPTH || dir.child_dir_zapobj == 0 {
+                return Ok(None);
+            }
+            let Some(child) = zap::lookup_u64(&self.mos, dir.child_dir_zapobj, part)? else {
+                return Ok(None);
+            };
+            dir_obj = child;
+            dir = self.dir(dir_obj)?;
+        }
+        if dir.head_dataset_obj == 0 {
+            return Ok(None);
+        }
+        let head = self.head(dir_obj, &dir, path)?;
+        let Some(snap) = snap else { return Ok(Some(head)) };
+        if head.ds.snapnames_zapobj == 0 {
+            return Ok(None);
+        }
+        let Some(obj) = zap::lookup_u64(&self.mos, head.ds.snapnames_zapobj, snap)? else { return Ok(None) };
+        let ds = self.dataset(obj)?;
+        Ok(Some(Dataset {
+            name: name.to_string(),
+            kind: DatasetKind::Snapshot,
+            dir_obj: head.dir_obj,
+            ds_obj: obj,
+            dir: head.dir.clone(),
+            ds,
+            order: self.mos.dnode_byte_order(),
+        }))
     }
 
     /// Opens the objset of a dataset.

@@ -17,6 +17,7 @@ use dmu::tx::{DirtyObjset, TxgCost};
 use ondisk::zap::build::{build_zap, BuildEntry, ZapBuildOpts};
 use ondisk::ByteOrder;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// A value: `values.len()` integers of `int_size` bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,7 +66,11 @@ pub struct ZapState {
 /// ([`ZapCache::flush_failed`]) they become dirty again, so the retried sync writes them.
 #[derive(Clone, Default)]
 pub struct ZapCache {
-    zaps: HashMap<u64, ZapState>,
+    /// Shared with the copies a txg checkpoint takes (`Clone`): a ZAP is copied only when
+    /// changed while a copy holds it, so a checkpoint costs a pointer per cached ZAP, not
+    /// a copy of every entry (the MOS caches a ZAP per dataset directory, snapshot list,
+    /// deadlist and props object).
+    zaps: HashMap<u64, Arc<ZapState>>,
     seed: u64,
     /// ZAPs written by the last flush whose txg is not yet durable.
     flushed: std::collections::HashSet<u64>,
@@ -201,7 +206,7 @@ impl ZapCache {
         let salt = new_salt(&mut self.seed);
         let st = ZapState { entries: BTreeMap::new(), salt, normflags, dirty: true, norm_index: None };
         self.dirty_cost.add(&st.encoded_cost());
-        self.zaps.insert(obj, st);
+        self.zaps.insert(obj, Arc::new(st));
     }
 
     /// What writing the dirty ZAPs at the next flush may cost (an upper bound kept up to
@@ -215,6 +220,7 @@ impl ZapCache {
     fn mark_dirty(&mut self, obj: u64) {
         if let Some(st) = self.zaps.get_mut(&obj) {
             if !st.dirty {
+                let st = Arc::make_mut(st);
                 st.dirty = true;
                 let c = st.encoded_cost();
                 self.dirty_cost.add(&c);
@@ -222,16 +228,27 @@ impl ZapCache {
         }
     }
 
-    /// The in-memory state of `obj`, loaded from the committed objset on first use.
+    /// The in-memory state of `obj` to change, loaded from the committed objset on first
+    /// use (and copied first if a checkpoint shares it).
     pub fn state(&mut self, os: &DirtyObjset, obj: u64) -> Result<&mut ZapState> {
-        match self.zaps.entry(obj) {
-            std::collections::hash_map::Entry::Occupied(e) => Ok(e.into_mut()),
-            std::collections::hash_map::Entry::Vacant(e) => Ok(e.insert(load_state(os, obj)?)),
-        }
+        let st = match self.zaps.entry(obj) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(Arc::new(load_state(os, obj)?)),
+        };
+        Ok(Arc::make_mut(st))
+    }
+
+    /// The in-memory state of `obj` to read (never copied).
+    fn loaded(&mut self, os: &DirtyObjset, obj: u64) -> Result<&ZapState> {
+        let st = match self.zaps.entry(obj) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(Arc::new(load_state(os, obj)?)),
+        };
+        Ok(st)
     }
 
     pub fn lookup(&mut self, os: &DirtyObjset, obj: u64, name: &[u8]) -> Result<Option<ZapVal>> {
-        Ok(self.state(os, obj)?.entries.get(name).cloned())
+        Ok(self.loaded(os, obj)?.entries.get(name).cloned())
     }
 
     /// The stored name that `name` finds in a normalized ZAP (`MT_NORMALIZE`): the name
@@ -328,11 +345,11 @@ impl ZapCache {
 
     /// All entries, sorted by name.
     pub fn entries(&mut self, os: &DirtyObjset, obj: u64) -> Result<Vec<(Vec<u8>, ZapVal)>> {
-        Ok(self.state(os, obj)?.entries.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        Ok(self.loaded(os, obj)?.entries.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
     }
 
     pub fn len(&mut self, os: &DirtyObjset, obj: u64) -> Result<usize> {
-        Ok(self.state(os, obj)?.entries.len())
+        Ok(self.loaded(os, obj)?.entries.len())
     }
 
     /// Frees the ZAP object.
@@ -359,6 +376,7 @@ impl ZapCache {
         dirty.sort_unstable();
         for obj in dirty {
             let st = self.zaps.get_mut(&obj).ok_or(ZapError::Corrupt { obj, detail: "vanished".into() })?;
+            let st = Arc::make_mut(st);
             write_zap(os, obj, st)?;
             st.dirty = false;
             self.flushed.insert(obj);
