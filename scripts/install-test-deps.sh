@@ -42,7 +42,7 @@ add_source /etc/apt/sources.list.d/rzfs-contrib.sources bookworm contrib
 # by zfs-fuse). man-db (man, groff) and systemd (systemd-analyze) check what
 # scripts/install.sh installs (tests/install.rs).
 # ksh, sudo and the rest of the second line are what OpenZFS's test suite runs (tests/zts/ci.sh).
-pkgs=(fuse3 zfs-fuse bzip2 pkg-config attr acl xxd btrfs-progs time sanoid pv mbuffer man-db systemd
+pkgs=(fuse3 zfs-fuse bzip2 pkg-config attr acl e2fsprogs xxd btrfs-progs time sanoid pv mbuffer man-db systemd
   ksh sudo sysstat xxhash parted rsync pax fio bc jq file cpio)
 missing=()
 for p in "${pkgs[@]}"; do

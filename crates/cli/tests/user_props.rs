@@ -81,6 +81,20 @@ fn user_properties() {
         let (code, _, err) = d.run("rzfs", &["set", bad, "up/a"]);
         assert!(code != 0 && err.contains("'share"), "{bad}: {err}");
     }
+    // lsattr through the mount: FS_IOC_GETFLAGS and FS_IOC_GETVERSION (the generation is
+    // the txg that created the file, the same in a snapshot).
+    std::fs::write(mnt.join("a/gen"), b"x").unwrap();
+    d.ok("rzfs", &["snapshot", "up/a@gen"]);
+    let lsattr = |p: &std::path::Path| {
+        let o = std::process::Command::new("lsattr").arg("-v").arg(p).output().expect("lsattr (e2fsprogs)");
+        assert!(o.status.success(), "lsattr {}: {}", p.display(), String::from_utf8_lossy(&o.stderr));
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        let mut w = out.split_whitespace();
+        (w.next().unwrap().parse::<u64>().unwrap(), w.next().unwrap().to_string())
+    };
+    let (gen, flags) = lsattr(&mnt.join("a/gen"));
+    assert!(gen > 0 && !flags.contains(|c: char| c != '-'), "{gen} {flags}");
+    assert_eq!(lsattr(&mnt.join("a/.zfs/snapshot/gen/gen")).0, gen);
     d.ok("rzfs", &["inherit", "sharenfs", "up/a"]);
     assert_eq!(get(&d, "sharenfs", &["up/a/b"]), "up/a/b\tsharenfs\toff\tdefault\n");
     let list = d.ok("rzfs", &["list", "-H", "-t", "all", "-o", "name,my:tag,com.sun:auto-snapshot"]);

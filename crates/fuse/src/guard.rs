@@ -7,7 +7,7 @@
 
 use fuser::{
     Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
 };
 use std::ffi::OsStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -184,6 +184,17 @@ impl<F: Filesystem> Filesystem for Guarded<F> {
             length: i64,
             mode: i32,
             reply: ReplyEmpty,
+        );
+        fn ioctl(
+            &mut self,
+            req: &Request<'_>,
+            ino: u64,
+            fh: u64,
+            flags: u32,
+            cmd: u32,
+            in_data: &[u8],
+            out_size: u32,
+            reply: ReplyIoctl,
         );
     }
 }

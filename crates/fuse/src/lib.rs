@@ -21,7 +21,7 @@ pub mod zvol;
 
 use fuser::{
     FileAttr, FileType as FType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
+    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyXattr, Request,
 };
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -690,6 +690,28 @@ impl Filesystem for ZfsFuse {
         match z.readlink(Self::obj_of(&z, ino)) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(e.errno()),
+        }
+    }
+
+    /// `FS_IOC_GETVERSION` and `FS_IOC_GETFLAGS` (see [`rw::ioctl_answer`]).
+    fn ioctl(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        _flags: u32,
+        cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        let Some((_, z)) = self.zpl_of(ino) else {
+            return reply.error(libc::ENOENT);
+        };
+        match z.getattr(Self::obj_of(&z, ino)).map_err(|e| e.errno()).and_then(|a| rw::ioctl_answer(cmd, &a))
+        {
+            Ok(b) => reply.ioctl(0, &b),
+            Err(e) => reply.error(e),
         }
     }
 

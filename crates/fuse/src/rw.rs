@@ -58,8 +58,8 @@
 use dmu::tx::DirtyObjset;
 use fuser::{
     FileAttr, FileType as FType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
-    TimeOrNow,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    Request, TimeOrNow,
 };
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -464,6 +464,32 @@ fn ino_of(root: u64, obj: u64) -> u64 {
     }
 }
 
+/// The answer to an inode ioctl of a Linux file system, from the file's attributes: 4
+/// bytes, as OpenZFS's `zpl_ioctl` gives them, or the errno (ENOTTY: not supported).
+/// - `FS_IOC_GETVERSION` (`_IOR('v', 1, long)`, and the 32-bit form): the generation (the
+///   txg that created the file, `ZPL_GEN`) cut to the 32 bits of `i_generation`;
+/// - `FS_IOC_GETFLAGS` (`_IOR('f', 1, long)`, and the 32-bit form): the ZPL flags Linux
+///   has names for (`flags_lookup` in zpl_file.c: immutable, append-only, nodump,
+///   project inherit), so `lsattr` works.
+pub(crate) fn ioctl_answer(cmd: u32, a: &zpl::Attrs) -> Res<[u8; 4]> {
+    use ondisk::znode::{ZFS_APPENDONLY, ZFS_IMMUTABLE, ZFS_NODUMP, ZFS_PROJINHERIT};
+    // Each ZPL flag and the FS_*_FL bit (linux/fs.h) it is shown as.
+    const MAP: [(u64, u32); 4] = [
+        (ZFS_IMMUTABLE, 0x0000_0010),   // FS_IMMUTABLE_FL
+        (ZFS_APPENDONLY, 0x0000_0020),  // FS_APPEND_FL
+        (ZFS_NODUMP, 0x0000_0040),      // FS_NODUMP_FL
+        (ZFS_PROJINHERIT, 0x2000_0000), // FS_PROJINHERIT_FL
+    ];
+    match cmd {
+        0x8008_7601 | 0x8004_7601 => Ok((a.gen as u32).to_le_bytes()),
+        0x8008_6601 | 0x8004_6601 => {
+            let f = MAP.iter().filter(|(z, _)| a.flags & z != 0).fold(0u32, |acc, (_, l)| acc | l);
+            Ok(f.to_le_bytes())
+        }
+        _ => Err(libc::ENOTTY),
+    }
+}
+
 /// Attributes and generation of `obj`, for an entry reply.
 fn entry_of(c: &RwCtx<'_>, root: u64, obj: u64) -> ZRes<Entry> {
     let a = c.zpl.getattr(c.os, obj)?;
@@ -659,6 +685,13 @@ impl<B: RwBackend> RwFs<B> {
     fn do_getattr(&self, ino: u64) -> Res<FileAttr> {
         let obj = self.live(ino)?;
         self.run(|c| Ok(to_attr(ino, &c.zpl.getattr(c.os, obj)?)))
+    }
+
+    /// What inode ioctl `cmd` answers for `ino` ([`ioctl_answer`]).
+    fn do_ioctl(&self, ino: u64, cmd: u32) -> Res<[u8; 4]> {
+        let obj = self.live(ino)?;
+        let a = self.run(|c| c.zpl.getattr(c.os, obj))?;
+        ioctl_answer(cmd, &a)
     }
 
     fn do_setattr(&self, ino: u64, sa: SetAttr) -> Res<FileAttr> {
@@ -1068,6 +1101,28 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         }
         match self.do_getattr(ino) {
             Ok(a) => reply.attr(&TTL, &a),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// `FS_IOC_GETVERSION` and `FS_IOC_GETFLAGS` ([`ioctl_answer`]); other ioctls are not
+    /// supported (ENOTTY).
+    fn ioctl(
+        &mut self,
+        req: &Request<'_>,
+        ino: u64,
+        fh: u64,
+        flags: u32,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        if let Some(v) = self.snap_view(ino) {
+            return v.ioctl(req, ino, fh, flags, cmd, in_data, out_size, reply);
+        }
+        match self.do_ioctl(ino, cmd) {
+            Ok(b) => reply.ioctl(0, &b),
             Err(e) => reply.error(e),
         }
     }

@@ -929,3 +929,22 @@ fn readonly_property_applies_to_a_live_mount() {
     f.do_write(a.ino, 0, b"D").unwrap();
     assert_eq!(f.do_read(a.ino, 0, 10).unwrap(), b"Data");
 }
+
+#[test]
+fn inode_ioctls_answer_generation_and_linux_flags() {
+    use ondisk::znode::{ZFS_APPENDONLY, ZFS_ARCHIVE, ZFS_IMMUTABLE, ZFS_NODUMP, ZFS_PROJINHERIT};
+    let a = zpl::Attrs {
+        gen: 0x1_0000_0abc,
+        flags: ZFS_IMMUTABLE | ZFS_NODUMP | ZFS_ARCHIVE,
+        ..Default::default()
+    };
+    // FS_IOC_GETVERSION (64- and 32-bit): i_generation's 32 bits.
+    assert_eq!(ioctl_answer(0x8008_7601, &a), Ok(0xabcu32.to_le_bytes()));
+    assert_eq!(ioctl_answer(0x8004_7601, &a), Ok(0xabcu32.to_le_bytes()));
+    // FS_IOC_GETFLAGS: immutable (0x10) and nodump (0x40); archive has no Linux flag.
+    assert_eq!(ioctl_answer(0x8008_6601, &a), Ok(0x50u32.to_le_bytes()));
+    let b = zpl::Attrs { flags: ZFS_APPENDONLY | ZFS_PROJINHERIT, ..Default::default() };
+    assert_eq!(ioctl_answer(0x8004_6601, &b), Ok(0x2000_0020u32.to_le_bytes()));
+    // Anything else (FS_IOC_SETFLAGS among them) is not supported.
+    assert_eq!(ioctl_answer(0x4008_6602, &a), Err(libc::ENOTTY));
+}
