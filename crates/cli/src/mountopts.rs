@@ -2,7 +2,8 @@
 //! the temporary options of `rzfs mount -o`, made into [`rzfs_fuse::MountOpts`].
 //!
 //! * `exec=off`, `setuid=off`, `devices=off` mount noexec, nosuid, nodev (as `zfs mount`
-//!   does); `on` mounts exec, suid, dev when the daemon runs as root.
+//!   does); `on` mounts exec, suid, dev when the daemon runs as root. Changing them on a
+//!   mounted file system changes its mount flags in place (`rzfs_fuse::set_mount_flags`).
 //! * `acltype=posix`: the kernel enforces POSIX ACLs. `acltype=off`: permissions are the mode
 //!   bits and ACL xattrs are refused (EOPNOTSUPP), as OpenZFS does.
 //! * `acltype=nfsv4` (or a value rzfs does not know): rzfs does not enforce NFSv4 ACLs, so

@@ -933,6 +933,19 @@ fn mount_options_are_temporary_properties() {
     d.ok("rzfs", &["mount", "-o", "remount,rw", "tmo/fs"]);
     assert_eq!(get("readonly"), "off\ttemporary\n");
     std::fs::write(top.join("fs/g"), b"y").unwrap();
+    // exec=off on a mounted file system (or its parent) applies at once, as OpenZFS
+    // remounts it; a temporary exec from `mount -o` still wins until the next mount.
+    let prog = top.join("fs/prog");
+    std::fs::copy("/bin/true", &prog).unwrap();
+    let runs = || std::process::Command::new(&prog).status().is_ok_and(|s| s.success());
+    assert!(runs(), "exec=on");
+    d.ok("rzfs", &["set", "exec=off", "tmo"]);
+    assert!(!runs(), "exec=off inherited from the pool's root applies to the mount");
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let line = mounts.lines().find(|l| l.contains(&*top.join("fs").to_string_lossy())).unwrap();
+    assert!(line.contains("noexec"), "{line}");
+    d.ok("rzfs", &["inherit", "exec", "tmo"]);
+    assert!(runs(), "exec back on");
     d.ok("rzfs", &["unmount", "tmo/fs"]);
     let (rc, _, err) = d.run("rzfs", &["mount", "-o", "noatime,bogus", "tmo/fs"]);
     assert!(rc != 0 && err.contains("unsupported mount option 'bogus'"), "{rc}: {err}");

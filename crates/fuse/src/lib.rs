@@ -290,6 +290,38 @@ impl MountOpts {
     }
 }
 
+/// Changes the `noexec`, `nosuid` and `nodev` flags of the mount at `dir` in place, as
+/// `zfs set exec=off` (setuid, devices) does on OpenZFS: a bind remount (`MS_REMOUNT |
+/// MS_BIND`) sets the mount's own flags without involving the file system or its open
+/// files. Its other flags (read-only, the atime ones) are kept as `statvfs` reports them.
+/// Needs root (`CAP_SYS_ADMIN`); the caller falls back to the next mount.
+pub fn set_mount_flags(dir: &Path, opts: &MountOpts, root: bool) -> Result<(), String> {
+    use nix::mount::MsFlags;
+    use nix::sys::statvfs::{statvfs, FsFlags};
+    let now = statvfs(dir).map_err(|e| format!("{}: {e}", dir.display()))?.flags();
+    let mut f = MsFlags::MS_REMOUNT | MsFlags::MS_BIND;
+    for (have, set) in [
+        (FsFlags::ST_RDONLY, MsFlags::MS_RDONLY),
+        (FsFlags::ST_NOATIME, MsFlags::MS_NOATIME),
+        (FsFlags::ST_NODIRATIME, MsFlags::MS_NODIRATIME),
+        (FsFlags::ST_RELATIME, MsFlags::MS_RELATIME),
+    ] {
+        if now.contains(have) {
+            f |= set;
+        }
+    }
+    for o in opts.kernel_options(root) {
+        f |= match o {
+            MountOption::NoExec => MsFlags::MS_NOEXEC,
+            MountOption::NoSuid => MsFlags::MS_NOSUID,
+            MountOption::NoDev => MsFlags::MS_NODEV,
+            _ => MsFlags::empty(),
+        };
+    }
+    nix::mount::mount(None::<&str>, dir, None::<&str>, f, None::<&str>)
+        .map_err(|e| format!("cannot change the mount flags of {}: {e}", dir.display()))
+}
+
 /// Asks the kernel to enforce POSIX ACLs when the dataset has them (`FUSE_POSIX_ACL`) and
 /// to leave the umask to us (`FUSE_DONT_MASK`: a default ACL replaces it). A kernel without
 /// the capability gets an error: serving such a dataset with its ACLs ignored would grant

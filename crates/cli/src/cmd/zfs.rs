@@ -567,8 +567,10 @@ pub fn run_with(
                     }
                 }
                 // Remounting follows the mount properties among them.
-                let prop =
-                    ["mountpoint", "canmount"].into_iter().find(|p| keys.contains(p)).unwrap_or(keys[0]);
+                let prop = ["mountpoint", "canmount", "exec", "setuid", "devices"]
+                    .into_iter()
+                    .find(|p| keys.contains(p))
+                    .unwrap_or(keys[0]);
                 // canmount=noauto unmounts and remounts nothing (libzfs `zfs_prop_set_list`
                 // skips the changelist for it), unless mountpoint changes with it.
                 let noauto = prop == "canmount"
@@ -3037,6 +3039,42 @@ fn with_descendants(state: &State, names: &[String]) -> Result<Vec<String>, Stri
     Ok(out)
 }
 
+/// After `exec`, `setuid` or `devices` changed on `names`: the mounts at and below them
+/// get the flags the properties now give (a mount's temporary options still win), in place
+/// as OpenZFS remounts them. Returns warnings for mounts whose flags could not change
+/// (they change at the next mount).
+fn refresh_mount_flags(state: &Arc<State>, names: &[String]) -> Vec<String> {
+    prune_mounts(state);
+    let mounted: Vec<(String, PathBuf)> = state
+        .mounts
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|m| names.iter().any(|n| m.dataset == *n || m.dataset.starts_with(&format!("{n}/"))))
+        .map(|m| (m.dataset.clone(), m.dir.clone()))
+        .collect();
+    let root = nix::unistd::geteuid().is_root();
+    let mut warnings = Vec::new();
+    for (name, dir) in mounted {
+        let r = (|| -> Result<(), String> {
+            let pool = state.pool(pool_of(&name))?;
+            let dsl = pool.dsl();
+            let ds = dsl.find(&name).map_err(|e| e.to_string())?;
+            let (mut mo, _, _) = crate::mountopts::for_dataset(&pool, &dsl, &ds, &name, "")?;
+            for (p, v) in [("exec", &mut mo.exec), ("setuid", &mut mo.setuid), ("devices", &mut mo.devices)] {
+                if let Some(t) = crate::daemon::mount_temp(&name, p) {
+                    *v = t == "on";
+                }
+            }
+            rzfs_fuse::set_mount_flags(&dir, &mo, root)
+        })();
+        if let Err(e) = r {
+            warnings.push(format!("'{name}' keeps its mount flags until it is mounted again: {e}"));
+        }
+    }
+    warnings
+}
+
 pub(crate) fn with_remount(
     state: &Arc<State>,
     prop: &str,
@@ -3046,6 +3084,15 @@ pub(crate) fn with_remount(
     let mount_new = match prop {
         "mountpoint" => true,
         "canmount" => false,
+        "exec" | "setuid" | "devices" => {
+            apply()?;
+            let mut resp = Response::ok(String::new());
+            for w in refresh_mount_flags(state, names) {
+                resp.stderr.push_str(&w);
+                resp.stderr.push('\n');
+            }
+            return Ok(resp);
+        }
         _ => {
             apply()?;
             return Ok(Response::ok(String::new()));
