@@ -235,16 +235,7 @@ impl DslPool {
                 what: "snapshot names ZAP",
                 detail: format!("entry {} has no object number", e.name_string()),
             })?;
-            let ds = self.dataset(obj)?;
-            out.push(Dataset {
-                name: format!("{}@{}", head.name, e.name_string()),
-                kind: DatasetKind::Snapshot,
-                dir_obj: head.dir_obj,
-                ds_obj: obj,
-                dir: head.dir.clone(),
-                ds,
-                order: self.mos.dnode_byte_order(),
-            });
+            out.push(self.snapshot_of(head, &e.name_string(), obj)?);
         }
         out.sort_by_key(|d| d.ds.creation_txg);
         Ok(out)
@@ -349,16 +340,20 @@ impl DslPool {
             return Ok(None);
         }
         let Some(obj) = zap::lookup_u64(&self.mos, head.ds.snapnames_zapobj, snap)? else { return Ok(None) };
-        let ds = self.dataset(obj)?;
-        Ok(Some(Dataset {
-            name: name.to_string(),
+        self.snapshot_of(&head, snap, obj).map(Some)
+    }
+
+    /// Snapshot `short` (dataset object `obj`) of head dataset `head`.
+    fn snapshot_of(&self, head: &Dataset, short: &str, obj: u64) -> Result<Dataset> {
+        Ok(Dataset {
+            name: format!("{}@{short}", head.name),
             kind: DatasetKind::Snapshot,
             dir_obj: head.dir_obj,
             ds_obj: obj,
             dir: head.dir.clone(),
-            ds,
+            ds: self.dataset(obj)?,
             order: self.mos.dnode_byte_order(),
-        }))
+        })
     }
 
     /// Opens the objset of a dataset.

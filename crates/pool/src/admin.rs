@@ -237,11 +237,8 @@ fn check_reservation(w: &mut PoolWriter, name: &str, f: &Found, k: &str, n: u64)
     let (used, old, room_dir, limit) = if k == "reservation" {
         (d.used_bytes, d.reserved, d.parent_obj, d.quota)
     } else {
-        let refquota = dslw::dir_value(&w.mos, &mut w.mos_zaps, d.props_zapobj, "refquota")?
-            .and_then(|v| v.values.first().copied())
-            .unwrap_or(0);
-        let unique = dslw::ds_phys(&w.mos, f.ds)?.unique_bytes;
-        (unique, dslw::head_reserved(&w.mos, &mut w.mos_zaps, f.ds)?, f.dir, refquota)
+        let h = crate::txg::head_space(w, f.ds)?;
+        (h.unique, h.refreservation, f.dir, h.refquota)
     };
     let too_big = || {
         PoolError::NoSpace(format!("cannot set property for '{name}': size is greater than available space"))
@@ -967,10 +964,7 @@ impl Spa {
                 // What was received may not be far over head's refquota: by more than one
                 // change can overshoot it (`dsl_dataset_clone_swap_check_impl`), so a
                 // receive does not override a refquota.
-                let pz = dslw::dir_phys(&w.mos, hf.dir)?.props_zapobj;
-                let refquota = dslw::dir_value(&w.mos, &mut w.mos_zaps, pz, "refquota")?
-                    .and_then(|v| v.values.first().copied())
-                    .unwrap_or(0);
+                let refquota = crate::txg::head_space(w, hf.ds)?.refquota;
                 let refd = dslw::ds_phys(&w.mos, tf.ds)?.referenced_bytes;
                 if refquota != 0 && refd > refquota.saturating_add(RECV_REFQUOTA_SLACK) {
                     return Err(PoolError::QuotaExceeded(format!(

@@ -180,10 +180,7 @@ impl PoolWriter {
             return Err(refuse("the dataset has no snapshot to roll back to"));
         }
         // The snapshot must fit under the head's refquota (`dsl_dataset_rollback_check`).
-        let pz = dsl::write::dir_phys(&self.mos, phys.dir_obj)?.props_zapobj;
-        let refquota = dsl::write::dir_value(&self.mos, &mut self.mos_zaps, pz, "refquota")?
-            .and_then(|v| v.values.first().copied())
-            .unwrap_or(0);
+        let refquota = crate::txg::head_space(self, ds)?.refquota;
         let snap_refd = dsl::write::ds_phys(&self.mos, phys.prev_snap_obj)?.referenced_bytes;
         if refquota != 0 && snap_refd > refquota {
             return Err(PoolError::QuotaExceeded(format!(
