@@ -888,6 +888,54 @@ fn names_normalize_and_fold_case_as_created() {
     assert_eq!(std::fs::read(&out).unwrap_or_default(), b"1", "{got}");
 }
 
+/// `overlay=off` refuses a mount point that is not empty (libzfs's zfs_mount_at); `-O` or
+/// `overlay=on` stacks the mount; unmounting the top one leaves the one underneath mounted
+/// (fuser's second unmount of a dropped session would have taken it down).
+#[test]
+fn overlay_property_and_stacked_mounts() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-overlay");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-overlay");
+    let top = dir.join("top");
+    let a = dir.join("a");
+    d.ok("rzpool", &["create", "-m", top.to_str().unwrap(), "tov", &devs[0]]);
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", a.display()), "tov/fs"]);
+    std::fs::write(a.join("file.1"), b"lower").unwrap();
+    d.ok("rzfs", &["create", "-o", "overlay=off", "tov/fs1"]);
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value,source", "overlay", "tov/fs"]), "on\tdefault\n");
+    d.ok("rzfs", &["unmount", "tov/fs1"]);
+    // Moving it onto a directory that is not empty: the property changes, the mount is
+    // refused with libzfs's message (zfs set still succeeds, as changelist_postfix).
+    let (rc, _, err) = d.run("rzfs", &["set", &format!("mountpoint={}", a.display()), "tov/fs1"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(err.contains("directory is not empty"), "{err}");
+    let (rc, _, err) = d.run("rzfs", &["mount", "tov/fs1"]);
+    assert_eq!(
+        (rc, err.trim()),
+        (1, format!("cannot mount '{}': directory is not empty", a.display()).as_str())
+    );
+    // -O, or overlay=on, stacks it over tov/fs; unmounting it leaves tov/fs mounted.
+    for how in [&["mount", "-O", "tov/fs1"][..], &["mount", "tov/fs1"][..]] {
+        if how.len() == 2 {
+            d.ok("rzfs", &["set", "overlay=on", "tov/fs1"]);
+        }
+        d.ok("rzfs", how);
+        assert!(!a.join("file.1").exists(), "tov/fs1 covers tov/fs");
+        d.ok("rzfs", &["unmount", "tov/fs1"]);
+        assert_eq!(std::fs::read(a.join("file.1")).unwrap(), b"lower", "tov/fs is still mounted");
+        if how.len() == 2 {
+            d.ok("rzfs", &["mount", "tov/fs1"]);
+            d.ok("rzfs", &["unmount", "-f", "tov/fs1"]);
+            assert!(a.join("file.1").exists());
+        }
+    }
+    assert!(d.ok("rzfs", &["mount"]).lines().any(|l| l.starts_with("tov/fs\t")));
+    d.ok("rzpool", &["destroy", "tov"]);
+}
+
 /// `zfs mount -o` options last as long as the mount: `zfs get` shows each that differs
 /// from its property with the source `temporary` (ZTS zfs_mount_007_pos, zfs_get_003_pos),
 /// `noatime` stops reads from recording access times, `rw` serves a readonly=on file

@@ -125,6 +125,8 @@ pub const INDEX_VALUES: &[(&str, u64, &str)] = &[
     ("atime", 1, "on"),
     ("relatime", 0, "off"),
     ("relatime", 1, "on"),
+    ("overlay", 0, "off"),
+    ("overlay", 1, "on"),
     ("readonly", 0, "off"),
     ("readonly", 1, "on"),
     ("canmount", 0, "off"),
@@ -213,6 +215,9 @@ pub const DEFAULTS: &[(&str, &str)] = &[
     ("checksum", "on"),
     ("atime", "on"),
     ("relatime", "on"),
+    // Mounting over a directory that is not empty is allowed (zfs_prop.c registers
+    // `overlay` with 1 since OpenZFS 2.0).
+    ("overlay", "on"),
     ("readonly", "off"),
     ("canmount", "on"),
     ("xattr", "on"),
@@ -409,9 +414,9 @@ pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, Stri
             "on" | "off" => Ok(RawProp::Str(value.to_string())),
             _ => Err("'sharesmb' must be 'on' or 'off'".into()),
         },
-        "atime" | "relatime" | "readonly" | "canmount" | "xattr" | "copies" | "exec" | "setuid"
-        | "devices" | "snapdir" | "sync" | "volmode" | "dnodesize" | "primarycache" | "secondarycache"
-        | "logbias" | "redundant_metadata" | "zoned" | "aclinherit" | "aclmode" => {
+        "atime" | "relatime" | "overlay" | "readonly" | "canmount" | "xattr" | "copies" | "exec"
+        | "setuid" | "devices" | "snapdir" | "sync" | "volmode" | "dnodesize" | "primarycache"
+        | "secondarycache" | "logbias" | "redundant_metadata" | "zoned" | "aclinherit" | "aclmode" => {
             index_of(prop, value).map(RawProp::Num).ok_or_else(bad)
         }
         _ => Err(format!("property '{prop}' cannot be set by rzfs yet")),

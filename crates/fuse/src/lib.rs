@@ -201,9 +201,16 @@ impl MountHandle {
         }
         let done = self.is_finished();
         if done {
-            // The kernel side is gone: dropping the session neither unmounts again nor
-            // blocks.
-            self.session.take();
+            let session = self.session.take();
+            // fuser 0.15 unmounts the mount point once more when a session is dropped after
+            // the kernel let go (its liveness poll takes the dead connection's POLLERR for
+            // "mounted"). That is harmless when nothing is left at the directory, but would
+            // take down what is mounted there underneath (another file system mounted on
+            // the same directory, an overlay mount): then the session is not dropped (its
+            // /dev/fuse descriptor stays open; only such stacked mounts pay that).
+            if is_mount_point(&self.dir) {
+                std::mem::forget(session);
+            }
         }
         done
     }
@@ -222,6 +229,37 @@ impl Drop for MountHandle {
             self.wait();
         }
     }
+}
+
+/// Is `dir` a mount point now (listed in /proc/self/mountinfo, whose paths escape space,
+/// tab, newline and backslash as octal)?
+fn is_mount_point(dir: &Path) -> bool {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    info.lines().filter_map(|l| l.split(' ').nth(4)).any(|p| Path::new(&unescape_octal(p)) == dir)
+}
+
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let oct =
+            b.get(i + 1..i + 4).filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match oct {
+            Some(d) => {
+                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8).wrapping_add(c - b'0')));
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `fusermount3 -u [-z] DIR` for a daemon that is not root.

@@ -134,6 +134,9 @@ enum Cmd {
         /// noatime, relatime, norelatime; remount (of a mounted file system).
         #[arg(short = 'o')]
         options: Option<String>,
+        /// Mount over a directory that is not empty even when the overlay property is off.
+        #[arg(short = 'O')]
+        overlay: bool,
         /// Mount every file system whose canmount=on and mountpoint is a path.
         #[arg(short = 'a', conflicts_with_all = ["dataset", "dir"])]
         all: bool,
@@ -725,8 +728,8 @@ pub fn run_with(
         }
         Cmd::Mount { all: true, .. } => mount_all(state),
         Cmd::Mount { dataset: None, .. } => Ok(list_mounts(state)),
-        Cmd::Mount { dataset: Some(ds), dir, options, .. } => {
-            mount_o(state, &ds, dir.map(|d| abs(cwd, &d)), options.as_deref().unwrap_or(""))
+        Cmd::Mount { dataset: Some(ds), dir, options, overlay, .. } => {
+            mount_o(state, &ds, dir.map(|d| abs(cwd, &d)), options.as_deref().unwrap_or(""), overlay)
         }
         Cmd::Unmount { all: true, force, .. } => unmount_all(state, force),
         Cmd::Unmount { target: Some(target), force, .. } => unmount(state, &target, cwd, force),
@@ -1311,6 +1314,7 @@ const PROP_TYPES: &[(&str, &str)] = &[
     ("casesensitivity", "FS"),
     ("atime", "F"),
     ("relatime", "F"),
+    ("overlay", "F"),
     ("devices", "FS"),
     ("exec", "FS"),
     ("setuid", "FS"),
@@ -1641,6 +1645,7 @@ const GET_ALL: &[&str] = &[
     "acltype",
     "relatime",
     "redundant_metadata",
+    "overlay",
     "snapshots_changed",
 ];
 
@@ -2925,11 +2930,19 @@ fn zoned(pool: &Pool, dsl: &DslPool, ds: &Dataset) -> bool {
 }
 
 pub(crate) fn mount(state: &Arc<State>, name: &str, dir: Option<PathBuf>) -> Result<Response, String> {
-    mount_o(state, name, dir, "")
+    mount_o(state, name, dir, "", false)
 }
 
-/// `zfs mount [-o OPTS]`: options from the dataset's properties and `opts` (see `mountopts`).
-fn mount_o(state: &Arc<State>, name: &str, dir: Option<PathBuf>, opts: &str) -> Result<Response, String> {
+/// `zfs mount [-O] [-o OPTS]`: options from the dataset's properties and `opts` (see
+/// `mountopts`); `overlay` (-O) mounts over a directory that is not empty whatever the
+/// `overlay` property says.
+fn mount_o(
+    state: &Arc<State>,
+    name: &str,
+    dir: Option<PathBuf>,
+    opts: &str,
+    overlay: bool,
+) -> Result<Response, String> {
     prune_mounts(state);
     let pool =
         state.pool(pool_of(name)).map_err(|_| format!("cannot open '{name}': dataset does not exist"))?;
@@ -2969,14 +2982,18 @@ fn mount_o(state: &Arc<State>, name: &str, dir: Option<PathBuf>, opts: &str) -> 
     if opts.split(',').any(|o| o == "remount") && mounted_here() {
         unmount(state, name, Path::new("/"), false).map_err(|e| format!("cannot remount '{name}': {e}"))?;
     }
-    if state
-        .mounts
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .any(|m| m.dataset == name || m.dir == dir)
-    {
+    if state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter().any(|m| m.dataset == name) {
         return Err(format!("cannot mount '{name}': filesystem already mounted"));
+    }
+    // overlay=off refuses a directory that is not empty, with libzfs's message naming the
+    // directory (zfs_mount_at); another file system mounted there counts as content. With
+    // overlay=on (the default) the mount covers what is there, as Linux stacks mounts.
+    if !overlay
+        && !opts.split(',').any(|o| o == "remount")
+        && prop_value(&pool, &dsl, &ds, "overlay")?.exact == "off"
+        && std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some())
+    {
+        return Err(format!("cannot mount '{}': directory is not empty", dir.display()));
     }
     let (mo, temps, warnings) = crate::mountopts::for_dataset(&pool, &dsl, &ds, name, opts)?;
     std::fs::create_dir_all(&dir)
@@ -3143,12 +3160,11 @@ pub(crate) fn with_remount(
             }
             continue;
         }
+        // A mount that fails here is reported but does not fail the change, which is made
+        // (libzfs's changelist_postfix ignores zfs_mount's result).
         match automount(state, &name) {
             Ok(w) => resp.stderr.push_str(&w),
-            Err(e) => {
-                resp.stderr.push_str(&format!("{e}\n"));
-                resp.exit = 1;
-            }
+            Err(e) => resp.stderr.push_str(&format!("{e}\n")),
         }
     }
     r?;
@@ -3279,12 +3295,14 @@ pub(crate) fn unmount(state: &State, target: &str, cwd: &Path, force: bool) -> R
     // (`./dir` names no dataset).
     let is_path = target.starts_with('/');
     let mut m = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(i) = m.iter().position(|x| x.dataset == target || is_path && x.dir == tdir) else {
+    // The last one mounted at a path is the one on top (overlay mounts stack).
+    let Some(i) = m.iter().rposition(|x| x.dataset == target || is_path && x.dir == tdir) else {
         return Err(format!("cannot unmount '{target}': not currently mounted"));
     };
     let top = m[i].dir.clone();
+    // Mounts below its directory made before it are in the layer it covers, not on it.
     let mut order: Vec<usize> =
-        (0..m.len()).filter(|&j| j != i && m[j].dir != top && m[j].dir.starts_with(&top)).collect();
+        (i + 1..m.len()).filter(|&j| m[j].dir != top && m[j].dir.starts_with(&top)).collect();
     order.sort_by_key(|&j| std::cmp::Reverse(m[j].dir.components().count()));
     order.push(i);
     let (gone, err) = detach_in_order(&mut m, &order, force);
