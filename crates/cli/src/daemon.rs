@@ -278,6 +278,11 @@ pub fn set_mount_temps(dataset: &str, temps: Temps) {
     MOUNTED.lock().unwrap_or_else(|p| p.into_inner()).insert(dataset.to_string(), temps);
 }
 
+/// Was mounted `dataset` given temporary mount options (`zfs mount -o`)?
+pub fn has_mount_temps(dataset: &str) -> bool {
+    MOUNTED.lock().unwrap_or_else(|p| p.into_inner()).get(dataset).is_some_and(|t| !t.is_empty())
+}
+
 /// The temporary value of `prop` on mounted `dataset`, if its mount has one.
 pub fn mount_temp(dataset: &str, prop: &str) -> Option<String> {
     let m = MOUNTED.lock().unwrap_or_else(|p| p.into_inner());

@@ -888,6 +888,62 @@ fn names_normalize_and_fold_case_as_created() {
     assert_eq!(std::fs::read(&out).unwrap_or_default(), b"1", "{got}");
 }
 
+/// `acltype` and `snapdir` apply to a mounted file system at once, as in OpenZFS: POSIX
+/// ACLs become settable (the mount is made again, with the one below it; a busy one keeps
+/// its behaviour and says so), and the root's link count counts a visible `.zfs`.
+#[test]
+fn acltype_and_snapdir_apply_to_mounts() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-aclsnap");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("own-aclsnap");
+    let top = dir.join("top");
+    d.ok("rzpool", &["create", "-m", top.to_str().unwrap(), "tas", &devs[0]]);
+    d.ok("rzfs", &["create", "tas/fs"]);
+    d.ok("rzfs", &["create", "tas/fs/sub"]);
+    let f = top.join("fs/f");
+    std::fs::write(&f, b"x").unwrap();
+    let setfacl = |p: &Path| {
+        std::process::Command::new("setfacl")
+            .args(["-m", "u:nobody:rw"])
+            .arg(p)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    assert!(!setfacl(&f), "acltype=off: no POSIX ACLs");
+    d.ok("rzfs", &["set", "acltype=posix", "tas/fs"]);
+    assert!(setfacl(&f), "acltype=posix applies to the mounted file system");
+    std::fs::write(top.join("fs/sub/g"), b"y").unwrap();
+    assert!(setfacl(&top.join("fs/sub/g")), "and to the one mounted below it (inherited)");
+    // Busy (a process's current directory): it stays as it was, and is said to.
+    let busy = std::process::Command::new("sleep").arg("30").current_dir(top.join("fs")).spawn().unwrap();
+    let (rc, _, err) = d.run("rzfs", &["set", "acltype=off", "tas/fs"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(err.contains("keeps its ACL behaviour until it is mounted again"), "{err}");
+    let mounts = d.ok("rzfs", &["mount"]);
+    assert!(
+        mounts.lines().any(|l| l.starts_with("tas/fs/sub\t")),
+        "the one below is mounted again: {mounts}"
+    );
+    let mut busy = busy;
+    let _ = busy.kill();
+    let _ = busy.wait();
+    // snapdir=visible: the root has one more link (.zfs), at once.
+    let links = |p: &Path| {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).unwrap().nlink()
+    };
+    let fs = top.join("fs");
+    assert_eq!(links(&fs), 3, "., the entry in its parent, sub/..");
+    d.ok("rzfs", &["set", "snapdir=visible", "tas/fs"]);
+    assert_eq!(links(&fs), 4);
+    d.ok("rzfs", &["set", "snapdir=hidden", "tas/fs"]);
+    assert_eq!(links(&fs), 3);
+    d.ok("rzpool", &["destroy", "tas"]);
+}
+
 /// `overlay=off` refuses a mount point that is not empty (libzfs's zfs_mount_at); `-O` or
 /// `overlay=on` stacks the mount; unmounting the top one leaves the one underneath mounted
 /// (fuser's second unmount of a dropped session would have taken it down).

@@ -138,6 +138,14 @@ impl MountHandle {
         true
     }
 
+    /// Drops the kernel's cached attributes of the root directory, whose link count counts
+    /// `.zfs` while snapdir=visible (after that property changes).
+    pub fn invalidate_root_attrs(&self) {
+        if let Some(s) = &self.session {
+            let _ = s.notifier().inval_inode(fuser::FUSE_ROOT_ID, -1, 0);
+        }
+    }
+
     /// Drops what the kernel caches of this mount's inodes (attributes and pages) and the
     /// names found leading elsewhere, after [`MountHandle::revalidate`] and once the mount
     /// serves again. Returns how many inodes the kernel was told of.
@@ -606,7 +614,12 @@ impl ZfsFuse {
         // Snapshot files keep their modes, as in OpenZFS: the mount itself is read-only.
         let (_, z) = self.zpl_of(ino).ok_or(libc::ENOENT)?;
         let a = z.getattr(Self::obj_of(&z, ino)).map_err(|e| e.errno())?;
-        Ok(to_fuse_attr(ino, &a))
+        let mut attr = to_fuse_attr(ino, &a);
+        // The root of the file system counts a visible `.zfs` as a subdirectory (zfs_getattr).
+        if ino == 1 && self.head.is_some() && matches!(self.snapdir(), (true, false)) {
+            attr.nlink += 1;
+        }
+        Ok(attr)
     }
 }
 

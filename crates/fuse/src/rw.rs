@@ -684,7 +684,13 @@ impl<B: RwBackend> RwFs<B> {
 
     fn do_getattr(&self, ino: u64) -> Res<FileAttr> {
         let obj = self.live(ino)?;
-        self.run(|c| Ok(to_attr(ino, &c.zpl.getattr(c.os, obj)?)))
+        let mut a = self.run(|c| Ok(to_attr(ino, &c.zpl.getattr(c.os, obj)?)))?;
+        // With snapdir=visible the root counts `.zfs` among its subdirectories, as
+        // OpenZFS's zfs_getattr adds one link to the root when it shows the control dir.
+        if ino == 1 && self.snaps.as_ref().is_some_and(|v| matches!(v.snapdir(), (true, false))) {
+            a.nlink += 1;
+        }
+        Ok(a)
     }
 
     /// What inode ioctl `cmd` answers for `ino` ([`ioctl_answer`]).
@@ -784,17 +790,31 @@ impl<B: RwBackend> RwFs<B> {
 
     /// POSIX rename; RENAME_NOREPLACE is honoured, RENAME_EXCHANGE and RENAME_WHITEOUT are
     /// not supported (EINVAL, what the kernel answers for filesystems without them).
-    fn do_rename(&mut self, from: (u64, &[u8]), to: (u64, &[u8]), flags: u32) -> Res<()> {
-        if flags & !libc::RENAME_NOREPLACE != 0 {
+    /// rename(2) and renameat2's flags as OpenZFS on Linux takes them: RENAME_NOREPLACE,
+    /// RENAME_EXCHANGE (alone) and RENAME_WHITEOUT (the source name becomes a whiteout: a
+    /// character device 0:0 owned by the caller, as overlayfs expects); others are EINVAL.
+    fn do_rename(&mut self, ids: (u32, u32), from: (u64, &[u8]), to: (u64, &[u8]), flags: u32) -> Res<()> {
+        let known = libc::RENAME_NOREPLACE | libc::RENAME_EXCHANGE | libc::RENAME_WHITEOUT;
+        let exchange = flags & libc::RENAME_EXCHANGE != 0;
+        let whiteout = flags & libc::RENAME_WHITEOUT != 0;
+        if flags & !known != 0 || (exchange && flags != libc::RENAME_EXCHANGE) {
             return Err(libc::EINVAL);
         }
         let noreplace = flags & libc::RENAME_NOREPLACE != 0;
         let (sdir, ddir) = (self.obj(from.0), self.obj(to.0));
+        if exchange {
+            return self.run_mut(Op::Meta, |c| c.zpl.exchange(c.os, c.zaps, sdir, from.1, ddir, to.1, now()));
+        }
         let files = &self.files;
         let kept = self.run_mut(Op::Meta, |c| {
             let target = c.zpl.lookup(c.os, c.zaps, ddir, to.1)?;
             let keep = target.is_some_and(|o| lock(files).is_open(o));
-            let gone = c.zpl.rename(c.os, c.zaps, sdir, from.1, ddir, to.1, noreplace, keep, now())?;
+            let t = now();
+            let gone = c.zpl.rename(c.os, c.zaps, sdir, from.1, ddir, to.1, noreplace, keep, t)?;
+            if whiteout {
+                // Linux's WHITEOUT_MODE and WHITEOUT_DEV are both 0.
+                c.zpl.create(c.os, c.zaps, sdir, from.1, libc::S_IFCHR, ids.0, ids.1, 0, t)?;
+            }
             Ok(gone.filter(|_| keep))
         })?;
         lock(&self.files).orphans.extend(kept);
@@ -1246,7 +1266,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
 
     fn rename(
         &mut self,
-        _req: &Request<'_>,
+        req: &Request<'_>,
         parent: u64,
         name: &OsStr,
         newparent: u64,
@@ -1267,7 +1287,10 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
             let both = crate::in_snapshot_space(parent) && crate::in_snapshot_space(newparent);
             return reply.error(if both { libc::EROFS } else { libc::EXDEV });
         }
-        reply_empty(reply, self.do_rename((parent, name.as_bytes()), (newparent, newname.as_bytes()), flags));
+        reply_empty(
+            reply,
+            self.do_rename(ids(req), (parent, name.as_bytes()), (newparent, newname.as_bytes()), flags),
+        );
     }
 
     fn link(&mut self, _req: &Request<'_>, ino: u64, newparent: u64, newname: &OsStr, reply: ReplyEntry) {

@@ -254,17 +254,47 @@ fn rename_over_an_open_file_and_flags() {
     let a = mkfile(&mut f, 1, "a", b"new");
     let b = mkfile(&mut f, 1, "b", b"old");
     f.do_open(b, libc::O_RDONLY).unwrap();
-    assert_eq!(f.do_rename((1, b"a"), (1, b"b"), libc::RENAME_NOREPLACE).unwrap_err(), libc::EEXIST);
-    assert_eq!(f.do_rename((1, b"a"), (1, b"b"), libc::RENAME_EXCHANGE).unwrap_err(), libc::EINVAL);
-    f.do_rename((1, b"a"), (1, b"b"), 0).unwrap();
+    assert_eq!(f.do_rename(ME, (1, b"a"), (1, b"b"), libc::RENAME_NOREPLACE).unwrap_err(), libc::EEXIST);
+    let both = libc::RENAME_EXCHANGE | libc::RENAME_NOREPLACE;
+    assert_eq!(f.do_rename(ME, (1, b"a"), (1, b"b"), both).unwrap_err(), libc::EINVAL);
+    assert_eq!(f.do_rename(ME, (1, b"a"), (1, b"b"), 1 << 7).unwrap_err(), libc::EINVAL);
+    f.do_rename(ME, (1, b"a"), (1, b"b"), 0).unwrap();
     assert_eq!(f.do_lookup(1, b"b").unwrap().0.ino, a);
     assert_eq!(f.do_read(b, 0, 10).unwrap(), b"old");
     f.do_release(b).unwrap();
     assert_eq!(f.do_getattr(b).unwrap_err(), libc::ENOENT);
     let d = f.do_mkdir(ME, 1, b"d", 0o755, 0).unwrap().0.ino;
-    f.do_rename((1, b"b"), (d, b"c"), libc::RENAME_NOREPLACE).unwrap();
+    f.do_rename(ME, (1, b"b"), (d, b"c"), libc::RENAME_NOREPLACE).unwrap();
     assert_eq!(names(&mut f, d), [".", "..", "c"]);
-    assert_eq!(f.do_rename((1, b"d"), (d, b"x"), 0).unwrap_err(), libc::EINVAL);
+    assert_eq!(f.do_rename(ME, (1, b"d"), (d, b"x"), 0).unwrap_err(), libc::EINVAL);
+}
+
+/// RENAME_EXCHANGE swaps two entries (a file and a directory across parents moves the
+/// directory's `..` link); RENAME_WHITEOUT leaves a character device 0:0 at the old name.
+#[test]
+fn rename_exchange_and_whiteout() {
+    let (mut f, _) = fs();
+    let x = mkfile(&mut f, 1, "x", b"x");
+    let d = f.do_mkdir(ME, 1, b"d", 0o755, 0).unwrap().0.ino;
+    let e = f.do_mkdir(ME, d, b"e", 0o755, 0).unwrap().0.ino;
+    assert_eq!(f.do_rename(ME, (1, b"x"), (1, b"nope"), libc::RENAME_EXCHANGE).unwrap_err(), libc::ENOENT);
+    f.do_rename(ME, (1, b"x"), (1, b"x"), libc::RENAME_EXCHANGE).unwrap();
+    assert_eq!(f.do_lookup(1, b"x").unwrap().0.ino, x);
+    // x (in the root) and d/e (a directory) trade places.
+    let links = |f: &mut RwFs<MemBackend>, i: u64| f.do_getattr(i).unwrap().nlink;
+    let (root_links, d_links) = (links(&mut f, 1), links(&mut f, d));
+    f.do_rename(ME, (1, b"x"), (d, b"e"), libc::RENAME_EXCHANGE).unwrap();
+    assert_eq!(f.do_lookup(1, b"x").unwrap().0.ino, e);
+    assert_eq!(f.do_lookup(d, b"e").unwrap().0.ino, x);
+    assert_eq!(f.do_lookup(e, b"..").unwrap().0.ino, 1);
+    assert_eq!((links(&mut f, 1), links(&mut f, d)), (root_links + 1, d_links - 1));
+    assert_eq!(f.do_read(x, 0, 10).unwrap(), b"x");
+    // '.' and '..' are not names that can be swapped.
+    assert_eq!(f.do_rename(ME, (1, b"x"), (e, b"."), libc::RENAME_EXCHANGE).unwrap_err(), libc::EINVAL);
+    f.do_rename(ME, (d, b"e"), (1, b"moved"), libc::RENAME_WHITEOUT).unwrap();
+    assert_eq!(f.do_lookup(1, b"moved").unwrap().0.ino, x);
+    let w = f.do_lookup(d, b"e").unwrap().0;
+    assert_eq!((w.kind, w.perm, w.rdev), (fuser::FileType::CharDevice, 0, 0));
 }
 
 #[test]

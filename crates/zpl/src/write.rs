@@ -1046,6 +1046,59 @@ impl ZplWriter {
         Ok(gone)
     }
 
+    /// Swaps `sdir/sname` and `ddir/dname` (renameat2's RENAME_EXCHANGE, as `zfs_rename`
+    /// does it): both must exist; each object takes the other's name and parent, and a
+    /// directory moving to another parent moves its `..` link with it.
+    #[allow(clippy::too_many_arguments)]
+    pub fn exchange(
+        &mut self,
+        os: &mut DirtyObjset,
+        zaps: &mut ZapCache,
+        sdir: u64,
+        sname: &[u8],
+        ddir: u64,
+        dname: &[u8],
+        now: (u64, u64),
+    ) -> Result<()> {
+        self.load_dir(os, sdir)?;
+        self.load_dir(os, ddir)?;
+        if is_dot(sname) || is_dot(dname) {
+            return err(EINVAL, "cannot exchange '.' or '..'");
+        }
+        let Some((sobj, sname)) = self.entry_named(os, zaps, sdir, sname)? else {
+            return err(ENOENT, format!("{} not found", show(sname)));
+        };
+        let Some((dobj, dname)) = self.entry_named(os, zaps, ddir, dname)? else {
+            return err(ENOENT, format!("{} not found", show(dname)));
+        };
+        if sobj == dobj {
+            return Ok(());
+        }
+        let (smode, dmode) = (self.mode(&self.load(os, sobj)?), self.mode(&self.load(os, dobj)?));
+        let isdir = |m: u64| m & S_IFMT == S_IFDIR;
+        // Neither directory may end up inside itself.
+        if (isdir(smode) && self.is_within(os, sobj, ddir)?)
+            || (isdir(dmode) && self.is_within(os, dobj, sdir)?)
+        {
+            return err(EINVAL, "cannot move a directory into itself");
+        }
+        let mut sd = self.load_dir(os, sdir)?;
+        self.remove_entry(os, zaps, &mut sd, &sname, isdir(smode), now)?;
+        let mut dd = self.load_dir(os, ddir)?;
+        self.remove_entry(os, zaps, &mut dd, &dname, isdir(dmode), now)?;
+        let mut sd = self.load_dir(os, sdir)?;
+        self.add_entry(os, zaps, &mut sd, &sname, dobj, dmode, now)?;
+        let mut dd = self.load_dir(os, ddir)?;
+        self.add_entry(os, zaps, &mut dd, &dname, sobj, smode, now)?;
+        for (obj, parent) in [(sobj, ddir), (dobj, sdir)] {
+            let mut z = self.load(os, obj)?;
+            z.rec.set_u64(self.sa.nums.parent, parent);
+            self.touch(&mut z, now, false);
+            self.store(os, zaps, &z)?;
+        }
+        Ok(())
+    }
+
     /// Removes the entry a rename replaces, after the POSIX type checks.
     #[allow(clippy::too_many_arguments)]
     fn rename_drop_target(

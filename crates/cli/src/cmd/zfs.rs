@@ -570,7 +570,7 @@ pub fn run_with(
                     }
                 }
                 // Remounting follows the mount properties among them.
-                let prop = ["mountpoint", "canmount", "exec", "setuid", "devices"]
+                let prop = ["mountpoint", "canmount", "exec", "setuid", "devices", "acltype", "snapdir"]
                     .into_iter()
                     .find(|p| keys.contains(p))
                     .unwrap_or(keys[0]);
@@ -3092,6 +3092,84 @@ fn refresh_mount_flags(state: &Arc<State>, names: &[String]) -> Vec<String> {
     warnings
 }
 
+/// The mounted file systems among `names` and their descendants, with their `acltype` now.
+fn mounted_acltypes(state: &Arc<State>, names: &[String]) -> Vec<(String, String)> {
+    prune_mounts(state);
+    let mounted: Vec<String> = state
+        .mounts
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .filter(|m| names.iter().any(|n| m.dataset == *n || m.dataset.starts_with(&format!("{n}/"))))
+        .map(|m| m.dataset.clone())
+        .collect();
+    mounted.into_iter().filter_map(|n| acltype_now(state, &n).map(|a| (n, a))).collect()
+}
+
+fn acltype_now(state: &State, name: &str) -> Option<String> {
+    let pool = state.pool(pool_of(name)).ok()?;
+    let dsl = pool.dsl();
+    let ds = dsl.find(name).ok()?;
+    prop_value(&pool, &dsl, &ds, "acltype").ok().map(|v| v.exact)
+}
+
+/// A mount's ACL handling is fixed when FUSE starts (POSIX ACLs are negotiated at INIT), so
+/// a file system whose `acltype` changed is mounted again, with what is mounted below it, as
+/// OpenZFS applies the property at once. One that is busy, or has temporary mount options
+/// (a new mount would lose them), keeps its old behaviour until it is mounted again.
+fn remount_for_acltype(state: &Arc<State>, before: Vec<(String, String)>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    let mut done: Vec<String> = Vec::new();
+    let mut changed: Vec<String> = before
+        .into_iter()
+        .filter(|(n, a)| acltype_now(state, n).is_some_and(|b| b != *a))
+        .map(|(n, _)| n)
+        .collect();
+    changed.sort_by_key(|n| n.matches('/').count());
+    for name in changed {
+        if done.iter().any(|d| name.starts_with(&format!("{d}/"))) {
+            continue;
+        }
+        let keep = |why: &str| format!("'{name}' keeps its ACL behaviour until it is mounted again: {why}");
+        if crate::daemon::has_mount_temps(&name) {
+            warnings.push(keep("it has temporary mount options"));
+            continue;
+        }
+        let mut below: Vec<(usize, String)> = state
+            .mounts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|m| m.dataset == name || m.dataset.starts_with(&format!("{name}/")))
+            .map(|m| (m.dataset.matches('/').count(), m.dataset.clone()))
+            .collect();
+        below.sort();
+        match unmount(state, &name, Path::new("/"), false) {
+            Ok(_) => {
+                remount(state, &below.into_iter().map(|(_, n)| n).collect::<Vec<_>>());
+                done.push(name);
+            }
+            Err(e) => {
+                // The ones below that were taken down before it refused are mounted again.
+                let still: Vec<String> = state
+                    .mounts
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .iter()
+                    .map(|m| m.dataset.clone())
+                    .collect();
+                remount(
+                    state,
+                    &below.into_iter().map(|(_, n)| n).filter(|n| !still.contains(n)).collect::<Vec<_>>(),
+                );
+                warnings.push(keep(&e));
+                done.push(name);
+            }
+        }
+    }
+    warnings
+}
+
 pub(crate) fn with_remount(
     state: &Arc<State>,
     prop: &str,
@@ -3101,6 +3179,25 @@ pub(crate) fn with_remount(
     let mount_new = match prop {
         "mountpoint" => true,
         "canmount" => false,
+        "acltype" => {
+            let before = mounted_acltypes(state, names);
+            apply()?;
+            let mut resp = Response::ok(String::new());
+            for w in remount_for_acltype(state, before) {
+                resp.stderr.push_str(&w);
+                resp.stderr.push('\n');
+            }
+            return Ok(resp);
+        }
+        "snapdir" => {
+            apply()?;
+            for m in state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+                if names.iter().any(|n| m.dataset == *n || m.dataset.starts_with(&format!("{n}/"))) {
+                    m.session.invalidate_root_attrs();
+                }
+            }
+            return Ok(Response::ok(String::new()));
+        }
         "exec" | "setuid" | "devices" => {
             apply()?;
             let mut resp = Response::ok(String::new());
