@@ -62,8 +62,14 @@ fn busy_export_and_unmount_are_refused() {
     // A process whose working directory is inside the deepest mount.
     let mut holder =
         std::process::Command::new("sleep").arg("600").current_dir(mnt.join("a/b")).spawn().unwrap();
-    let (rc, _, err) = d.run("rzfs", &["unmount", "busy/a/b"]);
-    assert!(rc != 0 && err.contains("pool or dataset is busy"), "unmount of a busy dataset: rc {rc}: {err}");
+    // Nor with -f, nor -fa: as OpenZFS on Linux (ZTS zfs_unmount_009_pos).
+    for args in [&["unmount", "busy/a/b"][..], &["unmount", "-f", "busy/a/b"], &["unmount", "-fa"]] {
+        let (rc, _, err) = d.run("rzfs", args);
+        assert!(
+            rc != 0 && err.contains("pool or dataset is busy"),
+            "{args:?} of a busy dataset: rc {rc}: {err}"
+        );
+    }
     let (rc, _, err) = d.run("rzpool", &["export", "busy"]);
     assert!(rc != 0 && err.contains("busy"), "export of a busy pool: rc {rc}: {err}");
     // Nor is a busy file system destroyed, even with -f (OpenZFS on Linux).

@@ -405,7 +405,9 @@ enum Cmd {
     /// Unmount a dataset (by name or mount point).
     #[command(alias = "umount")]
     Unmount {
-        /// Unmount even if busy: the mount is aborted and its open files get EIO.
+        /// Accepted, as zfs takes it; a busy file system is still refused, as OpenZFS on
+        /// Linux refuses it (`umount -f` cannot take a busy mount away). `zpool export -f`
+        /// aborts a pool's mounts.
         #[arg(short = 'f')]
         force: bool,
         /// Unmount every mounted file system (deepest first, pool by pool).
@@ -731,8 +733,8 @@ pub fn run_with(
         Cmd::Mount { dataset: Some(ds), dir, options, overlay, .. } => {
             mount_o(state, &ds, dir.map(|d| abs(cwd, &d)), options.as_deref().unwrap_or(""), overlay)
         }
-        Cmd::Unmount { all: true, force, .. } => unmount_all(state, force),
-        Cmd::Unmount { target: Some(target), force, .. } => unmount(state, &target, cwd, force),
+        Cmd::Unmount { all: true, .. } => unmount_all(state, false),
+        Cmd::Unmount { target: Some(target), .. } => unmount(state, &target, cwd, false),
         Cmd::Unmount { target: None, .. } => Err("missing dataset or mount point".into()),
     };
     if let (Ok(resp), Some(name)) = (&r, &logged) {
