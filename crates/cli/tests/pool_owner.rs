@@ -1241,6 +1241,11 @@ fn iostat_reports_io_per_vdev() {
     d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "io"]);
     let hist = d.ok("rzpool", &["history", "io"]);
     assert!(hist.contains(" rzpool export io\n"), "{hist}");
+    // So is a destroy: a pool imported again with -D shows it.
+    d.ok("rzpool", &["destroy", "io"]);
+    d.ok("rzpool", &["import", "-D", "-f", "-d", dir.to_str().unwrap(), "io"]);
+    let hist = d.ok("rzpool", &["history", "io"]);
+    assert!(hist.contains(" rzpool destroy io\n"), "{hist}");
 }
 
 /// `zpool create -n` and `zfs create -n/-v/-P/-u` as zpool and zfs have them: dry runs check

@@ -480,7 +480,14 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
                 crate::rwadd::AddArgs { pool, force, dryrun, vdev_words: vdevs, cwd: cwd.to_path_buf() };
             crate::rwadd::add(state, &args).map(Response::ok)
         }
-        Cmd::Destroy { pool, force } => destroy(state, &pool, force),
+        Cmd::Destroy { pool, force } => {
+            // Logged first, as zfs_ioc_pool_destroy does: a pool imported again with -D
+            // shows its destroy.
+            if crate::rwpool::writer_of(state, &pool).is_some() {
+                crate::rwpool::log_history(state, &pool, &format!("{shown} {}", argv.join(" ")));
+            }
+            destroy(state, &pool, force)
+        }
         Cmd::Import {
             dirs,
             mut props,
