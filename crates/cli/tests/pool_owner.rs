@@ -518,7 +518,7 @@ fn mount_all_unmount_all_and_sync() {
         return;
     }
     let dir = scratch("own-all");
-    let devs = files(&dir, 1, 128 << 20);
+    let devs = files(&dir, 2, 128 << 20);
     let d = Daemon::new("own-all");
     let mnt = dir.join("m");
     let mnt_s = mnt.to_str().unwrap();
@@ -553,6 +553,22 @@ fn mount_all_unmount_all_and_sync() {
     assert!(!m.iter().any(|x| x.ends_with("/off")), "canmount=off was mounted: {m:?}");
     assert_eq!(std::fs::read(mnt.join("a/f")).unwrap(), b"data");
     // Again: what is mounted stays so, nothing fails.
+    d.ok("rzfs", &["mount", "-a"]);
+    // -R: the named file systems and their descendants only.
+    d.ok("rzfs", &["unmount", "-a"]);
+    d.ok("rzfs", &["mount", "-R", "mall/a"]);
+    let m = mounts_under(&dir);
+    assert!(m.contains(&format!("{mnt_s}/a")) && m.contains(&format!("{mnt_s}/a/b")), "{m:?}");
+    assert!(!m.contains(&mnt_s.to_string()), "-R mall/a mounted the pool's root: {m:?}");
+    let (rc, _, err) = d.run("rzfs", &["mount", "-R", "mall/nosuch"]);
+    assert!(rc != 0 && err.contains("dataset does not exist"), "{err}");
+    // A file system of another pool mounted inside this one's: unmount -a takes it down
+    // first (one order over every pool, as zfs sorts the mount table).
+    let inner = format!("{mnt_s}/a/other");
+    d.ok("rzpool", &["create", "-m", &inner, "mall2", &devs[1]]);
+    d.ok("rzfs", &["unmount", "-a"]);
+    assert!(mounts_under(&dir).is_empty(), "unmount -a left {:?}", mounts_under(&dir));
+    d.ok("rzpool", &["export", "mall2"]);
     d.ok("rzfs", &["mount", "-a"]);
     d.ok("rzpool", &["export", "mall"]);
     assert!(mounts_under(&dir).is_empty());

@@ -140,9 +140,16 @@ enum Cmd {
         /// Mount every file system whose canmount=on and mountpoint is a path.
         #[arg(short = 'a', conflicts_with_all = ["dataset", "dir"])]
         all: bool,
+        /// Mount the named file systems and their descendants (those that mount).
+        #[arg(short = 'R', conflicts_with = "all")]
+        recursive: bool,
         dataset: Option<String>,
-        /// Mount point (default: the dataset's mountpoint property).
+        /// Mount point (default: the dataset's mountpoint property); with -R, another file
+        /// system.
         dir: Option<PathBuf>,
+        /// With -R, more file systems.
+        #[arg(requires = "recursive", hide = true)]
+        more: Vec<String>,
     },
     /// Create a file system from a snapshot (a writable clone sharing its blocks).
     Clone {
@@ -729,11 +736,21 @@ pub fn run_with(
                 .map(|_| Response::ok(String::new()))
         }
         Cmd::Mount { all: true, .. } => mount_all(state),
+        Cmd::Mount { recursive: true, dataset, dir, more, .. } => {
+            let mut roots: Vec<String> = dataset.into_iter().collect();
+            roots.extend(dir.map(|d| d.to_string_lossy().into_owned()));
+            roots.extend(more);
+            if roots.is_empty() {
+                Err("missing dataset argument".to_string())
+            } else {
+                mount_recursive(state, &roots)
+            }
+        }
         Cmd::Mount { dataset: None, .. } => Ok(list_mounts(state)),
         Cmd::Mount { dataset: Some(ds), dir, options, overlay, .. } => {
             mount_o(state, &ds, dir.map(|d| abs(cwd, &d)), options.as_deref().unwrap_or(""), overlay)
         }
-        Cmd::Unmount { all: true, .. } => unmount_all(state, false),
+        Cmd::Unmount { all: true, .. } => unmount_all(state),
         Cmd::Unmount { target: Some(target), .. } => unmount(state, &target, cwd, false),
         Cmd::Unmount { target: None, .. } => Err("missing dataset or mount point".into()),
     };
@@ -3246,7 +3263,20 @@ pub(crate) fn with_remount(
     }
     let r = apply();
     let mut resp = Response::ok(String::new());
-    affected.sort_by_key(|n| n.matches('/').count());
+    // Mounted parents first by where they mount (libzfs's changelist is sorted by mount
+    // point): a file system moved to a shallower directory than its parent's is mounted
+    // before what now goes below it.
+    let depth = |n: &String| -> (usize, usize) {
+        let mp = state.pool(pool_of(n)).ok().and_then(|p| {
+            let dsl = p.dsl();
+            let ds = dsl.find(n).ok()?;
+            prop_value(&p, &dsl, &ds, "mountpoint").ok().map(|v| v.exact)
+        });
+        (mp.map_or(usize::MAX, |m| Path::new(&m).components().count()), n.matches('/').count())
+    };
+    let mut keyed: Vec<((usize, usize), String)> = affected.into_iter().map(|n| (depth(&n), n)).collect();
+    keyed.sort();
+    let affected: Vec<String> = keyed.into_iter().map(|(_, n)| n).collect();
     for name in affected {
         let mounted_before = was.iter().any(|(_, n)| *n == name);
         if !(mounted_before || (mount_new && r.is_ok())) {
@@ -3284,22 +3314,41 @@ pub(crate) fn mount_all_pub(state: &Arc<State>) -> Result<(), String> {
 }
 
 fn mount_all(state: &Arc<State>) -> Result<Response, String> {
-    mount_all_in(state, None)
+    mount_all_in(state, None, &|_| true)
 }
 
 /// The mounts `zpool import` makes: [`mount_all`] for pool `pool` only.
 pub(crate) fn mount_pool_filesystems(state: &Arc<State>, pool: &str) -> Result<Response, String> {
-    mount_all_in(state, Some(pool))
+    mount_all_in(state, Some(pool), &|_| true)
 }
 
-fn mount_all_in(state: &Arc<State>, only: Option<&str>) -> Result<Response, String> {
+/// `zfs mount -R FS...`: each file system and its descendants that mount (canmount=on, a
+/// path as mountpoint) and are not mounted yet, parents first.
+fn mount_recursive(state: &Arc<State>, roots: &[String]) -> Result<Response, String> {
+    for r in roots {
+        let pool =
+            state.pool(pool_of(r)).map_err(|_| format!("cannot open '{r}': dataset does not exist"))?;
+        pool.dsl().find(r).map_err(|_| format!("cannot open '{r}': dataset does not exist"))?;
+    }
+    let under = |n: &str| roots.iter().any(|r| n == r || n.starts_with(&format!("{r}/")));
+    mount_all_in(state, None, &under)
+}
+
+fn mount_all_in(
+    state: &Arc<State>,
+    only: Option<&str>,
+    keep: &dyn Fn(&str) -> bool,
+) -> Result<Response, String> {
     prune_mounts(state);
     let mut todo: Vec<(usize, String)> = Vec::new();
     for pool in state.all_pools().into_iter().filter(|p| only.is_none_or(|o| p.name() == o)) {
         let dsl = pool.dsl();
         for ds in dsl.list().map_err(|e| e.to_string())? {
             // Inconsistent ones (a receive in progress or cut short) are not mounted.
-            if ds.kind != DatasetKind::Filesystem || ds.ds.flags & ondisk::dsl::DS_FLAG_INCONSISTENT != 0 {
+            if ds.kind != DatasetKind::Filesystem
+                || ds.ds.flags & ondisk::dsl::DS_FLAG_INCONSISTENT != 0
+                || !keep(&ds.name)
+            {
                 continue;
             }
             let mp = prop_value(&pool, &dsl, &ds, "mountpoint")?.exact;
@@ -3326,32 +3375,40 @@ fn mount_all_in(state: &Arc<State>, only: Option<&str>) -> Result<Response, Stri
     Ok(resp)
 }
 
-/// `zfs unmount -a [-f]`: every mount of every pool, deepest first; a busy one stops its
-/// pool's unmounts (exit 1) unless `-f`.
-fn unmount_all(state: &State, force: bool) -> Result<Response, String> {
-    let mut pools: Vec<String> = state
-        .mounts
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-        .map(|m| pool_of(&m.dataset).to_string())
-        .collect();
-    pools.sort();
-    pools.dedup();
+/// `zfs unmount -a [-f]`: every mount of every pool, deepest first; a busy one (and what it
+/// is mounted in) stays mounted and makes the exit status 1, the rest are unmounted.
+fn unmount_all(state: &State) -> Result<Response, String> {
+    prune_mounts(state);
     let mut resp = Response::ok(String::new());
-    for pool in pools {
-        match unmount_pool(state, &pool, force) {
-            Ok(done) => {
-                for mut m in done {
-                    m.session.wait();
+    let gone = {
+        let mut m = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
+        // Every pool's mounts together, deepest first (and of mounts stacked at one directory
+        // the top one first), as zfs unmount -a sorts the mount table: a file system of one
+        // pool may be mounted inside one of another.
+        let mut order: Vec<usize> = (0..m.len()).collect();
+        order.sort_by_key(|&i| (std::cmp::Reverse(m[i].dir.components().count()), std::cmp::Reverse(i)));
+        let mut done = Vec::new();
+        for i in order {
+            match m[i].session.detach(false) {
+                Ok(()) => done.push(i),
+                Err(e) => {
+                    resp.stderr.push_str(&unmount_error(&m[i].dir, &e));
+                    resp.stderr.push('\n');
+                    resp.exit = 1;
                 }
             }
-            Err(e) => {
-                resp.stderr.push_str(&e);
-                resp.stderr.push('\n');
-                resp.exit = 1;
-            }
         }
+        done.sort_unstable();
+        let mut gone = Vec::new();
+        for i in done.into_iter().rev() {
+            let x = m.remove(i);
+            crate::daemon::track_mount(&x.dataset, false);
+            gone.push(x);
+        }
+        gone
+    };
+    for mut x in gone {
+        x.session.wait();
     }
     Ok(resp)
 }
@@ -3399,10 +3456,11 @@ pub(crate) fn unmount(state: &State, target: &str, cwd: &Path, force: bool) -> R
         return Err(format!("cannot unmount '{target}': not currently mounted"));
     };
     let top = m[i].dir.clone();
-    // Mounts below its directory made before it are in the layer it covers, not on it.
-    let mut order: Vec<usize> =
-        (i + 1..m.len()).filter(|&j| m[j].dir != top && m[j].dir.starts_with(&top)).collect();
-    order.sort_by_key(|&j| std::cmp::Reverse(m[j].dir.components().count()));
+    // Mounts below its directory made before it are in the layer it covers, not on it; the
+    // ones made after it there (at its directory too: stacked over it) go first, deepest
+    // and latest first, since an unmount by path takes the top one.
+    let mut order: Vec<usize> = (i + 1..m.len()).filter(|&j| m[j].dir.starts_with(&top)).collect();
+    order.sort_by_key(|&j| (std::cmp::Reverse(m[j].dir.components().count()), std::cmp::Reverse(j)));
     order.push(i);
     let (gone, err) = detach_in_order(&mut m, &order, force);
     drop(m);
@@ -3448,7 +3506,8 @@ pub fn unmount_pool(state: &State, pool: &str, force: bool) -> Result<Vec<Mount>
     prune_mounts(state);
     let mut m = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
     let mut mine: Vec<usize> = (0..m.len()).filter(|&i| pool_of(&m[i].dataset) == pool).collect();
-    mine.sort_by_key(|&i| std::cmp::Reverse(m[i].dir.components().count()));
+    // Deepest first; of mounts stacked at one directory, the latest (the top one) first.
+    mine.sort_by_key(|&i| (std::cmp::Reverse(m[i].dir.components().count()), std::cmp::Reverse(i)));
     let (out, err) = detach_in_order(&mut m, &mine, force);
     drop(m);
     match err {
