@@ -142,6 +142,10 @@ enum Cmd {
         /// is accepted and adds nothing.
         #[arg(short = 's')]
         slow: bool,
+        /// Full paths of the leaf vdevs. rzfs shows every leaf by the full path it was
+        /// opened by (zpool shortens /dev/... disks without -P), so this changes nothing.
+        #[arg(short = 'P')]
+        full_paths: bool,
         pools: Vec<String>,
     },
     /// Enable every feature this software supports on pools (zpool upgrade): without
@@ -580,7 +584,7 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
             }
             export(state, &pools, force, hardforce)
         }
-        Cmd::Status { verbose, unhealthy_only, parsable, errors_only, slow: _, pools } => {
+        Cmd::Status { verbose, unhealthy_only, parsable, errors_only, slow: _, full_paths: _, pools } => {
             status(state, &pools, verbose, unhealthy_only, parsable, errors_only)
         }
         Cmd::List { scripted, parsable, props, pools } => list(state, &pools, scripted, parsable, &props),
