@@ -3086,7 +3086,7 @@ fn refresh_mount_flags(state: &Arc<State>, names: &[String]) -> Vec<String> {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .iter()
-        .filter(|m| names.iter().any(|n| m.dataset == *n || m.dataset.starts_with(&format!("{n}/"))))
+        .filter(|m| in_subtrees(names, &m.dataset))
         .map(|m| (m.dataset.clone(), m.dir.clone()))
         .collect();
     let root = nix::unistd::geteuid().is_root();
@@ -3111,6 +3111,21 @@ fn refresh_mount_flags(state: &Arc<State>, names: &[String]) -> Vec<String> {
     warnings
 }
 
+/// Is `dataset` one of `names` or below one of them?
+fn in_subtrees(names: &[String], dataset: &str) -> bool {
+    names.iter().any(|n| dataset == n || dataset.starts_with(&format!("{n}/")))
+}
+
+/// A successful response whose stderr carries `warnings`, one per line.
+fn with_warnings(warnings: Vec<String>) -> Response {
+    let mut resp = Response::ok(String::new());
+    for w in warnings {
+        resp.stderr.push_str(&w);
+        resp.stderr.push('\n');
+    }
+    resp
+}
+
 /// The mounted file systems among `names` and their descendants, with their `acltype` now.
 fn mounted_acltypes(state: &Arc<State>, names: &[String]) -> Vec<(String, String)> {
     prune_mounts(state);
@@ -3119,7 +3134,7 @@ fn mounted_acltypes(state: &Arc<State>, names: &[String]) -> Vec<(String, String
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .iter()
-        .filter(|m| names.iter().any(|n| m.dataset == *n || m.dataset.starts_with(&format!("{n}/"))))
+        .filter(|m| in_subtrees(names, &m.dataset))
         .map(|m| m.dataset.clone())
         .collect();
     mounted.into_iter().filter_map(|n| acltype_now(state, &n).map(|a| (n, a))).collect()
@@ -3201,17 +3216,12 @@ pub(crate) fn with_remount(
         "acltype" => {
             let before = mounted_acltypes(state, names);
             apply()?;
-            let mut resp = Response::ok(String::new());
-            for w in remount_for_acltype(state, before) {
-                resp.stderr.push_str(&w);
-                resp.stderr.push('\n');
-            }
-            return Ok(resp);
+            return Ok(with_warnings(remount_for_acltype(state, before)));
         }
         "snapdir" => {
             apply()?;
             for m in state.mounts.lock().unwrap_or_else(|p| p.into_inner()).iter() {
-                if names.iter().any(|n| m.dataset == *n || m.dataset.starts_with(&format!("{n}/"))) {
+                if in_subtrees(names, &m.dataset) {
                     m.session.invalidate_root_attrs();
                 }
             }
@@ -3219,12 +3229,7 @@ pub(crate) fn with_remount(
         }
         "exec" | "setuid" | "devices" => {
             apply()?;
-            let mut resp = Response::ok(String::new());
-            for w in refresh_mount_flags(state, names) {
-                resp.stderr.push_str(&w);
-                resp.stderr.push('\n');
-            }
-            return Ok(resp);
+            return Ok(with_warnings(refresh_mount_flags(state, names)));
         }
         _ => {
             apply()?;
