@@ -22,6 +22,7 @@ use zio::{Zio, ZioError};
 
 pub mod traverse;
 pub mod tx;
+pub mod useracct;
 
 /// Errors of the DMU.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -242,6 +243,12 @@ impl Objset {
     /// later slots of a `dnodesize` > 512 object: they hold its block pointers and bonus, not
     /// a dnode), are `NoSuchObject`.
     pub fn dnode(&self, object: u64) -> Result<Dnode> {
+        if useracct::is_accounting_object(object) {
+            return match useracct::accounting_dnode(&self.phys, object) {
+                Some(phys) if !phys.is_free() => Ok(Dnode { object, phys: phys.clone() }),
+                _ => Err(DmuError::NoSuchObject(object)),
+            };
+        }
         match self.slot(object)? {
             Slot::Start(d) => Ok(*d),
             Slot::Free | Slot::Interior(_) => Err(DmuError::NoSuchObject(object)),

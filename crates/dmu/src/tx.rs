@@ -25,13 +25,17 @@
 //! number of allocated dnodes per dnode block, the sum of the children for indirects.
 //! `dn_used` counts deflated allocated bytes (`bp_get_dsize`) with `DNODE_FLAG_USED_BYTES`.
 
+use crate::useracct::{self, Accounting, UsedDeltas};
 use crate::{DmuError, Objset, Reader, Result};
 use ondisk::blkptr::{BlkPtr, BLKPTR_SIZE};
 use ondisk::dmu_types::DmuObjectType;
 use ondisk::dnode::{
     DnodePhys, DNODE_BLOCK_SHIFT, DNODE_CORE_SIZE, DNODE_FLAG_USED_BYTES, DNODE_MAX_SLOTS, DNODE_SLOT_SIZE,
 };
-use ondisk::objset::{ObjsetPhys, OBJSET_PHYS_SIZE_V2};
+use ondisk::objset::{
+    ObjsetPhys, DMU_OST_ZFS, OBJSET_FLAG_PROJECTQUOTA_COMPLETE, OBJSET_FLAG_USERACCOUNTING_COMPLETE,
+    OBJSET_FLAG_USEROBJACCOUNTING_COMPLETE, OBJSET_PHYS_SIZE_V2, OBJSET_PHYS_SIZE_V3,
+};
 use ondisk::ByteOrder;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -58,7 +62,13 @@ pub trait BlockSink {
     fn kill(&mut self, bp: &BlkPtr) -> Result<()>;
     /// A dnode of more than one slot was written: the dataset's `large_dnode` feature
     /// becomes active (`dnode_sync`). The MOS has none.
-    fn large_dnode(&mut self) {}
+    fn large_dnode(&mut self) {
+        self.activate("large_dnode");
+    }
+    /// The dataset's per-dataset feature `name` (short name) becomes active.
+    fn activate(&mut self, name: &'static str) {
+        let _ = name;
+    }
 }
 
 /// How blocks of an object are written: the owner of the objset resolves properties.
@@ -82,6 +92,9 @@ pub struct SyncCtx<'a> {
     /// ([`BlkPtr::hole_born`]), which incremental sends (OpenZFS's and ours) rely on to
     /// send the frees of ranges that existed in the earlier snapshot.
     pub hole_birth: bool,
+    /// User/group/project accounting of ZPL objsets (see [`crate::useracct`]); None where
+    /// the owner keeps none (tests, the MOS).
+    pub accounting: Option<&'a Accounting<'a>>,
 }
 
 impl SyncCtx<'_> {
@@ -244,6 +257,9 @@ pub struct DirtyObjset {
     /// Bytes of [`RawBlock`] payloads added in this txg (memory on top of `cost`; not
     /// decreased when a raw form is dropped before the sync: an over-estimate).
     raw_bytes: u64,
+    /// A sync is updating the accounting objects: only then may they be dirtied (a
+    /// receive naming object -1 must not reach them).
+    accounting_open: bool,
 }
 
 /// The open txg of one objset as it was before a sync began ([`DirtyObjset::checkpoint`]):
@@ -343,6 +359,7 @@ impl DirtyObjset {
             dnode_slots: 1,
             cost: TxgCost::default(),
             raw_bytes: 0,
+            accounting_open: false,
         }
     }
 
@@ -373,6 +390,7 @@ impl DirtyObjset {
             dnode_slots: 1,
             cost: TxgCost::default(),
             raw_bytes: 0,
+            accounting_open: false,
         })
     }
 
@@ -431,6 +449,9 @@ impl DirtyObjset {
     /// dnode block, the meta-dnode's indirect blocks above it, and the objset block for the
     /// first dirty object.
     fn charge_new_dnode(&mut self, object: u64) {
+        if useracct::is_accounting_object(object) {
+            return;
+        }
         let meta = &self.phys.meta_dnode;
         let bs = meta.data_block_size().max(DNODE_SLOT_SIZE as u64);
         let per_block = bs / DNODE_SLOT_SIZE as u64;
@@ -478,6 +499,9 @@ impl DirtyObjset {
 
     fn committed_dnode(&self, object: u64) -> Result<Option<DnodePhys>> {
         let Some(base) = &self.base else { return Ok(None) };
+        if useracct::is_accounting_object(object) {
+            return Ok(useracct::accounting_dnode(&base.phys, object).filter(|d| !d.is_free()).cloned());
+        }
         match base.dnode(object) {
             Ok(d) => Ok(Some(d.phys)),
             Err(DmuError::NoSuchObject(_)) => Ok(None),
@@ -487,6 +511,9 @@ impl DirtyObjset {
 
     /// The dirty record of an existing object, created on first modification.
     pub fn dirty(&mut self, object: u64) -> Result<&mut DirtyDnode> {
+        if useracct::is_accounting_object(object) && !self.accounting_open {
+            return Err(DmuError::NoSuchObject(object));
+        }
         if !self.dnodes.contains_key(&object) {
             let phys = self.committed_dnode(object)?.ok_or(DmuError::NoSuchObject(object))?;
             let d = DirtyDnode { phys: phys.clone(), committed: Some(phys), ..Default::default() };
@@ -630,6 +657,20 @@ impl DirtyObjset {
             self.charge_new_dnode(obj);
         }
         let committed = old.and_then(|d| d.committed.clone());
+        self.dnodes.insert(obj, Arc::new(DirtyDnode { phys, committed, ..Default::default() }));
+        Ok(())
+    }
+
+    /// Creates accounting object `obj` (an empty dnode of type `DMU_OT_USERGROUP_USED` in
+    /// the objset header) while a sync updates the accounting ([`Accounting::apply`]);
+    /// OpenZFS's `zap_create_claim` of object -1, -2 or -3.
+    pub fn claim_accounting(&mut self, obj: u64) -> Result<()> {
+        if !self.accounting_open || !useracct::is_accounting_object(obj) || self.dnode(obj)?.is_some() {
+            return Err(corrupt("objset", format!("accounting object {obj:#x} cannot be created now")));
+        }
+        let ot = DmuObjectType::UsergroupUsed.to_u8();
+        let phys = fresh_dnode(ot, 512, 0, Vec::new(), 1)?;
+        let committed = self.committed_dnode(obj)?;
         self.dnodes.insert(obj, Arc::new(DirtyDnode { phys, committed, ..Default::default() }));
         Ok(())
     }
@@ -1002,11 +1043,26 @@ impl DirtyObjset {
             by_obj.entry(*obj).or_default().insert(*blkid, p);
         }
         self.raw_bytes = 0;
+        let acct = self.accounting_for(ctx, sink);
+        let mut deltas = UsedDeltas::default();
         for (obj, d) in dirty {
             let prepared = by_obj.remove(&obj).unwrap_or_default();
-            let phys = self.sync_object(ctx, sink, &d, prepared)?;
+            let mut phys = self.sync_object(ctx, sink, &d, prepared)?;
+            if let Some(a) = acct {
+                if !phys.is_free() {
+                    phys.flags |= useracct::accounted_flags(a.userobj);
+                }
+                let old = d.committed.as_ref();
+                let project = a.project && self.phys.projectused.is_some();
+                deltas.count(old, Some(&phys), project, self.order);
+            }
             let old_slots = d.committed.as_ref().map_or(0, |c| c.slots());
             new_dnodes.insert(obj, (old_slots, phys));
+        }
+        if let Some(a) = acct {
+            if !deltas.is_empty() {
+                self.sync_accounting(ctx, sink, a, &deltas)?;
+            }
         }
         self.sync_meta(ctx, sink, &new_dnodes)?;
         let bp = self.write_objset_block(ctx, sink)?;
@@ -1019,6 +1075,67 @@ impl DirtyObjset {
         }
         self.freed_now.clear();
         Ok(bp)
+    }
+
+    /// Whether this sync keeps user accounting: a ZPL objset whose owner asked for it and
+    /// whose header has room for the accounting objects. A new objset gets them here, with
+    /// its counts marked complete (it is counted from its first object on), and the
+    /// per-dataset features that say so become active (`dmu_objset_create_impl_dnstats`).
+    fn accounting_for<'c>(
+        &mut self,
+        ctx: &SyncCtx<'c>,
+        sink: &mut dyn BlockSink,
+    ) -> Option<&'c Accounting<'c>> {
+        let a = ctx.accounting?;
+        if self.phys.os_type != DMU_OST_ZFS {
+            return None;
+        }
+        if self.base.is_none() && self.phys.userused.is_none() {
+            self.phys.userused = Some(DnodePhys::default());
+            self.phys.groupused = Some(DnodePhys::default());
+            self.phys.flags |= OBJSET_FLAG_USERACCOUNTING_COMPLETE;
+            if a.userobj {
+                self.phys.flags |= OBJSET_FLAG_USEROBJACCOUNTING_COMPLETE;
+                sink.activate("userobj_accounting");
+            }
+            if a.project {
+                self.phys.projectused = Some(DnodePhys::default());
+                self.phys.flags |= OBJSET_FLAG_PROJECTQUOTA_COMPLETE;
+                sink.activate("project_quota");
+            }
+        }
+        self.phys.userused.is_some().then_some(a)
+    }
+
+    /// Applies one sync's accounting deltas through the owner and writes the accounting
+    /// objects (their blocks, then their dnodes into the objset header).
+    fn sync_accounting(
+        &mut self,
+        ctx: &SyncCtx,
+        sink: &mut dyn BlockSink,
+        a: &Accounting,
+        deltas: &UsedDeltas,
+    ) -> Result<()> {
+        self.accounting_open = true;
+        let r = (a.apply)(self, deltas);
+        self.accounting_open = false;
+        r?;
+        let dirty = std::mem::take(&mut self.dnodes);
+        if let Some(&other) = dirty.keys().find(|o| !useracct::is_accounting_object(**o)) {
+            return Err(corrupt("objset", format!("object {other} dirtied while accounting")));
+        }
+        for (obj, d) in dirty {
+            let props = ctx.policy.props(&d.phys, 0);
+            let writes: Vec<_> = d.blocks.iter().map(|(b, data)| (obj, *b, data.as_slice(), props)).collect();
+            let written = write_blocks_parallel(ctx, &writes)?;
+            let prepared = writes.iter().map(|w| w.1).zip(written).collect();
+            let phys = self.sync_object(ctx, sink, &d, prepared)?;
+            if let Some(slot) = useracct::accounting_slot(&mut self.phys, obj) {
+                *slot = Some(phys);
+            }
+        }
+        self.cost = TxgCost::default();
+        Ok(())
     }
 
     /// Syncs one object's tree; returns its final dnode.
@@ -1175,7 +1292,9 @@ impl DirtyObjset {
 
     fn write_objset_block(&mut self, ctx: &SyncCtx, sink: &mut dyn BlockSink) -> Result<BlkPtr> {
         let meta = &self.phys.meta_dnode;
-        let data = self.phys.encode(OBJSET_PHYS_SIZE_V2, self.order)?;
+        // A header with a projectused dnode is 4 KiB (`OBJSET_PHYS_SIZE_V3`), else 2 KiB.
+        let size = if self.phys.projectused.is_some() { OBJSET_PHYS_SIZE_V3 } else { OBJSET_PHYS_SIZE_V2 };
+        let data = self.phys.encode(size, self.order)?;
         let props = ctx.policy.props(meta, u8::MAX);
         let p = ctx.zio.prepare(&data, &props, ctx.sector)?;
         let old = self.base.as_ref().map(|b| b.bp);

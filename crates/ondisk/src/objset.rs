@@ -35,6 +35,18 @@ pub const DMU_USERUSED_OBJECT: i64 = -1;
 pub const DMU_GROUPUSED_OBJECT: i64 = -2;
 pub const DMU_PROJECTUSED_OBJECT: i64 = -3;
 
+/// `os_flags` bits (include/sys/dmu_objset.h): the accounting objects count every object of
+/// the objset — by space, by object (`userobj_accounting`), by project (`project_quota`).
+/// OpenZFS answers `zfs userspace` only when the matching bit is set, and upgrades an objset
+/// without it by dirtying every dnode.
+pub const OBJSET_FLAG_USERACCOUNTING_COMPLETE: u64 = 1 << 0;
+pub const OBJSET_FLAG_USEROBJACCOUNTING_COMPLETE: u64 = 1 << 1;
+pub const OBJSET_FLAG_PROJECTQUOTA_COMPLETE: u64 = 1 << 2;
+
+/// `DMU_OBJACCT_PREFIX`: the accounting ZAPs key object counts as "obj-" + hex id, next to
+/// the byte counts keyed by the bare hex id.
+pub const DMU_OBJACCT_PREFIX: &str = "obj-";
+
 /// The ZIL header of an objset.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ZilHeaderPhys {

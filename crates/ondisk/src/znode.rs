@@ -64,6 +64,61 @@ pub const ZFS_SPARSE: u64 = 0x2000_0000_0000;
 pub const ZFS_PROJINHERIT: u64 = 0x4000_0000_0000;
 pub const ZFS_PROJID: u64 = 0x8000_0000_0000;
 
+/// The owners a file's space is charged to (`zfs_file_info_t`): user, group and project.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileIds {
+    pub user: u64,
+    pub group: u64,
+    pub project: u64,
+}
+
+/// `DMU_OT_ZNODE` and `DMU_OT_SA`: the bonus types whose objects user accounting counts.
+const BONUS_ZNODE: u8 = 17;
+const BONUS_SA: u8 = 44;
+/// Offsets after the SA header of uid, gid, flags and project id (`SA_UID_OFFSET` ... in
+/// include/sys/zfs_sa.h). OpenZFS reads them at these fixed places, trusting every ZPL
+/// layout to start MODE SIZE GEN UID GID PARENT FLAGS and to put PROJID at 128.
+const SA_UID_OFFSET: usize = 24;
+const SA_GID_OFFSET: usize = 32;
+const SA_FLAGS_OFFSET: usize = 48;
+const SA_PROJID_OFFSET: usize = 128;
+
+/// The owners of an object for user/group/project accounting, read from its bonus as
+/// OpenZFS's ZPL callback does (`zpl_get_file_info`, module/zfs/zfs_quota.c): None when the
+/// object is not counted (another bonus type, a bonus too short or not an SA). An SA whose
+/// magic is still 0 belongs to user and group 0. Without `ZFS_PROJID` in the flags the
+/// project is 0 (`ZFS_DEFAULT_PROJID`).
+pub fn accounting_ids(bonus_type: u8, bonus: &[u8], order: ByteOrder) -> Option<FileIds> {
+    let at = |buf: &[u8], off: usize, o: ByteOrder| o.u64_at(buf, off, "owner").ok();
+    match bonus_type {
+        BONUS_ZNODE => {
+            Some(FileIds { user: at(bonus, 128, order)?, group: at(bonus, 136, order)?, project: 0 })
+        }
+        BONUS_SA => {
+            let magic = ByteOrder::Little.u32_at(bonus, 0, "sa_magic").ok()?;
+            if magic == 0 {
+                return Some(FileIds::default());
+            }
+            let o = if magic == crate::sa::SA_MAGIC {
+                ByteOrder::Little
+            } else if magic.swap_bytes() == crate::sa::SA_MAGIC {
+                ByteOrder::Big
+            } else {
+                return None;
+            };
+            let hdr = usize::from(o.u16_at(bonus, 4, "sa_layout_info").ok()? >> 10) * 8;
+            if hdr < 8 {
+                return None;
+            }
+            let data = bonus.get(hdr..)?;
+            let flags = at(data, SA_FLAGS_OFFSET, o)?;
+            let project = if flags & ZFS_PROJID != 0 { at(data, SA_PROJID_OFFSET, o)? } else { 0 };
+            Some(FileIds { user: at(data, SA_UID_OFFSET, o)?, group: at(data, SA_GID_OFFSET, o)?, project })
+        }
+        _ => None,
+    }
+}
+
 /// File type from a mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileType {

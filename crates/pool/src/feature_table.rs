@@ -174,6 +174,8 @@ pub const IMPLEMENTED_FOR_WRITE: &[&str] = &[
     "bookmarks",
     "zstd_compress",
     "blake3",
+    "userobj_accounting",
+    "project_quota",
 ];
 
 /// Every feature, in `spa_feature_t` order.

@@ -51,6 +51,7 @@
 use crate::{PoolError, Result};
 use codec::checksum::{self, ChecksumCtx, ChecksumKind};
 use dmu::tx::{BlockSink, DirtyObjset, SyncCtx, WritePolicy};
+use dmu::useracct::{self, Accounting, UsedDeltas};
 use dmu::Reader;
 use dsl::write::{self as dslw, SpaceDelta};
 use ondisk::blkptr::{BlkPtr, Dva};
@@ -308,9 +309,9 @@ impl BlockSink for DatasetSink<'_> {
         self.born.add(SpaceDelta::of(bp, (self.dsize)(bp)));
         crate::dsfeatures::features_of_bp(bp, &mut self.features);
     }
-    fn large_dnode(&mut self) {
-        if !self.features.contains(&"large_dnode") {
-            self.features.push("large_dnode");
+    fn activate(&mut self, name: &'static str) {
+        if !self.features.contains(&name) {
+            self.features.push(name);
         }
     }
     fn kill(&mut self, bp: &BlkPtr) -> dmu::Result<()> {
@@ -904,6 +905,11 @@ impl PoolWriter {
         let ratios = self.ratios();
         let dsize = |bp: &BlkPtr| bp_dsize(&ratios, bp);
         let zio = self.reader.zio.clone();
+        let accounting = Accounting {
+            userobj: self.feature_refcount("userobj_accounting")?.is_some(),
+            project: self.feature_refcount("project_quota")?.is_some(),
+            apply: &apply_used_deltas,
+        };
         let (bp, born, freed, dead, features) = {
             let mut sink = DatasetSink {
                 alloc: &self.alloc,
@@ -924,6 +930,7 @@ impl PoolWriter {
                 policy: &w.policy,
                 dsize: &dsz,
                 hole_birth,
+                accounting: Some(&accounting),
             };
             let bp = w.os.sync(&ctx, &mut sink)?;
             (bp, sink.born, sink.freed, sink.dead, sink.features)
@@ -1003,6 +1010,7 @@ impl PoolWriter {
                     policy: &policy,
                     dsize: &dsz,
                     hole_birth,
+                    accounting: None,
                 };
                 let bp = self.mos.sync(&ctx, &mut sink)?;
                 self.pending_root = Some(bp);
@@ -1459,6 +1467,39 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "localhost".into())
+}
+
+/// Adds one sync's user/group/project accounting deltas to the objset's accounting ZAPs
+/// (`zap_increment` of objects -1, -2, -3): missing ZAPs are created, entries reaching 0
+/// removed. A fresh ZAP cache each time, so a sync that fails and is retried starts again
+/// from the committed counts.
+fn apply_used_deltas(os: &mut DirtyObjset, deltas: &UsedDeltas) -> dmu::Result<()> {
+    let zerr = |e: zap::ZapError| match e {
+        zap::ZapError::Dmu(e) => e,
+        e => dmu::DmuError::Corrupt { what: "accounting ZAP", detail: e.to_string() },
+    };
+    let mut zaps = ZapCache::new();
+    for (&obj, changes) in &deltas.by_object {
+        if changes.values().all(|d| *d == 0) {
+            continue;
+        }
+        if os.dnode(obj)?.is_none() {
+            zaps.create_accounting(os, obj).map_err(zerr)?;
+        }
+        for (key, &delta) in changes {
+            if delta == 0 {
+                continue;
+            }
+            let now = zaps.lookup_u64(os, obj, key).map_err(zerr)?.unwrap_or(0);
+            match useracct::incremented(now, delta) {
+                0 => {
+                    zaps.remove(os, obj, key.as_bytes()).map_err(zerr)?;
+                }
+                v => zaps.update_u64(os, obj, key, v).map_err(zerr)?,
+            }
+        }
+    }
+    zaps.flush(os, 0).map_err(zerr)
 }
 
 #[cfg(test)]

@@ -195,6 +195,14 @@ impl ZapCache {
         Ok(())
     }
 
+    /// Creates an empty accounting ZAP (object -1, -2 or -3 of a ZPL objset) while a sync
+    /// updates the accounting ([`DirtyObjset::claim_accounting`]).
+    pub fn create_accounting(&mut self, os: &mut DirtyObjset, obj: u64) -> Result<()> {
+        os.claim_accounting(obj)?;
+        self.register_new(obj, 0);
+        Ok(())
+    }
+
     /// Treats existing object `obj` (whose dnode type the caller has just made a ZAP type) as
     /// a new, empty ZAP: written at the next flush into its first block, bonus untouched
     /// (`dmu_object_zapify`).

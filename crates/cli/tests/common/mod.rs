@@ -8,6 +8,7 @@ pub mod pools;
 pub mod rng;
 pub mod space;
 pub mod tools;
+pub mod useracct;
 
 use pool::Pool;
 use rzfs_cli::inspect::{self, Opts};

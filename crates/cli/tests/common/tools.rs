@@ -44,6 +44,7 @@ pub fn zdb_check(dir: &Path, pool: &str) -> String {
         assert!(hits.is_empty(), "zdb reports '{bad}' for {pool} in {d}:\n{out}");
     }
     rzdb_space_check(dir, pool);
+    super::useracct::user_accounting_check(dir, pool);
     // The DSL's space accounting, recounted from the blocks (pools without RAID-Z, whose
     // deflated sizes the recount does not model).
     let cfg = run_zdb(&["-e", "-p", d, "-C", pool]);
