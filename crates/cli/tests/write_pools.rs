@@ -582,7 +582,8 @@ fn create_without_features() {
 /// User, group and project accounting (`userused`/`groupused`/`projectused`, objects -1,
 /// -2, -3) through a life of changes: files of several owners written over FUSE, chown,
 /// growth, truncation, unlink, directory xattrs, a snapshot and a clone, an export and a
-/// second import between two rounds. After each round zdb's dump of every object, recounted
+/// second import between two rounds; `zfs userspace`, `groupspace`, `projectspace` and
+/// `userobjused@` report the counts. After each round zdb's dump of every object, recounted
 /// with OpenZFS's rule, must equal the accounting ZAPs (common::useracct, part of
 /// `zdb_check`), and the per-dataset features refcounts must verify.
 #[test]
@@ -622,6 +623,26 @@ fn user_accounting_matches_zdb() {
     assert!(st.map(|s| s.success()).unwrap_or(true));
     std::os::unix::fs::symlink("a", mnt.join("l")).unwrap();
     d.ok("rzfs", &["snapshot", "acct/fs@s1"]);
+    // What zfs userspace/groupspace/projectspace and userobjused@ read back (after a sync:
+    // they read the committed counts, as OpenZFS's do).
+    d.ok("rzpool", &["sync", "acct"]);
+    let users = d.ok("rzfs", &["userspace", "-Hpn", "-o", "name,objused", "acct/fs"]);
+    for want in ["2000\t8", "2001\t7", "2002\t6", "3000\t"] {
+        assert!(users.lines().any(|l| l.starts_with(want)), "userspace:\n{users}");
+    }
+    let groups = d.ok("rzfs", &["groupspace", "-Hpn", "-o", "name,objused", "acct/fs@s1"]);
+    for want in ["100\t20", "200\t1", "300\t"] {
+        assert!(groups.lines().any(|l| l.starts_with(want)), "groupspace:\n{groups}");
+    }
+    let total: u64 =
+        d.ok("rzfs", &["projectspace", "-Hp", "-o", "objused", "acct/fs"]).trim().parse().unwrap();
+    assert!(total >= 23, "projectspace counts {total} objects");
+    assert_eq!(d.ok("rzfs", &["get", "-Hp", "-o", "value", "userobjused@2001", "acct/fs"]), "7\n");
+    let used: u64 =
+        d.ok("rzfs", &["get", "-Hp", "-o", "value", "userused@2001", "acct/fs"]).trim().parse().unwrap();
+    // f1, f4, ... f19: 70,000 bytes of data (compressed: lz4 is on) plus 512 per object.
+    assert!((8 * 512..200_000).contains(&used), "userused@2001 = {used}");
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "userquota@2001", "acct/fs"]), "none\n");
     d.ok("rzfs", &["clone", "acct/fs@s1", "acct/clone"]);
     chown(mnt.join("clone").join("x"), Some(4000), Some(400)).unwrap();
     d.ok("rzpool", &["export", "acct"]);

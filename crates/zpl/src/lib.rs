@@ -16,6 +16,7 @@
 pub mod acl;
 pub mod attrs;
 mod sa_write;
+pub mod space;
 pub mod write;
 pub mod zvol;
 

@@ -1,5 +1,6 @@
 //! Command implementations, run inside the daemon (or directly by `rzdb`).
 
+pub mod userspace;
 pub mod zfs;
 pub mod zinject;
 pub mod zpool;

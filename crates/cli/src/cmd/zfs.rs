@@ -262,6 +262,12 @@ enum Cmd {
         #[arg(required = true)]
         snapshots: Vec<String>,
     },
+    /// Space and objects used by each user of a file system or snapshot.
+    Userspace(SpaceArgs),
+    /// Space and objects used by each group of a file system or snapshot.
+    Groupspace(SpaceArgs),
+    /// Space and objects used by each project of a file system or snapshot.
+    Projectspace(SpaceArgs),
     /// List the user holds of snapshots.
     Holds {
         #[arg(short = 'r')]
@@ -423,6 +429,56 @@ enum Cmd {
         #[arg(required_unless_present = "all")]
         target: Option<String>,
     },
+}
+
+/// The arguments of `zfs userspace`, `groupspace` and `projectspace`.
+#[derive(clap::Args, Debug)]
+pub struct SpaceArgs {
+    #[arg(short = 'H')]
+    scripted: bool,
+    /// Translate SIDs to POSIX ids (no SMB principals here: accepted and ignored).
+    #[arg(short = 'i')]
+    sid2posix: bool,
+    #[arg(short = 'n')]
+    numeric: bool,
+    #[arg(short = 'p')]
+    parsable: bool,
+    #[arg(short = 'o')]
+    fields: Option<String>,
+    #[arg(short = 's')]
+    sort_asc: Vec<String>,
+    #[arg(short = 'S')]
+    sort_desc: Vec<String>,
+    #[arg(short = 't')]
+    types: Option<String>,
+    target: String,
+}
+
+fn space_cmd(state: &State, owner: zpl::space::Owner, a: SpaceArgs) -> Result<Response, String> {
+    use zpl::space::Owner;
+    if owner == Owner::Project {
+        for (set, c) in [(a.numeric, 'n'), (a.types.is_some(), 't'), (a.sid2posix, 'i')] {
+            if set {
+                return Ok(Response::usage(format!("invalid option '{c}'")));
+            }
+        }
+    }
+    let sort = a
+        .sort_asc
+        .into_iter()
+        .map(|k| (k, false))
+        .chain(a.sort_desc.into_iter().map(|k| (k, true)))
+        .collect();
+    let o = super::userspace::Opts {
+        owner,
+        scripted: a.scripted,
+        parsable: a.parsable,
+        numeric: a.numeric,
+        fields: a.fields,
+        types: a.types,
+        sort,
+    };
+    super::userspace::userspace(state, &a.target, &o)
 }
 
 /// Runs one `rzfs` command.
@@ -623,6 +679,9 @@ pub fn run_with(
         Cmd::Rename { recursive, force, parents, no_unmount, old, new } => {
             rename(state, &old, &new, RenameHow { recursive, force, parents, no_unmount })
         }
+        Cmd::Userspace(a) => space_cmd(state, zpl::space::Owner::User, a),
+        Cmd::Groupspace(a) => space_cmd(state, zpl::space::Owner::Group, a),
+        Cmd::Projectspace(a) => space_cmd(state, zpl::space::Owner::Project, a),
         Cmd::Holds { recursive, scripted, parsable, snapshots } => {
             holds(state, &snapshots, recursive, scripted, parsable)
         }
@@ -1099,6 +1158,7 @@ fn known_prop(p: &str) -> bool {
     let c = dsl::props::canonical(p);
     dsl::props::is_user_prop(c)
         || c.starts_with("written@")
+        || zpl::space::SpaceProp::parse(c).is_some()
         || matches!(c, "name" | "written" | "inconsistent")
         || GET_ALL.contains(&c)
         || dsl::props::DEFAULTS.iter().any(|(k, _)| *k == c)
@@ -1535,6 +1595,13 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
                     .space_written_phys((p.prev_snap_obj, &prev), (ds.ds_obj, p))
                     .map_err(|e| e.to_string())?;
                 num(w.unwrap_or(0))
+            }
+        }
+        u if zpl::space::SpaceProp::parse(u).is_some() => {
+            let (sp, who) = zpl::space::SpaceProp::parse(u).expect("parsed above");
+            match super::userspace::prop_value(dsl, ds, sp, who) {
+                Some((exact, human)) => PropVal { exact, human, source: "local".into() },
+                None => text("-", "-"),
             }
         }
         w if w.starts_with("written@") => {
