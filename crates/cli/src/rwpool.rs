@@ -985,8 +985,10 @@ fn set_volsize(state: &State, name: &str, value: &str) -> Result<(), String> {
 /// `rzfs set PROP=VALUE... NAME...`.
 pub fn set(state: &State, assignments: &[String], names: &[String]) -> Result<(), String> {
     let mut rest = Vec::new();
+    let mut quotas = Vec::new();
     for a in assignments {
         match a.split_once('=') {
+            Some((k, v)) if zpl::space::SpaceProp::parse(k).is_some() => quotas.push((k, v)),
             Some(("volblocksize", _)) => {
                 return Err("cannot set property: 'volblocksize' is readonly".into());
             }
@@ -1000,6 +1002,11 @@ pub fn set(state: &State, assignments: &[String], names: &[String]) -> Result<()
             }
             Some(("volsize", _)) => {}
             _ => rest.push(a.clone()),
+        }
+    }
+    for name in names {
+        for (k, v) in &quotas {
+            set_space_quota(state, name, k, v)?;
         }
     }
     let parsed = parse_fs_props(&rest, &None)?;
@@ -1019,6 +1026,44 @@ pub fn set(state: &State, assignments: &[String], names: &[String]) -> Result<()
         rw.spa.set_props(name, props).map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// `zfs set userquota@WHO=LIMIT|none` and the other quotas of that family on file system
+/// `name` (libzfs `zfs_valid_proplist`, `zfs_set_userquota`).
+fn set_space_quota(state: &State, name: &str, k: &str, v: &str) -> Result<(), String> {
+    let what = format!("cannot set property for '{name}'");
+    let (p, who) =
+        zpl::space::SpaceProp::parse(k).ok_or_else(|| format!("{what}: invalid property '{k}'"))?;
+    if !p.quota {
+        return Err(format!("{what}: '{k}' is readonly"));
+    }
+    let id = crate::cmd::userspace::resolve(p.owner, who)
+        .ok_or_else(|| format!("{what}: '{k}' has an invalid user/group name"))?;
+    let limit = if v == "none" {
+        0
+    } else {
+        dsl::props::parse_size(v).ok_or_else(|| format!("{what}: bad numeric value '{v}'"))?
+    };
+    let rw = writable(state, name, &what)?;
+    let ds = state.pool(pool_of(name)).map_err(|e| format!("{what}: {e}"))?;
+    let ds = ds.dsl().find(name).map_err(|_| format!("{what}: dataset does not exist"))?;
+    match ds.kind {
+        dsl::DatasetKind::Filesystem => {}
+        dsl::DatasetKind::Snapshot => {
+            return Err(format!("{what}: this property can not be modified for snapshots"))
+        }
+        _ => return Err(format!("{what}: '{k}' does not apply to datasets of this type")),
+    }
+    rw.spa.open_dataset(ds.ds_obj).map_err(|e| format!("{what}: {e}"))?;
+    rw.spa
+        .with_dataset(ds.ds_obj, SpaceCheck::Reserved, Reserve::Meta, |tx| {
+            zpl::space::set_quota(&mut tx.ds.os, &mut tx.ds.zaps, p, id, limit)
+                .map_err(|e| pool::PoolError::Invalid(e.to_string()))
+        })
+        .map_err(|e| format!("{what}: {e}"))?;
+    // `zfs get` and `userspace` read committed state; OpenZFS's read the open txg's ZAP,
+    // where the limit shows at once.
+    rw.sync().map_err(|e| format!("{what}: {e}"))
 }
 
 /// `rzfs inherit PROP NAME...`: removes the local value.

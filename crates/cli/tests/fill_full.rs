@@ -339,3 +339,68 @@ fn reservations_hold_space() {
     zdb_check(&dir, "rv");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// User, group and object quotas (`userquota@`, `groupquota@`, `userobjquota@`): a user at
+/// its limit gets EDQUOT for writes and new files once the txg that reached it synced (as in
+/// OpenZFS, usage is the synced count), others are not limited, `none` lifts a limit, the
+/// limits show in `zfs get` and `zfs userspace`, and zdb is clean with the accounting right.
+#[test]
+fn user_quotas_answer_edquot() {
+    use std::os::unix::process::CommandExt;
+    if zdb().is_none() || !fuse_usable() {
+        eprintln!("user_quotas_answer_edquot: needs FUSE, root and zdb; skipped");
+        return;
+    }
+    let dir = scratch("uquota");
+    let devs = files(&dir, 1, 256 << 20);
+    let d = Daemon::with_env("uquota", &[("RZFS_TXG_TIMEOUT", "0.2")]);
+    let mnt = dir.join("mnt");
+    d.ok("rzpool", &["create", "-m", mnt.to_str().unwrap(), "uq", &devs[0]]);
+    std::fs::set_permissions(&mnt, std::os::unix::fs::PermissionsExt::from_mode(0o1777)).unwrap();
+    // Runs `sh -c script` as uid:gid in the mount; its status and stderr.
+    let as_user = |uid: u32, gid: u32, script: &str| {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&mnt)
+            .uid(uid)
+            .gid(gid)
+            .output()
+            .unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let quota_hit = |(ok, err): (bool, String), what: &str| {
+        assert!(!ok && err.contains("Disk quota exceeded"), "{what}: {ok} {err}");
+    };
+    d.ok("rzfs", &["set", "userquota@1000=1M", "userobjquota@3000=3", "uq"]);
+    assert_eq!(
+        d.ok("rzfs", &["get", "-H", "-o", "value", "userquota@1000,userobjquota@3000,groupquota@100", "uq"]),
+        "1M\n3\nnone\n"
+    );
+    // 1.5 MiB in one txg passes (usage is counted at sync); then nothing more.
+    assert!(as_user(1000, 100, "head -c 1572864 /dev/urandom > a").0);
+    d.ok("rzpool", &["sync", "uq"]);
+    quota_hit(as_user(1000, 100, "head -c 65536 /dev/urandom >> a"), "append over userquota");
+    quota_hit(as_user(1000, 100, "touch b"), "create over userquota");
+    // Others are not limited by it; a group quota limits every member's files.
+    assert!(as_user(2000, 100, "head -c 65536 /dev/urandom > c").0);
+    d.ok("rzfs", &["set", "groupquota@100=1M", "uq"]);
+    quota_hit(as_user(2000, 100, "head -c 65536 /dev/urandom >> c"), "append over groupquota");
+    assert!(as_user(2000, 200, "head -c 65536 /dev/urandom > c2").0);
+    // `none` lifts both.
+    d.ok("rzfs", &["set", "userquota@1000=none", "groupquota@100=none", "uq"]);
+    assert!(as_user(1000, 100, "head -c 65536 /dev/urandom >> a && touch b").0);
+    // Object quota: three objects, then no new one (writes to them go on).
+    assert!(as_user(3000, 300, "touch o1 o2 o3").0);
+    d.ok("rzpool", &["sync", "uq"]);
+    quota_hit(as_user(3000, 300, "touch o4"), "create over userobjquota");
+    assert!(as_user(3000, 300, "echo more >> o1").0);
+    let users = d.ok("rzfs", &["userspace", "-Hpn", "-o", "name,objused,objquota", "uq"]);
+    assert!(users.lines().any(|l| l == "3000\t3\t3"), "{users}");
+    d.ok("rzfs", &["set", "userobjquota@3000=none", "uq"]);
+    assert_eq!(d.ok("rzfs", &["get", "-Hp", "-o", "value", "userobjquota@3000", "uq"]), "0\n");
+    let (code, _, err) = d.run("rzfs", &["set", "userquota@no-such-user=1M", "uq"]);
+    assert!(code != 0 && err.contains("invalid user/group name"), "{err}");
+    d.ok("rzpool", &["export", "uq"]);
+    zdb_check(&dir, "uq");
+}

@@ -13,6 +13,7 @@
 //! Reads go to the committed objset, as OpenZFS's do: a change shows once its txg synced.
 
 use crate::{Result, ZplError, MASTER_NODE_OBJ};
+use dmu::tx::DirtyObjset;
 use dmu::useracct::{GROUPUSED_OBJECT, PROJECTUSED_OBJECT, USERUSED_OBJECT};
 use dmu::Objset;
 use ondisk::objset::{
@@ -20,6 +21,7 @@ use ondisk::objset::{
     OBJSET_FLAG_USEROBJACCOUNTING_COMPLETE,
 };
 use std::collections::BTreeMap;
+use zap::write::ZapCache;
 
 /// Whose space: `zfs_prop_is_user/group/project`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -150,6 +152,88 @@ pub fn many(os: &Objset, p: SpaceProp) -> Result<BTreeMap<u64, u64>> {
         }
     }
     Ok(out)
+}
+
+/// `DMU_OT_USERGROUP_QUOTA`.
+const DMU_OT_USERGROUP_QUOTA: u8 = 40;
+
+/// The master-node key naming the quota ZAP of `p` ("userquota@", "groupobjquota@", ...).
+fn quota_key(p: SpaceProp) -> String {
+    format!("{}@", SpaceProp { quota: true, ..p }.name())
+}
+
+/// Sets quota `p` of `id` to `limit`, or removes it when `limit` is 0 (`zfs_set_userquota`):
+/// the quota ZAP is made, and named in the master node, with the first limit.
+pub fn set_quota(os: &mut DirtyObjset, zaps: &mut ZapCache, p: SpaceProp, id: u64, limit: u64) -> Result<()> {
+    if !p.quota {
+        return Err(ZplError::Invalid(format!("{} is not a quota", p.name())));
+    }
+    let name = quota_key(p);
+    let obj = match zaps.lookup_u64(os, MASTER_NODE_OBJ, &name)? {
+        Some(o) => o,
+        None if limit == 0 => return Ok(()),
+        None => {
+            let o = zaps.create(os, DMU_OT_USERGROUP_QUOTA, 0, Vec::new())?;
+            zaps.update_u64(os, MASTER_NODE_OBJ, &name, o)?;
+            o
+        }
+    };
+    let k = format!("{id:x}");
+    if limit == 0 {
+        zaps.remove(os, obj, k.as_bytes())?;
+    } else {
+        zaps.update_u64(os, obj, &k, limit)?;
+    }
+    Ok(())
+}
+
+/// Has `id` reached its quota of `owner` — of bytes, or of objects with `objects`
+/// (`zfs_id_overblockquota`, `zfs_id_overobjquota`)? The limit is the one set now; the usage
+/// is what the last synced txg counted, so a writer may pass its limit by what one txg
+/// holds, as in OpenZFS. False where no such quota is set or the counts are not kept.
+pub fn over_quota(
+    os: &DirtyObjset,
+    zaps: &mut ZapCache,
+    owner: Owner,
+    objects: bool,
+    id: u64,
+) -> Result<bool> {
+    let p = SpaceProp { owner, objects, quota: true };
+    let Some(qobj) = zaps.lookup_u64(os, MASTER_NODE_OBJ, &quota_key(p))? else { return Ok(false) };
+    let Some(limit) = zaps.lookup_u64(os, qobj, &format!("{id:x}"))? else { return Ok(false) };
+    let Some(committed) = os.committed() else { return Ok(false) };
+    let used_prop = SpaceProp { quota: false, ..p };
+    if !present(committed, used_prop) {
+        return Ok(false);
+    }
+    let used = match committed.dnode(owner.used_object()) {
+        Ok(_) => zap::lookup_u64(committed, owner.used_object(), &key(used_prop, id))?.unwrap_or(0),
+        Err(_) => 0,
+    };
+    Ok(used >= limit)
+}
+
+/// Would a file of these owners pass a limit by growing (`objects` false) or by a new
+/// object (`objects` true: its bytes and object quotas both count, as
+/// `zfs_acl_ids_overquota`)? Project 0 is never limited.
+pub fn owners_over_quota(
+    os: &DirtyObjset,
+    zaps: &mut ZapCache,
+    uid: u64,
+    gid: u64,
+    projid: u64,
+    objects: bool,
+) -> Result<bool> {
+    let mut who = vec![(Owner::User, uid), (Owner::Group, gid)];
+    if projid != 0 {
+        who.push((Owner::Project, projid));
+    }
+    for (owner, id) in who {
+        if over_quota(os, zaps, owner, false, id)? || (objects && over_quota(os, zaps, owner, true, id)?) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 #[cfg(test)]

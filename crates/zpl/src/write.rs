@@ -60,6 +60,7 @@ pub const ENOTEMPTY: i32 = 39;
 pub const EILSEQ: i32 = 84;
 pub const ENODATA: i32 = 61;
 pub const EOPNOTSUPP: i32 = 95;
+pub const EDQUOT: i32 = 122;
 
 /// `setxattr` flags (linux/xattr.h).
 pub const XATTR_CREATE: u32 = 1;
@@ -545,9 +546,23 @@ impl ZplWriter {
                 format!("{need} bytes of attributes do not fit the bonus (no spill support)"),
             );
         }
+        // A new object counts against its owners' byte and object quotas
+        // (`zfs_acl_ids_overquota`); its project is its parent's.
+        if crate::space::owners_over_quota(os, zaps, uid, gid, self.projid(parent), true)? {
+            return err(EDQUOT, format!("quota of user {uid}, group {gid} or their project reached"));
+        }
         let obj = self.alloc_znode(os, zaps, mode & S_IFMT == S_IFDIR)?;
         self.sa.store(os, zaps, obj, &rec)?;
         Ok(obj)
+    }
+
+    /// The project of a znode: its `ZPL_PROJID` when its flags have `ZFS_PROJID` (files
+    /// OpenZFS gave one), else 0 (`ZFS_DEFAULT_PROJID`).
+    fn projid(&self, z: &Znode) -> u64 {
+        if z.rec.u64(self.sa.nums.flags) & ondisk::znode::ZFS_PROJID == 0 {
+            return 0;
+        }
+        self.sa.registry.zpl(ondisk::sa::ZplAttr::Projid).map_or(0, |n| z.rec.u64(n))
     }
 
     /// Frees a znode whose last link went, with its xattr directory.
@@ -1261,6 +1276,11 @@ impl ZplWriter {
         self.check_regular(&z)?;
         if data.is_empty() {
             return Ok(());
+        }
+        // zfs_write: a file whose user, group or project reached a byte quota takes no more.
+        let (uid, gid) = (z.rec.u64(self.sa.nums.uid), z.rec.u64(self.sa.nums.gid));
+        if crate::space::owners_over_quota(os, zaps, uid, gid, self.projid(&z), false)? {
+            return err(EDQUOT, format!("quota of user {uid}, group {gid} or their project reached"));
         }
         let end = offset.checked_add(data.len() as u64).filter(|&e| e <= MAX_OFFSET);
         let Some(end) = end else {

@@ -31,7 +31,7 @@ fn id_table(owner: Owner) -> Vec<(String, u64)> {
 }
 
 /// The id a `@WHO` names: a number, or a user or group name (`userquota_propname_decode`).
-fn resolve(owner: Owner, who: &str) -> Option<u64> {
+pub(crate) fn resolve(owner: Owner, who: &str) -> Option<u64> {
     if let Ok(n) = who.parse::<u64>() {
         return (owner != Owner::Project || n <= u64::from(u32::MAX)).then_some(n);
     }
