@@ -383,7 +383,8 @@ fn parse_pool_props(props: &[String]) -> Result<PoolOpts, String> {
 
 /// Checks `P=V` assignments as `zfs set` would take them.
 pub(crate) fn check_fs_props(props: &[String]) -> Result<(), String> {
-    parse_fs_props(props, &None).map(|_| ())
+    let (rest, _) = split_quotas(props, "cannot create")?;
+    parse_fs_props(&rest, &None).map(|_| ())
 }
 
 pub(crate) fn parse_fs_props(
@@ -536,11 +537,49 @@ fn open_leaf(path: &Path, is_disk: bool) -> Result<NewLeaf, String> {
 }
 
 /// `rzpool create`: validates everything, then creates, syncs and registers the pool.
-pub fn create(state: &Arc<State>, a: CreateArgs) -> Result<Arc<RwPool>, String> {
+pub fn create(state: &Arc<State>, mut a: CreateArgs) -> Result<Arc<RwPool>, String> {
+    let name = a.name.clone();
+    let (rest, quotas) = split_quotas(&a.fs_props, &format!("cannot create '{name}'"))?;
+    a.fs_props = rest;
     match create_or_describe(state, a, false)? {
-        Created::Pool(rw) => Ok(rw),
+        Created::Pool(rw) => {
+            apply_quotas(state, &name, &quotas)?;
+            Ok(rw)
+        }
         Created::Layout(_) => Err("cannot create: a dry run created nothing".into()),
     }
+}
+
+/// `userquota@`-family assignments: (property, value).
+type Quotas = Vec<(String, String)>;
+
+/// Takes the `userquota@`-family assignments out of `props` (checked: a bad one fails
+/// before anything is created, as libzfs validates the whole list first).
+fn split_quotas(props: &[String], what: &str) -> Result<(Vec<String>, Quotas), String> {
+    let mut rest = Vec::new();
+    let mut quotas = Vec::new();
+    for a in props {
+        match a.split_once('=') {
+            Some((k, v)) if zpl::space::SpaceProp::parse(k).is_some() => {
+                check_quota(what, k, v)?;
+                quotas.push((k.to_string(), v.to_string()));
+            }
+            _ => rest.push(a.clone()),
+        }
+    }
+    Ok((rest, quotas))
+}
+
+/// Sets the quotas of a file system just created (synced first, so it can be found).
+fn apply_quotas(state: &State, name: &str, quotas: &[(String, String)]) -> Result<(), String> {
+    if quotas.is_empty() {
+        return Ok(());
+    }
+    writable(state, name, &format!("cannot create '{name}'"))?.sync()?;
+    for (k, v) in quotas {
+        set_space_quota(state, name, k, v)?;
+    }
+    Ok(())
 }
 
 /// `rzpool create -n`: validates everything as [`create`] does and returns the layout the
@@ -801,6 +840,8 @@ fn zpl_init(names: zpl::write::ZplProps) -> pool::admin::ObjsetInit {
 /// `rzfs create [-o prop=value]... POOL/FS`: a new ZPL file system (a clone of `$ORIGIN`).
 pub fn create_fs(state: &State, name: &str, props: &[String]) -> Result<(), String> {
     let rw = writable(state, name, &format!("cannot create '{name}'"))?;
+    let (props, quotas) = split_quotas(props, &format!("cannot create '{name}'"))?;
+    let props = props.as_slice();
     let fs_props = parse_fs_props(props, &None)?;
     let choices = zpl_choices(props).map_err(|e| format!("cannot create '{name}': {e}"))?;
     let parent = match name.rsplit_once('/') {
@@ -819,7 +860,8 @@ pub fn create_fs(state: &State, name: &str, props: &[String]) -> Result<(), Stri
     rw.spa
         .create_filesystem(name, fs_props, zpl_init(names), now_pair().0)
         .map(|_| ())
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    apply_quotas(state, name, &quotas)
 }
 
 /// What `zfs create -n` checks of a new dataset without creating it: the pool is writable,
@@ -1032,18 +1074,7 @@ pub fn set(state: &State, assignments: &[String], names: &[String]) -> Result<()
 /// `name` (libzfs `zfs_valid_proplist`, `zfs_set_userquota`).
 fn set_space_quota(state: &State, name: &str, k: &str, v: &str) -> Result<(), String> {
     let what = format!("cannot set property for '{name}'");
-    let (p, who) =
-        zpl::space::SpaceProp::parse(k).ok_or_else(|| format!("{what}: invalid property '{k}'"))?;
-    if !p.quota {
-        return Err(format!("{what}: '{k}' is readonly"));
-    }
-    let id = crate::cmd::userspace::resolve(p.owner, who)
-        .ok_or_else(|| format!("{what}: '{k}' has an invalid user/group name"))?;
-    let limit = if v == "none" {
-        0
-    } else {
-        dsl::props::parse_size(v).ok_or_else(|| format!("{what}: bad numeric value '{v}'"))?
-    };
+    let (p, id, limit) = check_quota(&what, k, v)?;
     let rw = writable(state, name, &what)?;
     let ds = state.pool(pool_of(name)).map_err(|e| format!("{what}: {e}"))?;
     let ds = ds.dsl().find(name).map_err(|_| format!("{what}: dataset does not exist"))?;
@@ -1064,6 +1095,24 @@ fn set_space_quota(state: &State, name: &str, k: &str, v: &str) -> Result<(), St
     // `zfs get` and `userspace` read committed state; OpenZFS's read the open txg's ZAP,
     // where the limit shows at once.
     rw.sync().map_err(|e| format!("{what}: {e}"))
+}
+
+/// Parses `userquota@WHO=LIMIT`: the property, the id and the limit (0 for `none`), or
+/// libzfs's complaint prefixed by `what`.
+fn check_quota(what: &str, k: &str, v: &str) -> Result<(zpl::space::SpaceProp, u64, u64), String> {
+    let (p, who) =
+        zpl::space::SpaceProp::parse(k).ok_or_else(|| format!("{what}: invalid property '{k}'"))?;
+    if !p.quota {
+        return Err(format!("{what}: '{k}' is readonly"));
+    }
+    let id = crate::cmd::userspace::resolve(p.owner, who)
+        .ok_or_else(|| format!("{what}: '{k}' has an invalid user/group name"))?;
+    let limit = if v == "none" {
+        0
+    } else {
+        dsl::props::parse_size(v).ok_or_else(|| format!("{what}: bad numeric value '{v}'"))?
+    };
+    Ok((p, id, limit))
 }
 
 /// `rzfs inherit PROP NAME...`: removes the local value.

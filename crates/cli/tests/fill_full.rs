@@ -343,7 +343,8 @@ fn reservations_hold_space() {
 /// User, group and object quotas (`userquota@`, `groupquota@`, `userobjquota@`): a user at
 /// its limit gets EDQUOT for writes and new files once the txg that reached it synced (as in
 /// OpenZFS, usage is the synced count), others are not limited, `none` lifts a limit, the
-/// limits show in `zfs get` and `zfs userspace`, and zdb is clean with the accounting right.
+/// limits show in `zfs get` and `zfs userspace`, `zfs create -o` sets them, and zdb is
+/// clean with the accounting right.
 #[test]
 fn user_quotas_answer_edquot() {
     use std::os::unix::process::CommandExt;
@@ -401,6 +402,15 @@ fn user_quotas_answer_edquot() {
     assert_eq!(d.ok("rzfs", &["get", "-Hp", "-o", "value", "userobjquota@3000", "uq"]), "0\n");
     let (code, _, err) = d.run("rzfs", &["set", "userquota@no-such-user=1M", "uq"]);
     assert!(code != 0 && err.contains("invalid user/group name"), "{err}");
+    // Quotas given at creation; a bad one creates nothing.
+    d.ok("rzfs", &["create", "-o", "userquota@1000=2M", "-o", "groupobjquota@100=7", "uq/qc"]);
+    assert_eq!(
+        d.ok("rzfs", &["get", "-H", "-o", "value", "userquota@1000,groupobjquota@100", "uq/qc"]),
+        "2M\n7\n"
+    );
+    let (code, _, err) = d.run("rzfs", &["create", "-o", "userquota@1000=lots", "uq/bad"]);
+    assert!(code != 0 && err.contains("bad numeric value"), "{err}");
+    assert_eq!(d.run("rzfs", &["list", "uq/bad"]).0, 1);
     d.ok("rzpool", &["export", "uq"]);
     zdb_check(&dir, "uq");
 }

@@ -43,6 +43,8 @@ inner() {
 	cp "$WORK/setup.log" "$OUTDIR/setup.log"
 	cp -r "$WORK/runfiles" "$OUTDIR/runfiles"
 	: >"$OUTDIR/trace.tsv"
+	# The test users (userquota, delegate, ...) call zfs too: their calls are traced as well.
+	chmod 666 "$OUTDIR/trace.tsv"
 	: >"$OUTDIR/console.log"
 	# shellcheck disable=SC1091
 	. "$STF_SUITE/include/commands.cfg"
@@ -64,17 +66,22 @@ inner() {
 	ln -fs "$STF_PATH/gzip" "$STF_PATH/compress"
 	ln -fs "$STF_PATH/gunzip" "$STF_PATH/uncompress"
 
-	# ZTS's helper programs (zfs-test package); those linked to libzfs/libzpool get a wrapper
-	# that finds OpenZFS's libraries in the unpacked prefix.
+	# ZTS's helper programs (zfs-test package), copied: the unpacked tree may lie where the
+	# test users (userquota's quser1 runs mkfile) cannot reach. Those linked to
+	# libzfs/libzpool get a wrapper that finds OpenZFS's libraries in the unpacked prefix.
+	mkdir -p "$WORK/helpers"
+	chmod 755 "$WORK/helpers"
 	for f in $ZFSTEST_FILES; do
 		if [[ ! -e $STF_SUITE/bin/$f ]]; then missing="$missing $f"; continue; fi
 		if LD_LIBRARY_PATH= ldd "$STF_SUITE/bin/$f" 2>/dev/null | grep -q 'not found'; then
+			cp -f "$STF_SUITE/bin/$f" "$WORK/helpers/$f"
 			printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$ORACLE_LIB" \
-			    "$STF_SUITE/bin/$f" >"$STF_PATH/$f"
+			    "$WORK/helpers/$f" >"$STF_PATH/$f"
 			chmod 755 "$STF_PATH/$f"
 		else
-			ln -sf "$STF_SUITE/bin/$f" "$STF_PATH/$f"
+			cp -f "$STF_SUITE/bin/$f" "$STF_PATH/$f"
 		fi
+		chmod a+rx "$STF_PATH/$f"
 	done
 
 	# zpool and zfs: rzfs; zinject: rzinject (the subset of zinject's options it shares:
@@ -144,11 +151,13 @@ inner() {
 
 	start_daemon() {
 		# zfs_admin_snapshot=1 (mkdir/rmdir/mv in .zfs/snapshot), which the snapshot group's
-		# setup sets: rzfsd reads no tunable file, only its environment. The daemon's pool
+		# setup sets: rzfsd reads no tunable file, only its environment. ZTS puts its test
+		# users in group root so they can run zfs and zpool (/dev/zfs is 0666 on Linux):
+		# that group may run rzfsd's read-only commands (the rest is refused). The daemon's pool
 		# cache is OpenZFS's default one (in the sandbox's /etc), which rzfs writes in
 		# OpenZFS's format: the cachefile tests look there, and zdb without -e finds the
 		# imported pools through it as it would with the kernel module.
-		RZFS_CACHEFILE=/etc/zfs/zpool.cache \
+		RZFS_CACHEFILE=/etc/zfs/zpool.cache RZFS_READ_GROUP=root \
 		RZFS_ADMIN_SNAPSHOT=1 RZFS_VOL_DIR=$RZFS_VOL_DIR "$WORK/rzbin/rzfsd" --socket "$RZFS_SOCKET" >>"$WORK/run/rzfsd.log" 2>&1 &
 		DAEMON_PID=$!
 		echo "$DAEMON_PID" >>"$WORK/run/daemon.pids"

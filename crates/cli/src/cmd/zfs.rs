@@ -1927,7 +1927,7 @@ fn create_cmd(
                 crate::rwpool::create_volume(state, name, size, bs, sparse, props, true)?
             }
             None => {
-                crate::rwpool::parse_fs_props(props, &None)?;
+                crate::rwpool::check_fs_props(props)?;
                 Vec::new()
             }
         };
