@@ -976,8 +976,10 @@ pub fn clone_fs(state: &State, snapshot: &str, name: &str, props: &[String]) -> 
             }
         }
     }
-    let fs_props = parse_fs_props(props, &None)?;
-    rw.spa.clone_filesystem(snapshot, name, fs_props, now_pair().0).map_err(|e| e.to_string())
+    let (props, quotas) = split_quotas(props, &format!("cannot create '{name}'"))?;
+    let fs_props = parse_fs_props(&props, &None)?;
+    rw.spa.clone_filesystem(snapshot, name, fs_props, now_pair().0).map_err(|e| e.to_string())?;
+    apply_quotas(state, name, &quotas)
 }
 
 /// `rzfs set volsize=SIZE VOL`: the volume's size changes (shrinking frees the tail), and
