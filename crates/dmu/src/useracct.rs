@@ -97,7 +97,9 @@ impl UsedDeltas {
     }
 
     fn add(&mut self, obj: u64, key: String, delta: i64) {
-        *self.by_object.entry(obj).or_default().entry(key).or_default() += delta;
+        // Wrapping, as the u64 counts themselves: a crafted `dn_used` must not overflow.
+        let e = self.by_object.entry(obj).or_default().entry(key).or_default();
+        *e = e.wrapping_add(delta);
     }
 
     fn charge(&mut self, ids: FileIds, project: bool, bytes: i64, objects: Option<i64>) {
@@ -136,7 +138,7 @@ impl UsedDeltas {
             }
             let Some(ids) = accounting_ids(dn.bonustype, &dn.bonus, order) else { continue };
             let objects = (dn.flags & DNODE_FLAG_USEROBJUSED_ACCOUNTED != 0).then_some(sign);
-            self.charge(ids, project, sign * used(dn), objects);
+            self.charge(ids, project, sign.wrapping_mul(used(dn)), objects);
         }
     }
 }

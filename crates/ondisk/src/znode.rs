@@ -359,4 +359,23 @@ mod tests {
         assert_eq!(long.inline_symlink(&bonus).unwrap(), None);
         assert!(ZnodePhys::parse(&bonus[..263], ByteOrder::Big).is_err());
     }
+
+    proptest::proptest! {
+        /// Accounting reads the owners of every bonus it syncs, from disk or from a stream:
+        /// any bytes, any claimed header size, never a panic.
+        #[test]
+        fn accounting_ids_never_panic(
+            ty in proptest::prelude::any::<u8>(),
+            magic in proptest::prelude::any::<bool>(),
+            mut bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400),
+        ) {
+            if magic && bytes.len() >= 4 {
+                bytes[..4].copy_from_slice(&crate::sa::SA_MAGIC.to_le_bytes());
+            }
+            for t in [ty, BONUS_SA, BONUS_ZNODE] {
+                let _ = accounting_ids(t, &bytes, ByteOrder::Little);
+                let _ = accounting_ids(t, &bytes, ByteOrder::Big);
+            }
+        }
+    }
 }
