@@ -788,3 +788,118 @@ fn zfs_upgrade_and_version() {
     d.ok("rzpool", &["export", "zu"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Checks every `filesystem_count`/`snapshot_count` that is kept (not `none`) against a
+/// recount from the names `zfs list` gives: file systems and volumes below, snapshots at
+/// and below.
+fn check_counts(d: &Daemon, pool: &str) -> usize {
+    let names = d.ok("rzfs", &["list", "-H", "-t", "all", "-o", "name", "-r", pool]);
+    let names: Vec<&str> = names.lines().collect();
+    let below = |n: &str, x: &str| x.starts_with(&format!("{n}/")) || x.starts_with(&format!("{n}@"));
+    let mut kept = 0;
+    for n in names.iter().filter(|n| !n.contains('@') && !n.contains('#')) {
+        let got = d.ok("rzfs", &["get", "-Hp", "-o", "value", "filesystem_count,snapshot_count", n]);
+        let got: Vec<&str> = got.lines().collect();
+        let fs = names.iter().filter(|x| below(n, x) && !x.contains('@')).count();
+        let ss = names.iter().filter(|x| below(n, x) && x.contains('@')).count();
+        assert_eq!(got[0] == "none", got[1] == "none", "{n}: both counts kept or neither: {got:?}");
+        if got[0] != "none" {
+            assert_eq!(got, vec![fs.to_string(), ss.to_string()], "{n}: counts (file systems, snapshots)");
+            kept += 1;
+        }
+    }
+    kept
+}
+
+#[test]
+fn filesystem_and_snapshot_counts() {
+    if skip_without_fuse_zdb("filesystem_and_snapshot_counts") {
+        return;
+    }
+    let dir = scratch("fslimits");
+    let d = Daemon::new("fslimits");
+    let (_devs, _mnt) = create(&d, &dir, "fl", &SINGLE, 256 << 20);
+    let sh = |script: &str| {
+        let o = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .env("RZFS_SOCKET", &d.sock)
+            .env(
+                "PATH",
+                format!(
+                    "{}:/usr/bin:/bin",
+                    std::path::Path::new(env!("CARGO_BIN_EXE_rzfs")).parent().unwrap().display()
+                ),
+            )
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{script}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    for fs in ["fl/a", "fl/a/b", "fl/u"] {
+        d.ok("rzfs", &["create", fs]);
+    }
+    d.ok("rzfs", &["snapshot", "fl/a@s0", "fl/a/b@s1"]);
+    assert_eq!(
+        get(&d, "filesystem_limit,filesystem_count", &["fl/a"]),
+        "fl/a\tfilesystem_limit\tnone\tdefault\nfl/a\tfilesystem_count\tnone\tdefault\n"
+    );
+    assert_eq!(check_counts(&d, "fl"), 0, "nothing counts before a limit is set");
+    assert_eq!(d.ok("rzpool", &["get", "-H", "-o", "value", "feature@filesystem_limits", "fl"]), "enabled\n");
+    // A limit activates the feature and counts the subtree at once.
+    d.ok("rzfs", &["set", "filesystem_limit=100", "fl/a"]);
+    assert_eq!(d.ok("rzpool", &["get", "-H", "-o", "value", "feature@filesystem_limits", "fl"]), "active\n");
+    assert_eq!(
+        get(&d, "filesystem_limit,filesystem_count,snapshot_count", &["fl/a"]),
+        "fl/a\tfilesystem_limit\t100\tlocal\nfl/a\tfilesystem_count\t1\tlocal\nfl/a\tsnapshot_count\t2\tlocal\n"
+    );
+    assert_eq!(check_counts(&d, "fl"), 2);
+    // New datasets start counted (the feature is active), even outside a limit.
+    d.ok("rzfs", &["create", "fl/a/c"]);
+    d.ok("rzfs", &["snapshot", "fl/a/c@x"]);
+    d.ok("rzfs", &["clone", "fl/a/c@x", "fl/a/cl"]);
+    d.ok("rzfs", &["create", "fl/u/n"]);
+    assert_eq!(check_counts(&d, "fl"), 5);
+    // Renames move counts between chains; promote moves snapshots.
+    d.ok("rzfs", &["rename", "fl/a/c", "fl/u/c"]);
+    d.ok("rzfs", &["promote", "fl/a/cl"]);
+    d.ok("rzfs", &["rename", "fl/u/n", "fl/a/n"]);
+    assert_eq!(check_counts(&d, "fl"), 5);
+    // Send and receive into the limited tree, full and incremental.
+    d.ok("rzfs", &["snapshot", "fl/u/c@y"]);
+    sh("rzfs send fl/u/c@y | rzfs receive fl/a/r");
+    d.ok("rzfs", &["snapshot", "fl/u/c@z"]);
+    sh("rzfs send -i @y fl/u/c@z | rzfs receive fl/a/r");
+    assert_eq!(d.ok("rzfs", &["get", "-Hp", "-o", "value", "snapshot_count", "fl/a/r"]), "2\n");
+    assert_eq!(check_counts(&d, "fl"), 6);
+    // Destroys give them back.
+    d.ok("rzfs", &["destroy", "-r", "fl/a/b"]);
+    d.ok("rzfs", &["destroy", "fl/a/r@y"]);
+    assert_eq!(check_counts(&d, "fl"), 5);
+    // `none` is stored as a value; bad values and snapshots are refused.
+    d.ok("rzfs", &["set", "snapshot_limit=none", "fl/a"]);
+    assert_eq!(get(&d, "snapshot_limit", &["fl/a"]), "fl/a\tsnapshot_limit\tnone\tlocal\n");
+    let (code, _, err) = d.run("rzfs", &["set", "filesystem_limit=lots", "fl/a"]);
+    assert!(code != 0 && err.contains("bad numeric value"), "{err}");
+    let (code, _, _) = d.run("rzfs", &["set", "snapshot_limit=3", "fl/a@s0"]);
+    assert!(code != 0);
+    d.ok("rzpool", &["export", "fl"]);
+    // OpenZFS reads the counts where it keeps them, in the directories' own ZAPs.
+    let dump = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-dddd", "fl"]);
+    assert!(dump.contains("com.joyent:filesystem_count"), "zdb shows no count field");
+    assert!(dump.contains("com.joyent:filesystem_limits = 1"), "feature refcount");
+    zdb_check(&dir, "fl");
+    d.ok("rzpool", &["import", "-N", "-d", dir.to_str().unwrap(), "fl"]);
+    assert_eq!(check_counts(&d, "fl"), 5, "counts survive export and import");
+    // A pool without the feature enabled refuses a limit until it is enabled.
+    std::fs::create_dir_all(dir.join("np")).unwrap();
+    let devs = files(&dir.join("np"), 1, 128 << 20);
+    d.ok("rzpool", &["create", "-m", "none", "-o", "feature@filesystem_limits=disabled", "np", &devs[0]]);
+    let (code, _, err) = d.run("rzfs", &["set", "filesystem_limit=5", "np"]);
+    assert!(code != 0 && err.contains("filesystem_limits"), "{err}");
+    d.ok("rzpool", &["set", "feature@filesystem_limits=enabled", "np"]);
+    d.ok("rzfs", &["set", "filesystem_limit=5", "np"]);
+    assert_eq!(check_counts(&d, "np"), 1);
+    d.ok("rzpool", &["export", "np"]);
+    d.ok("rzpool", &["export", "fl"]);
+    zdb_check(&dir.join("np"), "np");
+}

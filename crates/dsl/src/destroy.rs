@@ -378,6 +378,7 @@ pub fn destroy_snapshot(
     let h = ds_phys(os, head)?;
     let name = snap_name(os, zaps, h.snapnames_zapobj, snap)?;
     zaps.remove(os, h.snapnames_zapobj, &name).map_err(zerr)?;
+    crate::limits::adjust(os, zaps, s.dir_obj, crate::limits::Count::Snapshots, -1)?;
     for z in [s.next_clones_obj, s.props_obj, s.userrefs_obj] {
         if z != 0 {
             zaps.destroy(os, z).map_err(zerr)?;
@@ -474,6 +475,7 @@ fn destroy_dir(os: &mut DirtyObjset, zaps: &mut ZapCache, dir: u64) -> Result<()
         .map(|(k, _)| k)
         .ok_or_else(|| bad(format!("directory {dir} is not in its parent's children")))?;
     zaps.remove(os, parent.child_dir_zapobj, &name).map_err(zerr)?;
+    crate::limits::adjust(os, zaps, d.parent_obj, crate::limits::Count::Filesystems, -1)?;
     zaps.destroy(os, dir).map_err(zerr)
 }
 

@@ -14,6 +14,7 @@
 #![forbid(unsafe_code)]
 
 pub mod destroy;
+pub mod limits;
 pub mod promote;
 pub mod props;
 pub mod quota;
@@ -76,7 +77,7 @@ impl DatasetKind {
 }
 
 /// `DMU_OTN_ZAP_METADATA`: the type of a zapified dataset object.
-const OTN_ZAP_METADATA: u8 = 0xc4;
+pub(crate) const OTN_ZAP_METADATA: u8 = 0xc4;
 /// The field of a zapified head dataset naming its bookmarks ZAP (`DS_FIELD_BOOKMARK_NAMES`).
 pub const DS_FIELD_BOOKMARK_NAMES: &str = "com.delphix:bookmarks";
 /// The field of a zapified directory holding when its snapshot namespace last changed
@@ -398,6 +399,15 @@ impl DslPool {
                 ),
             }),
         }
+    }
+
+    /// Directory `dir`'s file system or snapshot count ([`limits`]): None where no limit
+    /// made it count.
+    pub fn fs_ss_count(&self, dir: u64, which: limits::Count) -> Result<Option<u64>> {
+        if self.mos.dnode(dir)?.phys.object_type != OTN_ZAP_METADATA {
+            return Ok(None);
+        }
+        Ok(zap::lookup_u64(&self.mos, dir, which.field())?)
     }
 
     /// The space reserved and not used anywhere in the pool ([`quota::unused_reservations`]).

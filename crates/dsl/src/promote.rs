@@ -275,6 +275,8 @@ pub fn promote(os: &mut DirtyObjset, zaps: &mut ZapCache, p: &Promotion) -> Resu
         }
         sp.dir_obj = dd;
         set_ds_phys(os, s, &sp)?;
+        crate::limits::adjust(os, zaps, odd, crate::limits::Count::Snapshots, -1)?;
+        crate::limits::adjust(os, zaps, dd, crate::limits::Count::Snapshots, 1)?;
         if sp.next_clones_obj != 0 {
             for (_, v) in zaps.entries(os, sp.next_clones_obj).map_err(zerr)? {
                 let Some(&c) = v.values.first() else { continue };

@@ -298,7 +298,15 @@ pub fn resolve<E>(
 pub fn is_inheritable(prop: &str) -> bool {
     !matches!(
         prop,
-        "quota" | "reservation" | "refquota" | "refreservation" | "volsize" | "canmount" | "version"
+        "quota"
+            | "reservation"
+            | "refquota"
+            | "refreservation"
+            | "volsize"
+            | "canmount"
+            | "version"
+            | "filesystem_limit"
+            | "snapshot_limit"
     )
 }
 
@@ -404,6 +412,11 @@ pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, Stri
                 Some(n) => Ok(RawProp::Num(n)),
                 None => Err(format!("bad numeric value '{v}'")),
             },
+        },
+        // A count, or `none` (UINT64_MAX, as OpenZFS stores it).
+        "filesystem_limit" | "snapshot_limit" => match value {
+            "none" => Ok(RawProp::Num(u64::MAX)),
+            v => parse_size(v).map(RawProp::Num).ok_or_else(|| format!("bad numeric value '{v}'")),
         },
         "refreservation" | "reservation" => match value {
             "none" => Ok(RawProp::Num(0)),

@@ -145,6 +145,7 @@ pub fn create_dir(
             return Err(bad(format!("'{name}' already exists")));
         }
         zaps.update_u64(os, pz, name, dir).map_err(zerr)?;
+        crate::limits::adjust(os, zaps, p, crate::limits::Count::Filesystems, 1)?;
     }
     Ok(dir)
 }
@@ -327,6 +328,7 @@ pub fn snapshot(
     head.unique_bytes = 0;
     set_ds_phys(os, ds, &head)?;
     zaps.update_u64(os, head.snapnames_zapobj, name, sobj).map_err(zerr)?;
+    crate::limits::adjust(os, zaps, head.dir_obj, crate::limits::Count::Snapshots, 1)?;
     Ok(sobj)
 }
 
@@ -686,6 +688,12 @@ pub fn rename_dir(
     zaps.remove(os, old_children, &old_leaf).map_err(zerr)?;
     zaps.update(os, new_children, new_leaf.as_bytes(), ZapVal::u64(dir)).map_err(zerr)?;
     if new_parent != old_parent {
+        use crate::limits::{adjust, moved_by_rename, Count};
+        let (fs, ss) = moved_by_rename(os, zaps, dir)?;
+        adjust(os, zaps, old_parent, Count::Filesystems, -fs)?;
+        adjust(os, zaps, new_parent, Count::Filesystems, fs)?;
+        adjust(os, zaps, old_parent, Count::Snapshots, -ss)?;
+        adjust(os, zaps, new_parent, Count::Snapshots, ss)?;
         let moved = SpaceDelta {
             used: d.used_bytes as i64,
             comp: d.compressed_bytes as i64,

@@ -341,6 +341,7 @@ impl Spa {
                 let txg = w.txg;
                 let dir = dslw::create_dir(&mut w.mos, &mut w.mos_zaps, Some(parent.dir), leaf, now)?;
                 let ds = dslw::create_dataset(&mut w.mos, &mut w.mos_zaps, dir, Some(snap.ds), txg, now)?;
+                w.limits_new_dir(dir)?;
                 for feat in w.ds_features(snap.ds)? {
                     w.ds_activate(ds, feat)?;
                 }
@@ -385,6 +386,7 @@ impl Spa {
                 let dir = dslw::create_dir(&mut w.mos, &mut w.mos_zaps, Some(parent.dir), leaf, now)?;
                 let origin = origin_snapshot(w)?;
                 let ds = dslw::create_dataset(&mut w.mos, &mut w.mos_zaps, dir, origin, txg, now)?;
+                w.limits_new_dir(dir)?;
                 for (k, v) in &p {
                     if k == "reservation" || k == "refreservation" {
                         let bytes = v.values.first().copied().unwrap_or(0);
@@ -451,6 +453,7 @@ impl Spa {
                 let txg = w.txg;
                 let dir = dslw::create_dir(&mut w.mos, &mut w.mos_zaps, Some(parent.dir), leaf, now)?;
                 let ds = dslw::create_dataset(&mut w.mos, &mut w.mos_zaps, dir, Some(snap.ds), txg, now)?;
+                w.limits_new_dir(dir)?;
                 for f in w.ds_features(snap.ds)? {
                     w.ds_activate(ds, f)?;
                 }
@@ -611,6 +614,9 @@ impl Spa {
             move |w| check(w).map(|_| ()),
             move |w| {
                 let (f, np) = check2(w)?;
+                if f.dir != np.dir {
+                    w.limits_before_rename(f.dir)?;
+                }
                 dslw::rename_dir(&mut w.mos, &mut w.mos_zaps, f.dir, np.dir, &leaf)?;
                 Ok(())
             },

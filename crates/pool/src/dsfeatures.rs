@@ -210,6 +210,7 @@ pub fn props_features(props: &[(String, ZapVal)]) -> Vec<&'static str> {
             "recordsize" if n > OLD_MAXBLOCKSIZE => Some("large_blocks"),
             // Any dnode size but legacy (0) (`zfs_prop_set_special`'s check).
             "dnodesize" if n != 0 => Some("large_dnode"),
+            "filesystem_limit" | "snapshot_limit" if n != u64::MAX => Some(crate::fslimits::FEATURE),
             _ => None,
         };
         if let Some(f) = f {
@@ -274,6 +275,10 @@ impl PoolWriter {
     /// After `props` were set on dataset `ds`: activates what `zfs set` activates at once
     /// (`dsl_dataset_set_compression`: the compression's feature).
     pub fn activate_for_props(&mut self, ds: u64, props: &[(String, ZapVal)]) -> Result<()> {
+        if props.iter().any(|(k, v)| crate::fslimits::sets_limit(k, v)) {
+            let dir = dsl::write::ds_phys(&self.mos, ds)?.dir_obj;
+            self.limits_activate(dir)?;
+        }
         for (k, v) in props {
             if k == "compression" {
                 if let Some(f) = v.values.first().and_then(|&n| compress_feature((n & 0x7f) as u8)) {

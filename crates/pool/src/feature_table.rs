@@ -176,6 +176,7 @@ pub const IMPLEMENTED_FOR_WRITE: &[&str] = &[
     "blake3",
     "userobj_accounting",
     "project_quota",
+    "filesystem_limits",
 ];
 
 /// Every feature, in `spa_feature_t` order.

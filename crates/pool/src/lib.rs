@@ -23,6 +23,7 @@ pub mod events;
 pub mod expand;
 pub mod feature_table;
 pub mod features;
+pub mod fslimits;
 pub mod history;
 pub mod import;
 pub mod open_rw;

@@ -1087,6 +1087,10 @@ fn is_numeric(p: &str) -> bool {
             | "guid"
             | "snapshots_changed"
             | "snapshots_changed_nsecs"
+            | "filesystem_limit"
+            | "snapshot_limit"
+            | "filesystem_count"
+            | "snapshot_count"
     )
 }
 
@@ -1101,13 +1105,23 @@ fn num(n: u64) -> PropVal {
     PropVal { human: crate::format::nicenum(n), exact: n.to_string(), source: "-".into() }
 }
 
+/// A limit or count as zfs prints one (`zfs_prop_get`): UINT64_MAX is `none`, also with
+/// `-p`; other values nicenum.
+fn count_val(n: u64, source: &str) -> PropVal {
+    if n == u64::MAX {
+        return text("none", source);
+    }
+    PropVal { human: crate::format::nicenum(n), exact: n.to_string(), source: source.into() }
+}
+
 fn text(s: impl Into<String>, source: &str) -> PropVal {
     let s = s.into();
     PropVal { human: s.clone(), exact: s, source: source.into() }
 }
 
 /// Properties that are set but not inherited (`PROP_DEFAULT`/`PROP_ONETIME` in zfs_prop.c).
-const NOT_INHERITED: &[&str] = &["quota", "refquota", "reservation", "refreservation", "canmount"];
+const NOT_INHERITED: &[&str] =
+    &["quota", "refquota", "reservation", "refreservation", "canmount", "filesystem_limit", "snapshot_limit"];
 
 /// The table of properties `zfs get`/`set`/`inherit` print after their usage, as libzfs's
 /// `usage(B_FALSE)` does (PROPERTY, EDIT, INHERIT, VALUES), listing what rzfs has: EDIT is
@@ -1132,6 +1146,8 @@ fn property_table() -> String {
             "mountpoint" => "<path> | legacy | none".to_string(),
             "recordsize" => "512 to 16M, power of 2".to_string(),
             "quota" | "refquota" | "reservation" | "refreservation" => "<size> | none".to_string(),
+            "filesystem_limit" | "snapshot_limit" => "<count> | none".to_string(),
+            "filesystem_count" | "snapshot_count" => "<count>".to_string(),
             "volsize" | "used" | "available" | "referenced" | "written" | "logicalused"
             | "logicalreferenced" => "<size>".to_string(),
             "compression" => "on | off | lzjb | gzip | gzip-[1-9] | zle | lz4 | zstd | zstd-[1-19] | \
@@ -1423,6 +1439,10 @@ const PROP_TYPES: &[(&str, &str)] = &[
     ("recordsize", "F"),
     ("sharenfs", "F"),
     ("sharesmb", "F"),
+    ("filesystem_limit", "F"),
+    ("snapshot_limit", "FV"),
+    ("filesystem_count", "F"),
+    ("snapshot_count", "FV"),
 ];
 
 /// Does native property `prop` apply to `ds`'s type?
@@ -1525,6 +1545,29 @@ pub fn prop_value(pool: &Pool, dsl: &DslPool, ds: &Dataset, prop: &str) -> Resul
             }
         }
         "version" | "normalization" | "utf8only" | "casesensitivity" => zpl_prop(dsl, ds, prop),
+        // Not inherited: the directory's own value, or none (UINT64_MAX, also what
+        // `zfs set ...=none` stores).
+        "filesystem_limit" | "snapshot_limit" => {
+            let all = dsl.all_props(d).map_err(|e| e.to_string())?;
+            match dsl::props::applies(&all, prop) {
+                Some((dsl::props::RawProp::Num(n), received)) => {
+                    count_val(n, if received { "received" } else { "local" })
+                }
+                _ => count_val(u64::MAX, "default"),
+            }
+        }
+        // Kept only where a limit made them count (see dsl::limits); elsewhere none.
+        "filesystem_count" | "snapshot_count" => {
+            let which = if prop == "filesystem_count" {
+                dsl::limits::Count::Filesystems
+            } else {
+                dsl::limits::Count::Snapshots
+            };
+            match dsl.fs_ss_count(ds.dir_obj, which).map_err(|e| e.to_string())? {
+                Some(n) => count_val(n, "local"),
+                None => count_val(u64::MAX, "default"),
+            }
+        }
         "mountpoint" | "dnodesize" if snap || ds.kind == DatasetKind::Volume => text("-", "-"),
         "mounted" if snap => text("-", "-"),
         "mounted" => text(if crate::daemon::is_mounted(&ds.name) { "yes" } else { "no" }, "-"),
@@ -1728,6 +1771,10 @@ const GET_ALL: &[&str] = &[
     "logicalused",
     "logicalreferenced",
     "volmode",
+    "filesystem_limit",
+    "snapshot_limit",
+    "filesystem_count",
+    "snapshot_count",
     "acltype",
     "relatime",
     "redundant_metadata",
