@@ -1122,6 +1122,24 @@ fn check_quota(what: &str, k: &str, v: &str) -> Result<(zpl::space::SpaceProp, u
 /// received value applies again, else the value is inherited (hiding a received one).
 pub fn inherit(state: &State, prop: &str, names: &[String], received: bool) -> Result<(), String> {
     let prop = dsl::props::canonical(prop);
+    // zfs_do_inherit's refusals, before any dataset is looked at.
+    if !dsl::props::is_user_prop(prop) {
+        if dsl::props::is_readonly(prop) {
+            return Err(format!("{prop} property is read-only"));
+        }
+        if !dsl::props::is_inheritable(prop) && !received {
+            let mut msg = format!("'{prop}' property cannot be inherited");
+            if ["quota", "reservation", "refquota", "refreservation"].contains(&prop) {
+                msg.push_str(&format!(
+                    "\nuse 'zfs set {prop}=none' to clear\nuse 'zfs inherit -S {prop}' to revert to received value"
+                ));
+            }
+            return Err(msg);
+        }
+        if received && (prop == "volsize" || prop == "version") {
+            return Err(format!("'{prop}' property cannot be reverted to a received value"));
+        }
+    }
     // Only properties rzfs can set can be inherited (the same table validates both).
     if dsl::props::parse_value(prop, "").is_err()
         && !dsl::props::DEFAULTS.iter().any(|(p, _)| *p == prop)

@@ -882,6 +882,13 @@ fn filesystem_and_snapshot_counts() {
     assert!(code != 0 && err.contains("bad numeric value"), "{err}");
     let (code, _, _) = d.run("rzfs", &["set", "snapshot_limit=3", "fl/a@s0"]);
     assert!(code != 0);
+    // As zfs_do_inherit: a limit is not inherited, a count is read-only.
+    let (code, _, err) = d.run("rzfs", &["inherit", "filesystem_limit", "fl/a"]);
+    assert!(code != 0 && err.contains("'filesystem_limit' property cannot be inherited"), "{err}");
+    let (code, _, err) = d.run("rzfs", &["inherit", "snapshot_count", "fl/a"]);
+    assert!(code != 0 && err.contains("snapshot_count property is read-only"), "{err}");
+    let (code, _, err) = d.run("rzfs", &["inherit", "quota", "fl/a"]);
+    assert!(code != 0 && err.contains("use 'zfs set quota=none' to clear"), "{err}");
     d.ok("rzpool", &["export", "fl"]);
     // OpenZFS reads the counts where it keeps them, in the directories' own ZAPs.
     let dump = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-dddd", "fl"]);

@@ -310,6 +310,49 @@ pub fn is_inheritable(prop: &str) -> bool {
     )
 }
 
+/// Native properties zfs(8) cannot change on an existing dataset (`zfs_prop_readonly`:
+/// `PROP_READONLY`, and the `PROP_ONETIME` ones fixed at creation).
+pub fn is_readonly(prop: &str) -> bool {
+    matches!(
+        prop,
+        "type"
+            | "creation"
+            | "used"
+            | "available"
+            | "referenced"
+            | "compressratio"
+            | "refcompressratio"
+            | "mounted"
+            | "origin"
+            | "usedbysnapshots"
+            | "usedbydataset"
+            | "usedbychildren"
+            | "usedbyrefreservation"
+            | "userrefs"
+            | "written"
+            | "logicalused"
+            | "logicalreferenced"
+            | "createtxg"
+            | "guid"
+            | "objsetid"
+            | "clones"
+            | "receive_resume_token"
+            | "defer_destroy"
+            | "filesystem_count"
+            | "snapshot_count"
+            | "snapshots_changed"
+            | "snapshots_changed_nsecs"
+            | "encryptionroot"
+            | "keystatus"
+            | "redact_snaps"
+            | "normalization"
+            | "utf8only"
+            | "casesensitivity"
+            | "volblocksize"
+            | "encryption"
+    )
+}
+
 /// A user property (`module:name`): only lowercase letters, digits, `-`, `_`, `.` and
 /// `:`, with at least one `:` (OpenZFS `zfs_prop_user`, `zprop_valid_char`). They are
 /// stored as strings in the same props ZAPs as native properties and inherited the same
