@@ -79,5 +79,11 @@ groups_name=$(info groups)
 	echo "## Failures by cause"
 	echo
 	cat "$out/causes.md"
+	if [[ -s $out/below.md ]]; then
+		echo
+		echo "## Groups below 80 %: every test that did not pass, and why"
+		echo
+		cat "$out/below.md"
+	fi
 } >tests/zts/RESULTS.md
 echo "wrote tests/zts/RESULTS.md (results: $out)"
