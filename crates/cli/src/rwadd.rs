@@ -23,6 +23,23 @@ pub struct AddArgs {
     pub dryrun: bool,
     pub vdev_words: Vec<String>,
     pub cwd: PathBuf,
+    /// `-o ashift=N`.
+    pub ashift: Option<u64>,
+    /// `--allow-ashift-mismatch`.
+    pub allow_ashift_mismatch: bool,
+}
+
+/// The `-o` options of `zpool add`: only `ashift=N` (zpool_do_add), 0 or 9..=16.
+pub fn ashift_option(props: &[String]) -> Result<Option<u64>, String> {
+    let mut out = None;
+    for p in props {
+        let (k, v) = p.split_once('=').ok_or_else(|| format!("missing '=' for property argument '{p}'"))?;
+        if k != "ashift" {
+            return Err(format!("property '{k}' is not valid for 'zpool add' (only ashift is)"));
+        }
+        out = Some(crate::rwpool::parse_ashift(v)?);
+    }
+    Ok(out)
 }
 
 fn open_leaf(path: &Path, is_disk: bool, writable: bool) -> Result<NewLeaf, String> {
@@ -62,6 +79,33 @@ pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
         let ours = rw.spa.read(|w| w.spare_named(&p).is_some() || w.paths.values().any(|q| *q == p));
         if ours {
             return Err(format!("cannot add to '{name}': {p} is already part of pool '{name}'"));
+        }
+    }
+    // The sector shift the new top-level vdevs would get: -o ashift, else the pool's ashift
+    // property when set (libzfs puts it in the vdevs' nvlist), else the pool's own. rzfs's
+    // allocator needs one ashift for the whole pool.
+    if !specs.is_empty() {
+        let (have, prop) = rw
+            .spa
+            .read(|w| {
+                Ok::<_, pool::PoolError>((
+                    w.tops.first().map(|t| u64::from(t.ashift())),
+                    w.pool_prop_u64("ashift")?,
+                ))
+            })
+            .map_err(|e| format!("cannot add to '{name}': {e}"))?;
+        let want = a.ashift.filter(|&n| n != 0).or(prop.filter(|&n| n != 0));
+        if let (Some(have), Some(want)) = (have, want) {
+            if want != have {
+                return Err(if a.allow_ashift_mismatch {
+                    format!(
+                        "cannot add to '{name}': rzfs does not support top-level vdevs of different ashifts yet \
+                         (the pool's vdevs have ashift {have}, the new ones would have {want})"
+                    )
+                } else {
+                    format!("cannot add to '{name}': adding devices with different physical sector sizes is not allowed")
+                });
+            }
         }
     }
     let spares = spare_leaves(&spare_paths, a.force, !a.dryrun)?;

@@ -326,11 +326,12 @@ fn parse_pool_props(props: &[String]) -> Result<PoolOpts, String> {
             p.split_once('=').ok_or_else(|| format!("invalid property '{p}': expected name=value"))?;
         match k {
             "ashift" => {
-                let a: u8 = v.parse().map_err(|_| format!("property 'ashift' must be a number: '{v}'"))?;
-                if !(9..=16).contains(&a) {
-                    return Err(format!("property 'ashift' number {a} is invalid: must be between 9 and 16"));
+                let a = parse_ashift(v)?;
+                if a != 0 {
+                    o.ashift = a as u8;
                 }
-                o.ashift = a;
+                // Kept as a pool property: what `zpool add` gives new vdevs.
+                o.numeric.push(("ashift".into(), a));
             }
             "compatibility" => {
                 o.compat = pool::compat::load(v)?;
@@ -1222,6 +1223,7 @@ pub fn set_pool_prop(state: &State, assignment: &str, pool: &str) -> Result<(), 
             return Err("comment must be at most 32 printable characters".into())
         }
         "comment" => PoolPropValue::Str(v.into()),
+        "ashift" => PoolPropValue::Num(parse_ashift(v)?),
         "compatibility" => {
             pool::compat::load(v)?;
             PoolPropValue::Str(v.into())
@@ -1255,6 +1257,18 @@ pub fn set_pool_prop(state: &State, assignment: &str, pool: &str) -> Result<(), 
         _ => return Err(format!("cannot set property for '{pool}': '{k}' cannot be set by rzfs yet")),
     };
     rw.spa.set_pool_prop(k, val).map_err(|e| format!("cannot set property for '{pool}': {e}"))
+}
+
+/// An `ashift` pool property value: 0 (each device's own) or 9 to 16
+/// (zpool_valid_proplist's check).
+pub fn parse_ashift(v: &str) -> Result<u64, String> {
+    let n: u64 = v.parse().map_err(|_| format!("property 'ashift' must be a number: '{v}'"))?;
+    if n != 0 && !(9..=16).contains(&n) {
+        return Err(format!(
+            "property 'ashift' number {n} is invalid, only values between 9 and 16 are allowed."
+        ));
+    }
+    Ok(n)
 }
 
 /// The FUSE backend of a dataset of a writable pool.

@@ -164,6 +164,26 @@ fn add_refusals_and_dry_run() {
     assert_eq!(code, 1);
     assert!(err.contains("a device may be used only once"), "{err}");
 
+    // The ashift pool property: what `create -o` gave, then `set`; new vdevs get it (or
+    // `add -o ashift=`), and one ashift per pool is all rzfs can write.
+    let ashift = || d.ok("rzpool", &["get", "-H", "-o", "value,source", "ashift", "addneg"]);
+    assert_eq!(ashift(), "9\tlocal\n");
+    let (code, _, err) = d.run("rzpool", &["set", "ashift=17", "addneg"]);
+    assert!(code != 0 && err.contains("only values between 9 and 16 are allowed"), "{err}");
+    let (code, _, err) = d.run("rzpool", &["add", "-o", "ashift=12", "addneg", "mirror", &devs[2], &devs[3]]);
+    assert!(
+        code != 0 && err.contains("adding devices with different physical sector sizes is not allowed"),
+        "{err}"
+    );
+    d.ok("rzpool", &["set", "ashift=12", "addneg"]);
+    assert_eq!(ashift(), "12\tlocal\n");
+    let (code, _, err) =
+        d.run("rzpool", &["add", "--allow-ashift-mismatch", "addneg", "mirror", &devs[2], &devs[3]]);
+    assert!(code != 0 && err.contains("rzfs does not support top-level vdevs of different ashifts"), "{err}");
+    let (code, _, err) = d.run("rzpool", &["add", "-o", "copies=2", "addneg", "mirror", &devs[2], &devs[3]]);
+    assert!(code != 0 && err.contains("only ashift"), "{err}");
+    d.ok("rzpool", &["set", "ashift=0", "addneg"]);
+
     let out = d.ok("rzpool", &["add", "-n", "addneg", "mirror", &devs[2], &devs[3]]);
     let want = format!(
         "would update 'addneg' to the following configuration:\n\n\taddneg\n\t  mirror-0\n\t    {}\n\t    {}\n\t  mirror\n\t    {}\n\t    {}\n",

@@ -61,6 +61,12 @@ enum Cmd {
         /// Show the resulting configuration without changing anything.
         #[arg(short = 'n')]
         dryrun: bool,
+        /// Property of the new vdevs (only ashift=N).
+        #[arg(short = 'o', action = clap::ArgAction::Append)]
+        props: Vec<String>,
+        /// Add vdevs whose ashift differs from the pool's.
+        #[arg(long = "allow-ashift-mismatch")]
+        allow_ashift_mismatch: bool,
         pool: String,
         /// Vdev specification: [mirror|raidz|raidz2|raidz3] device...
         #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
@@ -479,9 +485,20 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
                 })
             })
         }
-        Cmd::Add { force, dryrun, pool, vdevs } => {
-            let args =
-                crate::rwadd::AddArgs { pool, force, dryrun, vdev_words: vdevs, cwd: cwd.to_path_buf() };
+        Cmd::Add { force, dryrun, props, allow_ashift_mismatch, pool, vdevs } => {
+            let ashift = match crate::rwadd::ashift_option(&props) {
+                Ok(a) => a,
+                Err(e) => return Response::err(e),
+            };
+            let args = crate::rwadd::AddArgs {
+                pool,
+                force,
+                dryrun,
+                vdev_words: vdevs,
+                cwd: cwd.to_path_buf(),
+                ashift,
+                allow_ashift_mismatch,
+            };
             crate::rwadd::add(state, &args).map(Response::ok)
         }
         Cmd::Destroy { pool, force } => {
@@ -1933,10 +1950,12 @@ fn pool_prop(
                 if prop == "freeing" { ondisk::dsl::FREE_DIR_NAME } else { ondisk::dsl::LEAK_DIR_NAME };
             none(size(hidden_dir_used(p, hidden).unwrap_or(0), parsable))
         }
-        "ashift" => {
-            let a = p.tops.first().map(|t| t.ashift()).unwrap_or(0);
-            Ok((a.to_string(), "local".into()))
-        }
+        // What new vdevs get by default (0: each device's own), as `zpool create -o` or
+        // `zpool set` stored it; not the ashift of the vdevs there are.
+        "ashift" => match zap_u64("ashift") {
+            Some(a) => Ok((a.to_string(), "local".into())),
+            None => dflt("0"),
+        },
         "comment" => match zap_str("comment") {
             Some(c) => Ok((c, "local".into())),
             None => dflt("-"),
