@@ -24,6 +24,7 @@ pub mod expand;
 pub mod feature_table;
 pub mod features;
 pub mod fslimits;
+pub mod fsprobe;
 pub mod history;
 pub mod import;
 pub mod open_rw;

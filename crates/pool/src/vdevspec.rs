@@ -350,9 +350,27 @@ fn label_membership(path: &Path) -> Option<(PoolState, String)> {
     best.map(|(_, s, n)| (s, n))
 }
 
-/// The in-use complaint for one device, if any (`check_file_generic`).
+/// The in-use complaint for one device, if any (`check_file_generic`; for block devices
+/// also `check_disk`/`check_slice`: one another process holds exclusively — mounted, active
+/// swap, a device-mapper or md member — is refused even with `-f`, and one that carries a
+/// file system or volume signature without `-f`).
 fn in_use_error(dev: &DevInfo, force: bool) -> Option<String> {
-    let (state, name) = label_membership(&dev.path)?;
+    let Some((state, name)) = label_membership(&dev.path) else {
+        if !dev.is_block {
+            return None;
+        }
+        let found = crate::fsprobe::probe(&dev.path);
+        if block_busy(&dev.path) {
+            return Some(format!(
+                "{} is in use and contains a {} filesystem.",
+                dev.path.display(),
+                found.unwrap_or("unknown")
+            ));
+        }
+        return found
+            .filter(|_| !force)
+            .map(|t| format!("{} contains a filesystem of type '{t}'", dev.path.display()));
+    };
     let desc = match state {
         PoolState::Active => "active",
         PoolState::Exported if !force => "exported",
@@ -360,6 +378,17 @@ fn in_use_error(dev: &DevInfo, force: bool) -> Option<String> {
         _ => return None,
     };
     Some(format!("{} is part of {desc} pool '{name}'", dev.path.display()))
+}
+
+/// Whether another holder has block device `path` open exclusively (a mounted file system,
+/// active swap, a device-mapper or md member): opening it `O_EXCL` fails with EBUSY.
+fn block_busy(path: &Path) -> bool {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(path)
+        .is_err_and(|e| e.raw_os_error() == Some(libc::EBUSY))
 }
 
 /// The replication level of one top-level vdev (`replication_level_t`).
