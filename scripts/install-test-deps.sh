@@ -2,6 +2,7 @@
 # Installs everything the test tiers need on a fresh Debian bookworm machine:
 #   - FUSE userspace (fusermount3) so rzfs can mount datasets;
 #   - attr and acl (getfattr/setfattr, getfacl/setfacl) for the xattr and POSIX ACL tests;
+#   - libnbd-bin (nbdcopy, nbdinfo): NBD clients for the volume tests;
 #   - zfs-fuse (Debian main), a peer that writes real v23 pools;
 #   - OpenZFS 2.3 userland (zdb, zstream, ztest) from bookworm-backports/contrib,
 #     unpacked into a private prefix because zfsutils-linux conflicts with zfs-fuse;
@@ -43,7 +44,7 @@ add_source /etc/apt/sources.list.d/rzfs-contrib.sources bookworm contrib
 # scripts/install.sh installs (tests/install.rs).
 # ksh, sudo and the rest of the second line are what OpenZFS's test suite runs (tests/zts/ci.sh).
 pkgs=(fuse3 zfs-fuse bzip2 pkg-config attr acl e2fsprogs xxd btrfs-progs time sanoid pv mbuffer man-db systemd
-  ksh sudo sysstat xxhash parted rsync pax fio bc jq file cpio)
+  ksh sudo sysstat xxhash parted rsync pax fio bc jq file cpio libnbd-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

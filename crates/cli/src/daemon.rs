@@ -73,6 +73,10 @@ pub struct Config {
     pub max_connections: usize,
     /// Time a client has to send its request line.
     pub request_timeout: Duration,
+    /// Unix socket to serve volumes on over NBD (`--nbd-socket`, `RZFS_NBD_SOCKET`).
+    pub nbd_socket: Option<PathBuf>,
+    /// TCP address to serve volumes on over NBD (`--nbd-listen`, `RZFS_NBD_LISTEN`).
+    pub nbd_listen: Option<String>,
 }
 
 impl Default for Config {
@@ -81,6 +85,8 @@ impl Default for Config {
             read_group: None,
             max_connections: access::MAX_CONNECTIONS,
             request_timeout: access::REQUEST_TIMEOUT,
+            nbd_socket: None,
+            nbd_listen: None,
         }
     }
 }
@@ -143,6 +149,18 @@ pub fn serve_with(sock: &Path, cfg: &Config) -> std::io::Result<()> {
     let state = Arc::new(State { cachefile: crate::cache::path_for(sock), ..State::default() });
     // Pools recorded in the cache come back before the first request is served.
     crate::cache::import_all(&state);
+    // Volumes over NBD, for as long as the daemon runs (the servers stop when dropped).
+    let mut nbd = Vec::new();
+    if let Some(p) = &cfg.nbd_socket {
+        let s = rzfs_nbd::serve_unix(state.vols.table(), p)
+            .map_err(|e| std::io::Error::other(format!("cannot serve NBD on {}: {e}", p.display())))?;
+        nbd.push(s);
+    }
+    if let Some(a) = &cfg.nbd_listen {
+        let s = rzfs_nbd::serve_tcp(state.vols.table(), a)
+            .map_err(|e| std::io::Error::other(format!("cannot serve NBD on {a}: {e}")))?;
+        nbd.push(s);
+    }
     let active = Arc::new(AtomicUsize::new(0));
     for conn in listener.incoming() {
         let conn = match conn {

@@ -140,6 +140,38 @@ impl rzfs_fuse::zvol::VolBackend for Table {
     }
 }
 
+/// The same volumes as NBD exports (`rzfs_nbd`), by dataset name.
+impl rzfs_nbd::Exports for Table {
+    fn list(&self) -> Vec<String> {
+        rzfs_fuse::zvol::VolBackend::volumes(self)
+    }
+    fn size(&self, name: &str) -> Result<u64, i32> {
+        rzfs_fuse::zvol::VolBackend::size(self, name)
+    }
+    fn readonly(&self, name: &str) -> bool {
+        rzfs_fuse::zvol::VolBackend::readonly(self, name)
+    }
+    fn read(&self, name: &str, offset: u64, buf: &mut [u8]) -> Result<(), i32> {
+        rzfs_fuse::zvol::VolBackend::read(self, name, offset, buf)
+    }
+    fn write(&self, name: &str, offset: u64, data: &[u8]) -> Result<(), i32> {
+        rzfs_fuse::zvol::VolBackend::write(self, name, offset, data)
+    }
+    fn discard(&self, name: &str, offset: u64, len: u64) -> Result<(), i32> {
+        rzfs_fuse::zvol::VolBackend::discard(self, name, offset, len)
+    }
+    fn sync(&self, name: &str) -> Result<(), i32> {
+        rzfs_fuse::zvol::VolBackend::sync(self, name)
+    }
+}
+
+impl Volumes {
+    /// The table of served volumes (the NBD server's exports).
+    pub fn table(&self) -> Arc<Table> {
+        self.table.clone()
+    }
+}
+
 /// Starts serving volume `name` of a read-write pool; returns warnings (no loop device,
 /// the tree could not be mounted), never an error: the volume exists either way.
 pub fn serve(state: &Arc<State>, name: &str) -> String {

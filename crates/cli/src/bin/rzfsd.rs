@@ -17,6 +17,13 @@ struct Args {
     /// Seconds a client has to send its request (not a limit on how long a command runs).
     #[arg(long, default_value_t = rzfs_cli::access::REQUEST_TIMEOUT.as_secs(), value_parser = clap::value_parser!(u64).range(1..=3600))]
     request_timeout: u64,
+    /// Serve volumes over NBD on this Unix socket (default `$RZFS_NBD_SOCKET`).
+    #[arg(long)]
+    nbd_socket: Option<std::path::PathBuf>,
+    /// Serve volumes over NBD on this TCP address, e.g. 127.0.0.1:10809 (default
+    /// `$RZFS_NBD_LISTEN`). NBD has no authentication: keep it on loopback or a trusted net.
+    #[arg(long)]
+    nbd_listen: Option<String>,
 }
 
 /// glibc's malloc serves every allocation of 128 KiB or more (every data block buffer) with
@@ -51,6 +58,14 @@ fn main() -> anyhow::Result<()> {
         read_group,
         max_connections: args.max_connections as usize,
         request_timeout: std::time::Duration::from_secs(args.request_timeout),
+        nbd_socket: args
+            .nbd_socket
+            .or_else(|| std::env::var_os("RZFS_NBD_SOCKET").map(Into::into))
+            .filter(|p: &std::path::PathBuf| !p.as_os_str().is_empty()),
+        nbd_listen: args
+            .nbd_listen
+            .or_else(|| std::env::var("RZFS_NBD_LISTEN").ok())
+            .filter(|a| !a.is_empty()),
     };
     rzfs_cli::daemon::serve_with(&sock, &cfg)?;
     Ok(())
