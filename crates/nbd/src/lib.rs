@@ -420,16 +420,17 @@ fn transmit<E: Exports + ?Sized>(
                 };
                 // The payload is read (and written) in pieces of at most CHUNK bytes; a
                 // refused one is read all the same, to stay in step with the stream.
-                let mut at = off;
+                // (Counted from 0: a refused request's offset may be anywhere up to 2^64.)
+                let mut got = 0u64;
                 let mut res = Ok(());
-                while at < off + len {
-                    let n = CHUNK.min(off + len - at) as usize;
+                while got < len {
+                    let n = CHUNK.min(len - got) as usize;
                     buf.resize(n, 0);
                     r.read_exact(&mut buf[..n])?;
                     if refused.is_none() && res.is_ok() {
-                        res = exports.write(name, at, &buf[..n]);
+                        res = exports.write(name, off + got, &buf[..n]);
                     }
-                    at += n as u64;
+                    got += n as u64;
                 }
                 match refused {
                     Some(e) => Err(e),

@@ -207,6 +207,8 @@ fn reads_writes_flush_trim_zeroes() {
     assert_eq!(c.simple(19), ENOSPC);
     c.request(CMD_TRIM, 0, 20, u64::MAX, 2, b"");
     assert_eq!(c.simple(20), ENOSPC);
+    c.request(CMD_WRITE, 0, 29, u64::MAX - 1, 4, b"wrap");
+    assert_eq!(c.simple(29), ENOSPC, "an offset near 2^64 is refused, its payload read");
     c.request(99, 0, 21, 0, 0, b"");
     assert_eq!(c.simple(21), EINVAL);
     c.request(CMD_WRITE, 0, 22, 666, 1, b"q");
