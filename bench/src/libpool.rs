@@ -128,6 +128,7 @@ pub fn create(
         init_root: &init,
         root_policy: policy(),
         cache_bytes,
+        label_name: None,
     };
     pool::create::create(&spec).map_err(|e| format!("create {name}: {e}"))
 }

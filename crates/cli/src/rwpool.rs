@@ -252,6 +252,8 @@ pub struct CreateArgs {
     pub fs_props: Vec<String>,
     pub mountpoint: Option<String>,
     pub cwd: PathBuf,
+    /// `zpool create -t`: the name on disk, when `name` is the temporary in-core one.
+    pub label_name: Option<String>,
 }
 
 /// Pool names as zpool accepts them (`pool_namecheck`).
@@ -599,6 +601,9 @@ enum Created {
 
 fn create_or_describe(state: &Arc<State>, a: CreateArgs, dry_run: bool) -> Result<Created, String> {
     check_pool_name(&a.name)?;
+    if let Some(l) = &a.label_name {
+        check_pool_name(l)?;
+    }
     if state.pools.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&a.name) {
         return Err(format!("cannot create '{}': pool already exists", a.name));
     }
@@ -657,6 +662,7 @@ fn create_or_describe(state: &Arc<State>, a: CreateArgs, dry_run: bool) -> Resul
     };
     let spec = CreateSpec {
         name: a.name.clone(),
+        label_name: a.label_name.clone(),
         tops: new_tops,
         ashift: po.ashift,
         features,
@@ -670,8 +676,15 @@ fn create_or_describe(state: &Arc<State>, a: CreateArgs, dry_run: bool) -> Resul
     // A read view needs a candidate: discover the new pool's devices.
     let dirs: Vec<PathBuf> = infos.iter().map(|d| d.path.clone()).collect();
     let cands = pool::discover(&dirs, false).map_err(|e| e.to_string())?;
-    let cand = pool::discover::select(&cands, &a.name).map_err(|e| e.to_string())?;
-    let opts = pool::ImportOpts { readonly: true, altroot: po.altroot.clone(), ..Default::default() };
+    let cand = pool::discover::select(&cands, a.label_name.as_deref().unwrap_or(&a.name))
+        .map_err(|e| e.to_string())?;
+    let opts = pool::ImportOpts {
+        readonly: true,
+        altroot: po.altroot.clone(),
+        rename: a.label_name.is_some().then(|| a.name.clone()),
+        temp_name: a.label_name.is_some(),
+        ..Default::default()
+    };
     let base = pool::import(cand, &opts).map_err(|e| format!("cannot open new pool '{}': {e}", a.name))?;
     let rw = register(state, w, base)?;
     rw.spa.read(|w| w.event("pool_create", None));

@@ -711,6 +711,7 @@ fn lib_create(devs: &[Arc<FaultDev>]) -> pool::writer::PoolWriter {
         init_root: &init,
         root_policy: lib_policy(),
         cache_bytes: 64 << 20,
+        label_name: None,
     };
     pool::create::create(&spec).expect("create the pool")
 }

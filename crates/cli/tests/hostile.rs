@@ -79,6 +79,7 @@ impl Lab {
             init_root: &init,
             root_policy: policy(),
             cache_bytes: 16 << 20,
+            label_name: None,
         };
         let mut w = pool::create::create(&spec).expect("create");
         let root_dir = w.mos_zaps.lookup_u64(&w.mos, 1, "root_dataset").unwrap().unwrap();

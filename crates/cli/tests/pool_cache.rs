@@ -160,3 +160,35 @@ fn own_cache_files_and_import_from_them() {
     zdb_check(&dir, "ca");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `zpool create -t TEMP POOL`: the pool goes by TEMP while imported (even beside an
+/// imported POOL), is not cached, and its labels carry POOL, by which it is imported later.
+#[test]
+fn create_under_a_temporary_name() {
+    if skip_without_fuse_zdb("create_under_a_temporary_name") {
+        return;
+    }
+    let dir = scratch("pool-tempname");
+    let cache = dir.join("rzpool.cache");
+    let d = Daemon::with_env("pool-tempname", &[("RZFS_CACHEFILE", cache.to_str().unwrap())]);
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    let (da, db) = (files(&a, 1, 128 << 20), files(&b, 1, 128 << 20));
+    d.ok("rzpool", &["create", "-m", "none", "tn", &da[0]]);
+    d.ok("rzpool", &["create", "-m", "none", "-t", "tn-tmp", "tn", &db[0]]);
+    assert_eq!(d.ok("rzpool", &["list", "-H", "-o", "name"]), "tn\ntn-tmp\n");
+    d.ok("rzfs", &["create", "tn-tmp/fs"]);
+    assert_eq!(d.ok("rzpool", &["get", "-H", "-o", "value", "cachefile", "tn-tmp"]), "none\n");
+    assert_eq!(cached_names(&cache), ["tn"]);
+    let (code, _, err) = d.run("rzpool", &["create", "-t", "tn", "other", &db[0]]);
+    assert!(code != 0 && err.contains("already exists"), "{err}");
+    d.ok("rzpool", &["export", "tn-tmp"]);
+    let labels = run_zdb(&["-l", &db[0]]);
+    assert!(labels.contains("name: 'tn'"), "the labels carry the name given: {labels}");
+    d.ok("rzpool", &["export", "tn"]);
+    d.ok("rzpool", &["import", "-d", b.to_str().unwrap(), "tn"]);
+    assert_eq!(d.ok("rzfs", &["list", "-H", "-o", "name", "-r", "tn"]), "tn\ntn/fs\n");
+    d.ok("rzpool", &["export", "tn"]);
+    zdb_check(&b, "tn");
+}

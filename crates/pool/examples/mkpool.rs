@@ -49,6 +49,7 @@ fn main() {
         init_root: &init,
         root_policy: Policy::dataset(7, 15, 1),
         cache_bytes: arc::DEFAULT_LIMIT_BYTES,
+        label_name: None,
     };
     match create(&spec) {
         Ok(w) => println!("created {} txg {}", w.name, w.txg),

@@ -335,6 +335,7 @@ pub(crate) mod tests {
             init_root: &init,
             root_policy: crate::writer::Policy::dataset(7, 15, 1),
             cache_bytes: 8 << 20,
+            label_name: None,
         };
         crate::create::create(&spec).unwrap()
     }

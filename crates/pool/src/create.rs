@@ -59,6 +59,9 @@ pub struct CreateSpec<'a> {
     pub root_policy: Policy,
     /// Byte bound of the pool's block cache.
     pub cache_bytes: usize,
+    /// The name the labels and the MOS config carry when `name` is only the in-core name
+    /// (`zpool create -t`).
+    pub label_name: Option<String>,
 }
 
 /// A fresh nonzero guid not in `taken` (which records it).
@@ -240,6 +243,7 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
     let mut root_zaps = ZapCache::new();
     (spec.init_root)(&mut root_os, &mut root_zaps)?;
     let mut w = PoolWriter::new(&spec.name, pool_guid, tops, info, reader, ms, mos, zaps, txg);
+    w.label_name = spec.label_name.clone();
     // The configuration carries the comment and a compatibility other than the default
     // (`spa_config_generate`; zpool create passes compatibility only when given).
     for (k, v) in spec.pool_props.iter().filter(|(k, _)| k == "comment" || k == "compatibility") {

@@ -48,6 +48,10 @@ enum Cmd {
         /// Dry run: check everything and show the layout, create nothing.
         #[arg(short = 'n')]
         dry_run: bool,
+        /// Temporary name: the pool goes by it while imported, its labels carry POOL (not
+        /// cached unless -o cachefile=).
+        #[arg(short = 't')]
+        temp_name: Option<String>,
         pool: String,
         /// Vdev specification: [mirror|raidz|raidz2|raidz3] device...
         #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
@@ -397,7 +401,9 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
         Err(e) => return clap_error(e),
     };
     let logged = match &cli.cmd {
-        Cmd::Create { pool, dry_run: false, .. } => Some(pool.clone()),
+        Cmd::Create { pool, dry_run: false, temp_name, .. } => {
+            Some(temp_name.clone().unwrap_or(pool.clone()))
+        }
         Cmd::Set { pool, .. } => Some(pool.clone()),
         Cmd::Add { pool, dryrun: false, .. } => Some(pool.clone()),
         Cmd::Scrub { pools, .. } | Cmd::Resilver { pools } if pools.len() == 1 => Some(pools[0].clone()),
@@ -436,9 +442,14 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
             altroot,
             no_features,
             dry_run,
+            temp_name,
             pool,
             vdevs,
         } => {
+            // As zpool create -t: a temporary name makes the cachefile default none.
+            if temp_name.is_some() && !props.iter().any(|p| p.starts_with("cachefile=")) {
+                props.push("cachefile=none".into());
+            }
             if let Some(r) = altroot {
                 props.push(format!("altroot={}", r.display()));
             }
@@ -450,8 +461,13 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
                     }
                 }
             }
+            let (name, label_name) = match temp_name {
+                Some(t) => (t, Some(pool)),
+                None => (pool, None),
+            };
             let args = crate::rwpool::CreateArgs {
-                name: pool,
+                name,
+                label_name,
                 force,
                 vdev_words: vdevs,
                 pool_props: props,

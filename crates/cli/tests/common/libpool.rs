@@ -118,6 +118,7 @@ impl LibFs {
             init_root: &init,
             root_policy: pool::writer::Policy::dataset(7, 15, 1),
             cache_bytes: 32 << 20,
+            label_name: None,
         };
         let w = pool::create::create(&spec).expect("create the pool");
         let tun = Tunables { dirty_max, txg_timeout: Duration::from_secs(3600) };
