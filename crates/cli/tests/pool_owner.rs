@@ -1375,3 +1375,53 @@ fn labelclear_wipes_only_what_no_pool_uses() {
     d.ok("rzpool", &["labelclear", "-f", &devs[0]]);
     assert_ne!(d.run("rzpool", &["import", "-d", dir.to_str().unwrap(), "lc"]).0, 0);
 }
+
+/// `zpool destroy -f` and `export -f` of a pool suspended with failmode=wait answer (they
+/// logged to the history first, which waited for a `clear` that never came), and the pool
+/// is gone.
+#[test]
+fn a_suspended_pool_can_be_destroyed() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-susp");
+    let devs = files(&dir, 2, 128 << 20);
+    let d = std::sync::Arc::new(Daemon::new("own-susp"));
+    for (pool, dev) in [("sa", &devs[0]), ("sb", &devs[1])] {
+        let m = dir.join(pool);
+        d.ok("rzpool", &["create", "-m", m.to_str().unwrap(), pool, dev]);
+        d.ok("rzinject", &["-d", dev, "-e", "io", "-T", "write", pool]);
+        std::fs::write(m.join("f"), vec![5u8; 1 << 20]).unwrap();
+        // The sync fails and suspends the pool (it waits for `clear`: left behind).
+        let d2 = d.clone();
+        let p = pool.to_string();
+        std::thread::spawn(move || d2.run("rzpool", &["sync", &p]));
+        assert!(
+            wait_until(Duration::from_secs(30), || d.ok("rzpool", &["status", pool]).contains("SUSPENDED")),
+            "{pool} never suspended"
+        );
+    }
+    for (pool, args) in [("sa", ["destroy", "-f", "sa"]), ("sb", ["export", "-f", "sb"])] {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let d2 = d.clone();
+        std::thread::spawn(move || tx.send(d2.run("rzpool", &args)));
+        let (code, _, err) = rx.recv_timeout(Duration::from_secs(60)).expect("the command answers");
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(!d.ok("rzpool", &["list", "-H", "-o", "name"]).contains(pool), "{pool} is gone");
+    }
+    // (Their labels still say ACTIVE: the devices failed every write. As with OpenZFS,
+    // `labelclear -f` frees them for reuse.)
+    d.ok("rzinject", &["-c", "all"]);
+}
+
+/// Polls `cond` every 100 ms until it holds or `limit` passes.
+fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    cond()
+}

@@ -1383,6 +1383,9 @@ impl Spa {
     /// Records a command in the pool history (written with the next txg). Skipped, with the
     /// reason returned, while the pool is not active.
     pub fn log_history(&self, command: &str) -> Result<()> {
+        // Never waits for a suspended pool (failmode=wait): `zpool destroy -f` and `export
+        // -f` log first and must still get their answer.
+        self.check_active()?;
         self.with_writer(|w| w.log_history(command, 0))
     }
 }

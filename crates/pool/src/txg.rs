@@ -524,7 +524,7 @@ impl Spa {
 
     /// Fails unless the pool is active (no waiting): for administrative commands, which
     /// should answer rather than hang.
-    fn check_active(&self) -> Result<()> {
+    pub(crate) fn check_active(&self) -> Result<()> {
         match &lock(&self.st).mode {
             Mode::Active => Ok(()),
             Mode::Closed { reason } => Err(PoolError::Io(reason.clone())),
