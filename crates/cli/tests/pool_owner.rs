@@ -1401,6 +1401,9 @@ fn a_suspended_pool_can_be_destroyed() {
             "{pool} never suspended"
         );
     }
+    // `status -x` names a suspended pool although its vdevs are ONLINE.
+    let x = d.ok("rzpool", &["status", "-x"]);
+    assert!(x.contains("pool: sa") && x.contains("SUSPENDED"), "{x}");
     for (pool, args) in [("sa", ["destroy", "-f", "sa"]), ("sb", ["export", "-f", "sb"])] {
         let (tx, rx) = std::sync::mpsc::channel();
         let d2 = d.clone();

@@ -1301,7 +1301,17 @@ fn status(
         if errors_only {
             st.root = pool::status::unhealthy_only(&st.root);
         }
-        if unhealthy && st.health == PoolHealth::Online && st.errors.is_empty() {
+        // As zpool_get_status: a suspended pool, or a device with errors (FAILING_DEV),
+        // is not healthy even when every vdev is ONLINE.
+        fn counted(v: &pool::status::VdevStatus) -> bool {
+            v.read + v.write + v.cksum > 0 || v.children.iter().any(counted)
+        }
+        if unhealthy
+            && st.health == PoolHealth::Online
+            && st.errors.is_empty()
+            && st.suspended.is_none()
+            && !counted(&st.root)
+        {
             continue;
         }
         out.push_str(&pool::status::render_status(&st, verbose, parsable));
