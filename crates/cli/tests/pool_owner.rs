@@ -1428,3 +1428,65 @@ fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
     }
     cond()
 }
+
+/// A file whose indirect (L1) blocks are damaged on every copy is removed and truncated
+/// without suspending the pool (ZTS checksum/filetest_002_pos): the free fails in open
+/// context — truncate answers EIO, an unlink keeps the object in the unlinked set with its
+/// space, as OpenZFS's zfs_rmnode does — instead of failing every later txg sync.
+#[test]
+fn damaged_indirect_blocks_do_not_suspend_the_pool() {
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-l1");
+    let devs = files(&dir, 1, 256 << 20);
+    let d = Daemon::new("own-l1");
+    let m = dir.join("m");
+    d.ok("rzpool", &["create", "-O", "compression=off", "-m", m.to_str().unwrap(), "ind", &devs[0]]);
+    let pattern: Vec<u8> = (0..5u32 << 20).map(|i| (i % 251) as u8).collect();
+    let mut objs = Vec::new();
+    for name in ["gone", "cut"] {
+        std::fs::write(m.join(name), &pattern).unwrap();
+        objs.push(std::fs::metadata(m.join(name)).unwrap().ino());
+    }
+    std::fs::write(m.join("kept"), b"unharmed").unwrap();
+    d.ok("rzpool", &["export", "ind"]);
+    // Every copy (DVA) of every L1 block of both files, from zdb's listing of their blocks
+    // (six d's: every DVA, not only the first).
+    let dev = std::fs::OpenOptions::new().write(true).open(&devs[0]).unwrap();
+    let mut hit = 0;
+    for obj in &objs {
+        let out = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-dddddd", "ind/", &obj.to_string()]);
+        for line in out.lines().filter(|l| l.split_whitespace().nth(1) == Some("L1")) {
+            for dva in line.split_whitespace().filter(|w| w.matches(':').count() == 2) {
+                let f: Vec<&str> = dva.split(':').collect();
+                let (off, size) =
+                    (u64::from_str_radix(f[1], 16).unwrap(), u64::from_str_radix(f[2], 16).unwrap());
+                dev.write_all_at(&vec![0x5a; size as usize], off + (4 << 20)).unwrap();
+                hit += 1;
+            }
+        }
+    }
+    assert!(hit >= 4, "found {hit} L1 copies to damage (two per file)");
+    dev.sync_all().unwrap();
+    // A fresh daemon: nothing of the files cached.
+    drop(d);
+    let d = Daemon::new("own-l1b");
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "ind"]);
+    assert!(std::fs::read(m.join("cut")).is_err(), "the damage is real: the file cannot be read");
+    std::fs::remove_file(m.join("gone")).expect("unlink of a file with damaged L1 blocks");
+    let trunc = std::fs::OpenOptions::new().write(true).open(m.join("cut")).unwrap().set_len(0);
+    assert!(trunc.is_err(), "a truncate that cannot walk its indirect blocks fails");
+    std::fs::write(m.join("after"), b"still writable").unwrap();
+    d.ok("rzpool", &["sync", "ind"]);
+    let st = d.ok("rzpool", &["status", "ind"]);
+    assert!(!st.contains("SUSPENDED"), "{st}");
+    assert!(!m.join("gone").exists());
+    d.ok("rzpool", &["export", "ind"]);
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "ind"]);
+    assert_eq!(std::fs::read(m.join("kept")).unwrap(), b"unharmed");
+    assert_eq!(std::fs::read(m.join("after")).unwrap(), b"still writable");
+    assert!(!d.ok("rzpool", &["status", "ind"]).contains("SUSPENDED"));
+    d.ok("rzpool", &["export", "ind"]);
+}

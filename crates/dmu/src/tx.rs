@@ -736,8 +736,59 @@ impl DirtyObjset {
         Ok(())
     }
 
-    /// Frees object `obj` and all its blocks (at sync).
+    /// Reads every indirect block of `obj`'s committed tree that covers level-0 blocks
+    /// `[s, e)`: the blocks the sync's free of that range walks. An unreadable one fails the
+    /// free now, in open context, with the read's error (EIO/checksum to the caller), as
+    /// OpenZFS's `dmu_tx_hold_free` reads them before the free is accepted — instead of
+    /// failing the txg sync, which would suspend the pool with no way to resume.
+    fn check_free_walk(&self, obj: u64, s: u64, e: u64) -> Result<()> {
+        let Some(dn) = self.committed_dnode(obj)? else { return Ok(()) };
+        if dn.is_free() || dn.nlevels <= 1 || s >= e {
+            return Ok(());
+        }
+        let epbs = u32::from(dn.indblkshift).saturating_sub(7).max(1);
+        let top = dn.nlevels - 1;
+        for (i, bp) in dn.blkptr.iter().enumerate() {
+            let first = (i as u64).checked_shl(epbs * u32::from(top)).unwrap_or(u64::MAX);
+            self.check_free_subtree(bp, top, first, epbs, s, e, 0)?;
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn check_free_subtree(
+        &self,
+        bp: &BlkPtr,
+        level: u8,
+        first: u64,
+        epbs: u32,
+        s: u64,
+        e: u64,
+        depth: u32,
+    ) -> Result<()> {
+        // Level 0 is not read (it is only freed); a tree deeper than any dnode allows is
+        // left to the sync's own checks.
+        if bp.is_hole() || level == 0 || depth > 16 {
+            return Ok(());
+        }
+        let span = 1u64.checked_shl(epbs * u32::from(level)).unwrap_or(u64::MAX);
+        if first >= e || first.saturating_add(span) <= s {
+            return Ok(());
+        }
+        let block = self.reader.read_bp(bp)?;
+        let child_span = span >> epbs;
+        for (i, raw) in block.chunks_exact(BLKPTR_SIZE).enumerate() {
+            let child = BlkPtr::parse(raw, bp.byte_order())?;
+            let at = first.saturating_add((i as u64).saturating_mul(child_span));
+            self.check_free_subtree(&child, level - 1, at, epbs, s, e, depth + 1)?;
+        }
+        Ok(())
+    }
+
+    /// Frees object `obj` and all its blocks (at sync). Fails, changing nothing, when an
+    /// indirect block the free must walk cannot be read ([`Self::check_free_walk`]).
     pub fn free_object(&mut self, obj: u64) -> Result<()> {
+        self.check_free_walk(obj, 0, u64::MAX)?;
         let d = self.dirty(obj)?;
         d.freed = true;
         let gone = blocks_len(d.blocks.values());
@@ -958,6 +1009,8 @@ impl DirtyObjset {
         let end = offset.saturating_add(len);
         let first_whole = offset.div_ceil(bs);
         let last_whole = end / bs; // exclusive
+                                   // Before anything changes: the indirect blocks the sync will walk must be readable.
+        self.check_free_walk(obj, first_whole, last_whole)?;
         let maxblkid = dn.maxblkid;
         // Partial head block: zero from offset to the end of its block (or of the range).
         if !offset.is_multiple_of(bs) && offset / bs <= maxblkid {

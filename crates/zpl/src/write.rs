@@ -583,8 +583,16 @@ impl ZplWriter {
         }
         if self.mode(z) & S_IFMT == S_IFDIR {
             zaps.destroy(os, z.obj)?;
-        } else {
-            os.free_object(z.obj)?;
+        } else if let Err(e) = os.free_object(z.obj) {
+            // An indirect block of the file cannot be read (damaged beyond its copies): the
+            // free would fail the sync. The object stays in the unlinked set with its
+            // space, as zfs_rmnode leaves it when dmu_free_long_range fails; the next
+            // drain (a mount) tries again. The name is gone all the same.
+            if matches!(e, dmu::DmuError::NoSuchObject(_)) {
+                return Err(e.into());
+            }
+            self.store(os, zaps, z)?;
+            zaps.update(os, self.unlinked, &hex_name(z.obj), ZapVal::u64(z.obj))?;
         }
         Ok(())
     }
