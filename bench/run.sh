@@ -8,7 +8,7 @@
 #
 # Extra options are passed to `rzfs-bench run`: --out-dir DIR, --work DIR (pool images; must be on
 # a disk-backed filesystem, default $TMPDIR), --keep (keep the images), --only SECTIONS (a subset of
-# kernels,raidz,peer,e2e,layouts,meta,scan,send; e.g. `--full --only scan --out-dir /tmp/scan`).
+# kernels,raidz,peer,e2e,layouts,meta,scan,send,vol; e.g. `--full --only scan --out-dir /tmp/scan`).
 # See bench/README.md.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

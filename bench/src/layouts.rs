@@ -161,12 +161,12 @@ fn random_io(
     Ok((done, t0.elapsed().as_secs_f64()))
 }
 
-fn rate_row(what: &str, bytes: u64, secs: f64, resident: Option<u64>) -> Value {
+pub(crate) fn rate_row(what: &str, bytes: u64, secs: f64, resident: Option<u64>) -> Value {
     json!({"what": what, "bytes": bytes, "secs": secs, "mbps": mbps(bytes, secs),
            "resident_after_evict": resident, "loadavg": sys::loadavg()})
 }
 
-fn iops_row(what: &str, ops: u64, secs: f64, resident: Option<u64>) -> Value {
+pub(crate) fn iops_row(what: &str, ops: u64, secs: f64, resident: Option<u64>) -> Value {
     json!({"what": what, "ops": ops, "secs": secs, "iops": if secs > 0.0 { ops as f64 / secs } else { 0.0 },
            "resident_after_evict": resident, "loadavg": sys::loadavg()})
 }
@@ -554,7 +554,7 @@ fn one_layout(c: &Ctx, l: Layout, s: Sizes, log: &mut dyn FnMut(&str)) -> Value 
 }
 
 /// Each row's rates divided by raw's (raw read: the mean of before and after).
-fn ratios(rows: &mut [Value], raw_after: &Value) {
+pub(crate) fn ratios(rows: &mut [Value], raw_after: &Value) {
     let Some(raw) = rows.iter().find(|v| v["system"] == "raw" && v.get("error").is_none()).cloned() else {
         return;
     };
@@ -612,7 +612,7 @@ pub fn cli(cmd: &str, args: &[String]) -> Option<Result<String, String>> {
 // ---------------------------------------------------------------------------------------------
 // RESULTS.md
 
-fn cell(v: &Value, k: &str, unit: &str) -> String {
+pub(crate) fn cell(v: &Value, k: &str, unit: &str) -> String {
     let x = &v[k];
     let val = x[unit].as_f64();
     match (val, x["ratio_to_raw"].as_f64()) {

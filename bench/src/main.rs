@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! rzfs-bench run (--smoke|--full) --out-dir DIR --bin-dir DIR [--work DIR] [--shim SO] [--keep]
-//!                [--only kernels,raidz,peer,e2e,layouts,meta,scan,send]
+//!                [--only kernels,raidz,peer,e2e,layouts,meta,scan,send,vol]
 //! rzfs-bench copyout --dir DISKS --fs POOL/FS --path PATH [--arc-max BYTES] [--hash]
 //! rzfs-bench render --json results.json --md RESULTS.md
 //! ```
@@ -10,8 +10,8 @@
 //! `run` measures, in order: codec kernels (next to memcpy), OpenZFS raidz_test on the same
 //! machine, end-to-end reads of a big file on a raidz1 pool written by zfs-fuse, the
 //! per-layout end-to-end rates, metadata and the memory walk, then scrub and resilver per
-//! layout, then send and receive, and writes DIR/results.json and DIR/RESULTS.md (`--only`
-//! runs a subset). `copyout` is one in-process library read, run as a child so its peak RSS
+//! layout, then send and receive, then volumes (loop device and NBD), and writes
+//! DIR/results.json and DIR/RESULTS.md (`--only` runs a subset). `copyout` is one in-process library read, run as a child so its peak RSS
 //! is its own. bench/run.sh builds everything and calls `run`.
 #![forbid(unsafe_code)]
 
@@ -22,11 +22,13 @@ mod kernels;
 mod layouts;
 mod libpool;
 mod meta;
+mod nbdc;
 mod raidz_peer;
 mod report;
 mod scan;
 mod send;
 mod sys;
+mod vol;
 
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -47,6 +49,8 @@ pub struct Ctx {
     pub self_exe: PathBuf,
     /// How long to wait for another zfs-fuse daemon to go away.
     pub wait_s: u64,
+    /// `--keep`: sections leave their images in place.
+    pub keep: bool,
 }
 
 impl Ctx {
@@ -63,7 +67,7 @@ struct RunOpts {
     work: PathBuf,
     shim: Option<PathBuf>,
     keep: bool,
-    /// Sections to run (kernels, raidz, peer, e2e, layouts, meta, scan, send); all by default. For development only:
+    /// Sections to run (kernels, raidz, peer, e2e, layouts, meta, scan, send, vol); all by default. For development only:
     /// a partial run still writes complete-looking files with empty sections.
     only: Option<String>,
 }
@@ -79,7 +83,7 @@ impl RunOpts {
 
 fn usage() -> ! {
     eprintln!(
-        "usage: rzfs-bench run (--smoke|--full) --out-dir DIR --bin-dir DIR [--work DIR] [--shim SO] [--keep] [--only kernels,raidz,peer,e2e,layouts,meta,scan,send]\n       \
+        "usage: rzfs-bench run (--smoke|--full) --out-dir DIR --bin-dir DIR [--work DIR] [--shim SO] [--keep] [--only kernels,raidz,peer,e2e,layouts,meta,scan,send,vol]\n       \
          rzfs-bench copyout --dir DISKS --fs POOL/FS --path PATH [--arc-max BYTES] [--hash]\n       \
          rzfs-bench render --json results.json --md RESULTS.md"
     );
@@ -195,12 +199,14 @@ fn run(o: &RunOpts) -> Result<String, String> {
         bin_dir: o.bin_dir.clone(),
         self_exe: cfg.self_exe.clone(),
         wait_s: if o.full { 300 } else { 10 },
+        keep: o.keep,
     };
     let lay =
         if o.wants("layouts") { layouts::run(&ctx, &mut log) } else { json!({"error": "skipped (--only)"}) };
     let meta = if o.wants("meta") { meta::run(&ctx, &mut log) } else { json!({"error": "skipped (--only)"}) };
     let scan = if o.wants("scan") { scan::run(&ctx, &mut log) } else { json!({"error": "skipped (--only)"}) };
     let send = if o.wants("send") { send::run(&ctx, &mut log) } else { json!({"error": "skipped (--only)"}) };
+    let vol = if o.wants("vol") { vol::run(&ctx, &mut log) } else { json!({"error": "skipped (--only)"}) };
     if !o.keep {
         let _ = std::fs::remove_dir_all(&o.work);
     }
@@ -219,11 +225,13 @@ fn run(o: &RunOpts) -> Result<String, String> {
         "meta": meta,
         "scan": scan,
         "send": send,
+        "vol": vol,
         "not_available": not_available(&[
             ("end-to-end by layout (item 2)", &lay),
             ("metadata and the 225k-file walk (items 3, 4)", &meta),
             ("scrub and resilver (issue 13, item 6)", &scan),
             ("send and receive (issue 14)", &send),
+            ("volumes: loop device and NBD (issue 15)", &vol),
         ]),
         "method": method_notes(),
     });

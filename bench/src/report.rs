@@ -57,6 +57,9 @@ pub fn render(r: &Value) -> String {
     if !r["send"].is_null() {
         o.push_str(&crate::send::render(&r["send"]));
     }
+    if !r["vol"].is_null() {
+        o.push_str(&crate::vol::render(&r["vol"]));
+    }
     let _ = writeln!(o, "## Not available\n");
     for n in r["not_available"].as_array().into_iter().flatten() {
         let _ = writeln!(o, "- **{}**: not available: {}", s(&n["what"]), s(&n["reason"]));

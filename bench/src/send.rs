@@ -122,7 +122,7 @@ impl Sizes {
 }
 
 /// Free bytes of the filesystem holding `dir` (`df`), if it can tell.
-fn avail_bytes(dir: &Path) -> Option<u64> {
+pub(crate) fn avail_bytes(dir: &Path) -> Option<u64> {
     let out = sys::must(&["df", "--output=avail", "-B1", &dir.to_string_lossy()], &[]).ok()?;
     out.lines().last()?.trim().parse().ok()
 }
