@@ -1261,9 +1261,17 @@ pub fn set_pool_prop(state: &State, assignment: &str, pool: &str) -> Result<(), 
             _ => return Err("property 'failmode' must be one of 'wait', 'continue', 'panic'".into()),
         }),
         "bootfs" if v.is_empty() => PoolPropValue::Remove,
+        // A file system or a snapshot of one in this pool (bootfs_name_valid; the kernel's
+        // spa_prop_validate refuses other objset types, ZTS bootfs_001/002).
         "bootfs" => {
-            if pool_of(v) != pool || v.contains('@') {
-                return Err(format!("cannot set property for '{pool}': '{v}' is not a file system of this pool"));
+            if pool_of(v) != pool {
+                return Err(format!("cannot set property for '{pool}': '{v}' is an invalid name"));
+            }
+            let ds = state.pool(pool)?.dsl().find(v).map_err(|e| format!("cannot set property for '{pool}': {e}"))?;
+            if ds.kind == dsl::DatasetKind::Volume {
+                return Err(format!(
+                    "cannot set property for '{pool}': '{v}' is a volume; bootfs must be a file system or a snapshot"
+                ));
             }
             PoolPropValue::Dataset(v.into())
         }

@@ -526,6 +526,15 @@ fn pool_props_and_late_feature_enable() {
         d.ok("rzpool", &["set", &format!("{k}={v}"), "pp"]);
         assert_eq!(get(k), v, "{k}");
     }
+    // A snapshot is a bootfs too; a volume is not (ZTS bootfs_001/002).
+    d.ok("rzfs", &["snapshot", "pp/boot@s"]);
+    d.ok("rzpool", &["set", "bootfs=pp/boot@s", "pp"]);
+    assert_eq!(get("bootfs"), "pp/boot@s");
+    d.ok("rzfs", &["create", "-V", "8m", "pp/vol"]);
+    let (rc, _, err) = d.run("rzpool", &["set", "bootfs=pp/vol", "pp"]);
+    assert!(rc != 0 && err.contains("volume"), "{err}");
+    d.ok("rzfs", &["destroy", "pp/vol"]);
+    d.ok("rzpool", &["set", "bootfs=pp/boot", "pp"]);
     let (rc, _, err) = d.run("rzpool", &["set", "failmode=sometimes", "pp"]);
     assert!(rc != 0 && err.contains("failmode"), "{err}");
     let (rc, _, _) = d.run("rzpool", &["set", "multihost=on", "pp"]);
