@@ -978,6 +978,14 @@ fn bookmarks() {
         d.ok("rzfs", &["get", "-H", "-o", "value", "guid", "bm/cl#a"]),
         d.ok("rzfs", &["get", "-H", "-o", "value", "guid", "bm/src@a"])
     );
+    // Named in a walk (-r, -d), a bookmark is shown all the same (ZTS zfs_get_001).
+    for walk in ["-r", "-d1"] {
+        assert_eq!(
+            d.ok("rzfs", &["get", walk, "-H", "-o", "name", "guid", "bm/cl#a"]),
+            "bm/cl#a\n",
+            "{walk}"
+        );
+    }
     d.ok("rzfs", &["destroy", "-r", "bm/cl"]);
     d.ok("rzfs", &["destroy", "bm/other"]);
     let (code, _, err) = d.run("rzfs", &["bookmark", "bm/src@a", "bm/src#a"]);

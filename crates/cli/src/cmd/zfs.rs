@@ -933,7 +933,10 @@ fn collect_some(
             };
             // A dataset named without recursion is shown whatever its type; in a walk, the
             // types filter every dataset (zfs_for_each).
-            let explicitly_named = !recursive && names.contains(&ds.name);
+            // A bookmark named is shown in a walk too: it is where the walk starts and has
+            // nothing below it (zfs get -r PROP FS#BM, ZTS zfs_get_001).
+            let explicitly_named =
+                names.contains(&ds.name) && (!recursive || ds.kind == DatasetKind::Bookmark);
             // Hidden datasets (a receive's FS/%recv) are not walked, only named (libzfs's
             // iterators skip `dataset_name_hidden` names).
             let hidden = ds.name.contains('%') && !names.contains(&ds.name);
