@@ -21,5 +21,6 @@ pub mod rwadd;
 pub mod rwattach;
 pub mod rwpool;
 pub mod sendrecv;
+pub mod vdevprops;
 pub mod volumes;
 pub mod zplopen;

@@ -277,3 +277,83 @@ fn create_refuses_used_block_devices() {
         );
     }
 }
+
+/// Vdev properties and the per-vdev ZAPs that hold them, as OpenZFS lays them out: every
+/// leaf and top-level vdev gets a ZAP listed in the AVZ, the root one with vdev_zaps_v2
+/// (which becomes active), only in the MOS config; a top ZAP follows its top-level vdev
+/// through attach, replace and detach. `zpool get all POOL root` lists OpenZFS 2.3's 50
+/// properties (ZTS vdev_get_001_pos); comment and user properties are set, read back after
+/// export and import, and an empty value removes a user property (ZTS
+/// zpool_set_clear_userprop); zdb checks the pool (MOS object leaks included) and reads
+/// the properties from the ZAPs itself.
+#[test]
+fn vdev_properties() {
+    if zdb().is_none() {
+        return;
+    }
+    let dir = scratch("vprops");
+    let devs = common::pools::blank(&dir, "d", 5);
+    let d = Daemon::new("vprops");
+    let get = |args: &[&str]| d.ok("rzpool", &[&["get", "-Hp", "-o", "value,source"], args].concat());
+    d.ok("rzpool", &["create", "-m", "none", "vz", &devs[0]]);
+    assert_eq!(d.ok("rzpool", &["get", "-H", "all", "vz", "root"]).lines().count(), 50);
+    assert_eq!(get(&["feature@vdev_zaps_v2", "vz"]), "active\tlocal\n");
+    d.ok("rzpool", &["set", "comment=openzfs", "vz", "root"]);
+    assert_eq!(d.ok("rzpool", &["get", "-H", "-o", "value", "comment", "vz", "root"]), "openzfs\n");
+    d.ok("rzpool", &["set", "cool:vdev=goodbye", "vz", "root"]);
+    assert_eq!(get(&["cool:vdev", "vz", "root"]), "goodbye\tlocal\n");
+    d.ok("rzpool", &["set", "cool:vdev=", "vz", "root"]);
+    assert_eq!(get(&["cool:vdev", "vz", "root"]), "-\tdefault\n");
+    // The top-level disk's properties stay with the top-level vdev when it becomes a mirror,
+    // is replaced, and collapses back to one disk.
+    d.ok("rzpool", &["set", "org:top=t0", "vz", &devs[0]]);
+    d.ok("rzpool", &["set", "io_n=10", "vz", &devs[0]]);
+    d.ok("rzpool", &["attach", "-w", "vz", &devs[0], &devs[1]]);
+    assert_eq!(get(&["org:top,io_n", "vz", "mirror-0"]), "t0\tlocal\n10\tlocal\n");
+    d.ok("rzpool", &["set", "org:leaf=l1", "vz", &devs[1]]);
+    d.ok("rzpool", &["replace", "-w", "vz", &devs[1], &devs[2]]);
+    d.ok("rzpool", &["detach", "vz", &devs[0]]);
+    assert_eq!(get(&["org:top,org:leaf,failfast", "vz", &devs[2]]), "t0\tlocal\n-\tdefault\non\tdefault\n");
+    d.ok("rzpool", &["add", "vz", &devs[3]]);
+    d.ok("rzpool", &["set", "failfast=off", "vz", &devs[3]]);
+    // Refusals: read-only and unknown properties, unknown vdevs, bad values.
+    for (args, why) in [
+        (vec!["set", "size=1", "vz", "root"], "'size' is readonly"),
+        (vec!["set", "nosuch=1", "vz", "root"], "invalid property 'nosuch'"),
+        (vec!["set", "failfast=maybe", "vz", "root"], "'failfast' must be one of"),
+        (vec!["set", "comment=x", "vz", "nodev"], "device not in pool"),
+    ] {
+        let (code, _, err) = d.run("rzpool", &args);
+        assert!(code != 0 && err.contains(why), "{args:?}: {err}");
+    }
+    let (code, _, err) = d.run("rzpool", &["get", "size", "vz", "nodev"]);
+    assert!(code == 2 && err.contains("Expected a list of vdevs in \"vz\""), "{err}");
+    let names = d.ok("rzpool", &["get", "-H", "-o", "name", "guid", "vz", "all-vdevs"]);
+    assert_eq!(names.lines().count(), 3, "{names}");
+    d.ok("rzpool", &["export", "vz"]);
+    // zdb: no leaked MOS objects, the ZAP numbers only in the MOS config.
+    zdb_check(&dir, "vz");
+    let cfg = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-C", "vz"]);
+    for key in ["com.delphix:has_per_vdev_zaps", "com.klarasystems:vdev_zap_root", "com.delphix:vdev_zap_top"]
+    {
+        assert!(cfg.contains(key), "{key} missing from the MOS config:\n{cfg}");
+    }
+    assert_eq!(cfg.matches("com.delphix:vdev_zap_top").count(), 2, "{cfg}");
+    assert_eq!(cfg.matches("com.delphix:vdev_zap_leaf").count(), 2, "{cfg}");
+    let label = run_zdb(&["-l", &devs[2]]);
+    assert!(!label.contains("vdev_zap"), "labels carry no vdev ZAPs:\n{label}");
+    let root_zap: String = cfg
+        .lines()
+        .find(|l| l.contains("com.klarasystems:vdev_zap_root"))
+        .and_then(|l| l.rsplit(": ").next())
+        .unwrap()
+        .trim()
+        .to_string();
+    let zap = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-dddd", "vz", &root_zap]);
+    assert!(zap.contains("comment = openzfs"), "{zap}");
+    d.ok("rzpool", &["import", "-N", "-d", dir.to_str().unwrap(), "vz"]);
+    assert_eq!(get(&["comment", "vz", "root"]), "openzfs\tlocal\n");
+    assert_eq!(get(&["org:top,failfast", "vz", &devs[2]]), "t0\tlocal\non\tdefault\n");
+    assert_eq!(get(&["failfast", "vz", &devs[3]]), "off\tlocal\n");
+    d.ok("rzpool", &["destroy", "vz"]);
+}

@@ -365,7 +365,16 @@ impl PoolWriter {
         if let Some(d) = self.dtl_written.remove(&from) {
             self.dtl_written.insert(to, d);
         }
-        if let Some(k) = self.kept_config.remove(&from) {
+        // The leaf takes the guid of the vdev it replaces as top-level vdev: its own kept
+        // entries go along, and the top ZAP the old top-level vdev held stays
+        // (`vdev_top_transfer`).
+        if let Some(mut k) = self.kept_config.remove(&from) {
+            let old = self.kept_config.remove(&to).unwrap_or_default();
+            for (key, v) in old {
+                if !k.iter().any(|(n, _)| *n == key) {
+                    k.push((key, v));
+                }
+            }
             self.kept_config.insert(to, k);
         }
         if self.unspare.remove(&from) {

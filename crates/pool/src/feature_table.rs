@@ -177,6 +177,7 @@ pub const IMPLEMENTED_FOR_WRITE: &[&str] = &[
     "userobj_accounting",
     "project_quota",
     "filesystem_limits",
+    "vdev_zaps_v2",
 ];
 
 /// Every feature, in `spa_feature_t` order.

@@ -35,6 +35,7 @@ pub mod spares;
 pub mod status;
 pub mod txg;
 pub mod vdevspec;
+pub mod vdevzaps;
 pub mod writer;
 
 use dmu::{Objset, Reader};

@@ -960,6 +960,9 @@ impl PoolWriter {
     }
 
     fn sync_mos(&mut self, txg: u64) -> Result<()> {
+        if self.config_dirty {
+            self.ensure_vdev_zaps()?;
+        }
         if self.config_dirty || self.config_obj_dirty {
             self.write_config_object(txg)?;
         }
@@ -1258,6 +1261,7 @@ impl PoolWriter {
         nv.add_u64("vdev_children", self.tops.len() as u64);
         nv.add_nvlist("vdev_tree", self.top_nvlist(top));
         nv.add_nvlist("features_for_read", self.features_nv());
+        crate::vdevzaps::strip_mos_only(&mut nv);
         nv
     }
 

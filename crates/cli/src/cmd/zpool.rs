@@ -355,8 +355,8 @@ enum Cmd {
         #[arg(allow_negative_numbers = true)]
         args: Vec<String>,
     },
-    /// Set a pool property (comment, compatibility).
-    Set { assignment: String, pool: String },
+    /// Set a pool property, or with VDEV a vdev property.
+    Set { assignment: String, pool: String, vdev: Option<String> },
     /// Show pool properties.
     Get {
         #[arg(short = 'H')]
@@ -426,7 +426,7 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
         | Cmd::Remove { pool, .. }
         | Cmd::Online { pool, .. } => Some(pool.clone()),
         // The configuration carries the comment and compatibility.
-        Cmd::Set { assignment, pool }
+        Cmd::Set { assignment, pool, vdev: None }
             if assignment.starts_with("comment=") || assignment.starts_with("compatibility=") =>
         {
             Some(pool.clone())
@@ -655,7 +655,10 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
         Cmd::Events { verbose, scripted, follow, clear, after, continued, pool } => {
             events(state, verbose, scripted, follow, clear, (after, continued), pool)
         }
-        Cmd::Set { assignment, pool } => match assignment.strip_prefix("cachefile=") {
+        Cmd::Set { assignment, pool, vdev: Some(vdev) } => {
+            crate::vdevprops::set(state, &assignment, &pool, &vdev).map(|_| Response::ok(String::new()))
+        }
+        Cmd::Set { assignment, pool, vdev: None } => match assignment.strip_prefix("cachefile=") {
             Some(v) => crate::cache::parse_setting(v).and_then(|how| {
                 state.pool(&pool)?;
                 if crate::rwpool::writer_of(state, &pool).is_none() {
@@ -2053,6 +2056,28 @@ fn get(
     parsable: bool,
     fields: &[String],
 ) -> Result<Response, String> {
+    // `zpool get PROPS POOL VDEV...`: the first name a pool, the others (not all pools) its
+    // vdevs, `root` or `all-vdevs`.
+    if names.len() >= 2 && !names.iter().all(|n| state.pool(n).is_ok()) {
+        let Ok(p) = state.pool(&names[0]) else {
+            let mut r = Response::ok(String::new());
+            r.stderr = format!("Cannot get properties of {}: no such pool available.\n", names[0]);
+            r.exit = 1;
+            return Ok(r);
+        };
+        let vdevs = &names[1..];
+        let special = vdevs.len() == 1 && (vdevs[0] == "all-vdevs" || vdevs[0] == "root");
+        if !special && !vdevs.iter().all(|n| crate::vdevprops::is_vdev(&p, n)) {
+            let bad: Vec<&str> =
+                vdevs.iter().filter(|n| !crate::vdevprops::is_vdev(&p, n)).map(|s| s.as_str()).collect();
+            return Ok(Response::usage(format!(
+                "Expected a list of vdevs in \"{}\", but got:\n{}\n",
+                names[0],
+                bad.join(" ")
+            )));
+        }
+        return crate::vdevprops::get(state, &p, props, vdevs, scripted, parsable, fields);
+    }
     let pools = selected(state, names)?;
     let wanted: Vec<String> = if props == "all" {
         let mut v: Vec<String> = GET_ALL.iter().map(|s| s.to_string()).collect();
