@@ -276,6 +276,15 @@ sandbox() {
 	R=$sb/root
 	mount -t overlay zts-root -o "lowerdir=/,upperdir=$sb/upper,workdir=$sb/work" "$R" ||
 	    { echo "run-zts: overlay mount failed" >&2; return 1; }
+	# ZTS runs some commands as an unprivileged user (user_run) that sources libtest.shlib:
+	# every directory above the suite must let others through, and the group too (ZTS adds
+	# its users to the group owning the zfs command, root here). Inside the overlay, so the
+	# host's modes (a suite unpacked under /root, mode 700) are untouched.
+	local up=$STF_SUITE
+	while [[ $up != / && -n $up ]]; do
+		[[ -d $R$up ]] && chmod go+x "$R$up"
+		up=$(dirname "$up")
+	done
 	# /tmp is a tmpfs of its own, as on a VM, so `rm -rf /tmp/` empties it but cannot remove it.
 	mount -t tmpfs -o size=1g,mode=1777 zts-tmp "$R/tmp"
 	# FILEDIR (the file vdevs, TESTDIR, ZTS's scratch files) is a directory of this run on the
