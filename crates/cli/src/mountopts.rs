@@ -36,6 +36,8 @@ const TEMP_OPTIONS: &[(&str, &str, bool)] = &[
     ("noatime", "atime", false),
     ("relatime", "relatime", true),
     ("norelatime", "relatime", false),
+    ("xattr", "xattr", true),
+    ("noxattr", "xattr", false),
 ];
 
 /// The property values a mount's temporary options give (property, value), where they
@@ -66,6 +68,8 @@ pub fn for_dataset(
         readonly: false,
         writable: false,
         atime: None,
+        xattr: None,
+        xattr_prop: true,
     };
     // Each option sets a property for this mount; the last one given for a property wins.
     let mut chosen: Vec<(&str, bool)> = Vec::new();
@@ -73,7 +77,7 @@ pub fn for_dataset(
         let Some(&(_, p, v)) = TEMP_OPTIONS.iter().find(|(opt, _, _)| *opt == t) else {
             return Err(format!(
                 "cannot mount '{name}': unsupported mount option '{t}' (rzfs takes ro, rw, exec, noexec, suid, \
-                 nosuid, dev, nodev, atime, noatime, relatime, norelatime, remount, defaults)"
+                 nosuid, dev, nodev, atime, noatime, relatime, norelatime, xattr, noxattr, remount, defaults)"
             ));
         };
         chosen.retain(|(k, _)| *k != p);
@@ -83,6 +87,8 @@ pub fn for_dataset(
     o.exec = pick("exec").unwrap_or(o.exec);
     o.setuid = pick("setuid").unwrap_or(o.setuid);
     o.devices = pick("devices").unwrap_or(o.devices);
+    o.xattr = pick("xattr");
+    o.xattr_prop = on("xattr")?;
     o.readonly = pick("readonly") == Some(true);
     o.writable = pick("readonly") == Some(false);
     let explicit_rw = o.writable;
@@ -104,7 +110,10 @@ pub fn for_dataset(
     let mut temps = Temps::new();
     for &(p, v) in &chosen {
         let shown = if v { "on" } else { "off" };
-        if prop(p)? != shown {
+        let now = prop(p)?;
+        // xattr=sa and xattr=dir are both "on" for the mount option.
+        let now = if p == "xattr" && now != "off" { "on".to_string() } else { now };
+        if now != shown {
             temps.push((p.to_string(), shown.to_string()));
         }
     }

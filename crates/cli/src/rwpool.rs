@@ -713,6 +713,7 @@ fn settings_from(props: &[(String, ZapVal)], lz4: bool, embed: bool) -> DatasetS
         redundant_metadata: get("redundant_metadata").unwrap_or(0).min(3) as u8,
         primarycache: dmu::CachePolicy::from_prop(get("primarycache")),
         atime: pool::open_rw::atime_of(get("atime"), get("relatime")),
+        xattr: get("xattr").unwrap_or(1) != 0,
     }
 }
 
@@ -1178,11 +1179,26 @@ pub fn destroy(state: &State, names: &[String], objs: &[u64], defer: bool) -> Re
     let rw = writable(state, first, &format!("cannot destroy '{first}'"))?;
     rw.spa.destroy_datasets_defer(names, defer).map_err(|e| e.to_string())?;
     // Their object numbers may be reused by the next dataset created.
-    let mut z = rw.zpl.lock().unwrap_or_else(|p| p.into_inner());
-    for o in objs {
-        z.remove(o);
+    {
+        let mut z = rw.zpl.lock().unwrap_or_else(|p| p.into_inner());
+        for o in objs {
+            z.remove(o);
+        }
     }
+    forget_snapshot_names(state, names);
     Ok(())
+}
+
+/// Snapshots `fs@snap` that no longer exist under that name: the mounts of `fs` drop the
+/// kernel's cached `.zfs/snapshot/snap`.
+pub fn forget_snapshot_names(state: &State, names: &[String]) {
+    let mounts = state.mounts.lock().unwrap_or_else(|p| p.into_inner());
+    for n in names {
+        let Some((fs, snap)) = n.split_once('@') else { continue };
+        for m in mounts.iter().filter(|m| m.dataset == fs) {
+            m.session.invalidate_snapshot(snap);
+        }
+    }
 }
 
 /// Records a successful command in the pool history (synced with the next txg).
@@ -1365,7 +1381,7 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
                     _ => rzfs_fuse::rw::Atime::Relatime,
                 };
                 let d = tx.ds;
-                let readonly = d.readonly;
+                let (readonly, xattr) = (d.readonly, d.xattr);
                 inner = f(rzfs_fuse::rw::RwCtx {
                     zpl: z,
                     os: &mut d.os,
@@ -1373,6 +1389,7 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
                     recordsize,
                     atime,
                     readonly,
+                    xattr,
                 });
                 Ok(())
             });

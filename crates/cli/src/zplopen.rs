@@ -101,6 +101,15 @@ impl rzfs_fuse::Snapshots for LiveSnapshots {
             .filter_map(|s| s.name.split_once('@').map(|(_, n)| n.to_string()))
             .collect()
     }
+    fn list_ids(&self) -> Vec<(String, u64)> {
+        let Ok((pool, head)) = self.head() else { return Vec::new() };
+        pool.dsl()
+            .snapshots(&head)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|s| s.name.split_once('@').map(|(_, n)| (n.to_string(), s.ds.guid)))
+            .collect()
+    }
     fn open(&self, name: &str) -> Result<Zpl, String> {
         let (pool, head) = self.head()?;
         let ds = pool.dsl().find(&format!("{}@{name}", head.name)).map_err(|e| e.to_string())?;

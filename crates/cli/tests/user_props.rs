@@ -687,6 +687,15 @@ fn snapshot_directory_changes_snapshots() {
     std::fs::remove_dir(sd.join("b")).unwrap();
     assert_eq!(snaps(), "");
     assert!(!sd.join("b").exists());
+    // A snapshot destroyed and taken again under its name is the new one at once, though
+    // the old one was looked at just before (ZTS xattr_006_pos, then xattr_007_neg).
+    d.ok("rzfs", &["snapshot", "sa/fs@s"]);
+    assert_eq!(std::fs::read(sd.join("s/f")).unwrap(), b"one");
+    d.ok("rzfs", &["destroy", "sa/fs@s"]);
+    std::fs::write(mnt.join("fs/g"), b"two").unwrap();
+    d.ok("rzfs", &["snapshot", "sa/fs@s"]);
+    assert_eq!(std::fs::read(sd.join("s/g")).unwrap(), b"two");
+    d.ok("rzfs", &["destroy", "sa/fs@s"]);
     d.ok("rzpool", &["export", "sa"]);
     zdb_check(&dir, "sa");
     drop(d);

@@ -44,6 +44,12 @@ pub(crate) const SNAP_DIR: u64 = (0xFFFF << OBJ_BITS) | 2;
 pub trait Snapshots: Send + Sync {
     /// Snapshot short names (after the `@`), oldest first.
     fn list(&self) -> Vec<String>;
+    /// The snapshots with an identity each (their guid): a snapshot destroyed and taken
+    /// again under the same name is another one. Sources whose snapshots cannot change
+    /// need not say (0).
+    fn list_ids(&self) -> Vec<(String, u64)> {
+        self.list().into_iter().map(|n| (n, 0)).collect()
+    }
     /// Opens one snapshot's ZPL.
     fn open(&self, name: &str) -> Result<Zpl, String>;
     /// The `snapdir` setting now, `(visible, disabled)`, for a source whose setting can
@@ -143,6 +149,24 @@ impl MountHandle {
     pub fn invalidate_root_attrs(&self) {
         if let Some(s) = &self.session {
             let _ = s.notifier().inval_inode(fuser::FUSE_ROOT_ID, -1, 0);
+        }
+    }
+
+    /// Drops the kernel's cached name `.zfs/snapshot/NAME` after that snapshot was destroyed
+    /// or renamed: without it, a snapshot created again under the name within the entry
+    /// timeout would be reached through the old one's directory (as OpenZFS unmounts a
+    /// destroyed snapshot's automount).
+    ///
+    /// The notification is sent from a thread of its own: the caller may be serving a
+    /// request of this very mount (a rename or rmdir in `.zfs/snapshot`), and the kernel
+    /// takes the notification only once that request is done with the directory.
+    pub fn invalidate_snapshot(&self, name: &str) {
+        if let Some(s) = &self.session {
+            let n = s.notifier();
+            let name = name.to_string();
+            std::thread::spawn(move || {
+                let _ = n.inval_entry(SNAP_DIR, std::ffi::OsStr::new(&name));
+            });
         }
     }
 
@@ -306,6 +330,12 @@ pub struct MountOpts {
     /// How reads record access times on this mount, over the dataset's `atime` and
     /// `relatime` (the temporary `atime`/`noatime`/`relatime`/`norelatime` options).
     pub atime: Option<rw::Atime>,
+    /// The temporary `xattr`/`noxattr` option: serve `user.` extended attributes or not,
+    /// whatever the dataset's `xattr` property says.
+    pub xattr: Option<bool>,
+    /// The dataset's `xattr` property is not `off` (at mount time: what a read-only mount,
+    /// whose dataset cannot change, follows; read-write mounts follow the live property).
+    pub xattr_prop: bool,
 }
 
 impl Default for MountOpts {
@@ -318,6 +348,8 @@ impl Default for MountOpts {
             readonly: false,
             writable: false,
             atime: None,
+            xattr: None,
+            xattr_prop: true,
         }
     }
 }
@@ -395,16 +427,17 @@ pub fn mount_with(
     fsname: &str,
     mo: &MountOpts,
 ) -> std::io::Result<MountHandle> {
-    let names = src.snapshots.list();
+    let names = src.snapshots.list_ids();
     let fs = ZfsFuse {
         head: Some(src.head),
         snapdir_visible: src.snapdir_visible && !src.snapdir_disabled,
         snapdir_disabled: src.snapdir_disabled,
         on_error: src.on_error,
         snap_source: src.snapshots,
-        snaps: Arc::new(Mutex::new(names.into_iter().map(|n| (n, None, true)).collect())),
+        snaps: Arc::new(Mutex::new(names.into_iter().map(|(n, id)| (n, None, true, id)).collect())),
         opens: Arc::default(),
         acl: mo.acltype,
+        user_xattrs: mo.xattr.unwrap_or(mo.xattr_prop),
         live: false,
         ttl: TTL,
     };
@@ -431,7 +464,7 @@ pub fn mount_with(
 
 /// A snapshot's place in the inode space: its name, its ZPL once opened, and whether it
 /// still exists (a destroyed one keeps its slot, so no index is ever reused).
-type SnapSlot = (String, Option<Zpl>, bool);
+type SnapSlot = (String, Option<Zpl>, bool, u64);
 
 /// Which snapshots of a mount's `.zfs/snapshot` are in use: have files or directories open
 /// (OpenZFS refuses to destroy a snapshot whose automount is busy, EBUSY).
@@ -475,6 +508,8 @@ pub(crate) struct ZfsFuse {
     opens: Arc<Mutex<HashMap<u64, usize>>>,
     /// The dataset's acltype (snapshots share it).
     acl: AclType,
+    /// `user.` extended attributes are served (`xattr` property or mount option).
+    user_xattrs: bool,
     /// Snapshots come and go (a read-write mount): the list is read again on lookups and
     /// listings of `.zfs/snapshot`.
     live: bool,
@@ -491,16 +526,17 @@ impl ZfsFuse {
     /// The `.zfs` tree of a read-write mount: snapshots only, their list kept current,
     /// entries cached briefly (a destroyed snapshot disappears within a second).
     pub(crate) fn snapshot_view(src: SnapshotSource, acl: AclType) -> ZfsFuse {
-        let names = src.snapshots.list();
+        let names = src.snapshots.list_ids();
         ZfsFuse {
             head: None,
             snapdir_visible: src.snapdir_visible,
             snapdir_disabled: false,
             on_error: src.on_error,
             snap_source: src.snapshots,
-            snaps: Arc::new(Mutex::new(names.into_iter().map(|n| (n, None, true)).collect())),
+            snaps: Arc::new(Mutex::new(names.into_iter().map(|(n, id)| (n, None, true, id)).collect())),
             opens: Arc::default(),
             acl,
+            user_xattrs: true,
             live: true,
             ttl: Duration::from_secs(1),
         }
@@ -543,17 +579,17 @@ impl ZfsFuse {
         if !self.live {
             return;
         }
-        let names = self.snap_source.list();
+        let names = self.snap_source.list_ids();
         let mut snaps = self.snaps.lock().unwrap_or_else(|p| p.into_inner());
         for slot in snaps.iter_mut() {
-            if slot.2 && !names.contains(&slot.0) {
+            if slot.2 && !names.iter().any(|(n, id)| *n == slot.0 && *id == slot.3) {
                 slot.1 = None;
                 slot.2 = false;
             }
         }
-        for n in names {
+        for (n, id) in names {
             if !snaps.iter().any(|s| s.2 && s.0 == n) {
-                snaps.push((n, None, true));
+                snaps.push((n, None, true, id));
             }
         }
     }
@@ -593,7 +629,7 @@ impl ZfsFuse {
         }
         let idx = (ino >> OBJ_BITS) as usize;
         let snaps = self.snaps.lock().unwrap_or_else(|p| p.into_inner());
-        let snap = if idx == 0 { None } else { snaps.get(idx - 1).map(|(n, _, _)| n.clone()) };
+        let snap = if idx == 0 { None } else { snaps.get(idx - 1).map(|(n, _, _, _)| n.clone()) };
         drop(snaps);
         (self.on_error)(snap.as_deref(), obj, e);
     }
@@ -728,7 +764,7 @@ impl Filesystem for ZfsFuse {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .iter()
-                .position(|(n, _, live)| *live && n.as_bytes() == name);
+                .position(|(n, _, live, _)| *live && n.as_bytes() == name);
             let Some(i) = pos else {
                 return reply.error(libc::ENOENT);
             };
@@ -918,6 +954,9 @@ impl Filesystem for ZfsFuse {
         let Some((_, z)) = self.zpl_of(ino) else {
             return reply.error(libc::ENOENT);
         };
+        if name.as_bytes().starts_with(b"user.") && !self.user_xattrs {
+            return reply.error(libc::EOPNOTSUPP);
+        }
         match z.xattr_get(Self::obj_of(&z, ino), name.as_bytes(), self.acl) {
             Ok(Some(v)) => xattr_reply(reply, &v, size),
             Ok(None) => reply.error(libc::ENODATA),
@@ -935,7 +974,7 @@ impl Filesystem for ZfsFuse {
         match z.xattr_list(Self::obj_of(&z, ino), self.acl, req.uid() == 0) {
             Ok(names) => {
                 let mut buf = Vec::new();
-                for n in names {
+                for n in names.into_iter().filter(|n| self.user_xattrs || !n.starts_with(b"user.")) {
                     buf.extend_from_slice(&n);
                     buf.push(0);
                 }

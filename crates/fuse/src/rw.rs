@@ -93,6 +93,8 @@ pub struct RwCtx<'a> {
     /// The dataset's `readonly` property now: changes fail with EROFS (a mount follows
     /// `zfs set readonly` at once, as OpenZFS's does).
     pub readonly: bool,
+    /// The dataset's `xattr` property is not `off` (followed at once, like `readonly`).
+    pub xattr: bool,
 }
 
 /// How reads change access times (`atime`, `relatime`).
@@ -1035,13 +1037,32 @@ impl<B: RwBackend> RwFs<B> {
 
     /// setxattr by user `caller`; names and POSIX ACLs follow the ZPL's rules for the
     /// dataset's acltype.
+    /// Are `user.` extended attributes served? The `xattr`/`noxattr` mount option, else the
+    /// dataset's `xattr` property as it is now (OpenZFS on Linux: `xattr=off` answers
+    /// EOPNOTSUPP for the user namespace; ACLs and other namespaces are unaffected).
+    fn user_xattrs(&self) -> bool {
+        match self.opts.xattr {
+            Some(on) => on,
+            None => self.run(|c| Ok(c.xattr)).unwrap_or(true),
+        }
+    }
+
+    fn check_user_xattr(&self, name: &[u8]) -> Res<()> {
+        if name.starts_with(b"user.") && !self.user_xattrs() {
+            return Err(libc::EOPNOTSUPP);
+        }
+        Ok(())
+    }
+
     fn do_setxattr(&self, caller: u32, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Res<()> {
+        self.check_user_xattr(name)?;
         let (obj, acl) = (self.obj(ino), self.acl());
         let flags = u32::try_from(flags).map_err(|_| libc::EINVAL)?;
         self.run_mut(Op::Meta, |c| c.zpl.xattr_set(c.os, c.zaps, obj, name, value, flags, acl, caller, now()))
     }
 
     fn do_getxattr(&self, ino: u64, name: &[u8], size: u32) -> Res<XattrAnswer> {
+        self.check_user_xattr(name)?;
         let (obj, acl) = (self.obj(ino), self.acl());
         xattr_answer(self.run(|c| c.zpl.xattr_get(c.os, c.zaps, obj, name, acl))?, size)
     }
@@ -1050,8 +1071,9 @@ impl<B: RwBackend> RwFs<B> {
     fn do_listxattr(&self, caller: u32, ino: u64, size: u32) -> Res<XattrAnswer> {
         let (obj, acl) = (self.obj(ino), self.acl());
         let names = self.run(|c| c.zpl.xattr_list(c.os, c.zaps, obj, acl, caller == 0))?;
+        let user = self.user_xattrs();
         let mut buf = Vec::new();
-        for n in names {
+        for n in names.into_iter().filter(|n| user || !n.starts_with(b"user.")) {
             buf.extend_from_slice(&n);
             buf.push(0);
         }
@@ -1059,6 +1081,7 @@ impl<B: RwBackend> RwFs<B> {
     }
 
     fn do_removexattr(&self, caller: u32, ino: u64, name: &[u8]) -> Res<()> {
+        self.check_user_xattr(name)?;
         let (obj, acl) = (self.obj(ino), self.acl());
         self.run_mut(Op::Free, |c| c.zpl.xattr_remove(c.os, c.zaps, obj, name, acl, caller, now()))
     }

@@ -30,6 +30,8 @@ struct MemBackend {
     atime: Mutex<Atime>,
     /// The dataset's `readonly` property (set while mounted).
     prop_ro: AtomicBool,
+    /// The dataset's `xattr` property is `off`.
+    prop_noxattr: AtomicBool,
 }
 
 impl MemBackend {
@@ -48,6 +50,7 @@ impl MemBackend {
             ops: Mutex::new(Vec::new()),
             atime: Mutex::new(Atime::Off),
             prop_ro: AtomicBool::new(false),
+            prop_noxattr: AtomicBool::new(false),
         })
     }
 }
@@ -74,6 +77,7 @@ impl RwBackend for MemBackend {
             recordsize: 128 << 10,
             atime,
             readonly,
+            xattr: !self.prop_noxattr.load(Ordering::Relaxed),
         })
     }
     fn sync(&self) -> Result<(), String> {
@@ -958,6 +962,38 @@ fn readonly_property_applies_to_a_live_mount() {
     b.prop_ro.store(false, Ordering::Relaxed);
     f.do_write(a.ino, 0, b"D").unwrap();
     assert_eq!(f.do_read(a.ino, 0, 10).unwrap(), b"Data");
+}
+
+/// `xattr=off` (followed while mounted) and the `noxattr`/`xattr` mount options: `user.`
+/// attributes answer EOPNOTSUPP and are left out of listings, but stay on disk; other
+/// namespaces are unaffected (ZTS xattr_013_pos).
+#[test]
+fn xattr_property_and_mount_options() {
+    let (mut f, b) = fs();
+    let ((a, _), _) = f.do_create(ME, 1, b"f", 0o644, 0o022).unwrap();
+    f.do_setxattr(0, a.ino, b"user.k", b"v", 0).unwrap();
+    f.do_setxattr(0, a.ino, b"trusted.t", b"w", 0).unwrap();
+    b.prop_noxattr.store(true, Ordering::Relaxed);
+    for r in [
+        f.do_getxattr(a.ino, b"user.k", 10).map(|_| ()),
+        f.do_setxattr(0, a.ino, b"user.n", b"x", 0),
+        f.do_removexattr(0, a.ino, b"user.k"),
+    ] {
+        assert_eq!(r.unwrap_err(), libc::EOPNOTSUPP);
+    }
+    assert_eq!(f.do_listxattr(0, a.ino, 100).unwrap(), XattrAnswer::Data(b"trusted.t\0".to_vec()));
+    assert_eq!(f.do_getxattr(a.ino, b"trusted.t", 10).unwrap(), XattrAnswer::Data(b"w".to_vec()));
+    b.prop_noxattr.store(false, Ordering::Relaxed);
+    assert_eq!(f.do_getxattr(a.ino, b"user.k", 10).unwrap(), XattrAnswer::Data(b"v".to_vec()));
+    // The mount options win over the property, either way.
+    let (mut g, gb) = fs_with(MountOpts { xattr: Some(false), ..MountOpts::default() });
+    let ((c, _), _) = g.do_create(ME, 1, b"g", 0o644, 0o022).unwrap();
+    assert_eq!(g.do_setxattr(0, c.ino, b"user.k", b"v", 0).unwrap_err(), libc::EOPNOTSUPP);
+    let (mut h, hb) = fs_with(MountOpts { xattr: Some(true), ..MountOpts::default() });
+    hb.prop_noxattr.store(true, Ordering::Relaxed);
+    let ((d, _), _) = h.do_create(ME, 1, b"h", 0o644, 0o022).unwrap();
+    h.do_setxattr(0, d.ino, b"user.k", b"v", 0).unwrap();
+    drop(gb);
 }
 
 #[test]

@@ -164,6 +164,7 @@ fn refresh_settings(w: &mut PoolWriter) -> Result<()> {
             d.recordsize = s.recordsize;
             d.atime = s.atime;
             d.readonly = s.readonly;
+            d.xattr = s.xattr;
             d.os.set_dnode_slots(s.dnode_slots);
             d.os.set_cache_policy(s.primarycache);
         }
@@ -410,6 +411,7 @@ impl Spa {
                         recordsize: s.recordsize,
                         atime: s.atime,
                         readonly: s.readonly,
+                        xattr: s.xattr,
                         resume: None,
                     },
                 );

@@ -274,6 +274,7 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
             recordsize: 128 << 10,
             atime: crate::writer::ATIME_RELATIME,
             readonly: false,
+            xattr: true,
             resume: None,
         },
     );
@@ -284,6 +285,7 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
         d.recordsize = prop("recordsize").unwrap_or(128 << 10);
         d.atime = crate::open_rw::atime_of(prop("atime"), prop("relatime"));
         d.readonly = prop("readonly") == Some(1);
+        d.xattr = prop("xattr") != Some(0);
     }
     // Properties given at creation activate their features (zstd) in the first txg.
     w.activate_for_props(dsl.root_ds, &spec.root_props)?;

@@ -317,10 +317,19 @@ impl PoolWriter {
         let mut os = os;
         os.set_dnode_slots(s.dnode_slots);
         os.set_cache_policy(s.primarycache);
-        let (recordsize, atime, readonly) = (s.recordsize, s.atime, s.readonly);
+        let (recordsize, atime, readonly, xattr) = (s.recordsize, s.atime, s.readonly, s.xattr);
         self.datasets.insert(
             ds,
-            DatasetWriter { os, zaps: ZapCache::new(), policy, recordsize, atime, readonly, resume: None },
+            DatasetWriter {
+                os,
+                zaps: ZapCache::new(),
+                policy,
+                recordsize,
+                atime,
+                readonly,
+                xattr,
+                resume: None,
+            },
         );
         Ok(())
     }
@@ -387,6 +396,8 @@ pub struct DatasetSettings {
     pub primarycache: CachePolicy,
     /// `atime` and `relatime` ([`crate::writer::ATIME_RELATIME`], ...).
     pub atime: u8,
+    /// `xattr` is not `off`.
+    pub xattr: bool,
 }
 
 /// The dnode size a stored `dnodesize` value asks for, in 512-byte slots: legacy (0) is
@@ -448,8 +459,10 @@ impl PoolWriter {
         let redundant_metadata = self.inherited_prop(dir, "redundant_metadata")?.unwrap_or(0).min(3) as u8;
         let primarycache = CachePolicy::from_prop(self.inherited_prop(dir, "primarycache")?);
         let atime = atime_of(self.inherited_prop(dir, "atime")?, self.inherited_prop(dir, "relatime")?);
+        let xattr = self.inherited_prop(dir, "xattr")?.unwrap_or(1) != 0;
         Ok(DatasetSettings {
             atime,
+            xattr,
             dnode_slots,
             redundant_metadata,
             primarycache,

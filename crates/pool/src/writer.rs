@@ -365,6 +365,9 @@ pub struct DatasetWriter {
     pub atime: u8,
     /// The `readonly` property: mounts refuse changes while it is on (set at any time).
     pub readonly: bool,
+    /// The `xattr` property is not `off`: user extended attributes are served (with `off`,
+    /// OpenZFS on Linux answers EOPNOTSUPP for the `user.` namespace).
+    pub xattr: bool,
     /// Where a resumable receive (`zfs receive -s`) into this dataset stands: (object, offset,
     /// stream bytes) of the last WRITE record applied. Each sync of the dataset records it in
     /// the dataset's resume fields with the data of the same txg, so the point a resumed

@@ -2199,6 +2199,11 @@ fn rename(state: &Arc<State>, old: &str, new: &str, how: RenameHow) -> Result<Re
             vec![old.to_string()]
         };
         rw.spa.rename(old, &new_full, &snaps).map_err(|e| e.to_string())?;
+        let new_snap = new_full.split_once('@').map_or("", |x| x.1);
+        crate::rwpool::forget_snapshot_names(state, &snaps);
+        let came: Vec<String> =
+            snaps.iter().filter_map(|n| n.split_once('@')).map(|(f, _)| format!("{f}@{new_snap}")).collect();
+        crate::rwpool::forget_snapshot_names(state, &came);
         return Ok(Response::ok(String::new()));
     }
     if recursive {
