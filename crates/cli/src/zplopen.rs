@@ -154,7 +154,18 @@ pub fn live_snapshots(
             head_obj: ds.ds_obj,
         }),
         snapdir_visible: snapdir == "visible",
-        on_error: error_sink(pool.clone(), ds.name.clone()),
+        on_error: live_error_sink(state.clone(), pool.name().to_string(), ds.name.clone()),
+    })
+}
+
+/// [`error_sink`] for a mount of a pool being written: the pool's current view is looked up
+/// at each error, as the mount must not keep an old view (and with it the devices of the
+/// vdev tree of its time: a detached leaf would stay open and locked).
+fn live_error_sink(state: Arc<crate::daemon::State>, pool: String, dataset: String) -> rzfs_fuse::ErrorSink {
+    Arc::new(move |snap: Option<&str>, obj: u64, e: &zpl::ZplError| {
+        if let Ok(p) = state.pool(&pool) {
+            error_sink(p, dataset.clone())(snap, obj, e);
+        }
     })
 }
 

@@ -168,6 +168,18 @@ fn attach_and_detach() {
     // A detached device no longer belongs to the pool: its labels are gone.
     let top = run_zdb(&["-l", &devs[0]]);
     assert!(!top.contains("name: 'at'"), "detached device keeps a label:\n{top}");
+    // A device detached from an imported, mounted pool, during a scrub, is let go at once:
+    // it can be attached again right away (ZTS zpool_scrub_005_pos; the pool's views kept
+    // the devices found at import open, the detached one with its exclusive lock).
+    import(&d, &dir, "at", &mnt, false);
+    d.ok("rzpool", &["attach", "-w", "at", &extra[1], &devs[0]]);
+    d.ok("rzpool", &["scrub", "at"]);
+    d.ok("rzpool", &["detach", "at", &devs[0]]);
+    d.ok("rzpool", &["attach", "-w", "at", &extra[1], &devs[0]]);
+    d.ok("rzpool", &["detach", "at", &devs[0]]);
+    check_files(&mnt, &want, "after a detach during a scrub", false);
+    d.ok("rzpool", &["export", "at"]);
+    zdb_check(&dir, "at");
     import(&d, &dir, "at", &mnt, true);
     check_files(&mnt, &want, "after export", false);
     d.ok("rzpool", &["export", "at"]);

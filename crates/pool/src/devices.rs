@@ -182,7 +182,9 @@ impl Spa {
             let leaf = w.leaf_named(name, "detach")?.guid();
             w.detach(leaf)?;
             w.sync()
-        })
+        })?;
+        self.scan_quiesce();
+        Ok(())
     }
 }
 

@@ -360,14 +360,21 @@ impl PoolWriter {
         let ub = self.uberblock.clone().ok_or_else(|| bad("nothing synced yet"))?;
         let rootbp = BlkPtr::parse(&ub.rootbp_raw, ByteOrder::Little)?;
         let mos = dmu::Objset::open(&self.reader, &rootbp)?;
-        let mut p = Pool::new(
-            base.candidate.clone(),
-            self.tops.clone(),
-            ub,
-            self.reader.clone(),
-            mos,
-            base.opts.clone(),
-        );
+        // The devices found at import that are no longer leaves of the pool (detached,
+        // replaced) are let go: a view lives on (mounts, commands in flight), and would
+        // otherwise keep such a device open with its exclusive lock, so that it could not be
+        // attached again or given to another pool. Their labels stay for what the view
+        // reports of the import.
+        let mut candidate = base.candidate.clone();
+        let leaves: std::collections::BTreeSet<u64> =
+            self.tops.iter().flat_map(|t| t.leaves().into_iter().map(|l| l.guid())).collect();
+        let in_use = |d: &crate::discover::DeviceLabel| {
+            leaves.contains(&d.config.guid) || self.paths.values().any(|p| std::path::Path::new(p) == d.path)
+        };
+        for d in candidate.devices.iter_mut().filter(|d| !in_use(d)) {
+            d.device = std::sync::Arc::new(vdev::MemDevice::new(d.path.display().to_string(), 0));
+        }
+        let mut p = Pool::new(candidate, self.tops.clone(), ub, self.reader.clone(), mos, base.opts.clone());
         p.load_guid = base.load_guid;
         p.leaf_paths = self.paths.clone();
         Ok(p)

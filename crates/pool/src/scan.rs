@@ -706,15 +706,18 @@ struct Issued {
     issued: AtomicU64,
     repaired: AtomicU64,
     errors: Mutex<Vec<(u64, u64, String)>>,
+    /// An abort flag stopped the issue before every item was checked.
+    cut_short: AtomicBool,
 }
 
-/// Reads every copy of every item, sorted by device offset, on `threads` threads.
+/// Reads every copy of every item, sorted by device offset, on `threads` threads; stops
+/// early when one of `abort` is set (then not every item was checked).
 fn issue(
     tops: &[Arc<Vdev>],
     reader: &Reader,
     mut items: Vec<Item>,
     threads: usize,
-    abort: &AtomicBool,
+    abort: &[&AtomicBool],
 ) -> Issued {
     items.sort_by_key(|it| it.bp.dvas().first().map(|d| (d.vdev(), d.offset())).unwrap_or((u64::MAX, 0)));
     let out = Issued::default();
@@ -724,7 +727,11 @@ fn issue(
         for _ in 0..threads.max(1) {
             s.spawn(|| loop {
                 let start = next.fetch_add(CHUNK, Ordering::Relaxed);
-                if start >= items.len() || abort.load(Ordering::Relaxed) {
+                if start >= items.len() {
+                    break;
+                }
+                if abort.iter().any(|a| a.load(Ordering::Relaxed)) {
+                    out.cut_short.store(true, Ordering::Relaxed);
                     break;
                 }
                 for it in &items[start..(start + CHUNK).min(items.len())] {
@@ -857,6 +864,36 @@ pub(crate) fn scan_thread(spa: std::sync::Weak<Spa>) {
     }
 }
 
+/// A batch's copy of the vdev tree: counted in `scan_batch_live` while held, so a detach can
+/// wait for the batch to let go of the detached leaf's device.
+struct BatchTree<'a> {
+    spa: &'a Arc<Spa>,
+    tops: Vec<Arc<Vdev>>,
+}
+
+impl Drop for BatchTree<'_> {
+    fn drop(&mut self) {
+        self.tops.clear();
+        self.spa.scan_batch_live.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Spa {
+    /// After a leaf left the tree: the scan batch under way (if any) stops issuing, and
+    /// this waits (bounded) until it has dropped its copy of the old tree, so the detached
+    /// device is closed and free for another use (`zpool attach` of it again).
+    pub(crate) fn scan_quiesce(&self) {
+        self.scan_retree.store(true, Ordering::SeqCst);
+        let t0 = std::time::Instant::now();
+        while self.scan_batch_live.load(Ordering::SeqCst) > 0
+            && t0.elapsed() < std::time::Duration::from_secs(30)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        self.scan_retree.store(false, Ordering::SeqCst);
+    }
+}
+
 /// Releases the allocator's hold on frees when a batch has been issued or ends early.
 struct HoldGuard<'a> {
     spa: &'a Arc<Spa>,
@@ -900,7 +937,9 @@ fn take_batch(spa: &Arc<Spa>, lim: Limits) -> Result<std::result::Result<Batch, 
         let root = BlkPtr::parse(&ub.rootbp_raw, ondisk::ByteOrder::Little)?;
         w.alloc.hold_frees(Some(w.durable_txg() + 1));
         let cursor = (w.scan.gen, w.scan.pass);
-        (root, cursor, w.scan.phys.clone(), w.scan.queue.clone(), w.reader.clone(), w.tops.clone())
+        spa.scan_batch_live.fetch_add(1, Ordering::SeqCst);
+        let tops = BatchTree { spa, tops: w.tops.clone() };
+        (root, cursor, w.scan.phys.clone(), w.scan.queue.clone(), w.reader.clone(), tops)
     };
     // Whatever happens from here (an error, a panic in the walk or the reads), the hold
     // must not outlive the batch, or freed space would never become allocatable again; once
@@ -912,7 +951,7 @@ fn take_batch(spa: &Arc<Spa>, lim: Limits) -> Result<std::result::Result<Batch, 
     // A resilver issues what the DTLs say is missing; with no DTL to go by (`zpool
     // resilver` of a pool whose devices miss nothing), everything, as a scrub.
     let need = (phys.func == ScanFunc::Resilver as u64)
-        .then(|| resilver_need(&tops))
+        .then(|| resilver_need(&tops.tops))
         .filter(|n| n.iter().any(|d| !d.is_empty()));
     let mut walk = Walk {
         reader: &reader,
@@ -925,10 +964,17 @@ fn take_batch(spa: &Arc<Spa>, lim: Limits) -> Result<std::result::Result<Batch, 
     walk.run(&mos);
     let mut g = walk.g;
     // 3. Issue it.
-    let issued = issue(&tops, &reader, std::mem::take(&mut g.items), lim.threads, &spa.scan_abort);
+    let aborts = [&spa.scan_abort, &spa.scan_retree];
+    let issued = issue(&tops.tops, &reader, std::mem::take(&mut g.items), lim.threads, &aborts);
+    drop(tops);
     if spa.scan_abort.load(Ordering::Relaxed) {
         // The pool closed: this batch's progress is not installed.
         return Ok(Err(Step::Stop));
+    }
+    if issued.cut_short.load(Ordering::Relaxed) {
+        // A leaf left the tree: the walk is done again from the bookmark, on the new tree
+        // (the reads and repairs done stand).
+        return Ok(Err(Step::More));
     }
     Ok(Ok(Batch { gen, pass, g, issued }))
 }

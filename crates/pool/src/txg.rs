@@ -116,6 +116,12 @@ pub struct Spa {
     /// Set when the pool closes: a scan batch under way stops issuing (so the thread lets go
     /// of the pool, and with it the devices, promptly).
     pub(crate) scan_abort: std::sync::atomic::AtomicBool,
+    /// Set while a device leaves the tree (`zpool detach`): the batch under way stops
+    /// issuing and is not installed (its walk is done again on the new tree).
+    pub(crate) scan_retree: std::sync::atomic::AtomicBool,
+    /// Scan batches holding a copy of the vdev tree (0 or 1): the devices of a detached leaf
+    /// are closed, and its exclusive lock let go, only once none does.
+    pub(crate) scan_batch_live: std::sync::atomic::AtomicUsize,
     /// Each leaf's state as last reported (`resource.fs.zfs.statechange` events).
     leaf_states: Mutex<BTreeMap<u64, vdev::VdevState>>,
 }
@@ -154,6 +160,8 @@ impl Spa {
             scan_run: Mutex::new(crate::scan::ScanRun::default()),
             scan_cv: Condvar::new(),
             scan_abort: std::sync::atomic::AtomicBool::new(false),
+            scan_retree: std::sync::atomic::AtomicBool::new(false),
+            scan_batch_live: std::sync::atomic::AtomicUsize::new(0),
             leaf_states: Mutex::new(BTreeMap::new()),
         });
         let weak = Arc::downgrade(&spa);
