@@ -12,7 +12,7 @@
 //! yet. `allocating=off` (no new allocations on a vdev) and `path` changes are refused.
 
 use crate::daemon::State;
-use crate::format::{nicenum, Table};
+use crate::format::nicenum;
 use crate::proto::Response;
 use pool::vdevzaps::VdevPropValue;
 use pool::Pool;
@@ -192,14 +192,7 @@ fn state_of(h: pool::status::PoolHealth) -> (&'static str, u64) {
 }
 
 fn health_of(v: &Vdev) -> pool::status::PoolHealth {
-    use pool::status::PoolHealth as H;
-    match v.state() {
-        vdev::VdevState::Online => H::Online,
-        vdev::VdevState::Degraded => H::Degraded,
-        vdev::VdevState::Faulted => H::Faulted,
-        vdev::VdevState::Unavail => H::Unavail,
-        vdev::VdevState::Offline => H::Offline,
-    }
+    pool::status::health_of(v.state())
 }
 
 /// What a property read yields before formatting.
@@ -289,8 +282,11 @@ fn raw(c: &Ctx, view: &View, prop: &str) -> Raw {
             Some(VdevKind::Raidz { nparity }) => u64::from(*nparity),
             _ => 0,
         }),
-        "path" if leaf => Raw::Str(leaf_path(c.p, v.expect("leaf"))),
-        "path" | "devid" | "physpath" | "encpath" | "fru" => Raw::Absent,
+        "path" => match v.filter(|_| leaf) {
+            Some(v) => Raw::Str(leaf_path(c.p, v)),
+            None => Raw::Absent,
+        },
+        "devid" | "physpath" | "encpath" | "fru" => Raw::Absent,
         "parent" => view.parent.clone().map_or(Raw::Absent, Raw::Str),
         "children" => {
             let kids: Vec<String> = match v {
@@ -349,7 +345,7 @@ fn get_one(
             None => ("-".into(), "default".into()),
         }));
     }
-    let Some(&(name, kind, settable, dflt)) = def(prop) else {
+    let Some(&(name, kind, _, dflt)) = def(prop) else {
         return Err(format!("bad property list: invalid property '{prop}'"));
     };
     let leaf_below_top = view.v.is_some_and(|v| v.kind().is_leaf()) && !view.top;
@@ -367,7 +363,6 @@ fn get_one(
         }
         _ => (raw(c, view, name), "-"),
     };
-    let _ = settable;
     let src = src.to_string();
     Ok(Some(match (kind, raw) {
         (_, Raw::Skip) => return Ok(None),
@@ -456,14 +451,9 @@ pub fn get(
     literal: bool,
     fields: &[String],
 ) -> Result<Response, String> {
-    let health = pool::status::PoolHealth::Online;
     let rw = crate::rwpool::writer_of(state, p.name());
-    let health = match crate::rwpool::health_str(state, p).as_str() {
-        "DEGRADED" => pool::status::PoolHealth::Degraded,
-        "UNAVAIL" | "SUSPENDED" => pool::status::PoolHealth::Unavail,
-        "FAULTED" => pool::status::PoolHealth::Faulted,
-        _ => health,
-    };
+    let st = crate::rwpool::pool_status(state, p);
+    let health = if st.suspended.is_some() { pool::status::PoolHealth::Unavail } else { st.health };
     let (pool_space, top_space) = match &rw {
         Some(rw) => (rw.spa.raw_space(), rw.spa.top_space()),
         None => (pool::status::space(p).map(|s| (s.size, s.alloc)).unwrap_or((0, 0)), Vec::new()),
@@ -487,14 +477,7 @@ pub fn get(
         }
         t
     };
-    let cols: Vec<String> = if fields.is_empty() {
-        ["name", "property", "value", "source"].iter().map(|s| s.to_string()).collect()
-    } else {
-        fields.to_vec()
-    };
-    let hdr: Vec<String> = cols.iter().map(|c| c.to_uppercase()).collect();
-    let hdr_ref: Vec<&str> = hdr.iter().map(|s| s.as_str()).collect();
-    let mut table = Table::new(&hdr_ref, &vec![false; cols.len()]);
+    let (cols, mut table) = crate::cmd::zpool::get_table(fields);
     for (shown, view) in &targets {
         let guid = view.v.map_or(p.guid(), |v| v.guid());
         let zap_obj = pool::vdevzaps::vdev_prop_zap_of(p, guid);
@@ -511,27 +494,15 @@ pub fn get(
         wanted.dedup();
         for prop in &wanted {
             if prop == "name" {
-                let row = row(&cols, shown, prop, &view.kname, "-")?;
+                let row = crate::cmd::zpool::get_row(&cols, shown, prop, &view.kname, "-")?;
                 table.rows.push(row);
                 continue;
             }
             let Some((value, source)) = get_one(&c, view, prop, zap_obj, literal)? else { continue };
-            table.rows.push(row(&cols, shown, prop, &value, &source)?);
+            table.rows.push(crate::cmd::zpool::get_row(&cols, shown, prop, &value, &source)?);
         }
     }
     Ok(Response::ok(table.render(scripted)))
-}
-
-fn row(cols: &[String], name: &str, prop: &str, value: &str, source: &str) -> Result<Vec<String>, String> {
-    cols.iter()
-        .map(|c| match c.as_str() {
-            "name" => Ok(name.to_string()),
-            "property" => Ok(prop.to_string()),
-            "value" => Ok(value.to_string()),
-            "source" => Ok(source.to_string()),
-            other => Err(format!("invalid field '{other}'")),
-        })
-        .collect()
 }
 
 /// `zpool set PROP=VALUE POOL VDEV`.

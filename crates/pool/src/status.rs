@@ -100,7 +100,8 @@ fn combine(kind: &VdevKind, kids: &[PoolHealth]) -> PoolHealth {
     }
 }
 
-fn health_of(s: vdev::VdevState) -> PoolHealth {
+/// The health `zpool status` shows for a vdev in state `s`.
+pub fn health_of(s: vdev::VdevState) -> PoolHealth {
     match s {
         vdev::VdevState::Online => PoolHealth::Online,
         vdev::VdevState::Degraded => PoolHealth::Degraded,

@@ -2048,6 +2048,39 @@ fn pool_prop(
     }
 }
 
+/// The columns `zpool get -o FIELDS` asks for (all four by default) and an empty table with
+/// their headers; shared by pool and vdev properties.
+pub(crate) fn get_table(fields: &[String]) -> (Vec<String>, Table) {
+    let cols: Vec<String> = if fields.is_empty() {
+        ["name", "property", "value", "source"].iter().map(|s| s.to_string()).collect()
+    } else {
+        fields.to_vec()
+    };
+    let hdr: Vec<String> = cols.iter().map(|c| c.to_uppercase()).collect();
+    let hdr_ref: Vec<&str> = hdr.iter().map(|s| s.as_str()).collect();
+    let t = Table::new(&hdr_ref, &vec![false; cols.len()]);
+    (cols, t)
+}
+
+/// One row of `zpool get`, in the columns of [`get_table`].
+pub(crate) fn get_row(
+    cols: &[String],
+    name: &str,
+    prop: &str,
+    value: &str,
+    source: &str,
+) -> Result<Vec<String>, String> {
+    cols.iter()
+        .map(|c| match c.as_str() {
+            "name" => Ok(name.to_string()),
+            "property" => Ok(prop.to_string()),
+            "value" => Ok(value.to_string()),
+            "source" => Ok(source.to_string()),
+            other => Err(format!("invalid field '{other}'")),
+        })
+        .collect()
+}
+
 fn get(
     state: &State,
     props: &str,
@@ -2086,14 +2119,7 @@ fn get(
     } else {
         props.split(',').map(|s| s.to_string()).collect()
     };
-    let cols: Vec<String> = if fields.is_empty() {
-        ["name", "property", "value", "source"].iter().map(|s| s.to_string()).collect()
-    } else {
-        fields.to_vec()
-    };
-    let hdr: Vec<String> = cols.iter().map(|c| c.to_uppercase()).collect();
-    let hdr_ref: Vec<&str> = hdr.iter().map(|s| s.as_str()).collect();
-    let mut t = Table::new(&hdr_ref, &vec![false; cols.len()]);
+    let (cols, mut t) = get_table(fields);
     for p in pools {
         let health = crate::rwpool::health_str(state, &p);
         let writable = crate::rwpool::writer_of(state, p.name()).is_some();
@@ -2119,17 +2145,7 @@ fn get(
                 "cachefile" => ("none".to_string(), "local".to_string()),
                 _ => pool_prop(&p, &health, writable, sp, esize, prop, parsable)?,
             };
-            let row = cols
-                .iter()
-                .map(|c| match c.as_str() {
-                    "name" => Ok(p.name().to_string()),
-                    "property" => Ok(prop.clone()),
-                    "value" => Ok(value.clone()),
-                    "source" => Ok(source.clone()),
-                    other => Err(format!("invalid field '{other}'")),
-                })
-                .collect::<Result<Vec<String>, String>>()?;
-            t.rows.push(row);
+            t.rows.push(get_row(&cols, p.name(), prop, &value, &source)?);
         }
     }
     Ok(Response::ok(t.render(scripted)))
