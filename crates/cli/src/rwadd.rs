@@ -27,6 +27,8 @@ pub struct AddArgs {
     pub ashift: Option<u64>,
     /// `--allow-ashift-mismatch`.
     pub allow_ashift_mismatch: bool,
+    /// `--allow-replication-mismatch` (`-f` also allows it).
+    pub allow_replication_mismatch: bool,
 }
 
 /// The `-o` options of `zpool add`: only `ashift=N` (zpool_do_add), 0 or 9..=16.
@@ -81,9 +83,11 @@ pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
             return Err(format!("cannot add to '{name}': {p} is already part of pool '{name}'"));
         }
     }
-    // The sector shift the new top-level vdevs would get: -o ashift, else the pool's ashift
-    // property when set (libzfs puts it in the vdevs' nvlist), else the pool's own. rzfs's
-    // allocator needs one ashift for the whole pool.
+    // The sector shift the new top-level vdevs get: -o ashift, else the pool's ashift
+    // property when set (libzfs puts it in the vdevs' nvlist), else the pool's first vdev's.
+    // One that differs from the pool's needs --allow-ashift-mismatch, as zpool's
+    // (ZFS_ERR_ASHIFT_MISMATCH).
+    let mut ashift = None;
     if !specs.is_empty() {
         let (have, prop) = rw
             .spa
@@ -96,20 +100,21 @@ pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
             .map_err(|e| format!("cannot add to '{name}': {e}"))?;
         let want = a.ashift.filter(|&n| n != 0).or(prop.filter(|&n| n != 0));
         if let (Some(have), Some(want)) = (have, want) {
-            if want != have {
-                return Err(if a.allow_ashift_mismatch {
-                    format!(
-                        "cannot add to '{name}': rzfs does not support top-level vdevs of different ashifts yet \
-                         (the pool's vdevs have ashift {have}, the new ones would have {want})"
-                    )
-                } else {
-                    format!("cannot add to '{name}': adding devices with different physical sector sizes is not allowed")
-                });
+            if want != have && !a.allow_ashift_mismatch {
+                return Err(format!(
+                    "cannot add to '{name}': adding devices with different physical sector sizes is not allowed"
+                ));
             }
         }
+        ashift = want.and_then(|n| u8::try_from(n).ok());
     }
     let spares = spare_leaves(&spare_paths, a.force, !a.dryrun)?;
     let tops = new_tops(&specs, &infos, !a.dryrun)?;
+    if !a.force && !a.allow_replication_mismatch {
+        if let Some(msg) = rw.spa.read(|w| pool::add::replication_error(&w.tops, &tops)) {
+            return Err(msg);
+        }
+    }
     let refuse = |e: pool::PoolError| match e {
         pool::PoolError::Unsupported(m) => m,
         e => format!("cannot add to '{name}': {e}"),
@@ -119,14 +124,14 @@ pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
             .spa
             .read(|w| {
                 if !tops.is_empty() {
-                    w.check_add(&tops)?;
+                    w.check_add(&tops, ashift)?;
                 }
                 Ok(render_dry_run(w, &specs, &spare_paths))
             })
             .map_err(refuse);
     }
     if !tops.is_empty() {
-        rw.spa.run_syncing(|w| w.add_tops(&tops)).map_err(refuse)?;
+        rw.spa.run_syncing(|w| w.add_tops(&tops, ashift)).map_err(refuse)?;
     }
     if !spares.is_empty() {
         rw.spa.add_spares(&spares).map_err(refuse)?;

@@ -269,48 +269,65 @@ impl Allocator {
     /// copy's, as OpenZFS spreads ditto blocks), else to distinct metaslabs of a vdev already
     /// used if possible, else anywhere free; regions never overlap. All or nothing.
     pub fn alloc(&mut self, asize: u64, txg: u64, copies: usize) -> Result<Vec<(u64, u64)>> {
-        if !(1..=SPA_DVAS_PER_BP).contains(&copies) {
-            return Err(Error::Invalid(format!("{copies} copies")));
-        }
         if asize == 0 {
             return Err(Error::Invalid("zero-byte allocation".into()));
         }
-        if self.order.is_empty() {
-            return Err(Error::NoSpace { asize, copies });
+        let got = self.alloc_sized(&|_| Some(asize), txg, copies)?;
+        Ok(got.into_iter().map(|(v, off, _)| (v, off)).collect())
+    }
+
+    /// As [`Allocator::alloc`], for pools whose top-level vdevs differ in layout: the size a
+    /// copy takes depends on the vdev it lands on (a RAID-Z vdev adds parity and padding, a
+    /// larger ashift rounds further), so `asize_of(vdev)` gives it, or `None` when the block
+    /// cannot go there. Returns `(vdev, offset, asize)` per copy.
+    pub fn alloc_sized(
+        &mut self,
+        asize_of: &dyn Fn(u64) -> Option<u64>,
+        txg: u64,
+        copies: usize,
+    ) -> Result<Vec<(u64, u64, u64)>> {
+        if !(1..=SPA_DVAS_PER_BP).contains(&copies) {
+            return Err(Error::Invalid(format!("{copies} copies")));
         }
-        let mut got: Vec<(usize, usize, u64)> = Vec::with_capacity(copies);
+        // The size a NoSpace error reports: the largest the block takes on any vdev.
+        let report = self.order.iter().filter_map(|&v| asize_of(v)).max().unwrap_or(0);
+        if self.order.is_empty() {
+            return Err(Error::NoSpace { asize: report, copies });
+        }
+        let mut got: Vec<(usize, usize, u64, u64)> = Vec::with_capacity(copies);
         for _ in 0..copies {
-            match self.alloc_copy(asize, txg, &got) {
+            match self.alloc_copy(asize_of, txg, &got) {
                 Ok(Some(x)) => got.push(x),
                 res => {
                     // All or nothing: give back the copies already placed.
-                    for &(idx, ms, off) in &got {
+                    for &(idx, ms, off, asize) in &got {
                         let v = self.order[idx];
                         self.metaslab_mut(v, ms as u64)?.unalloc(off, asize, txg)?;
                     }
                     res?;
-                    return Err(Error::NoSpace { asize, copies });
+                    return Err(Error::NoSpace { asize: report, copies });
                 }
             }
         }
         let mut out = Vec::with_capacity(copies);
-        for (idx, ms, off) in got {
+        for (idx, ms, off, asize) in got {
             let v = self.order[idx];
             self.pending.insert((v, ms as u64));
-            out.push((v, off));
+            out.push((v, off, asize));
         }
         Ok(out)
     }
 
-    /// One copy; `got` holds the copies already placed as `(order index, metaslab, offset)`.
+    /// One copy; `got` holds the copies already placed as `(order index, metaslab, offset,
+    /// asize)`.
     fn alloc_copy(
         &mut self,
-        asize: u64,
+        asize_of: &dyn Fn(u64) -> Option<u64>,
         txg: u64,
-        got: &[(usize, usize, u64)],
-    ) -> Result<Option<(usize, usize, u64)>> {
+        got: &[(usize, usize, u64, u64)],
+    ) -> Result<Option<(usize, usize, u64, u64)>> {
         let n = self.order.len();
-        let start = got.last().map_or(self.rotor, |&(idx, _, _)| (idx + 1) % n);
+        let start = got.last().map_or(self.rotor, |&(idx, ..)| (idx + 1) % n);
         let first = got.is_empty();
         for reuse in [false, true] {
             if reuse && first {
@@ -322,13 +339,20 @@ impl Allocator {
                 if !reuse && !on_vdev.is_empty() {
                     continue;
                 }
-                let top = self.tops.get_mut(&self.order[idx]).ok_or(Error::UnknownVdev(self.order[idx]))?;
+                let vdev = self.order[idx];
+                let Some(asize) = asize_of(vdev).filter(|&a| a > 0) else {
+                    if first {
+                        self.rotate(idx, 0, false);
+                    }
+                    continue;
+                };
+                let top = self.tops.get_mut(&vdev).ok_or(Error::UnknownVdev(vdev))?;
                 let res = top.alloc(asize, txg, &on_vdev)?;
                 if first {
                     self.rotate(idx, asize, res.is_some());
                 }
                 if let Some((ms, off)) = res {
-                    return Ok(Some((idx, ms, off)));
+                    return Ok(Some((idx, ms, off, asize)));
                 }
             }
         }

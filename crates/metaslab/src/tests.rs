@@ -287,6 +287,41 @@ fn no_space_is_reported_and_changes_nothing() {
 }
 
 #[test]
+fn copies_are_sized_for_their_vdev() {
+    // Vdev 0: 512-byte sectors; vdev 1: 4 KiB sectors and twice the size (a RAID-Z's parity).
+    let mut a = Allocator::new();
+    a.add_top(0, 8 << 24, 9, 24).unwrap();
+    a.add_top(1, 8 << 24, 12, 24).unwrap();
+    let asize_of = |v: u64| Some(if v == 0 { 3 * K } else { 8 * K });
+    let mut on = [0u64; 2];
+    for _ in 0..200 {
+        let got = a.alloc_sized(&asize_of, 4, 2).unwrap();
+        assert_ne!(got[0].0, got[1].0);
+        for (v, off, asize) in got {
+            assert_eq!(Some(asize), asize_of(v));
+            assert_eq!(off % if v == 1 { 4 * K } else { 512 }, 0, "aligned to the vdev's sector");
+            on[v as usize] += asize;
+        }
+    }
+    assert_eq!(on, [600 * K, 1600 * K]);
+    assert_eq!(a.space().alloc, 2200 * K);
+    // A vdev that cannot take the block is passed over; with no room for the second copy
+    // anywhere, nothing stays allocated.
+    let only0 = |v: u64| (v == 0).then_some(3 * K);
+    let got = a.alloc_sized(&only0, 4, 1).unwrap();
+    assert_eq!(got[0].0, 0);
+    let before = a.space();
+    let mut b = one_vdev(1 << 16, 16);
+    b.alloc(60 * K, 1, 1).unwrap();
+    let before_b = b.space();
+    assert!(
+        matches!(b.alloc_sized(&|_| Some(4 * K), 1, 2), Err(Error::NoSpace { asize, .. }) if asize == 4 * K)
+    );
+    assert_eq!(b.space(), before_b);
+    assert_eq!(a.space(), before);
+}
+
+#[test]
 fn misaligned_asize_cannot_be_placed() {
     let mut a = Allocator::new();
     a.add_top(0, 1 << 30, 12, 24).unwrap();

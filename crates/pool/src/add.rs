@@ -1,7 +1,7 @@
 //! # Adding top-level vdevs to a pool open for writing (`zpool add`, OpenZFS `spa_vdev_add`)
 //!
 //! Theory. A new top-level vdev gets id = the current number of tops, fresh guids (unique
-//! across the pool), the pool's ashift, an allocatable size computed from its leaves exactly
+//! across the pool), the ashift asked for, an allocatable size computed from its leaves exactly
 //! as `create` does, a metaslab shift from [`metaslab::metaslab_shift`], and an empty
 //! metaslab array (`DMU_OT_OBJECT_ARRAY`) in the MOS. Its `create_txg` is the txg that adds it.
 //!
@@ -22,9 +22,11 @@
 //!    committed roots (they are clean after step 5: nothing is lost);
 //! 7. the allocator learns the new tops: from the next txg on, writes spread onto them.
 //!
-//! rzfs's allocator maps psize to asize with one function for the whole pool, so every
-//! top-level vdev must have the same type, width and ashift: a new vdev that differs is
-//! refused even with `-f` (zpool itself would accept it with `-f`).
+//! A new vdev may differ from the pool's in type, width and ashift: the allocator asks each
+//! top-level vdev for the allocated size of a block (see `writer::AllocShared`). As zpool, a
+//! replication level that differs from the pool's is refused unless the caller overrides it
+//! ([`replication_error`]), and the ashift is the caller's choice (zpool's `-o ashift`, the
+//! pool's `ashift` property, else the pool's first vdev's).
 
 use crate::create::{build_top, clear_top_labels, deflate_ratio, NewTop};
 use crate::writer::{PoolWriter, TopInfo};
@@ -112,32 +114,19 @@ fn zpool_mismatch(pool: Rep, new: Rep) -> Option<String> {
     None
 }
 
-/// How a replication level reads in rzfs's own refusal ("raidz1, 3 devices").
-fn describe(r: Rep) -> String {
-    let name = if r.kind == "raidz" { format!("raidz{}", r.parity) } else { r.kind.to_string() };
-    let n = r.children;
-    format!("{name}, {n} device{}", if n == 1 { "" } else { "s" })
-}
-
-/// The refusal of a new top-level vdev whose layout differs from the pool's, if it does.
-pub fn layout_error(existing: &Vdev, new: &NewTop) -> Option<String> {
-    let (pool, mine) = (rep_of_vdev(existing), rep_of_new(new));
-    if pool == mine {
+/// zpool's refusal of new top-level vdevs whose replication level differs from the pool's
+/// (cmd/zpool/zpool_vdev.c `check_replication`), unless `-f` or
+/// `--allow-replication-mismatch` overrides it. A pool whose own top-level vdevs already
+/// differ has no replication level to compare with, and zpool then checks nothing.
+pub fn replication_error(existing: &[Arc<Vdev>], new: &[NewTop]) -> Option<String> {
+    let mut reps = existing.iter().filter(|t| !matches!(t.kind(), VdevKind::Hole)).map(|t| rep_of_vdev(t));
+    let pool = reps.next()?;
+    if reps.any(|r| r != pool) {
         return None;
     }
-    let mut msg = String::from("invalid vdev specification\n");
-    if let Some(z) = zpool_mismatch(pool, mine) {
-        msg.push_str(&z);
-        msg.push('\n');
-    }
-    msg.push_str(&format!(
-        "rzfs does not support mixed top-level layouts yet: the pool's top-level vdevs are {} \
-         and the new vdev is {}; every top-level vdev must have the same type, width and ashift \
-         (-f cannot override this)",
-        describe(pool),
-        describe(mine)
-    ));
-    Some(msg)
+    let msgs: Vec<String> = new.iter().filter_map(|t| zpool_mismatch(pool, rep_of_new(t))).collect();
+    let first = msgs.first()?;
+    Some(format!("invalid vdev specification\nuse '-f' to override the following errors:\n{first}"))
 }
 
 impl PoolWriter {
@@ -154,22 +143,23 @@ impl PoolWriter {
         out
     }
 
-    /// Builds and checks the new top-level vdevs; writes nothing.
-    fn prepare_add(&self, tops: &[NewTop]) -> Result<Vec<Prepared>> {
+    /// Builds and checks the new top-level vdevs, of sector shift `ashift` (`None`: the
+    /// first vdev's); writes nothing.
+    fn prepare_add(&self, tops: &[NewTop], ashift: Option<u8>) -> Result<Vec<Prepared>> {
         if tops.is_empty() {
             return Err(PoolError::Invalid("invalid vdev specification: no top-level vdev to add".into()));
         }
         let first =
             self.tops.first().ok_or_else(|| PoolError::Invalid("pool has no top-level vdev".into()))?;
-        let ashift = first.ashift();
+        let ashift = ashift.unwrap_or(first.ashift());
+        if !(9..=16).contains(&ashift) {
+            return Err(PoolError::Invalid(format!("ashift {ashift} is out of range (9 to 16)")));
+        }
         let mut guids = self.all_guids();
         // A scratch allocator checks the metaslab geometry before anything is written.
         let mut scratch = metaslab::Allocator::new();
         let mut out = Vec::new();
         for (i, t) in tops.iter().enumerate() {
-            if let Some(msg) = layout_error(first, t) {
-                return Err(PoolError::Unsupported(msg));
-            }
             let id = (self.tops.len() + i) as u64;
             let (vdev, asize, paths) = build_top(t, id, ashift, &mut guids)?;
             for (_, p) in &paths {
@@ -187,14 +177,14 @@ impl PoolWriter {
     }
 
     /// Checks that `tops` could be added (`zpool add -n`); writes nothing.
-    pub fn check_add(&self, tops: &[NewTop]) -> Result<()> {
-        self.prepare_add(tops).map(|_| ())
+    pub fn check_add(&self, tops: &[NewTop], ashift: Option<u8>) -> Result<()> {
+        self.prepare_add(tops, ashift).map(|_| ())
     }
 
     /// Adds `tops` as new top-level vdevs and syncs (see the module comment for the order).
     /// On an error after validation the pool should be exported and imported again.
-    pub fn add_tops(&mut self, tops: &[NewTop]) -> Result<()> {
-        let prepared = self.prepare_add(tops)?;
+    pub fn add_tops(&mut self, tops: &[NewTop], ashift: Option<u8>) -> Result<()> {
+        let prepared = self.prepare_add(tops, ashift)?;
         self.sync()?;
         for p in &prepared {
             clear_top_labels(&p.vdev)?;
@@ -282,7 +272,7 @@ pub(crate) mod tests {
             zpool_mismatch(r("raidz", 3, 1), r("mirror", 3, 0)).unwrap(),
             "mismatched replication level: pool and new vdev with different redundancy, raidz and mirror vdevs, 1 vs. 2 (3-way)"
         );
-        // Same redundancy: zpool accepts it (rzfs still refuses, see layout_error).
+        // Same redundancy: zpool accepts it.
         assert_eq!(zpool_mismatch(r("raidz", 3, 1), r("mirror", 2, 0)), None);
         assert_eq!(
             zpool_mismatch(r("file", 1, 0), r("mirror", 2, 0)).unwrap(),
@@ -340,20 +330,19 @@ pub(crate) mod tests {
         crate::create::create(&spec).unwrap()
     }
 
-    fn is_zero(path: &str) -> bool {
-        std::fs::read(path).unwrap().iter().all(|&b| b == 0)
-    }
-
     /// Add a vdev, write a MOS object large enough to reach it, import the pool again from
     /// its labels: two tops, the object reads back, the new top holds allocated space.
     #[test]
     fn add_then_import() {
         let (dir, mut l) = devices("ok", 3);
         let mut w = create("addok", vec![NewTop::Single(l.remove(0))]);
-        let refused = w.add_tops(&[NewTop::Mirror(vec![l[0].clone(), l[1].clone()])]).unwrap_err();
-        assert!(refused.to_string().contains("pool uses file and new vdev is mirror"), "{refused}");
-        assert!(is_zero(&l[0].path), "a refused add wrote to a device");
-        w.add_tops(&[NewTop::Single(l[0].clone())]).unwrap();
+        // zpool's replication check objects to a mirror next to a lone file; with the
+        // override the pool takes it (mixed layouts allocate per vdev).
+        let mirror = NewTop::Mirror(vec![l[0].clone(), l[1].clone()]);
+        let refused = replication_error(&w.tops, std::slice::from_ref(&mirror)).unwrap();
+        assert!(refused.ends_with("pool uses file and new vdev is mirror"), "{refused}");
+        assert_eq!(replication_error(&w.tops, &[NewTop::Single(l[0].clone())]), None);
+        w.add_tops(&[mirror], None).unwrap();
         assert_eq!(w.tops.len(), 2);
         assert_eq!(w.top_info[1].create_txg + 1, w.txg);
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -383,11 +372,5 @@ pub(crate) mod tests {
         let w = crate::open_rw::open_rw(&crate::import(cand, &opts).unwrap()).unwrap();
         assert_eq!((w.tops.len(), w.top_info[1].ms_array), (2, cfg[1].metaslab_array.unwrap()));
         let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn descriptions() {
-        assert_eq!(describe(r("raidz", 3, 2)), "raidz2, 3 devices");
-        assert_eq!(describe(r("file", 1, 0)), "file, 1 device");
     }
 }

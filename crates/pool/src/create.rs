@@ -157,17 +157,6 @@ fn build_tops(spec: &CreateSpec, guids: &mut Vec<u64>) -> Result<BuiltTops> {
         sizes.push(asize);
         paths.extend(p);
     }
-    // Every top-level vdev must map psize to asize the same way (see writer::AllocShared).
-    if let Some(first) = tops.first() {
-        for t in &tops[1..] {
-            let same = t.children().len() == first.children().len() && t.kind() == first.kind();
-            if !same {
-                return Err(PoolError::Unsupported(
-                    "top-level vdevs of different types or widths are not supported by rzfs yet".into(),
-                ));
-            }
-        }
-    }
     Ok((tops, sizes, paths))
 }
 

@@ -112,20 +112,8 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
         )));
     }
     let infos = top_infos(pool)?;
-    let first = pool.tops.first().ok_or_else(|| bad("no top-level vdev"))?;
-    // rzfs's allocator maps psize to asize with one function for the pool: RAID-Z tops must
-    // share parity and width; disks and mirrors (of any width: attach and detach change
-    // them) round to sectors alike.
-    let shape = |v: &vdev::Vdev| match v.kind() {
-        VdevKind::Raidz { nparity } => (Some(*nparity), v.children().len(), v.ashift()),
-        _ => (None, 0, v.ashift()),
-    };
-    for t in &pool.tops[1..] {
-        if shape(t) != shape(first) {
-            return Err(PoolError::Unsupported(
-                "top-level vdevs of different types or widths are not supported by rzfs yet".into(),
-            ));
-        }
+    if pool.tops.is_empty() {
+        return Err(bad("no top-level vdev"));
     }
     let rootbp = BlkPtr::parse(&pool.uberblock.rootbp_raw, ByteOrder::Little)?;
     let mos = DirtyObjset::open(&pool.reader, &rootbp)?;

@@ -1215,9 +1215,24 @@ struct Accounting {
 impl Accounting {
     fn of(w: &PoolWriter) -> Accounting {
         let s = w.alloc.space();
-        let ratio = w.top_info.first().map(|t| t.deflate_ratio).unwrap_or(512).max(1);
-        let layout =
-            w.tops.first().map(|t| Layout::of(t)).unwrap_or(Layout { ashift: 9, nparity: 0, ndata: 1 });
+        // Top-level vdevs may differ: the ratio is their average weighted by size (exact for
+        // the pool's total, as `spa_get_dspace` sums per vdev), and worst cases take the
+        // costliest shape of any of them (largest sector and parity, fewest data columns).
+        let (weighted, total) = w.top_info.iter().fold((0u128, 0u128), |(sum, n), t| {
+            (sum + u128::from(t.asize >> 9) * u128::from(t.deflate_ratio), n + u128::from(t.asize >> 9))
+        });
+        let ratio = weighted.checked_div(total).and_then(|r| u64::try_from(r).ok()).unwrap_or(512).max(1);
+        let layout = w
+            .tops
+            .iter()
+            .filter(|t| !matches!(t.kind(), vdev::VdevKind::Hole | vdev::VdevKind::Missing))
+            .map(|t| Layout::of(t))
+            .reduce(|a, b| Layout {
+                ashift: a.ashift.max(b.ashift),
+                nparity: a.nparity.max(b.nparity),
+                ndata: a.ndata.min(b.ndata),
+            })
+            .unwrap_or(Layout { ashift: 9, nparity: 0, ndata: 1 });
         let dspace = (s.size >> 9).saturating_mul(ratio);
         // The slop is computed on deflated space (`spa_get_dspace`) and kept in allocated
         // bytes here.

@@ -153,17 +153,16 @@ impl AllocShared {
 
 impl Allocate for AllocShared {
     fn allocate(&self, zio: &Zio, psize: u64, copies: usize, txg: u64) -> zio::Result<Vec<Dva>> {
-        // Every top-level vdev of a pool rzfs writes has the same psize → asize function
-        // (checked at create/import), so top 0 answers for all.
-        let asize =
-            zio.top_asize(0, psize).ok_or_else(|| zio::ZioError::Corrupt("no top-level vdev".into()))?;
+        // Each top-level vdev maps psize to asize its own way (RAID-Z parity and padding,
+        // its ashift), so the size of a copy is known only once its vdev is chosen.
+        let asize_of = |v: u64| zio.top_asize(v, psize);
         let mut g = self.lock();
-        let got = g.ms.alloc(asize, txg, copies).map_err(|e| match e {
+        let got = g.ms.alloc_sized(&asize_of, txg, copies).map_err(|e| match e {
             metaslab::Error::NoSpace { .. } => zio::ZioError::NoSpace(e.to_string()),
             e => zio::ZioError::Io { bp: "allocation".into(), detail: e.to_string() },
         })?;
         let mut out = Vec::with_capacity(got.len());
-        for (vdev, off) in got {
+        for (vdev, off, asize) in got {
             g.allocs.insert((vdev, off), asize);
             out.push(Dva::new(vdev, off, asize, false));
         }

@@ -71,6 +71,9 @@ enum Cmd {
         /// Add vdevs whose ashift differs from the pool's.
         #[arg(long = "allow-ashift-mismatch")]
         allow_ashift_mismatch: bool,
+        /// Add vdevs whose replication level differs from the pool's.
+        #[arg(long = "allow-replication-mismatch")]
+        allow_replication_mismatch: bool,
         pool: String,
         /// Vdev specification: [mirror|raidz|raidz2|raidz3] device...
         #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
@@ -501,7 +504,7 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
                 })
             })
         }
-        Cmd::Add { force, dryrun, props, allow_ashift_mismatch, pool, vdevs } => {
+        Cmd::Add { force, dryrun, props, allow_ashift_mismatch, allow_replication_mismatch, pool, vdevs } => {
             let ashift = match crate::rwadd::ashift_option(&props) {
                 Ok(a) => a,
                 Err(e) => return Response::err(e),
@@ -514,6 +517,7 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
                 cwd: cwd.to_path_buf(),
                 ashift,
                 allow_ashift_mismatch,
+                allow_replication_mismatch,
             };
             crate::rwadd::add(state, &args).map(Response::ok)
         }
