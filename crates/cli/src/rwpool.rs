@@ -1381,6 +1381,7 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
                     _ => rzfs_fuse::rw::Atime::Relatime,
                 };
                 let d = tx.ds;
+                z.copies = d.policy.copies;
                 let (readonly, xattr) = (d.readonly, d.xattr);
                 inner = f(rzfs_fuse::rw::RwCtx {
                     zpl: z,

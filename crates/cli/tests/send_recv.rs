@@ -561,6 +561,14 @@ fn compressed_stream_kept() {
     assert!(mnt.join("plain").metadata().unwrap().blocks() >= 300_000 / 512);
     std::fs::write(mnt.join("empty"), b"").unwrap();
     assert_eq!(mnt.join("empty").metadata().unwrap().blocks(), 1);
+    // ... once per copy: the kernel may keep that answer past the sync (ZTS zfs_copies_002
+    // runs `ls -s` right after `zpool sync`).
+    d.ok("rzfs", &["set", "copies=2", "rc/fs"]);
+    std::fs::write(mnt.join("two"), rng.data(300_000)).unwrap();
+    let b = mnt.join("two").metadata().unwrap().blocks();
+    assert!(b >= 2 * 300_000 / 512, "copies=2: {b} blocks before the sync");
+    std::fs::remove_file(mnt.join("two")).unwrap();
+    d.ok("rzfs", &["set", "copies=1", "rc/fs"]);
     d.ok("rzfs", &["snapshot", "rc/fs@s"]);
     let want = tree(&mnt);
     let (comp, plain) = (dir.join("comp"), dir.join("plain"));

@@ -179,6 +179,9 @@ pub struct ZplWriter {
     pub txg: u64,
     /// Recordsize for size changes through `truncate`/`setattr` (`write` takes its own).
     pub recordsize: u64,
+    /// The dataset's `copies`: new data of the open txg will take that many times its size,
+    /// and `stat` counts it so (see [`ZplWriter::getattr`]).
+    pub copies: u8,
 }
 
 /// `casesensitivity` values (`ZFS_CASE_*`, include/sys/fs/zfs.h).
@@ -359,6 +362,7 @@ impl ZplWriter {
             names,
             txg: 1,
             recordsize: 128 << 10,
+            copies: 1,
         };
         let root = w.alloc_znode(os, zaps, true)?;
         // The root is its own parent (`IS_ROOT_NODE` in zfs_mknode).
@@ -393,7 +397,7 @@ impl ZplWriter {
         let root = get(zaps, "ROOT")?.ok_or_else(|| missing("ROOT"))?;
         let unlinked = get(zaps, "DELETE_QUEUE")?.ok_or_else(|| missing("DELETE_QUEUE"))?;
         let sa = SaTables::load(os, zaps, sa_master)?;
-        Ok(ZplWriter { sa, root, unlinked, names, txg: 1, recordsize: 128 << 10 })
+        Ok(ZplWriter { sa, root, unlinked, names, txg: 1, recordsize: 128 << 10, copies: 1 })
     }
 
     /// Object number of the root directory.
@@ -713,12 +717,15 @@ impl ZplWriter {
         self.store(os, zaps, d)
     }
 
-    /// Attributes of `obj`.
+    /// Attributes of `obj`. `st_blocks` counts the new data of the open txg as it will be
+    /// allocated, once per copy: the kernel may keep the answer after the sync (FUSE caches
+    /// attributes), and `du` on a `copies=2` file system must read twice the data then.
     pub fn getattr(&self, os: &DirtyObjset, obj: u64) -> Result<Attrs> {
         let z = self.load(os, obj)?;
+        let pending = os.pending_bytes(obj).saturating_mul(u64::from(self.copies.clamp(1, 3)));
         let mut a = Attrs {
             object: obj,
-            used_bytes: z.dn.used_bytes().saturating_add(os.pending_bytes(obj)),
+            used_bytes: z.dn.used_bytes().saturating_add(pending),
             dnode_slots: z.dn.slots() as u64,
             blksize: z.dn.data_block_size(),
             ..Default::default()

@@ -104,6 +104,24 @@ inner() {
 			chmod 755 "$STF_PATH/$f"
 		fi
 	done
+	# df: rzfs's file systems are FUSE mounts, of type "fuse" where OpenZFS's are "zfs"; the
+	# type filter ZTS gives df (`df -F zfs`, GNU df's SysV spelling of -t) selects them.
+	if [[ -L $STF_PATH/df ]]; then
+		local real_df
+		real_df=$(readlink -f "$STF_PATH/df")
+		rm -f "$STF_PATH/df"
+		cat >"$STF_PATH/df" <<-EOF
+			#!/bin/bash
+			args=(); prev=
+			for a in "\$@"; do
+			    if [[ (\$prev == -F || \$prev == -t) && \$a == zfs ]]; then a=fuse; fi
+			    [[ \$a == --type=zfs ]] && a=--type=fuse
+			    args+=("\$a"); prev=\$a
+			done
+			exec $real_df "\${args[@]}"
+		EOF
+		chmod 755 "$STF_PATH/df"
+	fi
 	for f in $ZFS_FILES; do [[ -e $STF_PATH/$f ]] || missing="$missing $f"; done
 	echo "constrained PATH: $STF_PATH; missing:$missing" | tee -a "$OUTDIR/setup.log"
 
