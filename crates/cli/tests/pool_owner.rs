@@ -1349,8 +1349,15 @@ fn labelclear_wipes_only_what_no_pool_uses() {
     assert!(code == 1 && err.contains("is a member (ACTIVE) of pool \"lc\""), "{err}");
     let (code, _, err) = d.run("rzpool", &["labelclear", "-f", &devs[0]]);
     assert!(code == 1 && err.contains("Offline the disk first"), "{err}");
-    // A file with no labels: nothing to refuse.
+    // A file with no labels: nothing to clear, which zpool calls a failure.
+    let (code, _, err) = d.run("rzpool", &["labelclear", &devs[2]]);
+    assert!(code == 1 && err.contains("failed to clear label for"), "{err}");
+    // A detached device keeps a label of no pool (txg 0, as OpenZFS's detach leaves it):
+    // cleared without -f, and then there is nothing left to clear.
+    d.ok("rzpool", &["attach", "-w", "lc", &devs[0], &devs[2]]);
+    d.ok("rzpool", &["detach", "lc", &devs[2]]);
     d.ok("rzpool", &["labelclear", &devs[2]]);
+    assert_eq!(d.run("rzpool", &["labelclear", &devs[2]]).0, 1);
     assert_eq!(d.run("rzpool", &["labelclear", "/no/such/device"]).0, 1);
 
     d.ok("rzpool", &["offline", "lc", &devs[1]]);

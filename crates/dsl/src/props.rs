@@ -409,10 +409,15 @@ pub fn parse_value(prop: &str, value: &str) -> std::result::Result<RawProp, Stri
     }
     match prop {
         "mountpoint" => {
-            if value == "none" || value == "legacy" || value.starts_with('/') {
+            if value == "none" || value == "legacy" {
                 Ok(RawProp::Str(value.to_string()))
-            } else {
+            } else if !value.starts_with('/') {
                 Err("'mountpoint' must be an absolute path, 'none', or 'legacy'".to_string())
+            } else if value.split('/').any(|c| c.len() >= 256) {
+                // mountpoint_namecheck: a component as long as a dataset name may be at most.
+                Err("component of 'mountpoint' is too long".to_string())
+            } else {
+                Ok(RawProp::Str(value.to_string()))
             }
         }
         "recordsize" => {
@@ -646,6 +651,16 @@ mod tests {
         assert!(parse_value("x:y", &"v".repeat(MAX_PROP_VALUE)).unwrap_err().contains("too long"));
         assert!(parse_value(&format!("x:{}", "n".repeat(300)), "1").unwrap_err().contains("too long"));
         assert!(is_inheritable("x:y"));
+    }
+
+    #[test]
+    fn mountpoints() {
+        assert_eq!(parse_value("mountpoint", "/a/b"), Ok(RawProp::Str("/a/b".into())));
+        assert_eq!(parse_value("mountpoint", "legacy"), Ok(RawProp::Str("legacy".into())));
+        assert!(parse_value("mountpoint", "a/b").unwrap_err().contains("absolute path"));
+        let long = format!("/x/{}", "c".repeat(256));
+        assert_eq!(parse_value("mountpoint", &long).unwrap_err(), "component of 'mountpoint' is too long");
+        assert!(parse_value("mountpoint", &format!("/x/{}", "c".repeat(255))).is_ok());
     }
 
     #[test]

@@ -296,14 +296,20 @@ impl PoolWriter {
         renumber(&mut spec);
         let built = Vdev::new(spec).map_err(|e| invalid(e.to_string()))?;
         if let Some(d) = removed.device.as_ref() {
-            // A spare goes back to the list with its aux label; any other device's labels go,
-            // so it can be used again (a failure is no reason to keep it in the pool).
+            // A spare goes back to the list with its aux label. Any other device gets what
+            // OpenZFS's detach writes (`vdev_label_init(VDEV_LABEL_REMOVE)`): its config at
+            // txg 0, which no import assembles and `zpool labelclear` clears without -f; a
+            // write failure is no reason to keep it in the pool.
             match self.spares.iter().find(|s| s.guid == guid) {
                 Some(s) => {
                     let _ = crate::spares::write_aux_label(d.as_ref(), s.guid, &s.path);
                 }
                 None => {
-                    let _ = crate::create::clear_leaf_labels(d.as_ref());
+                    let mut nv = self.label_nvlist(id, guid, 0);
+                    nv.add_u64("create_txg", 0);
+                    if crate::spares::write_bare_label(d.as_ref(), &nv).is_err() {
+                        let _ = crate::create::clear_leaf_labels(d.as_ref());
+                    }
                 }
             }
         }

@@ -72,11 +72,20 @@ pub fn read_label(dev: &dyn BlockDevice, l: u32) -> Option<(LabelConfig, NvList)
 }
 
 /// Reads all four labels of a device and keeps the best valid one.
+///
+/// A pool member's label written at txg 0 is no member of anything: OpenZFS writes one when
+/// a device is detached (and at the start of a create or add that may fail), and neither
+/// its import nor its in-use checks count such labels (libzutil `zpool_read_label`); aux
+/// labels (spares, cache devices) carry no txg.
 pub fn probe_device(path: &Path, dev: Arc<dyn BlockDevice>) -> Option<DeviceLabel> {
     let mut best: Option<(LabelConfig, NvList)> = None;
     let mut valid = [false; 4];
     for l in 0..VDEV_LABELS {
         if let Some((cfg, nv)) = read_label(dev.as_ref(), l) {
+            let aux = matches!(cfg.state, PoolState::Spare | PoolState::L2Cache);
+            if !aux && cfg.txg.unwrap_or(0) == 0 {
+                continue;
+            }
             valid[l as usize] = true;
             let better = match &best {
                 None => true,
@@ -171,6 +180,23 @@ pub fn select<'a>(cands: &'a [PoolCandidate], name_or_guid: &str) -> Result<&'a 
 pub fn label_owner(path: &Path) -> std::io::Result<Option<LabelConfig>> {
     let dev: Arc<dyn BlockDevice> = Arc::new(vdev::FileDevice::open(path, false)?);
     Ok(probe_device(path, dev).map(|d| d.config))
+}
+
+/// Whether the device at `path` holds a label `zpool labelclear` would clear: any valid
+/// one with a vdev guid and a known pool state, whatever its txg (`zpool_clear_label`).
+pub fn has_clearable_label(path: &Path) -> std::io::Result<bool> {
+    let dev = vdev::FileDevice::open(path, false)?;
+    Ok((0..VDEV_LABELS).filter_map(|l| read_label(&dev, l)).any(|(c, _)| {
+        c.guid != 0
+            && matches!(
+                c.state,
+                PoolState::Active
+                    | PoolState::Exported
+                    | PoolState::Destroyed
+                    | PoolState::Spare
+                    | PoolState::L2Cache
+            )
+    }))
 }
 
 /// Zeroes the four labels of the device at `path` and flushes it (`zpool labelclear`):

@@ -78,14 +78,20 @@ fn aux_label(guid: u64, path: &str) -> NvList {
 
 /// Writes the aux label into the four label areas of `dev` (uberblock rings zeroed).
 pub(crate) fn write_aux_label(dev: &dyn BlockDevice, guid: u64, path: &str) -> Result<()> {
+    write_bare_label(dev, &aux_label(guid, path))
+}
+
+/// Writes `nv` as the config of all four labels of `dev`, uberblock rings zeroed (an aux
+/// label, or the txg-0 label a detached device keeps).
+pub(crate) fn write_bare_label(dev: &dyn BlockDevice, nv: &NvList) -> Result<()> {
     crate::create::clear_leaf_labels(dev)?;
-    let area = label::encode_vdev_phys(&aux_label(guid, path))?;
+    let area = label::encode_vdev_phys(nv)?;
     let ctx = ChecksumCtx::default();
     for l in 0..label::VDEV_LABELS {
         let off = label::vdev_phys_device_offset(dev.size(), l)?;
         let mut buf = area.clone();
         checksum::seal_embedded(ChecksumKind::Sha256, &mut buf, checksum::label_verifier(off), &ctx)
-            .map_err(|e| bad(format!("sealing a spare label: {e:?}")))?;
+            .map_err(|e| bad(format!("sealing a label: {e:?}")))?;
         dev.write_at(&buf, off).map_err(|e| bad(format!("{}: {e}", dev.name())))?;
     }
     dev.flush().map_err(|e| bad(format!("{}: {e}", dev.name())))?;

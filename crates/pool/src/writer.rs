@@ -1256,7 +1256,7 @@ impl PoolWriter {
         nv
     }
 
-    fn label_nvlist(&self, top: usize, leaf_guid: u64, txg: u64) -> NvList {
+    pub(crate) fn label_nvlist(&self, top: usize, leaf_guid: u64, txg: u64) -> NvList {
         let mut nv = self.config_header(txg);
         nv.add_u64("top_guid", self.tops[top].guid());
         nv.add_u64("guid", leaf_guid);

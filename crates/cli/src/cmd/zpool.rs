@@ -1607,6 +1607,11 @@ fn labelclear(state: &State, device: &str, force: bool, cwd: &Path) -> Result<Re
             }
         }
     }
+    // Nothing to clear is an error, as zpool_clear_label finding no valid label (a label
+    // of no pool, such as a detached device's txg-0 one, is cleared without -f).
+    if !pool::discover::has_clearable_label(&path).map_err(|e| format!("failed to open {shown}: {e}"))? {
+        return Err(format!("failed to clear label for {shown}"));
+    }
     pool::discover::clear_device_labels(&path, exclusive)
         .map_err(|e| format!("failed to clear label for {shown}: {e}"))?;
     Ok(Response::ok(String::new()))
