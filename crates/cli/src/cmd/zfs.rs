@@ -13,7 +13,12 @@ use std::sync::Arc;
 
 #[derive(Parser)]
 // Unlike zpool's, a repeated option is an error (zfs_do_send refuses `-i A -i B`).
-#[command(name = "rzfs", about = "configure rzfs datasets", disable_version_flag = true)]
+#[command(
+    name = "rzfs",
+    about = "configure rzfs datasets",
+    disable_version_flag = true,
+    args_override_self = true
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -3646,5 +3651,19 @@ pub fn unmount_pool(state: &State, pool: &str, force: bool) -> Result<Vec<Mount>
             Err(e)
         }
         None => Ok(out),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A flag given twice is the flag once, as getopt takes it (ZTS zfs_get_002_pos runs
+    /// `zfs get -pp`).
+    #[test]
+    fn repeated_flags_are_accepted() {
+        for argv in [&["rzfs", "get", "-pp", "quota", "p"][..], &["rzfs", "list", "-HH", "-o", "name"][..]] {
+            assert!(Cli::try_parse_from(argv).is_ok(), "{argv:?}");
+        }
     }
 }
