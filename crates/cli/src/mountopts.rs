@@ -6,10 +6,14 @@
 //!   mounted file system changes its mount flags in place (`rzfs_fuse::set_mount_flags`).
 //! * `acltype=posix`: the kernel enforces POSIX ACLs. `acltype=off`: permissions are the mode
 //!   bits and ACL xattrs are refused (EOPNOTSUPP), as OpenZFS does.
-//! * `acltype=nfsv4` (or a value rzfs does not know): rzfs does not enforce NFSv4 ACLs, so
-//!   serving the dataset read-write would let anyone the mode bits allow change files the
-//!   ACLs protect. It is mounted read-only with a warning; `rzfs mount -o rw` is the
-//!   explicit override (still warned: access then follows the mode bits only).
+//! * `acltype=nfsv4`: as OpenZFS on Linux (`acltype_changed_cb` treats it as `off`), access
+//!   follows the mode bits and the NFSv4 ACLs (from FreeBSD or illumos) are kept, not
+//!   enforced; chmod rebuilds a file's ACL from its mode (as `aclmode=discard`, whatever `aclmode`
+//!   says). New entries in
+//!   a directory whose ACL has inheritable entries are refused (EACCES, see
+//!   `zpl::write`): rzfs cannot give them what they would inherit.
+//! * An `acltype` value rzfs does not know: mounted read-only with a warning; `rzfs mount -o
+//!   rw` is the explicit override (still warned: access then follows the mode bits only).
 //! * `rzfs mount -o` takes `ro`, `rw`, `exec`, `noexec`, `suid`, `nosuid`, `dev`, `nodev`,
 //!   `atime`, `noatime`, `relatime`, `norelatime` for this mount only, like zfs(8)'s
 //!   temporary mount options; `zfs get` shows those that differ from the properties with
@@ -118,11 +122,8 @@ pub fn for_dataset(
         }
     }
     let mut warnings = Vec::new();
-    if !matches!(acltype, AclType::Off | AclType::Posix) {
-        let what = match acltype {
-            AclType::Nfsv4 => "acltype=nfsv4: rzfs does not enforce NFSv4 ACLs".to_string(),
-            _ => format!("acltype={acl_shown}, an ACL type rzfs does not know"),
-        };
+    if !matches!(acltype, AclType::Off | AclType::Posix | AclType::Nfsv4) {
+        let what = format!("acltype={acl_shown}, an ACL type rzfs does not know");
         if explicit_rw {
             warnings.push(format!(
                 "warning: '{name}' has {what}; mounted read-write as asked (-o rw): access follows the mode bits only"

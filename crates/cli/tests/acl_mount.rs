@@ -2,7 +2,7 @@
 //! with `-o acltype=posix` has its POSIX ACLs enforced by the kernel (an unprivileged user,
 //! uid 65534, is let in and shut out by `setfacl` entries, default ACLs reach new files);
 //! `exec=off`, `setuid=off`, `devices=off` become noexec, nosuid, nodev; acltype=off refuses
-//! ACLs; acltype=nfsv4 mounts read-only with a warning unless `-o rw`. The pool is exported
+//! ACLs; acltype=nfsv4 mounts read-write with the mode bits, as OpenZFS on Linux. The pool is exported
 //! and checked by OpenZFS's zdb (`-bcc`, and `-dddd` shows the ACL in the file's xattr
 //! directory under OpenZFS's name, `-R` its bytes, which equal what Linux stores for the same
 //! ACL on a native file system), then imported again: the ACL still holds, and a read-only
@@ -178,21 +178,19 @@ fn posix_acls_and_mount_options() {
     d.ok("rzfs", &["set", "acltype=noacl", "pacl/off"]);
     assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "acltype", "pacl/off"]), "off\n");
 
-    // --- acltype=nfsv4: read-only with a warning, unless -o rw -----------------------------
+    // --- acltype=nfsv4: as OpenZFS on Linux, the mode bits (read-write, no warning) ------
     let (code, _, err) = d.run("rzfs", &["create", "-o", "acltype=nfsv4", "-o", &mp("v4"), "pacl/v4"]);
-    assert!(code == 0 && err.contains("mounted read-only"), "create warns: {err}");
-    d.ok("rzfs", &["unmount", "pacl/v4"]);
-    let (code, _, err) = d.run("rzfs", &["mount", "pacl/v4"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(err.contains("acltype=nfsv4") && err.contains("read-only"), "warning: {err}");
-    assert!(mount_options(&mnt("v4")).contains(&"ro".to_string()));
-    let e = std::fs::write(mnt("v4").join("f"), b"x").unwrap_err();
-    assert_eq!(e.raw_os_error(), Some(30), "EROFS: {e}");
-    d.ok("rzfs", &["unmount", "pacl/v4"]);
-    let (code, _, err) = d.run("rzfs", &["mount", "-o", "rw", "pacl/v4"]);
-    assert_eq!(code, 0, "{err}");
-    assert!(err.contains("mode bits only"), "warning: {err}");
+    assert!(code == 0 && err.is_empty(), "create: {err}");
+    assert!(!mount_options(&mnt("v4")).contains(&"ro".to_string()));
     std::fs::write(mnt("v4").join("f"), b"x").unwrap();
+    std::fs::set_permissions(mnt("v4").join("f"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(!as_nobody(&format!("cat {}", mnt("v4").join("f").display())), "mode 0600 shuts uid 65534 out");
+    let e = std::process::Command::new("setfacl")
+        .args(["-m", "u:65534:r"])
+        .arg(mnt("v4").join("f"))
+        .output()
+        .unwrap();
+    assert!(!e.status.success(), "POSIX ACLs are refused with nfsv4, as with off");
     let (code, _, err) = d.run("rzfs", &["mount", "-o", "bogus", "pacl", "/nonexistent"]);
     assert!(code != 0 && err.contains("unsupported mount option 'bogus'"), "{err}");
 

@@ -539,6 +539,15 @@ impl ZplWriter {
         extra: Option<(u16, Vec<u8>)>,
     ) -> Result<u64> {
         let pflags = parent.rec.u64(self.sa.nums.flags);
+        // A directory whose NFSv4 ACL has inheritable entries (set on FreeBSD or illumos)
+        // would give a new entry those entries (`zfs_acl_inherit`); rzfs cannot apply them
+        // yet, and a file created with an ACL from its mode alone could grant what they deny.
+        if pflags & sa_write::ZFS_INHERIT_ACE != 0 {
+            return err(
+                EACCES,
+                "the directory's NFSv4 ACL has inheritable entries, which rzfs cannot apply yet".to_string(),
+            );
+        }
         let mut rec = self.new_record(parent.obj, pflags, mode, uid, gid, rdev, now, false);
         if let Some((num, bytes)) = extra {
             rec.set(num, bytes);

@@ -1003,3 +1003,21 @@ fn mixed_keeps_case_and_refuses_more_spellings_than_a_leaf_holds() {
     assert_eq!(errno(w.rename(&mut os, &mut zaps, root, b"tmp", root, &n, false, false, T1)), ENOSPC);
     zaps.flush(&mut os, 1 << 10).unwrap();
 }
+
+/// A directory whose NFSv4 ACL has inheritable entries (ZFS_INHERIT_ACE, as FreeBSD sets it)
+/// takes no new entries: rzfs cannot give them the inherited entries. Elsewhere, and for
+/// what exists in it, nothing changes.
+#[test]
+fn inheritable_nfsv4_entries_refuse_new_entries() {
+    let (mut os, mut zaps, mut w) = fresh();
+    let d = w.mkdir(&mut os, &mut zaps, 4, b"dir", 0o755, 0, 0, T1).unwrap();
+    let f = w.create(&mut os, &mut zaps, d, b"old", 0o644, 0, 0, 0, T1).unwrap();
+    let mut z = w.load(&os, d).unwrap();
+    let flags = z.rec.u64(w.sa.nums.flags);
+    z.rec.set_u64(w.sa.nums.flags, flags | sa_write::ZFS_INHERIT_ACE);
+    w.store(&mut os, &mut zaps, &z).unwrap();
+    assert_eq!(errno(w.create(&mut os, &mut zaps, d, b"new", 0o644, 0, 0, 0, T1)), EACCES);
+    assert_eq!(errno(w.mkdir(&mut os, &mut zaps, d, b"sub", 0o755, 0, 0, T1)), EACCES);
+    assert_eq!(w.lookup(&os, &mut zaps, d, b"old").unwrap(), Some(f));
+    w.create(&mut os, &mut zaps, 4, b"elsewhere", 0o644, 0, 0, 0, T1).unwrap();
+}
