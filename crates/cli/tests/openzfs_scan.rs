@@ -24,6 +24,8 @@
 //! * [`openzfs_takes_spares_and_a_replace_in_progress`]: a pool with hot spares (one in use
 //!   in a `spare` vdev) and a `replacing` vdev still resilvering goes through OpenZFS's
 //!   read-write import and back; rzfs finishes the replace.
+//! * [`unknown_features_are_listed_as_zpool_lists_them`]: features zhack makes up, enabled
+//!   then active, as `zpool import` and `unsupported@GUID` show them.
 //!
 //! Needs FUSE, root, zdb/zhack and `unshare` (skipped otherwise).
 
@@ -48,6 +50,11 @@ fn skip(name: &str) -> bool {
 /// Imports `pool` (devices in `dir`) read-write with OpenZFS's libzpool, syncs a few txgs
 /// (a feature is enabled) and exports it again; see the module comment.
 fn openzfs_import(dir: &Path, pool: &str, feature: &str) {
+    zhack(dir, &["feature", "enable", "-d", "rzfs oracle test", pool, feature]);
+}
+
+/// Runs `zhack -d DIR ARGS...` (it imports the pool read-write, as above).
+fn zhack(dir: &Path, args: &[&str]) {
     let (_, lib) = zdb().unwrap();
     let script = r#"set -e
 mount -t tmpfs none /dev
@@ -58,13 +65,13 @@ exec "$@""#;
     let out = Command::new("unshare")
         .args(["-m", "--propagation", "private", "sh", "-c", script, "sh", ZHACK, "-d"])
         .arg(dir)
-        .args(["feature", "enable", "-d", "rzfs oracle test", pool, feature])
+        .args(args)
         .env("LD_LIBRARY_PATH", lib)
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "zhack (OpenZFS) could not import {pool} read-write: {}{}",
+        "zhack (OpenZFS) {args:?} failed: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
@@ -268,5 +275,58 @@ fn openzfs_takes_spares_and_a_replace_in_progress() {
     assert!(!st.contains("spare-1"), "{st}");
     d.ok("rzpool", &["export", "os"]);
     zdb_check(&dir, "os");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Features this system does not know, as zpool shows them (ZTS zpool_import_features_*):
+/// inactive ones leave the pool importable read-write and read as `unsupported@GUID`
+/// `inactive`; an active read-only-compatible one refuses a read-write import with zpool's
+/// list and hint on stdout, and a read-only import shows it `readonly`; an active one needed
+/// for reading refuses every import, listed without the hint.
+#[test]
+fn unknown_features_are_listed_as_zpool_lists_them() {
+    if skip("unknown_features_are_listed_as_zpool_lists_them") {
+        return;
+    }
+    let dir = scratch("ozscan-unsup");
+    let d = Daemon::new("ozscan-unsup");
+    let (_devs, _mnt) = create(&d, &dir, "uf", &SINGLE, 128 << 20);
+    d.ok("rzpool", &["export", "uf"]);
+    zhack(&dir, &["feature", "enable", "uf", "com.test:unsup_read"]);
+    zhack(&dir, &["feature", "enable", "-r", "-d", "only for writing", "uf", "com.test:unsup_write"]);
+    let dir_s = dir.to_str().unwrap();
+    d.ok("rzpool", &["import", "-N", "-d", dir_s, "uf"]);
+    let got = d.ok(
+        "rzpool",
+        &["list", "-Ho", "unsupported@com.test:unsup_read,unsupported@com.test:unsup_write", "uf"],
+    );
+    assert_eq!(got, "inactive\tinactive\n");
+    let all = d.ok("rzpool", &["get", "-H", "all", "uf"]);
+    assert!(all.contains("uf\tunsupported@com.test:unsup_write\tinactive\tlocal"), "{all}");
+    d.ok("rzpool", &["export", "uf"]);
+
+    zhack(&dir, &["feature", "ref", "uf", "com.test:unsup_write"]);
+    let (code, out, err) = d.run("rzpool", &["import", "-N", "-d", dir_s, "uf"]);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        out,
+        "This pool uses the following feature(s) not supported by this system:\n\
+         \tcom.test:unsup_write (only for writing)\n\
+         All unsupported features are only required for writing to the pool.\n\
+         The pool can be imported using '-o readonly=on'.\n"
+    );
+    assert_eq!(err, "cannot import 'uf': unsupported version or feature\n");
+    d.ok("rzpool", &["import", "-N", "-o", "readonly=on", "-d", dir_s, "uf"]);
+    assert_eq!(
+        d.ok("rzpool", &["get", "-Ho", "value", "unsupported@com.test:unsup_write", "uf"]),
+        "readonly\n"
+    );
+    d.ok("rzpool", &["export", "uf"]);
+
+    zhack(&dir, &["feature", "ref", "uf", "com.test:unsup_read"]);
+    let (code, out, _) = d.run("rzpool", &["import", "-N", "-o", "readonly=on", "-d", dir_s, "uf"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("\tcom.test:unsup_read") && !out.contains("readonly"), "{out}");
+    assert_eq!(d.ok("rzpool", &["list", "-H", "-o", "name"]), "");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -99,11 +99,7 @@ pub fn import(cand: &PoolCandidate, opts: &ImportOpts) -> Result<Pool> {
     let mos = phase("open_mos", Objset::open(&reader, &rootbp))?;
     let missing = check_features(cand, &mos)?;
     if !missing.is_empty() {
-        return Err(PoolError::Unsupported(format!(
-            "pool '{}' uses features rzfs cannot read: {}",
-            cand.name,
-            missing.join(", ")
-        )));
+        return Err(unsupported_features(&cand.name, &mos, missing, false));
     }
     if let Some(s) = load_salt(&mos)? {
         zio.set_checksum_ctx(ChecksumCtx::new(s));
@@ -305,7 +301,30 @@ fn check_features(cand: &PoolCandidate, mos: &Objset) -> Result<Vec<String>> {
     Ok(active.into_iter().filter(|f| !features::readable(f)).collect())
 }
 
-/// The 32-byte salt of salted checksums, from the MOS directory.
+/// The error naming `guids`, each with the description the pool's `feature_descriptions`
+/// ZAP gives it (empty when there is none).
+pub(crate) fn unsupported_features(
+    pool: &str,
+    mos: &Objset,
+    guids: Vec<String>,
+    readonly_ok: bool,
+) -> PoolError {
+    let descs = zap::lookup_u64(mos, DMU_POOL_DIRECTORY_OBJECT, "feature_descriptions")
+        .ok()
+        .flatten()
+        .and_then(|obj| zap::list(mos, obj).ok())
+        .unwrap_or_default();
+    let features = guids
+        .into_iter()
+        .map(|g| {
+            let d = descs.iter().find(|e| e.name_string() == g).map(|e| e.string_value()).unwrap_or_default();
+            (g, d)
+        })
+        .collect();
+    PoolError::UnsupportedFeatures { pool: pool.to_string(), features, readonly_ok }
+}
+
+/// The 32-byte salt of salted checksums, from the MOS directory./// The 32-byte salt of salted checksums, from the MOS directory.
 fn load_salt(mos: &Objset) -> Result<Option<[u8; 32]>> {
     let e = phase("load_salt", zap::lookup(mos, DMU_POOL_DIRECTORY_OBJECT, "org.illumos:checksum_salt"))?;
     Ok(e.and_then(|e| {

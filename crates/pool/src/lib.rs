@@ -80,6 +80,11 @@ pub enum PoolError {
     /// Something of that name exists already (EEXIST).
     #[error("{0}")]
     Exists(String),
+    /// The pool uses features this system cannot read (or, with `readonly_ok`, only cannot
+    /// write): (guid, description from the pool's `feature_descriptions`) each, for the
+    /// list zpool prints (`zpool_print_unsup_feat`).
+    #[error("pool '{pool}' uses features rzfs cannot {}: {}", if *.readonly_ok { "write yet" } else { "read" }, .features.iter().map(|f| f.0.as_str()).collect::<Vec<_>>().join(", "))]
+    UnsupportedFeatures { pool: String, features: Vec<(String, String)>, readonly_ok: bool },
 }
 
 /// Linux errno values the pool layer's errors map to (the FUSE edge replies with them).
@@ -101,7 +106,7 @@ impl PoolError {
         match self {
             PoolError::NotFound(_) => errno::ENOENT,
             PoolError::Invalid(_) => errno::EINVAL,
-            PoolError::Unsupported(_) => errno::ENOTSUP,
+            PoolError::Unsupported(_) | PoolError::UnsupportedFeatures { .. } => errno::ENOTSUP,
             PoolError::NoSpace(_) => errno::ENOSPC,
             PoolError::QuotaExceeded(_) => errno::EDQUOT,
             PoolError::Busy(_) => errno::EBUSY,

@@ -31,6 +31,12 @@ fn writable_feature(short: &str) -> bool {
     feature_table::implemented_for_write(short)
 }
 
+/// Whether `pool` (imported read-only so far) could be opened for writing as far as its
+/// features go: the error [`open_rw`] would give for them, if any.
+pub fn check_writable(pool: &Pool) -> Result<()> {
+    check_write_features(pool)
+}
+
 /// Refuses pools with a feature in use that rzfs would write incorrectly.
 fn check_write_features(pool: &Pool) -> Result<()> {
     let mos = &pool.mos;
@@ -51,11 +57,12 @@ fn check_write_features(pool: &Pool) -> Result<()> {
     if refused.is_empty() {
         return Ok(());
     }
-    Err(PoolError::Unsupported(format!(
-        "pool '{}' uses features rzfs cannot write yet: {}; import it with -o readonly=on",
-        pool.name(),
-        refused.join(", ")
-    )))
+    // Listed by guid, as zpool lists them.
+    let guids = refused
+        .iter()
+        .map(|s| feature_table::by_name(s).map_or_else(|| s.clone(), |f| f.guid.to_string()))
+        .collect();
+    Err(crate::import::unsupported_features(pool.name(), &pool.mos, guids, true))
 }
 
 /// Metaslab geometry and deflate ratio of each top-level vdev, from the MOS config.

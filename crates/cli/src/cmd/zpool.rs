@@ -1130,10 +1130,18 @@ fn import(
             }
             _ => {}
         }
-        let p = pool::import(c, &opts).map_err(|e| format!("cannot import '{}': {e}", c.name))?;
+        let p = match pool::import(c, &opts) {
+            Err(e @ pool::PoolError::UnsupportedFeatures { .. }) => {
+                return Ok(unsupported_import(&c.name, &e))
+            }
+            r => r.map_err(|e| format!("cannot import '{}': {e}", c.name))?,
+        };
         if opts.readonly {
             state.pools.lock().unwrap_or_else(|p| p.into_inner()).insert(name, Arc::new(p));
         } else {
+            if let Err(e @ pool::PoolError::UnsupportedFeatures { .. }) = pool::open_rw::check_writable(&p) {
+                return Ok(unsupported_import(&c.name, &e));
+            }
             crate::rwpool::open(state, p)?;
             warnings.push_str(&crate::volumes::serve_pool(state, &name));
             // A pool imported from a cache file (-c) keeps the cache file its entry names.
@@ -2053,8 +2061,74 @@ fn pool_prop(
             })
             .map(|(v, _)| (v, "local".into()))
         }
+        // A feature the pool lists that rzfs does not know (`zpool_prop_get_feature`):
+        // `inactive` while its refcount is 0, `readonly` once active (the pool could then only
+        // have been imported read-only).
+        other if other.starts_with("unsupported@") => {
+            let guid = &other["unsupported@".len()..];
+            let state =
+                if pool::feature_table::by_name(guid).is_some() { None } else { feature_refcount(p, guid) };
+            Ok(match state {
+                Some(0) => ("inactive".into(), "local".into()),
+                Some(_) => ("readonly".into(), "local".into()),
+                None => ("-".into(), "-".into()),
+            })
+        }
         other => Err(format!("bad property list: invalid property '{other}'")),
     }
+}
+
+/// What `zpool import` answers for a pool with features this system cannot read (or write,
+/// for a read-write import): the list on stdout (`zpool_print_unsup_feat`, with the
+/// read-only hint when only writing needs them) and zpool's error on stderr, exit 1.
+fn unsupported_import(name: &str, e: &pool::PoolError) -> Response {
+    let pool::PoolError::UnsupportedFeatures { features, readonly_ok, .. } = e else {
+        return Response::err(format!("cannot import '{name}': {e}"));
+    };
+    let mut out = String::from("This pool uses the following feature(s) not supported by this system:\n");
+    for (guid, desc) in features {
+        if desc.is_empty() {
+            out.push_str(&format!("\t{guid}\n"));
+        } else {
+            out.push_str(&format!("\t{guid} ({desc})\n"));
+        }
+    }
+    if *readonly_ok {
+        out.push_str(
+            "All unsupported features are only required for writing to the pool.\n\
+             The pool can be imported using '-o readonly=on'.\n",
+        );
+    }
+    let mut r = Response::err(format!("cannot import '{name}': unsupported version or feature"));
+    r.stdout = out;
+    r
+}
+
+/// The refcount the pool's feature ZAPs give feature `guid`, if it lists it./// The refcount the pool's feature ZAPs give feature `guid`, if it lists it.
+fn feature_refcount(p: &Pool, guid: &str) -> Option<u64> {
+    let dir = pool::import::DMU_POOL_DIRECTORY_OBJECT;
+    ["features_for_read", "features_for_write"].iter().find_map(|key| {
+        let obj = zap::lookup_u64(&p.mos, dir, key).ok().flatten()?;
+        zap::lookup_u64(&p.mos, obj, guid).ok().flatten()
+    })
+}
+
+/// The features the pool lists that rzfs does not know (`zpool get all` shows them as
+/// `unsupported@GUID`).
+fn unknown_features(p: &Pool) -> Vec<String> {
+    let dir = pool::import::DMU_POOL_DIRECTORY_OBJECT;
+    let mut out = Vec::new();
+    for key in ["features_for_read", "features_for_write"] {
+        let Some(obj) = zap::lookup_u64(&p.mos, dir, key).ok().flatten() else { continue };
+        for e in zap::list(&p.mos, obj).unwrap_or_default() {
+            let guid = e.name_string();
+            if pool::feature_table::by_name(&guid).is_none() && !out.contains(&guid) {
+                out.push(guid);
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 /// The columns `zpool get -o FIELDS` asks for (all four by default) and an empty table with
@@ -2139,6 +2213,7 @@ fn get(
         // `all` ends with the pool's user properties, by name.
         let mut wanted = wanted.clone();
         if props == "all" {
+            wanted.extend(unknown_features(&p).into_iter().map(|g| format!("unsupported@{g}")));
             wanted.extend(pool_user_props(&p).into_iter().map(|(k, _)| k));
         }
         for prop in &wanted {
