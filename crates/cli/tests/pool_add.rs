@@ -112,6 +112,13 @@ fn add_case(tag: &str, layout: &[&str], flags: &[&str], added: &[&str]) {
     }
     let hist = d.ok("rzpool", &["history", &pool]);
     assert!(hist.lines().any(|l| l.contains("rzpool add") && l.contains(&pool)), "{tag}: history:\n{hist}");
+    // The long form names user, host and zone as zpool's ("[user 0 (root) on HOST:linux]").
+    let long = d.ok("rzpool", &["history", "-l", &pool]);
+    let recs: Vec<&str> = long.lines().skip(1).filter(|l| !l.is_empty()).collect();
+    assert!(
+        !recs.is_empty() && recs.iter().all(|l| l.contains(" [user ") && l.ends_with(":linux]")),
+        "{long}"
+    );
     d.ok("rzpool", &["export", &pool]);
     let _ = std::fs::remove_dir_all(&dir);
 }

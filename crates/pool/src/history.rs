@@ -7,7 +7,7 @@
 //! physical size: 0.1% of the pool, between 128 KiB and 1 GiB), `sh_bof`/`sh_eof` (logical
 //! start and end of the ring), `sh_records_lost`. A record is its length as a little-endian
 //! u64 followed by an nvlist packed with `NV_ENCODE_NATIVE` (`history time`, `history
-//! command`, `history who`, `history hostname`). Logical offsets past the create record wrap
+//! command`, `history who`, `history hostname`, `history zone`). Logical offsets past the create record wrap
 //! onto `[sh_pool_create_len, sh_phys_max_off)`; when the ring is full the oldest records
 //! are dropped (the logical BOF advances record by record).
 
@@ -81,6 +81,8 @@ impl PoolWriter {
         nv.add_str("history command", command);
         nv.add_u64("history who", who);
         nv.add_str("history hostname", &self.hostname);
+        // `spa_history_zone()`: OpenZFS on Linux names the zone "linux".
+        nv.add_str("history zone", "linux");
         self.append_history(&nv)
     }
 
@@ -157,8 +159,8 @@ impl PoolWriter {
 /// One record of a pool's history.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
-    /// A command (`zpool history`): time, command line, uid, host.
-    Command { time: u64, command: String, who: Option<u64>, host: Option<String> },
+    /// A command (`zpool history`): time, command line, uid, host, zone.
+    Command { time: u64, command: String, who: Option<u64>, host: Option<String>, zone: Option<String> },
     /// An internal event (`zpool history -i`): time, txg, name, text, host.
     Internal { time: u64, txg: u64, name: String, text: String, host: Option<String> },
 }
@@ -217,6 +219,7 @@ pub fn read_records(pool: &crate::Pool) -> Result<Vec<Record>> {
                     command: cmd.to_string(),
                     who: rec.get_u64("history who"),
                     host,
+                    zone: rec.get_str("history zone").map(str::to_string),
                 });
             } else if let Some(name) = rec.get_str("internal_name") {
                 out.push(Record::Internal {

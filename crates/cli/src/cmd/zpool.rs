@@ -913,23 +913,23 @@ fn history(state: &State, names: &[String], internal: bool, long: bool) -> Resul
     for p in selected(state, names)? {
         out.push_str(&format!("History for '{}':\n", p.name()));
         for r in pool::history::read_records(&p).map_err(|e| e.to_string())? {
-            let (time, host, who) = match &r {
-                Record::Command { time, command, who, host } => {
+            let (time, host, who, zone) = match &r {
+                Record::Command { time, command, who, host, zone } => {
                     out.push_str(&format!("{} {command}", crate::format::history_time(*time)));
-                    (time, host, *who)
+                    (time, host, *who, zone.as_deref())
                 }
                 Record::Internal { time, txg, name, text, host } if internal => {
                     out.push_str(&format!(
                         "{} [txg:{txg}] {name} {text}",
                         crate::format::history_time(*time)
                     ));
-                    (time, host, None)
+                    (time, host, None, None)
                 }
                 Record::Internal { .. } => continue,
             };
             let _ = time;
             if long {
-                // zpool's long format: " [user UID (NAME) on HOST]".
+                // zpool's long format: " [user UID (NAME) on HOST:ZONE]".
                 out.push_str(" [");
                 if let Some(uid) = who {
                     out.push_str(&format!("user {uid} "));
@@ -939,6 +939,9 @@ fn history(state: &State, names: &[String], internal: bool, long: bool) -> Resul
                 }
                 if let Some(h) = host {
                     out.push_str(&format!("on {h}"));
+                }
+                if let Some(z) = zone {
+                    out.push_str(&format!(":{z}"));
                 }
                 out.push(']');
             }
