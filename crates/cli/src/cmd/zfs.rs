@@ -12,16 +12,22 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 #[derive(Parser)]
-// Unlike zpool's, a repeated option is an error (zfs_do_send refuses `-i A -i B`).
+// A flag given twice counts once, as getopt's; the options zfs refuses twice (send's -i
+// and -I) are checked where they are used. `-h` is no help flag, as in zfs (`zfs get -h`
+// is a usage error); `--help` is.
 #[command(
     name = "rzfs",
     about = "configure rzfs datasets",
     disable_version_flag = true,
-    args_override_self = true
+    args_override_self = true,
+    disable_help_flag = true
 )]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// Print help.
+    #[arg(long = "help", action = clap::ArgAction::Help, global = true)]
+    help: Option<bool>,
 }
 
 #[derive(Subcommand)]
@@ -196,7 +202,6 @@ enum Cmd {
     },
     /// What changed between SNAPSHOT and a later snapshot of its file system, or the file
     /// system itself: + added, - removed, M modified, R renamed.
-    #[command(disable_help_flag = true)]
     Diff {
         /// A column with the file type (F file, / directory, @ symlink, | fifo, = socket,
         /// B/C devices).
@@ -211,8 +216,6 @@ enum Cmd {
         /// Paths as they are (no escapes).
         #[arg(short = 'h')]
         no_mangle: bool,
-        #[arg(long = "help", action = clap::ArgAction::Help)]
-        help: Option<bool>,
         snapshot: String,
         /// A later snapshot, or the file system (the default).
         to: Option<String>,
@@ -307,13 +310,10 @@ enum Cmd {
         snapshot: String,
     },
     /// Write a send stream of a snapshot to standard output (full, or with -i incremental).
-    #[command(disable_help_flag = true)]
     Send {
         /// Carry the snapshots' user holds (a stream package); `receive` places them.
         #[arg(short = 'h', long = "holds")]
         holds: bool,
-        #[arg(long = "help", action = clap::ArgAction::Help)]
-        help: Option<bool>,
         /// Incremental from this earlier snapshot (`@snap` or `fs@snap`).
         #[arg(short = 'i', value_name = "SNAPSHOT", conflicts_with = "from_all")]
         from: Option<String>,
@@ -379,13 +379,11 @@ enum Cmd {
     },
     /// Create a snapshot (and for a full stream its file system) from a send stream read
     /// from standard input.
-    #[command(alias = "recv", disable_help_flag = true)]
+    #[command(alias = "recv")]
     Receive {
         /// Do not place the user holds a `send -h` stream carries.
         #[arg(short = 'h')]
         skip_holds: bool,
-        #[arg(long = "help", action = clap::ArgAction::Help)]
-        help: Option<bool>,
         /// Roll the destination back to the stream's source first (and destroy later
         /// snapshots).
         #[arg(short = 'F')]
@@ -509,6 +507,11 @@ pub fn run_with(
         && argv.iter().skip(1).take_while(|a| *a != "--").any(|a| is_h_cluster(a))
     {
         return Response::usage(format!("invalid option 'h'\nusage: zfs {sub} ... (see zfs {sub} --help)"));
+    }
+    // zfs send takes one incremental source: a second -i or -I is a usage error
+    // (zfs_do_send), not a replacement as for other repeated options.
+    if sub == "send" && incremental_options(&argv[1..]) > 1 {
+        return Response::usage("usage: zfs send: -i and -I may be given once (see zfs send --help)");
     }
     let cli = match Cli::try_parse_from(std::iter::once("rzfs".to_string()).chain(argv.iter().cloned())) {
         Ok(c) => c,
@@ -696,7 +699,6 @@ pub fn run_with(
         }
         Cmd::Send {
             holds,
-            help: _,
             from,
             from_all,
             large_blocks,
@@ -3654,9 +3656,48 @@ pub fn unmount_pool(state: &State, pool: &str, force: bool) -> Result<Vec<Mount>
     }
 }
 
+/// How many `-i`/`-I` options `args` hold (getopt clusters: an option taking a value ends
+/// its cluster).
+fn incremental_options(args: &[String]) -> usize {
+    let mut n = 0;
+    let mut skip = false;
+    for a in args.iter().take_while(|a| *a != "--") {
+        if std::mem::take(&mut skip) || !a.starts_with('-') || a.starts_with("--") {
+            continue;
+        }
+        for (i, c) in a.char_indices().skip(1) {
+            // The options of zfs send that take a value: -i, -I, -t TOKEN, -d BOOKMARK
+            // (--redact), -X DATASETS.
+            if matches!(c, 'i' | 'I' | 't' | 'd' | 'X') {
+                n += usize::from(matches!(c, 'i' | 'I'));
+                skip = i + 1 == a.len();
+                break;
+            }
+        }
+    }
+    n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// clap's own consistency checks of the command definitions (unique names, ...).
+    #[test]
+    fn command_definitions_are_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn send_takes_one_incremental_source() {
+        let v = |a: &[&str]| incremental_options(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(v(&["-i", "@a", "p/f@b"]), 1);
+        assert_eq!(v(&["-vi", "@a", "-I", "@b", "p/f@c"]), 2);
+        assert_eq!(v(&["-i@a", "-i@b", "p/f@c"]), 2);
+        assert_eq!(v(&["-t", "-i", "p/f@c"]), 0, "-i is -t's value there");
+        assert_eq!(v(&["-Lce", "p/f@c"]), 0);
+    }
 
     /// A flag given twice is the flag once, as getopt takes it (ZTS zfs_get_002_pos runs
     /// `zfs get -pp`).
