@@ -1,7 +1,8 @@
 //! # A full pool answers ENOSPC and loses nothing
 //!
-//! For each layout (single disk, mirror of 2, raidz1 of 3, raidz2 of 4 file vdevs) and two
-//! ways of syncing — writes racing a background sync every 0.1 s, and writes forcing syncs
+//! For each layout (single disk, mirror of 2, raidz1 of 3, raidz2 of 4 file vdevs, and a
+//! mixed pool of a mirror of 2 beside a raidz2 of 3) and two ways of syncing — writes racing
+//! a background sync every 0.1 s, and writes forcing syncs
 //! themselves (a 2 MiB dirty limit, `fsync` after every file) — files are written through
 //! the FUSE mount of a private rzfsd until a `write()` fails. Then:
 //!
@@ -58,9 +59,16 @@ fn run(layout: (&str, &[&str], usize), forcing: bool, seed: u64) {
     let d = Daemon::with_env(&tag, env);
     let mnt = dir.join("mnt");
     let pool = "fill";
-    let mut args = vec!["create", "-m", mnt.to_str().unwrap(), pool];
-    args.extend_from_slice(words);
-    args.extend(devs.iter().map(|s| s.as_str()));
+    // `-f`: a mixed layout needs it (zpool's replication check); "{}" in `words` stands for
+    // the next device, otherwise the devices follow the words.
+    let mut args = vec!["create", "-f", "-m", mnt.to_str().unwrap(), pool];
+    if words.contains(&"{}") {
+        let mut it = devs.iter();
+        args.extend(words.iter().map(|w| if *w == "{}" { it.next().unwrap().as_str() } else { *w }));
+    } else {
+        args.extend_from_slice(words);
+        args.extend(devs.iter().map(|s| s.as_str()));
+    }
     d.ok("rzpool", &args);
     let mut rng = Rng::new(seed);
     let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
@@ -161,11 +169,13 @@ fn fill_to_full_every_layout() {
     }
     let seed = std::env::var("RZFS_FILL_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed);
     eprintln!("fill_full: seed {seed} (RZFS_FILL_SEED)");
-    let layouts: [(&str, &[&str], usize); 4] = [
+    let layouts: [(&str, &[&str], usize); 5] = [
         ("single", &[], 1),
         ("mirror", &["mirror"], 2),
         ("raidz1", &["raidz1"], 3),
         ("raidz2", &["raidz2"], 4),
+        // Top-level vdevs of different kinds: each fills at its own asize per block.
+        ("mixed", &["mirror", "{}", "{}", "raidz2", "{}", "{}", "{}"], 5),
     ];
     for l in layouts {
         for forcing in [false, true] {

@@ -31,14 +31,9 @@ fn writable_feature(short: &str) -> bool {
     feature_table::implemented_for_write(short)
 }
 
-/// Whether `pool` (imported read-only so far) could be opened for writing as far as its
-/// features go: the error [`open_rw`] would give for them, if any.
-pub fn check_writable(pool: &Pool) -> Result<()> {
-    check_write_features(pool)
-}
-
-/// Refuses pools with a feature in use that rzfs would write incorrectly.
-fn check_write_features(pool: &Pool) -> Result<()> {
+/// Refuses pools with a feature in use that rzfs would write incorrectly: the error
+/// [`open_rw`] gives for them (the CLI asks first, to print zpool's list).
+pub fn check_write_features(pool: &Pool) -> Result<()> {
     let mos = &pool.mos;
     let dir = import::DMU_POOL_DIRECTORY_OBJECT;
     let mut refused = Vec::new();

@@ -1142,7 +1142,9 @@ fn import(
         if opts.readonly {
             state.pools.lock().unwrap_or_else(|p| p.into_inner()).insert(name, Arc::new(p));
         } else {
-            if let Err(e @ pool::PoolError::UnsupportedFeatures { .. }) = pool::open_rw::check_writable(&p) {
+            if let Err(e @ pool::PoolError::UnsupportedFeatures { .. }) =
+                pool::open_rw::check_write_features(&p)
+            {
                 return Ok(unsupported_import(&c.name, &e));
             }
             crate::rwpool::open(state, p)?;
@@ -2051,13 +2053,7 @@ fn pool_prop(
         other if other.starts_with("feature@") => {
             let f = pool::feature_table::by_name(&other["feature@".len()..])
                 .ok_or_else(|| format!("bad property list: invalid property '{other}'"))?;
-            let dir = pool::import::DMU_POOL_DIRECTORY_OBJECT;
-            let key = if f.readonly_compat() { "features_for_write" } else { "features_for_read" };
-            let state = zap::lookup_u64(&p.mos, dir, key)
-                .ok()
-                .flatten()
-                .and_then(|obj| zap::lookup_u64(&p.mos, obj, f.guid).ok().flatten());
-            none(match state {
+            none(match feature_refcount(p, f.guid) {
                 Some(0) => "enabled".into(),
                 Some(_) => "active".into(),
                 None => "disabled".into(),
