@@ -75,6 +75,18 @@ fn recount(section: &str) -> (Counts, Counts, Counts) {
             continue;
         }
         let Some(o) = objs.last_mut() else { continue };
+        // zdb prints an object's own fields after one tab and a directory's entries after
+        // two ("\t\tuid = 124 (type: ...)" is a file named "uid"), so only one-tab lines
+        // are read as fields.
+        let field = l.starts_with('\t') && !l.starts_with("\t\t");
+        if !field {
+            if o.id < 0 && l.starts_with("\t\t") {
+                if let Some((k, v)) = t.split_once(" = ") {
+                    stored.insert((o.id, k.trim().to_string()), v.trim().parse().unwrap_or(u64::MAX));
+                }
+            }
+            continue;
+        }
         if let Some(rest) = t.strip_prefix("dnode flags:") {
             o.bytes = rest.split_whitespace().any(|w| w == "USERUSED_ACCOUNTED");
             o.objs = rest.split_whitespace().any(|w| w == "USEROBJUSED_ACCOUNTED");
@@ -84,10 +96,6 @@ fn recount(section: &str) -> (Counts, Counts, Counts) {
             o.gid = v.trim().parse().ok();
         } else if let Some(v) = t.strip_prefix("projid") {
             o.projid = v.trim().parse().unwrap_or(0);
-        } else if o.id < 0 && l.starts_with("\t\t") {
-            if let Some((k, v)) = t.split_once(" = ") {
-                stored.insert((o.id, k.trim().to_string()), v.trim().parse().unwrap_or(u64::MAX));
-            }
         }
     }
     let project = objs.iter().any(|o| o.id == -3);
