@@ -121,6 +121,7 @@ pub fn create(
     let spec = CreateSpec {
         name: name.into(),
         tops: vec![top],
+        log: Vec::new(),
         ashift: 12,
         features,
         root_props: vec![("compression".into(), zap::write::ZapVal::u64(2))],

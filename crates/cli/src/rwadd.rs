@@ -74,8 +74,10 @@ pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
     state.pool(name)?;
     let rw = crate::rwpool::writer_of(state, name)
         .ok_or_else(|| format!("cannot add to '{name}': pool is read-only"))?;
-    let (specs, spare_paths) = pool::vdevspec::parse_with_spares(&a.vdev_words, &a.cwd)?;
-    let infos = if specs.is_empty() { Vec::new() } else { pool::vdevspec::validate(&specs, a.force)? };
+    let parsed = pool::vdevspec::parse_spec(&a.vdev_words, &a.cwd)?;
+    let (specs, log, spare_paths) = (&parsed.tops, &parsed.log, &parsed.spares);
+    let infos =
+        if specs.is_empty() { Vec::new() } else { pool::vdevspec::validate_classes(specs, log, a.force)? };
     for p in spare_paths.iter().chain(specs.iter().flat_map(|t| t.devs())) {
         let p = p.to_string_lossy();
         let ours = rw.spa.read(|w| w.spare_named(&p).is_some() || w.paths.values().any(|q| *q == p));
@@ -108,10 +110,10 @@ pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
         }
         ashift = want.and_then(|n| u8::try_from(n).ok());
     }
-    let spares = spare_leaves(&spare_paths, a.force, !a.dryrun)?;
-    let tops = new_tops(&specs, &infos, !a.dryrun)?;
+    let spares = spare_leaves(spare_paths, a.force, !a.dryrun)?;
+    let tops = new_tops(specs, &infos, !a.dryrun)?;
     if !a.force && !a.allow_replication_mismatch {
-        if let Some(msg) = rw.spa.read(|w| pool::add::replication_error(&w.tops, &tops)) {
+        if let Some(msg) = rw.spa.read(|w| pool::add::replication_error(&w.tops, &tops, log)) {
             return Err(msg);
         }
     }
@@ -124,14 +126,14 @@ pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
             .spa
             .read(|w| {
                 if !tops.is_empty() {
-                    w.check_add(&tops, ashift)?;
+                    w.check_add(&tops, log, ashift)?;
                 }
-                Ok(render_dry_run(w, &specs, &spare_paths))
+                Ok(render_dry_run(w, specs, log, spare_paths))
             })
             .map_err(refuse);
     }
     if !tops.is_empty() {
-        rw.spa.run_syncing(|w| w.add_tops(&tops, ashift)).map_err(refuse)?;
+        rw.spa.run_syncing(|w| w.add_tops(&tops, log, ashift)).map_err(refuse)?;
     }
     if !spares.is_empty() {
         rw.spa.add_spares(&spares).map_err(refuse)?;
@@ -155,33 +157,54 @@ fn leaf_name(path: &str) -> &str {
     path.strip_prefix("/dev/").unwrap_or(path)
 }
 
-/// `zpool add -n`'s output: the pool's tree (vdevs named with their ids), then the new
-/// vdevs (named by type only).
-fn render_dry_run(w: &PoolWriter, specs: &[TopSpec], spares: &[PathBuf]) -> String {
+/// `zpool add -n`'s output: the pool's tree (its vdevs named with their ids) with the new
+/// vdevs (named by type only) after it, then the log vdevs, old and new (zpool names a
+/// class's vdevs by type only), then the spares.
+fn render_dry_run(w: &PoolWriter, specs: &[TopSpec], log: &[bool], spares: &[PathBuf]) -> String {
     let mut out = format!("would update '{}' to the following configuration:\n\n\t{}\n", w.name, w.name);
     let path_of = |v: &Vdev| w.paths.get(&v.guid()).cloned().unwrap_or_else(|| v.name());
-    for t in &w.tops {
+    let existing = |out: &mut String, t: &Vdev, name: String| {
         if t.children().is_empty() {
             out.push_str(&format!("\t  {}\n", leaf_name(&path_of(t))));
-            continue;
+            return;
         }
-        out.push_str(&format!("\t  {}\n", t.name()));
+        out.push_str(&format!("\t  {name}\n"));
         for c in t.children() {
             out.push_str(&format!("\t    {}\n", leaf_name(&path_of(c))));
         }
+    };
+    let is_log = |i: usize| log.get(i).copied().unwrap_or(false);
+    for t in w.tops.iter().filter(|t| !t.is_log() && *t.kind() != vdev::VdevKind::Hole) {
+        existing(&mut out, t, t.name());
+    }
+    out.push_str(&render_specs(specs.iter().enumerate().filter(|(i, _)| !is_log(*i)).map(|(_, s)| s)));
+    let old_logs: Vec<&Arc<Vdev>> = w.tops.iter().filter(|t| t.is_log()).collect();
+    if !old_logs.is_empty() || (0..specs.len()).any(is_log) {
+        out.push_str("\tlogs\n");
+        for t in old_logs {
+            existing(&mut out, t, t.kind().type_name().to_string());
+        }
+        out.push_str(&render_specs(specs.iter().enumerate().filter(|(i, _)| is_log(*i)).map(|(_, s)| s)));
     }
     let existing: Vec<&str> = w.spares.iter().map(|s| s.path.as_str()).collect();
-    out.push_str(&render_tops_and_spares(specs, &existing, spares));
+    out.push_str(&render_spares(&existing, spares));
     out
 }
 
-/// The lines `zpool create -n` shows under the pool's name: the new top-level vdevs and
-/// spares.
-pub(crate) fn render_new_tops(specs: &[TopSpec], spares: &[PathBuf]) -> String {
-    render_tops_and_spares(specs, &[], spares)
+/// The lines `zpool create -n` shows under the pool's name: the new top-level vdevs, the
+/// log vdevs under `logs`, and the spares.
+pub(crate) fn render_new_tops(specs: &[TopSpec], log: &[bool], spares: &[PathBuf]) -> String {
+    let is_log = |i: usize| log.get(i).copied().unwrap_or(false);
+    let mut out = render_specs(specs.iter().enumerate().filter(|(i, _)| !is_log(*i)).map(|(_, s)| s));
+    if (0..specs.len()).any(is_log) {
+        out.push_str("\tlogs\n");
+        out.push_str(&render_specs(specs.iter().enumerate().filter(|(i, _)| is_log(*i)).map(|(_, s)| s)));
+    }
+    out.push_str(&render_spares(&[], spares));
+    out
 }
 
-fn render_tops_and_spares(specs: &[TopSpec], existing: &[&str], spares: &[PathBuf]) -> String {
+fn render_specs<'a>(specs: impl Iterator<Item = &'a TopSpec>) -> String {
     let mut out = String::new();
     for s in specs {
         let group = match s {
@@ -197,6 +220,11 @@ fn render_tops_and_spares(specs: &[TopSpec], existing: &[&str], spares: &[PathBu
             out.push_str(&format!("\t    {}\n", leaf_name(&p.to_string_lossy())));
         }
     }
+    out
+}
+
+fn render_spares(existing: &[&str], spares: &[PathBuf]) -> String {
+    let mut out = String::new();
     if !existing.is_empty() || !spares.is_empty() {
         out.push_str("\tspares\n");
         for p in existing

@@ -610,12 +610,13 @@ fn create_or_describe(state: &Arc<State>, a: CreateArgs, dry_run: bool) -> Resul
     let po = parse_pool_props(&a.pool_props)?;
     let root_props = parse_fs_props(&a.fs_props, &a.mountpoint)?;
     let root_names = zpl_choices(&a.fs_props)?.resolve(zpl::write::ZplProps::default());
-    let (tops, spare_paths) = pool::vdevspec::parse_with_spares(&a.vdev_words, &a.cwd)?;
+    let parsed = pool::vdevspec::parse_spec(&a.vdev_words, &a.cwd)?;
+    let (tops, log, spare_paths) = (&parsed.tops, &parsed.log, &parsed.spares);
     if tops.is_empty() {
         return Err("invalid vdev specification: at least one toplevel vdev must be specified".into());
     }
-    let infos = pool::vdevspec::validate(&tops, a.force)?;
-    let spares = crate::rwadd::spare_leaves(&spare_paths, a.force, true)?;
+    let infos = pool::vdevspec::validate_classes(tops, log, a.force)?;
+    let spares = crate::rwadd::spare_leaves(spare_paths, a.force, true)?;
     let (set, _warnings) = pool::feature_table::resolve_create(&po.compat, &po.enable, &po.disable)?;
     let features: Vec<&'static pool::feature_table::Feature> =
         set.iter().filter_map(|n| pool::feature_table::by_name(n)).collect();
@@ -629,12 +630,12 @@ fn create_or_describe(state: &Arc<State>, a: CreateArgs, dry_run: bool) -> Resul
     check_root_mountpoint(&a.name, a.mountpoint.as_deref(), po.altroot.as_deref())?;
     if dry_run {
         let mut out = format!("would create '{}' with the following layout:\n\n\t{}\n", a.name, a.name);
-        out.push_str(&crate::rwadd::render_new_tops(&tops, &spare_paths));
+        out.push_str(&crate::rwadd::render_new_tops(tops, log, spare_paths));
         return Ok(Created::Layout(out));
     }
     let is_disk = |p: &Path| infos.iter().any(|d| d.path == p && d.is_block);
     let mut new_tops = Vec::new();
-    for t in &tops {
+    for t in tops {
         new_tops.push(match t {
             TopSpec::Disk(p) => NewTop::Single(open_leaf(p, is_disk(p))?),
             TopSpec::Mirror(ds) => {
@@ -664,6 +665,7 @@ fn create_or_describe(state: &Arc<State>, a: CreateArgs, dry_run: bool) -> Resul
         name: a.name.clone(),
         label_name: a.label_name.clone(),
         tops: new_tops,
+        log: log.clone(),
         ashift: po.ashift,
         features,
         root_props,

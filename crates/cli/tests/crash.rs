@@ -704,6 +704,7 @@ fn lib_create(devs: &[Arc<FaultDev>]) -> pool::writer::PoolWriter {
     let spec = CreateSpec {
         name: LIB_POOL.into(),
         tops: vec![NewTop::Raidz { parity: 1, leaves }],
+        log: Vec::new(),
         ashift: 9,
         features,
         root_props: vec![],

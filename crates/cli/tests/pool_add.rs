@@ -5,7 +5,9 @@
 //! (assembling both vdevs from their labels) and reads every file back. The added vdev may
 //! differ from the pool's (a raidz2 next to a mirror, a 4 KiB-sector mirror next to a
 //! 512-byte disk) when `-f`/`--allow-*-mismatch` say so. Refusals: a mismatched replication
-//! level or ashift without the override, log vdevs, and `-n`, which must write nothing.
+//! level or ashift without the override, a raidz log, and `-n`, which must write nothing.
+//! Separate log vdevs (`log ...` at create and add) are in the pool's config as OpenZFS
+//! writes them and hold none of its blocks nor its space.
 //! Needs OpenZFS's zdb (scripts/install-test-deps.sh) and /dev/fuse; `RZFS_ORACLE=0` skips.
 
 mod common;
@@ -148,6 +150,70 @@ fn add_mixed_layouts() {
     add_case("ashift", &["-"], &["--allow-ashift-mismatch", "-o", "ashift=12"], &["-"]);
 }
 
+/// Log vdevs: `create ... log mirror A B`, `add POOL log C`. They are listed under `logs`
+/// by status, iostat and the import listing, count in no pool size, receive no block, and
+/// the config says `is_log` as OpenZFS's does (checked through zdb -C and zdb -bcc).
+#[test]
+fn log_vdevs() {
+    if !usable() {
+        eprintln!("SKIP log_vdevs: needs zdb and /dev/fuse");
+        return;
+    }
+    let dir = scratch("log");
+    let devs = common::pools::blank(&dir, "l", 5);
+    let d = Daemon::new("addlog");
+    let mnt = dir.join("mnt");
+    let mnt_s = mnt.to_string_lossy().into_owned();
+    let dry = d.ok(
+        "rzpool",
+        &["create", "-n", "addlog", "mirror", &devs[0], &devs[1], "log", "mirror", &devs[2], &devs[3]],
+    );
+    assert!(dry.ends_with(&format!("\tlogs\n\t  mirror\n\t    {}\n\t    {}\n", devs[2], devs[3])), "{dry}");
+    let (code, _, err) = d.run("rzpool", &["create", "addlog", "log", &devs[0]]);
+    assert_eq!(code, 1, "a pool of logs alone: {err}");
+    d.ok(
+        "rzpool",
+        &[
+            "create", "-m", &mnt_s, "addlog", "mirror", &devs[0], &devs[1], "log", "mirror", &devs[2],
+            &devs[3],
+        ],
+    );
+    let size = || -> u64 { d.ok("rzpool", &["list", "-Hp", "-o", "size", "addlog"]).trim().parse().unwrap() };
+    let size0 = size();
+    let dry = d.ok("rzpool", &["add", "-n", "addlog", "log", &devs[4]]);
+    assert!(dry.contains("\tlogs\n\t  mirror\n") && dry.ends_with(&format!("\t  {}\n", devs[4])), "{dry}");
+    d.ok("rzpool", &["add", "addlog", "log", &devs[4]]);
+    assert_eq!(size(), size0, "a log vdev adds no pool space");
+    let data: Vec<Vec<u8>> = (0..4).map(|i| noise(1_500_000, 300 + i)).collect();
+    for (i, b) in data.iter().enumerate() {
+        std::fs::write(mnt.join(format!("f{i}")), b).unwrap();
+    }
+    let st = d.ok("rzpool", &["status", "addlog"]);
+    let logs = st.find("\tlogs\t\n").unwrap_or_else(|| panic!("no logs section:\n{st}"));
+    let (main, tail) = st.split_at(logs);
+    assert!(main.contains("mirror-0") && !main.contains(&devs[2]) && !main.contains(&devs[4]), "{st}");
+    assert!(tail.contains("mirror-1") && tail.contains(&devs[3]) && tail.contains(&devs[4]), "{st}");
+    let io = d.ok("rzpool", &["iostat", "-v", "addlog"]);
+    let heading = io.lines().position(|l| l.starts_with("logs ")).unwrap_or_else(|| panic!("{io}"));
+    assert!(io.lines().skip(heading).any(|l| l.trim_start().starts_with("mirror-1")), "{io}");
+    d.ok("rzpool", &["export", "addlog"]);
+    zdb_check(&dir, "addlog");
+    let cfg = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-C", "addlog"]);
+    assert_eq!(cfg.matches("is_log: 1").count(), 2, "{cfg}");
+    let alloc = per_top_alloc(&dir, "addlog");
+    assert!(alloc[0] > 6 << 20 && alloc[1] == 0 && alloc[2] == 0, "allocated per top-level vdev: {alloc:?}");
+    let listing = d.ok("rzpool", &["import", "-d", dir.to_str().unwrap()]);
+    assert!(listing.contains("\tlogs\t\n"), "{listing}");
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "addlog"]);
+    for (i, b) in data.iter().enumerate() {
+        assert!(std::fs::read(mnt.join(format!("f{i}"))).unwrap() == *b, "f{i}");
+    }
+    std::fs::write(mnt.join("again"), noise(3_000_000, 9)).unwrap();
+    d.ok("rzpool", &["export", "addlog"]);
+    zdb_check(&dir, "addlog");
+    assert_eq!(per_top_alloc(&dir, "addlog")[1..], [0, 0]);
+}
+
 #[test]
 fn add_refusals_and_dry_run() {
     if !usable() {
@@ -180,9 +246,9 @@ fn add_refusals_and_dry_run() {
     let (code, _, err) = d.run("rzpool", &["add", "addneg", "mirror", &devs[2], &devs[3], &devs[4]]);
     assert_eq!(code, 1);
     assert!(err.contains("pool uses 2-way mirror and new vdev uses 3-way mirror"), "{err}");
-    let (code, _, err) = d.run("rzpool", &["add", "addneg", "log", &devs[2]]);
+    let (code, _, err) = d.run("rzpool", &["add", "addneg", "log", "raidz1", &devs[2], &devs[3]]);
     assert_eq!(code, 1);
-    assert!(err.contains("'log' vdevs are not supported"), "{err}");
+    assert!(err.contains("unsupported 'log' device: raidz"), "{err}");
     let (code, _, err) = d.run("rzpool", &["add", "addneg", "mirror", &devs[0], &devs[2]]);
     assert_eq!(code, 1);
     assert!(err.contains("is part of active pool 'addneg'"), "{err}");

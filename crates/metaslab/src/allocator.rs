@@ -47,9 +47,11 @@ pub struct TopSpace {
     pub free: u64,
     /// Freed, waiting out the defer window.
     pub deferred: u64,
+    /// A log vdev: not in the sums of [`SpaceStats`].
+    pub log: bool,
 }
 
-/// Space of every top vdev and their sums.
+/// Space of every top vdev and the sums over the normal class.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct SpaceStats {
     pub size: u64,
@@ -68,6 +70,9 @@ pub(crate) struct TopVdev {
     active: Option<usize>,
     /// Bytes the rotor leaves here before moving on (`mg_aliquot`).
     aliquot: u64,
+    /// A log vdev (OpenZFS's log class): never chosen for pool blocks, and its space is not
+    /// the pool's. Its metaslabs still take frees and keep their space maps.
+    log: bool,
 }
 
 impl TopVdev {
@@ -179,10 +184,27 @@ impl Allocator {
         }
         let ms =
             (0..count).map(|i| Metaslab::new(i << ms_shift, 1 << ms_shift)).collect::<Result<Vec<_>>>()?;
-        self.tops.insert(vdev, TopVdev { ashift, ms_shift, ms, active: None, aliquot: 0 });
-        self.order = self.tops.keys().copied().collect();
-        self.rebalance();
+        self.tops.insert(vdev, TopVdev { ashift, ms_shift, ms, active: None, aliquot: 0, log: false });
+        self.reorder();
         Ok(())
+    }
+
+    /// Puts top vdev `vdev` in the log class (`log`) or the normal one. Log vdevs take no
+    /// allocations through [`Allocator::alloc`] and count in no total of [`SpaceStats`].
+    pub fn set_log(&mut self, vdev: u64, log: bool) -> Result<()> {
+        self.tops.get_mut(&vdev).ok_or(Error::UnknownVdev(vdev))?.log = log;
+        self.reorder();
+        Ok(())
+    }
+
+    /// Rebuilds the rotor over the normal-class vdevs.
+    fn reorder(&mut self) {
+        self.order = self.tops.iter().filter(|(_, t)| !t.log).map(|(&v, _)| v).collect();
+        if self.rotor >= self.order.len() {
+            self.rotor = 0;
+            self.rotor_bytes = 0;
+        }
+        self.rebalance();
     }
 
     /// Grows top vdev `vdev` to `usable` allocatable bytes (`zpool online -e`): metaslabs
@@ -230,10 +252,13 @@ impl Allocator {
     /// relative to the pool's, so the rotor spends time on each vdev in proportion to its free
     /// space. (Fixed point as in OpenZFS: 256 = average. One data disk per top vdev assumed.)
     fn rebalance(&mut self) {
-        let groups = self.tops.len() as u64;
-        let (mc_space, mc_free) =
-            self.tops.values().fold((0u64, 0u64), |(s, f), t| (s + t.size(), f + t.free()));
-        for t in self.tops.values_mut() {
+        let groups = self.order.len() as u64;
+        let (mc_space, mc_free) = self
+            .tops
+            .values()
+            .filter(|t| !t.log)
+            .fold((0u64, 0u64), |(s, f), t| (s + t.size(), f + t.free()));
+        for t in self.tops.values_mut().filter(|t| !t.log) {
             let (vs_space, vs_free) = (t.size(), t.free());
             let mut aliquot = METASLAB_ALIQUOT as u128;
             if mc_space > 0 && vs_space > 0 {
@@ -489,11 +514,15 @@ impl Allocator {
                 ts.deferred += m.deferred_space();
             }
             ts.alloc = ts.size - ts.free - ts.deferred;
+            ts.log = t.log;
+            s.tops.push(ts);
+            if t.log {
+                continue;
+            }
             s.size += ts.size;
             s.alloc += ts.alloc;
             s.free += ts.free;
             s.deferred += ts.deferred;
-            s.tops.push(ts);
         }
         s
     }

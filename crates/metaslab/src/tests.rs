@@ -500,3 +500,29 @@ fn rollback_undoes_a_txgs_allocations_and_frees() {
     assert_eq!(a.take_changes(6).unwrap().len(), 1);
     a.sync_done(6).unwrap();
 }
+
+#[test]
+fn log_vdevs_take_no_pool_blocks_and_no_pool_space() {
+    let mut a = Allocator::new();
+    a.add_top(0, 4 << 24, 9, 24).unwrap();
+    a.add_top(1, 2 << 24, 9, 24).unwrap();
+    a.set_log(1, true).unwrap();
+    let s = a.space();
+    assert_eq!((s.size, s.tops.len()), (4 << 24, 2));
+    assert!(s.tops[1].log && !s.tops[0].log);
+    // Every copy lands on the normal vdev, in distinct metaslabs where it can.
+    for txg in 4..40 {
+        for (v, _) in a.alloc(128 * K, txg, 3).unwrap() {
+            assert_eq!(v, 0);
+        }
+    }
+    // A pool of log vdevs alone has nowhere to put a block.
+    let mut only = Allocator::new();
+    only.add_top(0, 2 << 24, 9, 24).unwrap();
+    only.set_log(0, true).unwrap();
+    assert!(matches!(only.alloc(4 * K, 4, 1), Err(Error::NoSpace { .. })));
+    assert!(only.set_log(7, true).is_err());
+    // Back in the normal class, it is used again.
+    only.set_log(0, false).unwrap();
+    assert_eq!(only.alloc(4 * K, 4, 1).unwrap()[0].0, 0);
+}

@@ -42,6 +42,7 @@ fn main() {
     let spec = CreateSpec {
         name: name.clone(),
         tops,
+        log: Vec::new(),
         ashift: 9,
         features,
         root_props: vec![],

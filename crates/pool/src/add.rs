@@ -118,13 +118,22 @@ fn zpool_mismatch(pool: Rep, new: Rep) -> Option<String> {
 /// (cmd/zpool/zpool_vdev.c `check_replication`), unless `-f` or
 /// `--allow-replication-mismatch` overrides it. A pool whose own top-level vdevs already
 /// differ has no replication level to compare with, and zpool then checks nothing.
-pub fn replication_error(existing: &[Arc<Vdev>], new: &[NewTop]) -> Option<String> {
-    let mut reps = existing.iter().filter(|t| !matches!(t.kind(), VdevKind::Hole)).map(|t| rep_of_vdev(t));
+pub fn replication_error(existing: &[Arc<Vdev>], new: &[NewTop], log: &[bool]) -> Option<String> {
+    // Log vdevs are outside zpool's replication level (`get_replication` skips them).
+    let mut reps = existing
+        .iter()
+        .filter(|t| !matches!(t.kind(), VdevKind::Hole) && !t.is_log())
+        .map(|t| rep_of_vdev(t));
     let pool = reps.next()?;
     if reps.any(|r| r != pool) {
         return None;
     }
-    let msgs: Vec<String> = new.iter().filter_map(|t| zpool_mismatch(pool, rep_of_new(t))).collect();
+    let msgs: Vec<String> = new
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !log.get(*i).copied().unwrap_or(false))
+        .filter_map(|(_, t)| zpool_mismatch(pool, rep_of_new(t)))
+        .collect();
     let first = msgs.first()?;
     Some(format!("invalid vdev specification\nuse '-f' to override the following errors:\n{first}"))
 }
@@ -145,7 +154,7 @@ impl PoolWriter {
 
     /// Builds and checks the new top-level vdevs, of sector shift `ashift` (`None`: the
     /// first vdev's); writes nothing.
-    fn prepare_add(&self, tops: &[NewTop], ashift: Option<u8>) -> Result<Vec<Prepared>> {
+    fn prepare_add(&self, tops: &[NewTop], log: &[bool], ashift: Option<u8>) -> Result<Vec<Prepared>> {
         if tops.is_empty() {
             return Err(PoolError::Invalid("invalid vdev specification: no top-level vdev to add".into()));
         }
@@ -162,6 +171,7 @@ impl PoolWriter {
         for (i, t) in tops.iter().enumerate() {
             let id = (self.tops.len() + i) as u64;
             let (vdev, asize, paths) = build_top(t, id, ashift, &mut guids)?;
+            vdev.set_log(log.get(i).copied().unwrap_or(false));
             for (_, p) in &paths {
                 if self.paths.values().any(|q| q == p) {
                     return Err(PoolError::Invalid(format!("{p} is already part of pool '{}'", self.name)));
@@ -177,14 +187,15 @@ impl PoolWriter {
     }
 
     /// Checks that `tops` could be added (`zpool add -n`); writes nothing.
-    pub fn check_add(&self, tops: &[NewTop], ashift: Option<u8>) -> Result<()> {
-        self.prepare_add(tops, ashift).map(|_| ())
+    pub fn check_add(&self, tops: &[NewTop], log: &[bool], ashift: Option<u8>) -> Result<()> {
+        self.prepare_add(tops, log, ashift).map(|_| ())
     }
 
     /// Adds `tops` as new top-level vdevs and syncs (see the module comment for the order).
     /// On an error after validation the pool should be exported and imported again.
-    pub fn add_tops(&mut self, tops: &[NewTop], ashift: Option<u8>) -> Result<()> {
-        let prepared = self.prepare_add(tops, ashift)?;
+    /// `log[i]` makes new vdev `i` a separate intent log.
+    pub fn add_tops(&mut self, tops: &[NewTop], log: &[bool], ashift: Option<u8>) -> Result<()> {
+        let prepared = self.prepare_add(tops, log, ashift)?;
         self.sync()?;
         for p in &prepared {
             clear_top_labels(&p.vdev)?;
@@ -209,6 +220,7 @@ impl PoolWriter {
         self.reopen_on_all_tops()?;
         for p in &prepared {
             self.alloc.add_top(p.vdev.id(), p.asize, p.vdev.ashift(), p.ms_shift)?;
+            self.alloc.set_log(p.vdev.id(), p.vdev.is_log())?;
         }
         Ok(())
     }
@@ -318,6 +330,7 @@ pub(crate) mod tests {
         let spec = crate::create::CreateSpec {
             name: name.into(),
             tops,
+            log: Vec::new(),
             ashift: 9,
             features,
             root_props: vec![],
@@ -339,10 +352,10 @@ pub(crate) mod tests {
         // zpool's replication check objects to a mirror next to a lone file; with the
         // override the pool takes it (mixed layouts allocate per vdev).
         let mirror = NewTop::Mirror(vec![l[0].clone(), l[1].clone()]);
-        let refused = replication_error(&w.tops, std::slice::from_ref(&mirror)).unwrap();
+        let refused = replication_error(&w.tops, std::slice::from_ref(&mirror), &[]).unwrap();
         assert!(refused.ends_with("pool uses file and new vdev is mirror"), "{refused}");
-        assert_eq!(replication_error(&w.tops, &[NewTop::Single(l[0].clone())]), None);
-        w.add_tops(&[mirror], None).unwrap();
+        assert_eq!(replication_error(&w.tops, &[NewTop::Single(l[0].clone())], &[]), None);
+        w.add_tops(&[mirror], &[], None).unwrap();
         assert_eq!(w.tops.len(), 2);
         assert_eq!(w.top_info[1].create_txg + 1, w.txg);
         let mut x = 0x9e37_79b9_7f4a_7c15u64;

@@ -71,6 +71,8 @@ impl PoolWriter {
     fn install_top(&mut self, id: usize, new: Vdev) {
         let new = Arc::new(new);
         new.adopt_state(&self.tops[id]);
+        // A log vdev stays one whatever its shape becomes (a log disk attached to a mirror).
+        new.set_log(self.tops[id].is_log());
         self.reader.zio.set_vdev(id, Some(new.clone() as Arc<dyn zio::VdevIo>));
         self.tops[id] = new;
         self.config_dirty = true;

@@ -46,6 +46,8 @@ pub enum NewTop {
 pub struct CreateSpec<'a> {
     pub name: String,
     pub tops: Vec<NewTop>,
+    /// `log[i]`: top-level vdev `i` is a separate intent log (missing entries: not).
+    pub log: Vec<bool>,
     pub ashift: u8,
     /// Features to enable (closed under dependencies by the caller).
     pub features: Vec<&'static Feature>,
@@ -166,11 +168,20 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
     let mut guids = Vec::new();
     let pool_guid = random_guid(&mut guids);
     let (tops, sizes, paths) = build_tops(spec, &mut guids)?;
+    let is_log = |i: usize| spec.log.get(i).copied().unwrap_or(false);
+    if (0..tops.len()).all(is_log) {
+        // spa_create's zfs_allocatable_devs: the pool's blocks need a normal vdev.
+        return Err(PoolError::Invalid(
+            "invalid vdev specification: at least one top-level vdev must not be a log".into(),
+        ));
+    }
     let mut ms = metaslab::Allocator::new();
     let mut info = Vec::new();
     for (i, (t, &asize)) in tops.iter().zip(&sizes).enumerate() {
         let shift = metaslab::metaslab_shift(asize);
         ms.add_top(i as u64, asize, t.ashift(), shift).map_err(|e| PoolError::Invalid(e.to_string()))?;
+        t.set_log(is_log(i));
+        ms.set_log(i as u64, is_log(i)).map_err(|e| PoolError::Invalid(e.to_string()))?;
         let deflate = deflate_ratio(t);
         info.push(TopInfo {
             ms_array: 0,

@@ -104,7 +104,19 @@ pub fn import(cand: &PoolCandidate, opts: &ImportOpts) -> Result<Pool> {
     if let Some(s) = load_salt(&mos)? {
         zio.set_checksum_ctx(ChecksumCtx::new(s));
     }
-    Ok(Pool::new(cand.clone(), tops, ub, reader, mos, opts.clone()))
+    let pool = Pool::new(cand.clone(), tops, ub, reader, mos, opts.clone());
+    // A log vdev none of whose devices is here is known only from the MOS config (read only
+    // then: a block read this early may meet a stale device before its DTL is known).
+    let missing = pool.tops.iter().any(|t| *t.kind() == VdevKind::Missing);
+    if let Some(cfg) = missing.then(|| crate::mos_config(&pool).ok()).flatten() {
+        for (i, c) in cfg.iter().enumerate().filter(|(_, c)| c.is_log) {
+            let id = c.id.and_then(|id| usize::try_from(id).ok()).unwrap_or(i);
+            if let Some(t) = pool.tops.get(id) {
+                t.set_log(true);
+            }
+        }
+    }
+    Ok(pool)
 }
 
 /// The candidate with every device opened read-write.
@@ -168,7 +180,9 @@ fn assemble(cand: &PoolCandidate) -> Result<Vec<Arc<Vdev>>> {
                 device: None,
             },
         };
-        out.push(Arc::new(phase("assemble", Vdev::new(spec))?));
+        let v = phase("assemble", Vdev::new(spec))?;
+        v.set_log(tops.get(&id).is_some_and(|(_, cfg)| cfg.is_log));
+        out.push(Arc::new(v));
     }
     Ok(out)
 }

@@ -60,6 +60,31 @@ pub fn check_write_features(pool: &Pool) -> Result<()> {
     Err(crate::import::unsupported_features(pool.name(), &pool.mos, guids, true))
 }
 
+/// Refuses a pool whose file systems or volumes have an intent log: what it holds was
+/// acknowledged to `fsync` callers and is in the pool only once OpenZFS replays it, which
+/// rzfs cannot do yet. Writing the pool would make the log unreplayable (its blocks are in
+/// no space map until claimed, so new blocks could land on them).
+pub fn check_intent_logs(pool: &Pool) -> Result<()> {
+    let dsl = pool.dsl();
+    for ds in dsl.list().map_err(|e| bad(e.to_string()))? {
+        if !matches!(ds.kind, dsl::DatasetKind::Filesystem | dsl::DatasetKind::Volume) {
+            continue;
+        }
+        let bp = ds.objset_bp().map_err(|e| bad(e.to_string()))?;
+        if bp.is_hole() {
+            continue;
+        }
+        let os = dmu::Objset::open(&pool.reader, &bp)?;
+        if !os.phys.zil.log.is_hole() {
+            return Err(PoolError::Unsupported(format!(
+                "dataset '{}' has an intent log, which rzfs cannot replay yet: import the pool with OpenZFS once to replay it, or here with -o readonly=on",
+                ds.name
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Metaslab geometry and deflate ratio of each top-level vdev, from the MOS config.
 fn top_infos(pool: &Pool) -> Result<Vec<TopInfo>> {
     let nv = mos_config_nvlist(pool)?;
@@ -69,10 +94,9 @@ fn top_infos(pool: &Pool) -> Result<Vec<TopInfo>> {
     for (i, c) in root.children.iter().enumerate() {
         let top =
             pool.tops.get(i).ok_or_else(|| bad(format!("config names top-level vdev {i} not assembled")))?;
-        if matches!(top.kind(), VdevKind::Missing | VdevKind::Hole) || c.is_log {
+        if matches!(top.kind(), VdevKind::Missing | VdevKind::Hole) {
             return Err(PoolError::Unsupported(format!(
-                "top-level vdev {i} is {}; rzfs writes only to pools whose top-level vdevs are all present",
-                if c.is_log { "a log device" } else { "missing" }
+                "top-level vdev {i} is missing; rzfs writes only to pools whose top-level vdevs are all present"
             )));
         }
         let ms_array = c.metaslab_array.ok_or_else(|| bad(format!("vdev {i} has no metaslab_array")))?;
@@ -125,6 +149,7 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
         let v = i as u64;
         let top = &pool.tops[i];
         ms.add_top(v, info.asize, top.ashift(), info.ms_shift).map_err(|e| bad(e.to_string()))?;
+        ms.set_log(v, top.is_log()).map_err(|e| bad(e.to_string()))?;
         load_metaslabs(pool, v, info, &mut ms, &mut sm)?;
     }
     let dir = import::DMU_POOL_DIRECTORY_OBJECT;
@@ -175,6 +200,9 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
         }
     }
     w.load_scan()?;
+    // Reads objset headers: only once the leaves' DTLs are known, so that a stale leaf is
+    // not read for blocks it missed (and charged a checksum error for them).
+    check_intent_logs(pool)?;
     Ok(w)
 }
 

@@ -49,6 +49,8 @@ pub struct VdevStatus {
     pub cksum: u64,
     pub note: String,
     pub children: Vec<VdevStatus>,
+    /// A top-level log vdev: listed under `logs`, after the pool's own tree.
+    pub log: bool,
 }
 
 /// Everything `zpool status` shows.
@@ -144,6 +146,7 @@ fn vdev_status(v: &Vdev, paths: &dyn Fn(u64) -> Option<String>, activity: Option
             .filter(|c| *c.kind() != VdevKind::Hole)
             .map(|c| vdev_status(c, paths, activity))
             .collect(),
+        log: v.is_log(),
     }
 }
 
@@ -157,6 +160,8 @@ pub struct IoRow {
     /// (allocated, free) bytes.
     pub space: Option<(u64, u64)>,
     pub io: vdev::IoCounts,
+    /// The heading of an allocation class (`logs`), no vdev: zpool prints dashes for it.
+    pub class: bool,
 }
 
 /// The rows of `zpool iostat -v` for `pool`, pool first, in `zpool status` order and names.
@@ -175,7 +180,7 @@ pub fn iostat_rows(
         } else {
             v.name()
         };
-        out.push(IoRow { depth, name, guid: v.guid(), space: None, io: v.io_counts() });
+        out.push(IoRow { depth, name, guid: v.guid(), space: None, io: v.io_counts(), class: false });
         for c in v.children().iter().filter(|c| *c.kind() != VdevKind::Hole) {
             walk(c, depth + 1, paths, out);
         }
@@ -186,9 +191,24 @@ pub fn iostat_rows(
         guid: pool.guid(),
         space: pool_space,
         io: vdev::IoCounts::default(),
+        class: false,
     }];
     let mut total = vdev::IoCounts::default();
-    for t in pool.tops.iter().filter(|t| *t.kind() != VdevKind::Hole) {
+    // The pool's own vdevs, then the log class under its heading (zpool's print_vdev_stats).
+    let (logs, main): (Vec<&std::sync::Arc<Vdev>>, Vec<&std::sync::Arc<Vdev>>) =
+        pool.tops.iter().filter(|t| *t.kind() != VdevKind::Hole).partition(|t| t.is_log());
+    let heading = (!logs.is_empty()).then_some(IoRow {
+        depth: 0,
+        name: "logs".into(),
+        guid: 0,
+        space: None,
+        io: vdev::IoCounts::default(),
+        class: true,
+    });
+    for (i, t) in main.iter().chain(&logs).enumerate() {
+        if i == main.len() {
+            out.extend(heading.clone());
+        }
         let first = out.len();
         walk(t, 1, &paths, &mut out);
         out[first].space = top_space(t.id());
@@ -200,6 +220,18 @@ pub fn iostat_rows(
     }
     out[0].io = total;
     out
+}
+
+/// The root vdev's health from its top-level vdevs': a lost normal vdev loses the pool, a
+/// lost log vdev only degrades it (OpenZFS `vdev_propagate_state` counts a top-level log
+/// that cannot open as degraded).
+fn root_health(tops: &[VdevStatus]) -> PoolHealth {
+    tops.iter().fold(PoolHealth::Online, |acc, t| match t.health {
+        PoolHealth::Unavail | PoolHealth::Faulted | PoolHealth::Offline if !t.log => PoolHealth::Unavail,
+        PoolHealth::Online => acc,
+        _ if acc == PoolHealth::Online => PoolHealth::Degraded,
+        _ => acc,
+    })
 }
 
 /// Status of an imported pool.
@@ -218,11 +250,7 @@ pub fn pool_status_scanning(pool: &Pool, activity: Option<&str>) -> PoolStatus {
         .filter(|t| *t.kind() != VdevKind::Hole)
         .map(|t| vdev_status(t, &paths, activity))
         .collect();
-    let health = tops.iter().map(|t| t.health).fold(PoolHealth::Online, |acc, h| match h {
-        PoolHealth::Unavail | PoolHealth::Faulted | PoolHealth::Offline => PoolHealth::Unavail,
-        PoolHealth::Degraded if acc == PoolHealth::Online => PoolHealth::Degraded,
-        _ => acc,
-    });
+    let health = root_health(&tops);
     let root = VdevStatus {
         name: pool.name().to_string(),
         health,
@@ -231,6 +259,7 @@ pub fn pool_status_scanning(pool: &Pool, activity: Option<&str>) -> PoolStatus {
         cksum: 0,
         note: String::new(),
         children: tops,
+        log: false,
     };
     PoolStatus {
         name: pool.name().to_string(),
@@ -416,7 +445,16 @@ pub fn render_status(st: &PoolStatus, verbose: bool, parsable: bool) -> String {
     out.push_str("config:\n\n");
     let width = tree_width_with_spares(st).max(10);
     let _ = writeln!(out, "\t{:<width$}  {:<8} {:>5} {:>5} {:>5}", "NAME", "STATE", "READ", "WRITE", "CKSUM");
-    render_tree(&mut out, &st.root, 0, width, parsable);
+    let (logs, main): (Vec<VdevStatus>, Vec<VdevStatus>) =
+        st.root.children.iter().cloned().partition(|c| c.log);
+    render_tree(&mut out, &VdevStatus { children: main, ..st.root.clone() }, 0, width, parsable);
+    if !logs.is_empty() {
+        // zpool's print_class_vdevs: the class name, then its vdevs as top-level ones.
+        out.push_str("\tlogs\t\n");
+        for l in &logs {
+            render_tree(&mut out, l, 1, width, parsable);
+        }
+    }
     if !st.spares.is_empty() {
         // zpool's print_spares: state only (AVAIL, INUSE), no error counters.
         out.push_str("\tspares\n");
@@ -486,7 +524,11 @@ pub fn import_listing(c: &PoolCandidate) -> String {
     let tops = label_tops(c);
     let present = |g: u64| c.devices.iter().any(|d| d.config.guid == g);
     let rows: Vec<VdevStatus> = tops.iter().map(|t| config_status(t, &present)).collect();
-    let health = rows.iter().map(|r| r.health).max().unwrap_or(PoolHealth::Unavail);
+    let health = rows
+        .iter()
+        .map(|r| if r.log { r.health.min(PoolHealth::Degraded) } else { r.health })
+        .max()
+        .unwrap_or(PoolHealth::Unavail);
     // A top-level vdev no found label describes (every device of it is gone): the labels
     // count the pool's tops, so the pool is known to be incomplete (zpool's "missing
     // device"; such a pool cannot be imported).
@@ -540,9 +582,17 @@ pub fn import_listing(c: &PoolCandidate) -> String {
         cksum: 0,
         note: if missing_tops { "missing device".to_string() } else { String::new() },
         children: rows,
+        log: false,
     };
     let width = tree_width(&root, 0).max(10);
-    render_import_tree(&mut out, &root, 0, width);
+    let (logs, main): (Vec<VdevStatus>, Vec<VdevStatus>) = root.children.iter().cloned().partition(|c| c.log);
+    render_import_tree(&mut out, &VdevStatus { children: main, ..root.clone() }, 0, width);
+    if !logs.is_empty() {
+        out.push_str("\tlogs\t\n");
+        for l in &logs {
+            render_import_tree(&mut out, l, 1, width);
+        }
+    }
     if missing_tops {
         out.push_str(
             "\n\tAdditional devices are known to be part of this pool, though their\n\texact configuration cannot be determined.\n",
@@ -603,7 +653,7 @@ fn config_status(t: &VdevTreeConfig, present: &dyn Fn(u64) -> bool) -> VdevStatu
         let kids: Vec<PoolHealth> = children.iter().map(|c| c.health).collect();
         (kind_name(&kind, t.id.unwrap_or(0)), combine(&kind, &kids))
     };
-    VdevStatus { name, health, read: 0, write: 0, cksum: 0, note: String::new(), children }
+    VdevStatus { name, health, read: 0, write: 0, cksum: 0, note: String::new(), children, log: t.is_log }
 }
 
 /// Pool size and allocation, in bytes.

@@ -1218,14 +1218,19 @@ impl Accounting {
         // Top-level vdevs may differ: the ratio is their average weighted by size (exact for
         // the pool's total, as `spa_get_dspace` sums per vdev), and worst cases take the
         // costliest shape of any of them (largest sector and parity, fewest data columns).
-        let (weighted, total) = w.top_info.iter().fold((0u128, 0u128), |(sum, n), t| {
-            (sum + u128::from(t.asize >> 9) * u128::from(t.deflate_ratio), n + u128::from(t.asize >> 9))
-        });
+        // Log vdevs hold none of the pool's blocks and none of its space.
+        let normal = |i: &usize| w.tops.get(*i).is_some_and(|t| !t.is_log());
+        let (weighted, total) = w.top_info.iter().enumerate().filter(|(i, _)| normal(i)).fold(
+            (0u128, 0u128),
+            |(sum, n), (_, t)| {
+                (sum + u128::from(t.asize >> 9) * u128::from(t.deflate_ratio), n + u128::from(t.asize >> 9))
+            },
+        );
         let ratio = weighted.checked_div(total).and_then(|r| u64::try_from(r).ok()).unwrap_or(512).max(1);
         let layout = w
             .tops
             .iter()
-            .filter(|t| !matches!(t.kind(), vdev::VdevKind::Hole | vdev::VdevKind::Missing))
+            .filter(|t| !matches!(t.kind(), vdev::VdevKind::Hole | vdev::VdevKind::Missing) && !t.is_log())
             .map(|t| Layout::of(t))
             .reduce(|a, b| Layout {
                 ashift: a.ashift.max(b.ashift),

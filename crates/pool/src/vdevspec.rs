@@ -8,9 +8,11 @@
 //! that becomes a single-disk top-level vdev. `raidz` means single parity; a keyword with a
 //! bad parity suffix (`raidz0`, `raidz4`, `raidz01`) is not a keyword at all, so zpool treats
 //! it as a device name, and so do we. A mirror needs 2 devices, raidzN needs N+1 and at
-//! most 255. `spare` takes the devices after it as hot spares ([`parse_with_spares`]). The
-//! keywords `log`, `cache`, `special`, `dedup` and `draid[...]` are recognised and refused:
-//! rzfs cannot create those vdevs yet. Device words are paths,
+//! most 255. `spare` takes the devices after it as hot spares ([`parse_spec`]). `log` is no
+//! group: the top-level vdevs after it (single devices or mirrors, no raidz) are separate
+//! intent-log vdevs, up to the next `spare` ([`ParsedSpec::log`]); zpool's own
+//! `construct_spec` reads it so. The keywords `cache`, `special`, `dedup` and `draid[...]`
+//! are recognised and refused: rzfs cannot create those vdevs yet. Device words are paths,
 //! absolute or relative to the caller's working directory (zpool instead looks relative
 //! names up under /dev).
 //!
@@ -102,6 +104,8 @@ enum Word {
     Unsupported(&'static str),
     /// `spare`: the devices after it are hot spares.
     Spare,
+    /// `log`: the top-level vdevs after it are log vdevs.
+    Log,
     Device,
 }
 
@@ -131,7 +135,7 @@ fn is_draid(word: &str) -> bool {
 fn classify(word: &str) -> Word {
     match word {
         "mirror" => Word::Mirror,
-        "log" => Word::Unsupported("log"),
+        "log" => Word::Log,
         "cache" => Word::Unsupported("cache"),
         "spare" => Word::Spare,
         "special" => Word::Unsupported("special"),
@@ -151,48 +155,90 @@ fn device_path(word: &str, cwd: &Path) -> PathBuf {
     }
 }
 
-/// Parses the vdev words of `zpool create` into top-level vdevs (hot spares refused: see
-/// [`parse_with_spares`]).
+/// Parses the vdev words of `zpool create` into top-level vdevs (hot spares and log vdevs
+/// refused: see [`parse_spec`]).
 pub fn parse(words: &[String], cwd: &Path) -> Result<Vec<TopSpec>, String> {
-    let (tops, spares) = parse_with_spares(words, cwd)?;
-    if !spares.is_empty() {
+    let spec = parse_spec(words, cwd)?;
+    if !spec.spares.is_empty() {
         return Err("'spare' vdevs are not accepted here".into());
     }
-    if tops.is_empty() {
+    if spec.log.iter().any(|&l| l) {
+        return Err("'log' vdevs are not accepted here".into());
+    }
+    if spec.tops.is_empty() {
         return Err("invalid vdev specification: at least one toplevel vdev must be specified".into());
     }
-    Ok(tops)
+    Ok(spec.tops)
+}
+
+/// What a vdev specification asks for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ParsedSpec {
+    /// Top-level vdevs in the order given (their ids follow it).
+    pub tops: Vec<TopSpec>,
+    /// `log[i]`: top-level vdev `i` is a separate intent log.
+    pub log: Vec<bool>,
+    /// Hot spares.
+    pub spares: Vec<PathBuf>,
+}
+
+impl ParsedSpec {
+    /// Is top-level vdev `i` a log vdev?
+    pub fn is_log(&self, i: usize) -> bool {
+        self.log.get(i).copied().unwrap_or(false)
+    }
 }
 
 /// Parses vdev words into top-level vdevs and hot spares (`spare DEV...`, the devices after
 /// the keyword up to the next keyword). Either list may be empty.
 pub fn parse_with_spares(words: &[String], cwd: &Path) -> Result<(Vec<TopSpec>, Vec<PathBuf>), String> {
-    let mut tops = Vec::new();
-    let mut spares = Vec::new();
+    let spec = parse_spec(words, cwd)?;
+    if spec.log.iter().any(|&l| l) {
+        return Err("'log' vdevs are not accepted here".into());
+    }
+    Ok((spec.tops, spec.spares))
+}
+
+/// Parses vdev words into top-level vdevs (normal and log), and hot spares.
+pub fn parse_spec(words: &[String], cwd: &Path) -> Result<ParsedSpec, String> {
+    let mut out = ParsedSpec::default();
     let mut seen_spare = false;
+    let (mut seen_log, mut in_log) = (false, false);
     let mut i = 0;
     while let Some(word) = words.get(i) {
         i += 1;
         let parity = match classify(word) {
             Word::Unsupported(k) => return Err(format!("'{k}' vdevs are not supported by rzfs yet")),
+            Word::Log if seen_log => {
+                return Err("invalid vdev specification: 'log' can be specified only once".into())
+            }
+            Word::Log => {
+                (seen_log, in_log) = (true, true);
+                continue;
+            }
             Word::Spare if seen_spare => {
                 return Err("invalid vdev specification: 'spare' can be specified only once".into())
             }
             Word::Spare => {
-                seen_spare = true;
-                let start = spares.len();
+                (seen_spare, in_log) = (true, false);
+                let start = out.spares.len();
                 while let Some(w) = words.get(i).filter(|w| matches!(classify(w), Word::Device)) {
-                    spares.push(device_path(w, cwd));
+                    out.spares.push(device_path(w, cwd));
                     i += 1;
                 }
-                if spares.len() == start {
+                if out.spares.len() == start {
                     return Err("invalid vdev specification: spare requires at least 1 device".into());
                 }
                 continue;
             }
             Word::Device => {
-                tops.push(TopSpec::Disk(device_path(word, cwd)));
+                out.tops.push(TopSpec::Disk(device_path(word, cwd)));
+                out.log.push(in_log);
                 continue;
+            }
+            // zpool names the group by its type, without the parity.
+            Word::Raidz(_) if in_log => {
+                return Err("invalid vdev specification: unsupported 'log' device: raidz".into());
             }
             Word::Mirror => None,
             Word::Raidz(p) => Some(p),
@@ -210,12 +256,16 @@ pub fn parse_with_spares(words: &[String], cwd: &Path) -> Result<(Vec<TopSpec>, 
             Some(parity) => TopSpec::Raidz { parity, devs },
         };
         check_width(&top, word)?;
-        tops.push(top);
+        out.tops.push(top);
+        out.log.push(in_log);
     }
-    if tops.is_empty() && spares.is_empty() {
+    if out.tops.is_empty() && out.spares.is_empty() {
         return Err("invalid vdev specification: at least one toplevel vdev must be specified".into());
     }
-    Ok((tops, spares))
+    if seen_log && !out.log.iter().any(|&l| l) {
+        return Err("invalid vdev specification: log requires at least 1 device".into());
+    }
+    Ok(out)
 }
 
 /// Device-count limits of a group; `word` is the keyword as typed, for the message.
@@ -279,6 +329,12 @@ fn probe_size(path: &Path) -> Result<(u64, bool, (u64, u64)), String> {
 
 /// Checks every device of `tops` as `zpool create` would; `force` is `-f`.
 pub fn validate(tops: &[TopSpec], force: bool) -> Result<Vec<DevInfo>, String> {
+    validate_classes(tops, &[], force)
+}
+
+/// [`validate`] for a spec with log vdevs (`log[i]`: top-level vdev `i` is one), which zpool
+/// leaves out of its replication checks.
+pub fn validate_classes(tops: &[TopSpec], log: &[bool], force: bool) -> Result<Vec<DevInfo>, String> {
     if tops.is_empty() {
         return Err("invalid vdev specification: at least one toplevel vdev must be specified".into());
     }
@@ -309,7 +365,7 @@ pub fn validate(tops: &[TopSpec], force: bool) -> Result<Vec<DevInfo>, String> {
         return Err(vdev_errors(&in_use, force));
     }
     if !force {
-        let rep = replication_errors(tops, &out);
+        let rep = replication_errors(tops, log, &out);
         if !rep.is_empty() {
             return Err(vdev_errors(&rep, force));
         }
@@ -400,10 +456,10 @@ struct Rep {
 }
 
 /// `get_replication` for a new pool: problems inside each vdev and between neighbours.
-fn replication_errors(tops: &[TopSpec], devs: &[DevInfo]) -> Vec<String> {
+fn replication_errors(tops: &[TopSpec], log: &[bool], devs: &[DevInfo]) -> Vec<String> {
     let mut errs = Vec::new();
     let mut last: Option<Rep> = None;
-    for (t, top) in tops.iter().enumerate() {
+    for (t, top) in tops.iter().enumerate().filter(|(t, _)| !log.get(*t).copied().unwrap_or(false)) {
         let mine: Vec<&DevInfo> = devs.iter().filter(|d| d.top == t).collect();
         let rep = match top {
             TopSpec::Disk(_) => {
@@ -579,10 +635,26 @@ mod tests {
     }
 
     #[test]
+    fn log_applies_to_the_vdevs_after_it() {
+        let cwd = Path::new("/d");
+        let p = parse_spec(&words("mirror a b log c mirror d e spare f mirror g h"), cwd).unwrap();
+        assert_eq!(p.tops.len(), 4);
+        assert_eq!(p.log, vec![false, true, true, false]);
+        assert_eq!(p.tops[1], TopSpec::Disk("/d/c".into()));
+        assert_eq!(p.spares, vec![PathBuf::from("/d/f")]);
+        let e = parse_spec(&words("a log raidz b c"), cwd).unwrap_err();
+        assert_eq!(e, "invalid vdev specification: unsupported 'log' device: raidz");
+        let e = parse_spec(&words("a log"), cwd).unwrap_err();
+        assert_eq!(e, "invalid vdev specification: log requires at least 1 device");
+        let e = parse_spec(&words("a log b log c"), cwd).unwrap_err();
+        assert!(e.contains("'log' can be specified only once"), "{e}");
+        assert!(parse(&words("a log b"), cwd).unwrap_err().contains("'log'"));
+    }
+
+    #[test]
     fn parse_refuses_unsupported_and_short_groups() {
         let cwd = Path::new("/");
         for (spec, kw) in [
-            ("a log b", "log"),
             ("a cache b", "cache"),
             ("mirror a b special mirror c d", "special"),
             ("a dedup b", "dedup"),

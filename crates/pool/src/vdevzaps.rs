@@ -41,6 +41,8 @@ use zap::write::ZapVal;
 pub const LEAF_ZAP: &str = "com.delphix:vdev_zap_leaf";
 /// Configuration key of a top-level vdev's ZAP.
 pub const TOP_ZAP: &str = "com.delphix:vdev_zap_top";
+/// Entry of a top-level vdev's ZAP naming its allocation class (`VDEV_TOP_ZAP_ALLOCATION_BIAS`).
+pub const ALLOCATION_BIAS: &str = "org.zfsonlinux:allocation_bias";
 /// Configuration key of the root vdev's ZAP (feature `vdev_zaps_v2`).
 pub const ROOT_ZAP: &str = "com.klarasystems:vdev_zap_root";
 /// The MOS config's sentinel: the vdev ZAPs it names are listed in the AVZ.
@@ -173,6 +175,13 @@ impl PoolWriter {
             }
             if self.kept_u64(t.guid(), TOP_ZAP).is_none() {
                 let obj = self.new_vdev_zap(avz)?;
+                if t.is_log() {
+                    // vdev_zap_allocation_data: the class of a new top-level vdev that has
+                    // one, read back at import (`vdev_derive_alloc_bias`).
+                    self.mos_zaps
+                        .update(&self.mos, obj, ALLOCATION_BIAS.as_bytes(), ZapVal::string("log"))
+                        .map_err(bad)?;
+                }
                 self.put_kept(t.guid(), TOP_ZAP, obj);
             }
             for v in subtree(t).into_iter().filter(|v| matches!(v.kind(), VdevKind::Disk | VdevKind::File)) {

@@ -145,6 +145,10 @@ impl AllocShared {
     pub fn add_top(&self, vdev: u64, asize: u64, ashift: u8, ms_shift: u32) -> Result<()> {
         self.lock().ms.add_top(vdev, asize, ashift, ms_shift).map_err(err)
     }
+    /// [`metaslab::Allocator::set_log`].
+    pub fn set_log(&self, vdev: u64, log: bool) -> Result<()> {
+        self.lock().ms.set_log(vdev, log).map_err(err)
+    }
     /// [`metaslab::Allocator::grow_top`].
     pub fn grow_top(&self, vdev: u64, asize: u64) -> Result<u64> {
         self.lock().ms.grow_top(vdev, asize).map_err(err)
@@ -1201,7 +1205,7 @@ impl PoolWriter {
         nv.add_u64("metaslab_shift", u64::from(info.ms_shift));
         nv.add_u64("ashift", u64::from(top.ashift()));
         nv.add_u64("asize", info.asize);
-        nv.add_u64("is_log", 0);
+        nv.add_u64("is_log", u64::from(top.is_log()));
         nv.add_u64("create_txg", info.create_txg);
         self.add_children(&mut nv, top, info.create_txg);
         nv

@@ -319,6 +319,9 @@ pub struct Vdev {
     scan_gap: AtomicBool,
     /// When this vdev was opened: `zpool iostat` averages over the time since.
     opened: std::time::Instant,
+    /// A separate intent log (`is_log` in its configuration): a top-level vdev of the log
+    /// allocation class, which holds no pool data and no pool space.
+    is_log: AtomicBool,
 }
 
 impl fmt::Debug for Vdev {
@@ -365,11 +368,19 @@ impl Vdev {
             scan_processed: AtomicU64::new(0),
             scan_gap: AtomicBool::new(false),
             opened: std::time::Instant::now(),
+            is_log: AtomicBool::new(false),
         })
     }
 
     pub fn kind(&self) -> &VdevKind {
         &self.kind
+    }
+    /// Is this a top-level log vdev (set by whoever assembles the tree from its config)?
+    pub fn is_log(&self) -> bool {
+        self.is_log.load(Ordering::Relaxed)
+    }
+    pub fn set_log(&self, log: bool) {
+        self.is_log.store(log, Ordering::Relaxed);
     }
     pub fn id(&self) -> u64 {
         self.id

@@ -1440,8 +1440,10 @@ fn iostat(state: &State, names: &[String], how: &IostatHow, prev: Option<&str>) 
         let since_open = p.tops.first().map(|t| t.opened().elapsed().as_secs_f64()).unwrap_or(0.0);
         reports.push((rows, since_open));
     }
-    let snapshot: Vec<(u64, vdev::IoCounts)> =
-        reports.iter().flat_map(|(rows, _)| rows.iter().map(|r| (r.guid, r.io))).collect();
+    let snapshot: Vec<(u64, vdev::IoCounts)> = reports
+        .iter()
+        .flat_map(|(rows, _)| rows.iter().filter(|r| !r.class).map(|r| (r.guid, r.io)))
+        .collect();
     let name_of = |r: &pool::status::IoRow| {
         if how.guids && r.depth > 0 {
             r.guid.to_string()
@@ -1454,7 +1456,7 @@ fn iostat(state: &State, names: &[String], how: &IostatHow, prev: Option<&str>) 
     // 42 columns of numbers an 80-column line (zpool's get_namewidth_iostat).
     let namewidth = reports
         .iter()
-        .flat_map(|(rows, _)| rows.iter().filter(|r| how.verbose || r.depth == 0))
+        .flat_map(|(rows, _)| rows.iter().filter(|r| (how.verbose || r.depth == 0) && !r.class))
         .map(|r| name_of(r).len() + 2 * r.depth)
         .max()
         .unwrap_or(0)
@@ -1499,6 +1501,17 @@ fn iostat(state: &State, names: &[String], how: &IostatHow, prev: Option<&str>) 
     let num = |v: u64| crate::format::size(v, how.parsable);
     for (rows, since_open) in &reports {
         for r in rows.iter().filter(|r| how.verbose || r.depth == 0) {
+            if r.class {
+                // A class heading: its name and a dash in every column.
+                if how.verbose && !how.scripted {
+                    out.push_str(&format!("{:<namewidth$}", r.name));
+                    for _ in 0..6 {
+                        out.push_str(&format!("  {:>width$}", "-"));
+                    }
+                    out.push('\n');
+                }
+                continue;
+            }
             let (io, secs) = match prev.as_ref() {
                 Some((t, m)) => {
                     let old = m.get(&r.guid).copied().unwrap_or_default();

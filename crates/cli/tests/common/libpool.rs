@@ -111,6 +111,7 @@ impl LibFs {
         let spec = CreateSpec {
             name: name.into(),
             tops: vec![layout.top(leaves)],
+            log: Vec::new(),
             ashift: 12,
             features,
             root_props: vec![],
