@@ -35,9 +35,6 @@ use common::pools::*;
 use common::tools::*;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
-
-const ZHACK: &str = "/opt/rzfs-oracles/openzfs/sbin/zhack";
 
 fn skip(name: &str) -> bool {
     if !Path::new(ZHACK).exists() {
@@ -45,36 +42,6 @@ fn skip(name: &str) -> bool {
         return true;
     }
     skip_without_fuse_zdb(name)
-}
-
-/// Imports `pool` (devices in `dir`) read-write with OpenZFS's libzpool, syncs a few txgs
-/// (a feature is enabled) and exports it again; see the module comment.
-fn openzfs_import(dir: &Path, pool: &str, feature: &str) {
-    zhack(dir, &["feature", "enable", "-d", "rzfs oracle test", pool, feature]);
-}
-
-/// Runs `zhack -d DIR ARGS...` (it imports the pool read-write, as above).
-fn zhack(dir: &Path, args: &[&str]) {
-    let (_, lib) = zdb().unwrap();
-    let script = r#"set -e
-mount -t tmpfs none /dev
-mknod /dev/null c 1 3; mknod /dev/zero c 1 5; mknod /dev/random c 1 8; mknod /dev/urandom c 1 9
-mknod /dev/zfs c 1 3
-mkdir -p /etc/zfs; mount -t tmpfs none /etc/zfs
-exec "$@""#;
-    let out = Command::new("unshare")
-        .args(["-m", "--propagation", "private", "sh", "-c", script, "sh", ZHACK, "-d"])
-        .arg(dir)
-        .args(args)
-        .env("LD_LIBRARY_PATH", lib)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "zhack (OpenZFS) {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The MOS `scan` entry's 24 words (`dsl_scan_phys_t`) as zdb reads them.

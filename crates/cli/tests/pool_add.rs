@@ -153,6 +153,7 @@ fn add_mixed_layouts() {
 /// Log vdevs: `create ... log mirror A B`, `add POOL log C`. They are listed under `logs`
 /// by status, iostat and the import listing, count in no pool size, receive no block, and
 /// the config says `is_log` as OpenZFS's does (checked through zdb -C and zdb -bcc).
+/// `remove` takes them out, leaving holes (`hole_array`) that later imports and adds keep.
 #[test]
 fn log_vdevs() {
     if !usable() {
@@ -209,9 +210,45 @@ fn log_vdevs() {
         assert!(std::fs::read(mnt.join(format!("f{i}"))).unwrap() == *b, "f{i}");
     }
     std::fs::write(mnt.join("again"), noise(3_000_000, 9)).unwrap();
+
+    // `zpool remove`: a log vdev leaves a hole at its id; a leaf inside a log mirror or a
+    // vdev holding data cannot be removed.
+    let (code, _, err) = d.run("rzpool", &["remove", "addlog", &devs[2]]);
+    assert!(code == 1 && err.contains("operation not supported on this type of pool"), "{err}");
+    let (code, _, err) = d.run("rzpool", &["remove", "addlog", "mirror-0"]);
+    assert!(code == 1 && err.contains("cannot remove devices that hold data"), "{err}");
+    d.ok("rzpool", &["remove", "addlog", "mirror-1"]);
+    d.ok("rzpool", &["remove", "addlog", &devs[4]]);
+    let st = d.ok("rzpool", &["status", "addlog"]);
+    assert!(!st.contains("logs") && !st.contains(&devs[2]) && !st.contains(&devs[4]), "{st}");
+    // The removed devices carry OpenZFS's label of a removed device (txg 0), which
+    // labelclear clears without -f.
+    let label = run_zdb(&["-l", &devs[3]]);
+    assert!(label.contains("txg: 0"), "{label}");
+    d.ok("rzpool", &["labelclear", &devs[3]]);
     d.ok("rzpool", &["export", "addlog"]);
     zdb_check(&dir, "addlog");
-    assert_eq!(per_top_alloc(&dir, "addlog")[1..], [0, 0]);
+    let cfg = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-C", "addlog"]);
+    assert!(cfg.contains("hole_array[0]: 1") && cfg.contains("hole_array[1]: 2"), "{cfg}");
+    assert_eq!(cfg.matches("type: 'hole'").count(), 2, "{cfg}");
+    if Path::new(ZHACK).exists() {
+        // OpenZFS's own import takes the holes and writes the pool.
+        openzfs_import(&dir, "addlog", "com.example:rzfs_holes");
+        zdb_check(&dir, "addlog");
+    }
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "addlog"]);
+    d.ok("rzpool", &["add", "addlog", "log", &devs[3]]);
+    std::fs::write(mnt.join("after-holes"), noise(2_000_000, 10)).unwrap();
+    d.ok("rzpool", &["export", "addlog"]);
+    zdb_check(&dir, "addlog");
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "addlog"]);
+    for (i, b) in data.iter().enumerate() {
+        assert!(std::fs::read(mnt.join(format!("f{i}"))).unwrap() == *b, "f{i} after the removals");
+    }
+    assert!(std::fs::read(mnt.join("after-holes")).unwrap() == noise(2_000_000, 10));
+    let st = d.ok("rzpool", &["status", "addlog"]);
+    assert!(st.contains("\tlogs\t\n") && st.contains(&devs[3]), "{st}");
+    d.ok("rzpool", &["export", "addlog"]);
 }
 
 #[test]

@@ -197,6 +197,19 @@ impl Allocator {
         Ok(())
     }
 
+    /// Takes top vdev `vdev` out (a removed log vdev): it must hold no allocated or deferred
+    /// space and no change not yet taken.
+    pub fn remove_top(&mut self, vdev: u64) -> Result<()> {
+        let t = self.top(vdev)?;
+        let busy = t.ms.iter().any(|m| m.free.space() != m.size || !m.is_quiet());
+        if busy || self.pending.iter().chain(&self.deferring).any(|&(v, _)| v == vdev) {
+            return Err(Error::Invalid(format!("top vdev {vdev} still holds allocated space")));
+        }
+        self.tops.remove(&vdev);
+        self.reorder();
+        Ok(())
+    }
+
     /// Rebuilds the rotor over the normal-class vdevs.
     fn reorder(&mut self) {
         self.order = self.tops.iter().filter(|(_, t)| !t.log).map(|(&v, _)| v).collect();

@@ -525,4 +525,9 @@ fn log_vdevs_take_no_pool_blocks_and_no_pool_space() {
     // Back in the normal class, it is used again.
     only.set_log(0, false).unwrap();
     assert_eq!(only.alloc(4 * K, 4, 1).unwrap()[0].0, 0);
+    // A vdev holding a block cannot be taken out; an empty log vdev can.
+    assert!(only.remove_top(0).is_err());
+    a.remove_top(1).unwrap();
+    assert_eq!((a.space().tops.len(), a.metaslab_count(1).is_err()), (1, true));
+    assert!(a.remove_top(1).is_err());
 }

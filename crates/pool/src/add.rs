@@ -231,8 +231,11 @@ impl PoolWriter {
         if self.is_dirty() {
             return Err(PoolError::Invalid("reopening a pool with unsynced changes".into()));
         }
-        let io: Vec<Option<Arc<dyn zio::VdevIo>>> =
-            self.tops.iter().map(|t| Some(t.clone() as Arc<dyn zio::VdevIo>)).collect();
+        let io: Vec<Option<Arc<dyn zio::VdevIo>>> = self
+            .tops
+            .iter()
+            .map(|t| (*t.kind() != VdevKind::Hole).then(|| t.clone() as Arc<dyn zio::VdevIo>))
+            .collect();
         let zio = Arc::new(zio::Zio::new(io, ChecksumCtx::default()));
         let committed = self.mos.committed().ok_or_else(|| PoolError::Invalid("MOS never synced".into()))?;
         if let Some(salt) = checksum_salt(committed)? {

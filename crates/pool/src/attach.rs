@@ -28,8 +28,9 @@
 
 use crate::create::{leaf_asize, random_guid, NewLeaf};
 
-use crate::writer::{PoolWriter, TXG_INITIAL};
+use crate::writer::{PoolWriter, TopInfo, TXG_INITIAL};
 use crate::{PoolError, Result};
+use ondisk::nvlist::NvList;
 use std::sync::Arc;
 use vdev::{Vdev, VdevKind, VdevSpec};
 
@@ -334,6 +335,70 @@ impl PoolWriter {
         }
         self.dtl_written.remove(&guid);
         Ok(())
+    }
+
+    /// `zpool remove POOL LOG`: a log vdev leaves the pool (OpenZFS `spa_vdev_remove_log`).
+    /// rzfs writes no intent log, and a pool holding one is not opened for writing, so the
+    /// vdev holds no block; one that does is refused. Its metaslab array, space maps,
+    /// per-vdev ZAPs and DTL objects are freed, and a hole takes its id (the ids of the
+    /// others do not change; labels list holes in `hole_array`). Returns each of its devices
+    /// with the label OpenZFS leaves on a removed device (`VDEV_LABEL_REMOVE`: the config at
+    /// txg 0), which the caller writes once the change has synced.
+    pub fn remove_log(&mut self, name: &str) -> Result<Vec<(Arc<dyn vdev::BlockDevice>, NvList)>> {
+        let found = self.find_vdev(name).map(|v| v.guid());
+        let Some(i) = found.and_then(|g| self.tops.iter().position(|t| t.guid() == g)) else {
+            return Err(PoolError::Unsupported(match found {
+                Some(_) => format!("cannot remove {name}: operation not supported on this type of pool"),
+                None => format!("cannot remove {name}: no such device in pool"),
+            }));
+        };
+        let top = self.tops[i].clone();
+        if !top.is_log() {
+            return Err(PoolError::Unsupported(format!(
+                "cannot remove {name}: rzfs cannot remove devices that hold data yet (only log devices and inactive hot spares)"
+            )));
+        }
+        let v = i as u64;
+        let held = self.alloc.space().tops.iter().find(|t| t.vdev == v).map_or(0, |t| t.size - t.free);
+        if held != 0 {
+            return Err(PoolError::Busy(format!(
+                "cannot remove {name}: the log device holds {held} bytes of intent log"
+            )));
+        }
+        let mut labels = Vec::new();
+        let mut guids = Vec::new();
+        let mut stack = vec![top.as_ref()];
+        while let Some(n) = stack.pop() {
+            guids.push(n.guid());
+            if let (true, Some(d)) = (n.kind().is_leaf(), n.device()) {
+                let mut nv = self.label_nvlist(i, n.guid(), 0);
+                nv.add_u64("create_txg", 0);
+                labels.push((d.clone(), nv));
+            }
+            stack.extend(n.children().iter());
+        }
+        self.alloc.remove_top(v)?;
+        self.forget_top_space(v)?;
+        for g in &guids {
+            if let Some(kept) = self.kept_config.remove(g) {
+                self.drop_vdev_zaps(&kept)?;
+            }
+            if let Some(obj) = self.dtl_objs.remove(g) {
+                self.mos.free_object(obj)?;
+            }
+            self.dtl_written.remove(g);
+            self.paths.remove(g);
+            self.unspare.remove(g);
+        }
+        let hole =
+            VdevSpec { kind: VdevKind::Hole, id: v, guid: 0, ashift: 9, children: Vec::new(), device: None };
+        self.tops[i] = Arc::new(Vdev::new(hole).map_err(|e| invalid(e.to_string()))?);
+        self.reader.zio.set_vdev(i, None);
+        self.top_info[i] = TopInfo { ms_array: 0, ms_shift: 0, asize: 0, create_txg: 0, deflate_ratio: 512 };
+        self.config_dirty = true;
+        self.note_internal("vdev remove", &format!("log vdev ({name}) {}", top.guid()));
+        self.event("vdev_remove", Some(top.guid()));
+        Ok(labels)
     }
 
     /// A vdev leaves the pool: the per-vdev ZAPs OpenZFS gave it (`com.delphix:vdev_zap_leaf`,

@@ -177,6 +177,22 @@ impl Spa {
     }
 
     /// `zpool detach POOL DEV`: takes a leaf out of its mirror, replacing or spare vdev.
+    /// `zpool remove POOL LOG` ([`PoolWriter::remove_log`]): once the pool no longer names
+    /// the vdev, its devices get the label of a removed device.
+    pub fn remove_log(self: &Arc<Self>, name: &str) -> Result<()> {
+        let labels = self.run_syncing(|w| {
+            let labels = w.remove_log(name)?;
+            w.sync()?;
+            Ok(labels)
+        })?;
+        for (d, nv) in labels {
+            if crate::spares::write_bare_label(d.as_ref(), &nv).is_err() {
+                let _ = crate::create::clear_leaf_labels(d.as_ref());
+            }
+        }
+        Ok(())
+    }
+
     pub fn detach(self: &Arc<Self>, name: &str) -> Result<()> {
         self.run_syncing(|w| {
             let leaf = w.leaf_named(name, "detach")?.guid();

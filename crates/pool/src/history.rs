@@ -62,7 +62,14 @@ impl PoolWriter {
         if let Some(o) = self.mos_zaps.lookup_u64(&self.mos, dir, "history").map_err(bad)? {
             return Ok(o);
         }
-        let size: u64 = self.top_info.iter().map(|t| (t.asize >> t.ms_shift) << t.ms_shift).sum();
+        // Sized by the normal class, as spa_history_create_obj does.
+        let size: u64 = self
+            .top_info
+            .iter()
+            .zip(&self.tops)
+            .filter(|(_, v)| !v.is_log())
+            .map(|(t, _)| (t.asize >> t.ms_shift) << t.ms_shift)
+            .sum();
         let phys = HistoryPhys { max_off: (size / 1000).clamp(128 << 10, 1 << 30), ..Default::default() };
         let obj = self.mos.alloc_object(
             T::SpaHistory.to_u8(),

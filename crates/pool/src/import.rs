@@ -166,13 +166,15 @@ fn assemble(cand: &PoolCandidate) -> Result<Vec<Arc<Vdev>>> {
     if tops.is_empty() {
         return Err(PoolError::Load { phase: "assemble", detail: "no device carries a vdev tree".into() });
     }
+    // Ids of removed top-level vdevs (OpenZFS's `hole_array`): no device describes them.
+    let holes = cand.best().raw.get_u64_array("hole_array").unwrap_or_default().to_vec();
     let mut out = Vec::new();
     let n = nchildren.max(tops.keys().max().map(|m| m + 1).unwrap_or(0));
     for id in 0..n {
         let spec = match tops.get(&id) {
             Some((_, cfg)) => spec_for(cfg, &cand.devices, None, 0)?,
             None => VdevSpec {
-                kind: VdevKind::Missing,
+                kind: if holes.contains(&id) { VdevKind::Hole } else { VdevKind::Missing },
                 id,
                 guid: 0,
                 ashift: 9,

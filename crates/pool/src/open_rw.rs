@@ -94,7 +94,12 @@ fn top_infos(pool: &Pool) -> Result<Vec<TopInfo>> {
     for (i, c) in root.children.iter().enumerate() {
         let top =
             pool.tops.get(i).ok_or_else(|| bad(format!("config names top-level vdev {i} not assembled")))?;
-        if matches!(top.kind(), VdevKind::Missing | VdevKind::Hole) {
+        if *top.kind() == VdevKind::Hole {
+            // A removed top-level vdev keeps its id: nothing to allocate, nothing to load.
+            out.push(TopInfo { ms_array: 0, ms_shift: 0, asize: 0, create_txg: 0, deflate_ratio: 512 });
+            continue;
+        }
+        if *top.kind() == VdevKind::Missing {
             return Err(PoolError::Unsupported(format!(
                 "top-level vdev {i} is missing; rzfs writes only to pools whose top-level vdevs are all present"
             )));
@@ -148,6 +153,9 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
     for (i, info) in infos.iter().enumerate() {
         let v = i as u64;
         let top = &pool.tops[i];
+        if *top.kind() == VdevKind::Hole {
+            continue;
+        }
         ms.add_top(v, info.asize, top.ashift(), info.ms_shift).map_err(|e| bad(e.to_string()))?;
         ms.set_log(v, top.is_log()).map_err(|e| bad(e.to_string()))?;
         load_metaslabs(pool, v, info, &mut ms, &mut sm)?;

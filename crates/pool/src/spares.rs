@@ -194,7 +194,13 @@ impl PoolWriter {
                     l.path, self.name
                 )));
             }
-            let min = self.tops.iter().map(|t| self.leaf_need(t)).min().unwrap_or(0);
+            let min = self
+                .tops
+                .iter()
+                .filter(|t| *t.kind() != vdev::VdevKind::Hole)
+                .map(|t| self.leaf_need(t))
+                .min()
+                .unwrap_or(0);
             if leaf_asize(l.device.as_ref()) < min {
                 return Err(PoolError::Invalid(format!(
                     "{} is too small to stand in for the pool's devices",

@@ -145,6 +145,14 @@ impl AllocShared {
     pub fn add_top(&self, vdev: u64, asize: u64, ashift: u8, ms_shift: u32) -> Result<()> {
         self.lock().ms.add_top(vdev, asize, ashift, ms_shift).map_err(err)
     }
+    /// [`metaslab::Allocator::remove_top`]; refused while this txg has changes on it.
+    pub fn remove_top(&self, vdev: u64) -> Result<()> {
+        let mut g = self.lock();
+        if g.allocs.keys().chain(g.frees.keys()).any(|&(v, _)| v == vdev) {
+            return Err(err(format!("top vdev {vdev} has changes in this txg")));
+        }
+        g.ms.remove_top(vdev).map_err(err)
+    }
     /// [`metaslab::Allocator::set_log`].
     pub fn set_log(&self, vdev: u64, log: bool) -> Result<()> {
         self.lock().ms.set_log(vdev, log).map_err(err)
@@ -610,7 +618,12 @@ impl PoolWriter {
 
     /// Smallest sector of the pool.
     pub fn sector(&self) -> u64 {
-        self.tops.iter().map(|t| 1u64 << t.ashift()).min().unwrap_or(512)
+        self.tops
+            .iter()
+            .filter(|t| *t.kind() != VdevKind::Hole)
+            .map(|t| 1u64 << t.ashift())
+            .min()
+            .unwrap_or(512)
     }
 
     fn ratios(&self) -> Vec<u64> {
@@ -1139,6 +1152,23 @@ impl PoolWriter {
         Ok(obj)
     }
 
+    /// Frees the metaslab array of top-level vdev `v` and every space map in it (the vdev is
+    /// leaving the pool: `vdev_remove_empty`). Its metaslabs must hold nothing.
+    pub(crate) fn forget_top_space(&mut self, v: u64) -> Result<()> {
+        let keys: Vec<(u64, u64)> = self.sm.keys().filter(|k| k.0 == v).copied().collect();
+        for k in keys {
+            if let Some((obj, _, _)) = self.sm.remove(&k) {
+                self.mos.free_object(obj)?;
+            }
+            self.sm_tail.remove(&k);
+        }
+        let arr = self.top_info.get(v as usize).map(|t| t.ms_array).ok_or_else(|| err("bad vdev"))?;
+        if arr != 0 {
+            self.mos.free_object(arr)?;
+        }
+        Ok(())
+    }
+
     /// The space map tails of this txg become committed.
     fn commit_space_maps(&mut self) {
         for ((v, ms), (bytes, delta)) in std::mem::take(&mut self.sm_tail) {
@@ -1186,6 +1216,17 @@ impl PoolWriter {
             nv.add_u64("hostid", self.hostid);
         }
         self.add_kept(&mut nv, 0);
+        // vdev_top_config_generate: the ids of removed top-level vdevs.
+        let holes: Vec<u64> = self
+            .tops
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| *t.kind() == VdevKind::Hole)
+            .map(|(i, _)| i as u64)
+            .collect();
+        if !holes.is_empty() {
+            nv.add_u64_array("hole_array", holes);
+        }
         nv
     }
 
@@ -1200,6 +1241,21 @@ impl PoolWriter {
     fn top_nvlist(&self, i: usize) -> NvList {
         let top = &self.tops[i];
         let info = &self.top_info[i];
+        if *top.kind() == VdevKind::Hole {
+            // What vdev_config_generate gives a hole (a leaf of the hole type whose
+            // guid, geometry and create txg are all zero).
+            let mut nv = NvList::new();
+            nv.add_str("type", "hole");
+            nv.add_u64("id", i as u64);
+            nv.add_u64("guid", 0);
+            nv.add_u64("metaslab_array", 0);
+            nv.add_u64("metaslab_shift", 0);
+            nv.add_u64("ashift", 0);
+            nv.add_u64("asize", 0);
+            nv.add_u64("is_log", 0);
+            nv.add_u64("is_hole", 1);
+            return nv;
+        }
         let mut nv = self.vdev_nvlist(top, i as u64);
         nv.add_u64("metaslab_array", info.ms_array);
         nv.add_u64("metaslab_shift", u64::from(info.ms_shift));
@@ -1300,7 +1356,8 @@ impl PoolWriter {
     /// least one good copy (a failing leaf is faulted).
     fn write_labels(&self, txg: u64, which: &[u32]) -> Result<()> {
         let ctx = ChecksumCtx::default();
-        for (i, top) in self.tops.iter().enumerate() {
+        // A hole (a removed vdev) has no device to write.
+        for (i, top) in self.tops.iter().enumerate().filter(|(_, t)| *t.kind() != VdevKind::Hole) {
             let mut bufs: BTreeMap<u64, Vec<(Vec<u8>, u64)>> = BTreeMap::new();
             for leaf in top.leaves() {
                 let Some(dev) = leaf.device() else { continue };
@@ -1334,7 +1391,7 @@ impl PoolWriter {
     /// Flushes every top-level vdev; fails when one of them can no longer guarantee what was
     /// written to it (more failed leaves than its redundancy covers).
     fn flush_tops(&self) -> Result<()> {
-        for top in &self.tops {
+        for top in self.tops.iter().filter(|t| *t.kind() != VdevKind::Hole) {
             top.flush_top().map_err(|e| PoolError::Io(format!("flushing {}: {e}", top.name())))?;
         }
         Ok(())
@@ -1364,7 +1421,7 @@ impl PoolWriter {
             raidz_reflow_info: 0,
         };
         let ctx = ChecksumCtx::default();
-        for (i, top) in self.tops.iter().enumerate() {
+        for (i, top) in self.tops.iter().enumerate().filter(|(_, t)| *t.kind() != VdevKind::Hole) {
             let ashift = u32::from(top.ashift());
             let mut bufs: BTreeMap<u64, Vec<(Vec<u8>, u64)>> = BTreeMap::new();
             for leaf in top.leaves() {

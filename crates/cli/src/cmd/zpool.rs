@@ -759,19 +759,19 @@ fn device_arg(cwd: &Path, d: &str) -> String {
     }
 }
 
-/// `zpool remove POOL DEV...`: inactive hot spares only (rzfs has no device removal).
+/// `zpool remove POOL DEV...`: inactive hot spares and log vdevs (rzfs cannot yet remove
+/// a vdev that holds data).
 fn remove(state: &State, name: &str, devices: &[String], cwd: &Path) -> Result<Response, String> {
     let rw = rw_pool(state, name, "remove devices of")?;
     for d in devices {
         let d = device_arg(cwd, d);
         let is_spare = rw.spa.read(|w| w.spare_named(&d).is_some());
         if !is_spare {
-            let in_pool = rw.spa.read(|w| w.find_vdev(&d).is_some());
-            return Err(if in_pool {
-                format!("cannot remove {d}: rzfs cannot remove devices that hold data yet (only inactive hot spares)")
-            } else {
-                format!("cannot remove {d}: no such device in pool")
-            });
+            rw.spa.remove_log(&d).map_err(|e| match e {
+                pool::PoolError::Busy(m) | pool::PoolError::Unsupported(m) => m,
+                e => format!("cannot remove {d}: {e}"),
+            })?;
+            continue;
         }
         rw.spa.remove_spare(&d).map_err(|e| match e {
             pool::PoolError::Busy(m) | pool::PoolError::Unsupported(m) => m,

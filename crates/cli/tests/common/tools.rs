@@ -263,3 +263,38 @@ pub fn mounts_under(dir: &Path) -> Vec<String> {
         .filter(|m| *m == d || m.starts_with(&format!("{d}/")))
         .collect()
 }
+
+/// OpenZFS's zhack, from the oracle install (scripts/install-test-deps.sh).
+pub const ZHACK: &str = "/opt/rzfs-oracles/openzfs/sbin/zhack";
+
+/// Imports `pool` (devices in `dir`) read-write with OpenZFS's libzpool, syncs a few txgs
+/// (a feature is enabled) and exports it again: OpenZFS's own kernel code opening what rzfs
+/// wrote, in userland.
+pub fn openzfs_import(dir: &Path, pool: &str, feature: &str) {
+    zhack(dir, &["feature", "enable", "-d", "rzfs oracle test", pool, feature]);
+}
+
+/// Runs `zhack -d DIR ARGS...` in a private mount namespace (zhack wants /dev/zfs and
+/// /etc/zfs, which must not be the host's).
+pub fn zhack(dir: &Path, args: &[&str]) {
+    let (_, lib) = zdb().unwrap();
+    let script = r#"set -e
+mount -t tmpfs none /dev
+mknod /dev/null c 1 3; mknod /dev/zero c 1 5; mknod /dev/random c 1 8; mknod /dev/urandom c 1 9
+mknod /dev/zfs c 1 3
+mkdir -p /etc/zfs; mount -t tmpfs none /etc/zfs
+exec "$@""#;
+    let out = Command::new("unshare")
+        .args(["-m", "--propagation", "private", "sh", "-c", script, "sh", ZHACK, "-d"])
+        .arg(dir)
+        .args(args)
+        .env("LD_LIBRARY_PATH", lib)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "zhack (OpenZFS) {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
