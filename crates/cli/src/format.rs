@@ -45,6 +45,9 @@ pub struct Table {
     pub headers: Vec<String>,
     pub right_align: Vec<bool>,
     pub rows: Vec<Vec<String>>,
+    /// Least width of each column (zpool's fixed-width columns are as wide as any value
+    /// could be, whatever the values shown); missing entries: none.
+    pub min_width: Vec<usize>,
 }
 
 impl Table {
@@ -54,6 +57,7 @@ impl Table {
             headers: headers.iter().map(|h| h.to_uppercase()).collect(),
             right_align: right_align.to_vec(),
             rows: Vec::new(),
+            min_width: Vec::new(),
         }
     }
 
@@ -70,7 +74,7 @@ impl Table {
         let ncol = self.headers.len();
         let mut w = vec![0usize; ncol];
         for (i, h) in self.headers.iter().enumerate() {
-            w[i] = h.len();
+            w[i] = h.len().max(self.min_width.get(i).copied().unwrap_or(0));
         }
         for r in &self.rows {
             for (i, c) in r.iter().enumerate().take(ncol) {

@@ -194,6 +194,18 @@ fn log_vdevs() {
     let (main, tail) = st.split_at(logs);
     assert!(main.contains("mirror-0") && !main.contains(&devs[2]) && !main.contains(&devs[4]), "{st}");
     assert!(tail.contains("mirror-1") && tail.contains(&devs[3]) && tail.contains(&devs[4]), "{st}");
+    // zpool list -v: the vdevs under the pool, top-level ones with their space, the log
+    // class under a heading of dashes; -H: a vdev's row starts with a tab.
+    let lv = d.ok("rzpool", &["list", "-v", "addlog"]);
+    let rows: Vec<Vec<&str>> = lv.lines().map(|l| l.split_whitespace().collect()).collect();
+    let row = |name: &str| rows.iter().find(|r| r[0] == name).unwrap_or_else(|| panic!("no {name}:\n{lv}"));
+    assert_eq!(row("mirror-0").len(), 10, "{lv}");
+    assert!(row("mirror-0")[1].ends_with('M') && row(&devs[0])[1] == "-", "{lv}");
+    assert_eq!(row("logs")[1..], ["-"; 9], "{lv}");
+    let (logs_at, m1) = (lv.find("\nlogs ").unwrap(), lv.find("  mirror-1 ").unwrap());
+    assert!(logs_at < m1 && lv.find(&format!("  {} ", devs[4])).unwrap() > logs_at, "{lv}");
+    let lvh = d.ok("rzpool", &["list", "-vH", "addlog"]);
+    assert!(lvh.contains(&format!("\n\t{}\t", devs[4])), "{lvh}");
     let io = d.ok("rzpool", &["iostat", "-v", "addlog"]);
     let heading = io.lines().position(|l| l.starts_with("logs ")).unwrap_or_else(|| panic!("{io}"));
     assert!(io.lines().skip(heading).any(|l| l.trim_start().starts_with("mirror-1")), "{io}");

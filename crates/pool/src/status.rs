@@ -680,6 +680,24 @@ impl Space {
     }
 }
 
+/// (top-level vdev id, size, allocated) of each top-level vdev with metaslabs, from the MOS
+/// config and the space maps' headers (a pool read here, not held by a writer).
+pub fn top_spaces(pool: &Pool) -> crate::Result<Vec<(u64, u64, u64)>> {
+    let cfg = crate::mos_config(pool)?;
+    let mut out = Vec::new();
+    for (i, t) in cfg.iter().enumerate().filter(|(_, t)| !t.is_hole) {
+        let ms_shift = t.metaslab_shift.unwrap_or(0);
+        let asize = t.asize.unwrap_or(0);
+        let size = if ms_shift > 0 && ms_shift < 64 { (asize >> ms_shift) << ms_shift } else { asize };
+        let alloc = match t.metaslab_array.filter(|a| *a != 0) {
+            Some(arr) => crate::metaslab_alloc(pool, arr)?,
+            None => 0,
+        };
+        out.push((t.id.unwrap_or(i as u64), size, alloc));
+    }
+    Ok(out)
+}
+
 /// Size from the top-level vdevs' `asize`; allocation from the metaslab space maps' headers.
 pub fn space(pool: &Pool) -> crate::Result<Space> {
     let mut s = Space::default();

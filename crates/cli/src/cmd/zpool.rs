@@ -378,6 +378,9 @@ enum Cmd {
         scripted: bool,
         #[arg(short = 'p')]
         parsable: bool,
+        /// Also list each vdev (zpool list -v).
+        #[arg(short = 'v')]
+        verbose: bool,
         #[arg(short = 'o', value_delimiter = ',')]
         props: Vec<String>,
         pools: Vec<String>,
@@ -624,7 +627,9 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
         Cmd::Status { verbose, unhealthy_only, parsable, errors_only, slow: _, full_paths: _, pools } => {
             status(state, &pools, verbose, unhealthy_only, parsable, errors_only)
         }
-        Cmd::List { scripted, parsable, props, pools } => list(state, &pools, scripted, parsable, &props),
+        Cmd::List { scripted, parsable, verbose, props, pools } => {
+            list(state, &pools, scripted, parsable, verbose, &props)
+        }
         Cmd::Labelclear { force, device } => labelclear(state, &device, force, cwd),
         Cmd::Iostat {
             verbose,
@@ -1846,11 +1851,95 @@ fn sync(state: &State, names: &[String], force: bool) -> Result<Response, String
 const LIST_DEFAULT: &[&str] =
     &["name", "size", "alloc", "free", "ckpoint", "expandsz", "frag", "cap", "dedup", "health", "altroot"];
 
+/// zpool's width of a fixed-width column (`zprop_width`: numbers take at least 5, the
+/// health 8), whatever the values shown.
+fn list_min_width(col: &str) -> usize {
+    match col {
+        "size" | "alloc" | "allocated" | "free" | "frag" | "fragmentation" | "cap" | "capacity" | "dedup"
+        | "dedupratio" => 5,
+        "ckpoint" | "checkpoint" => 7,
+        "expandsz" | "expandsize" => 8,
+        "health" => 8,
+        _ => 0,
+    }
+}
+
+/// The rows `zpool list -v` adds under a pool (`collect_list_stats`): its vdevs in status
+/// order, each top-level one with its space, the log class and the spares under headings
+/// of dashes. Cells: name (indented two spaces a level), size, alloc, free, ckpoint,
+/// expandsz, frag, cap, dedup, health.
+fn list_vdev_rows(state: &State, p: &Pool, parsable: bool) -> Vec<Vec<String>> {
+    let st = crate::rwpool::pool_status(state, p);
+    let spaces: Vec<(u64, u64, u64)> = match crate::rwpool::writer_of(state, p.name()) {
+        Some(rw) => rw.spa.top_space(),
+        None => pool::status::top_spaces(p).unwrap_or_default(),
+    };
+    let tops: Vec<&Arc<vdev::Vdev>> = p.tops.iter().filter(|t| *t.kind() != vdev::VdevKind::Hole).collect();
+    let dash = || "-".to_string();
+    let heading = |name: &str| {
+        let mut r = vec![name.to_string()];
+        r.extend((0..9).map(|_| dash()));
+        r
+    };
+    fn walk(v: &pool::status::VdevStatus, depth: usize, out: &mut Vec<Vec<String>>) {
+        let mut r = vec![format!("{}{}", "  ".repeat(depth), v.name)];
+        r.extend((0..8).map(|_| "-".to_string()));
+        r.push(v.health.as_str().to_string());
+        out.push(r);
+        for c in &v.children {
+            walk(c, depth + 1, out);
+        }
+    }
+    let mut rows = Vec::new();
+    let mut logs = Vec::new();
+    for (t, s) in tops.iter().zip(&st.root.children) {
+        let mut sub = Vec::new();
+        walk(s, 1, &mut sub);
+        if let Some((_, total, alloc)) = spaces.iter().find(|x| x.0 == t.id()).copied().filter(|x| x.1 > 0) {
+            let cap = alloc.saturating_mul(10000) / total;
+            sub[0][1] = size(total, parsable);
+            sub[0][2] = size(alloc, parsable);
+            sub[0][3] = size(total.saturating_sub(alloc), parsable);
+            sub[0][6] = if parsable { "0".into() } else { "0%".into() };
+            // zpool prints a vdev's capacity in hundredths of a percent.
+            sub[0][7] = if parsable {
+                (cap / 100).to_string()
+            } else if cap < 1000 {
+                format!("{:.2}%", cap as f64 / 100.0)
+            } else if cap < 10000 {
+                format!("{:.1}%", cap as f64 / 100.0)
+            } else {
+                format!("{:.0}%", cap as f64 / 100.0)
+            };
+        }
+        if s.log {
+            logs.extend(sub);
+        } else {
+            rows.extend(sub);
+        }
+    }
+    if !logs.is_empty() {
+        rows.push(heading("logs"));
+        rows.extend(logs);
+    }
+    if !st.spares.is_empty() {
+        rows.push(heading("spare"));
+        for sp in &st.spares {
+            let mut r = vec![format!("  {}", sp.name)];
+            r.extend((0..8).map(|_| dash()));
+            r.push(sp.state.to_string());
+            rows.push(r);
+        }
+    }
+    rows
+}
+
 fn list(
     state: &State,
     names: &[String],
     scripted: bool,
     parsable: bool,
+    verbose: bool,
     props: &[String],
 ) -> Result<Response, String> {
     let pools = selected(state, names)?;
@@ -1861,10 +1950,11 @@ fn list(
     }
     let cols: Vec<String> =
         if props.is_empty() { LIST_DEFAULT.iter().map(|s| s.to_string()).collect() } else { props.to_vec() };
-    let right: Vec<bool> =
-        cols.iter().map(|c| !matches!(c.as_str(), "name" | "health" | "altroot")).collect();
+    // zpool right-aligns the health too (`zpool_prop_align_right`).
+    let right: Vec<bool> = cols.iter().map(|c| !matches!(c.as_str(), "name" | "altroot")).collect();
     let hdr: Vec<&str> = cols.iter().map(|s| s.as_str()).collect();
     let mut t = Table::new(&hdr, &right);
+    t.min_width = cols.iter().map(|c| list_min_width(c)).collect();
     for p in pools {
         let sp = space_of(state, &p);
         let writable = crate::rwpool::writer_of(state, p.name()).is_some();
@@ -1887,6 +1977,29 @@ fn list(
             })
             .collect::<Result<Vec<String>, String>>()?;
         t.rows.push(row);
+        // The vdev rows have zpool's default columns, whatever -o chose.
+        if verbose {
+            let rows = list_vdev_rows(state, &p, parsable);
+            if scripted {
+                // zpool -H: a vdev's row is its name (no indent) after a tab, then its
+                // values; a class heading keeps its padded line of dashes.
+                let width = rows.iter().map(|r| r[0].len()).chain([4]).max().unwrap_or(4);
+                for r in rows {
+                    if r[0].starts_with(' ') {
+                        let mut cells = vec![String::new(), r[0].trim_start().to_string()];
+                        cells.extend(r[1..].iter().cloned());
+                        t.rows.push(cells);
+                    } else {
+                        t.rows.push(vec![format!(
+                            "{:<width$}      -      -      -        -         -      -      -      -         -",
+                            r[0]
+                        )]);
+                    }
+                }
+            } else {
+                t.rows.extend(rows);
+            }
+        }
     }
     Ok(Response::ok(t.render(scripted)))
 }
