@@ -116,17 +116,22 @@ fn zpool_mismatch(pool: Rep, new: Rep) -> Option<String> {
 
 /// zpool's refusal of new top-level vdevs whose replication level differs from the pool's
 /// (cmd/zpool/zpool_vdev.c `check_replication`), unless `-f` or
-/// `--allow-replication-mismatch` overrides it. A pool whose own top-level vdevs already
-/// differ has no replication level to compare with, and zpool then checks nothing.
+/// `--allow-replication-mismatch` overrides it. The pool's level is its last top-level
+/// vdev's when every neighbouring pair agrees (a raidz next to a mirror agrees when both
+/// survive as many failures); a pool whose vdevs disagree has none, and zpool then checks
+/// nothing (`get_replication` without `fatal`). Log vdevs take no part.
 pub fn replication_error(existing: &[Arc<Vdev>], new: &[NewTop], log: &[bool]) -> Option<String> {
-    // Log vdevs are outside zpool's replication level (`get_replication` skips them).
-    let mut reps = existing
+    let reps: Vec<Rep> = existing
         .iter()
         .filter(|t| !matches!(t.kind(), VdevKind::Hole) && !t.is_log())
-        .map(|t| rep_of_vdev(t));
-    let pool = reps.next()?;
-    if reps.any(|r| r != pool) {
-        return None;
+        .map(|t| rep_of_vdev(t))
+        .collect();
+    let mut pool = *reps.first()?;
+    for r in &reps[1..] {
+        if zpool_mismatch(pool, *r).is_some() {
+            return None;
+        }
+        pool = *r;
     }
     let msgs: Vec<String> = new
         .iter()
@@ -344,6 +349,33 @@ pub(crate) mod tests {
             label_name: None,
         };
         crate::create::create(&spec).unwrap()
+    }
+
+    /// The pool's replication level as zpool's check_replication sees it: a mirror beside a
+    /// raidz of the same redundancy still has one (a lone disk is refused next to it), a
+    /// mirror beside a raidz2 has none (anything goes); log vdevs are left out both ways.
+    #[test]
+    fn replication_level_of_mixed_pools() {
+        let (_dir, l) = devices("rep", 11);
+        let w = create(
+            "addrep",
+            vec![
+                NewTop::Mirror(vec![l[0].clone(), l[1].clone()]),
+                NewTop::Raidz { parity: 1, leaves: vec![l[2].clone(), l[3].clone(), l[4].clone()] },
+            ],
+        );
+        let single = NewTop::Single(l[8].clone());
+        let e = replication_error(&w.tops, std::slice::from_ref(&single), &[]).unwrap();
+        assert!(e.ends_with("pool uses raidz and new vdev is file"), "{e}");
+        assert_eq!(replication_error(&w.tops, std::slice::from_ref(&single), &[true]), None);
+        let w2 = create(
+            "addrep2",
+            vec![
+                NewTop::Mirror(vec![l[5].clone(), l[6].clone()]),
+                NewTop::Raidz { parity: 2, leaves: vec![l[7].clone(), l[9].clone(), l[10].clone()] },
+            ],
+        );
+        assert_eq!(replication_error(&w2.tops, &[single], &[]), None);
     }
 
     /// Add a vdev, write a MOS object large enough to reach it, import the pool again from
