@@ -265,8 +265,10 @@ pub(crate) fn check_pool_name(name: &str) -> Result<(), String> {
             "cannot create '{name}': invalid character or name does not begin with a letter"
         ));
     }
-    let reserved = ["mirror", "raidz", "draid", "spare", "log", "cache", "special", "dedup"];
+    // libzfs's zpool_name_valid at create and import: these prefixes, and `log` itself.
+    let reserved = ["mirror", "raidz", "draid", "spare"];
     if reserved.iter().any(|r| name.starts_with(r))
+        || name == "log"
         || name.starts_with('c') && name[1..].starts_with(char::is_numeric)
     {
         return Err(format!("cannot create '{name}': name is reserved"));
@@ -1421,5 +1423,19 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
     fn space(&self) -> (u64, u64, u64, u64) {
         let (refd, avail) = self.rw.spa.head_space(self.ds).unwrap_or_else(|_| (0, self.rw.spa.space().1));
         (refd.saturating_add(avail), avail, 0, 1u64 << 32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// libzfs's reserved pool names: the vdev-type prefixes, `log` alone, disk-like names.
+    #[test]
+    fn reserved_pool_names() {
+        for bad in ["mirror", "mirror2", "raidz1x", "draid", "spares", "log", "c0t0d0"] {
+            assert!(super::check_pool_name(bad).unwrap_err().ends_with("name is reserved"), "{bad}");
+        }
+        for ok in ["logs", "logfail", "cache", "special", "dedup", "tank", "c", "cx1"] {
+            assert_eq!(super::check_pool_name(ok), Ok(()), "{ok}");
+        }
     }
 }

@@ -263,6 +263,44 @@ fn log_vdevs() {
     d.ok("rzpool", &["export", "addlog"]);
 }
 
+/// A log vdev whose device fails every write and flush: the pool's own blocks are not there,
+/// so the pool keeps syncing (labels and uberblocks reach the other vdevs), status blames
+/// the log device and says DEGRADED, and after export zdb -bcc is clean and the files read
+/// back (OpenZFS counts good label writes over all vdevs and does not suspend for a log).
+#[test]
+fn failing_log_vdev_does_not_stop_the_pool() {
+    if !usable() {
+        eprintln!("SKIP failing_log_vdev_does_not_stop_the_pool: needs zdb and /dev/fuse");
+        return;
+    }
+    let dir = scratch("logfail");
+    let devs = common::pools::blank(&dir, "f", 3);
+    let d = Daemon::new("addlogfail");
+    let mnt = dir.join("mnt");
+    let mnt_s = mnt.to_string_lossy().into_owned();
+    d.ok("rzpool", &["create", "-m", &mnt_s, "logfail", "mirror", &devs[0], &devs[1], "log", &devs[2]]);
+    d.ok("rzinject", &["-d", &devs[2], "-e", "io", "-T", "write", "logfail"]);
+    d.ok("rzinject", &["-d", &devs[2], "-e", "io", "-T", "flush", "logfail"]);
+    let data = noise(3_000_000, 77);
+    std::fs::write(mnt.join("f"), &data).unwrap();
+    d.ok("rzpool", &["sync", "logfail"]);
+    d.ok("rzpool", &["set", "comment=after the failure", "logfail"]);
+    d.ok("rzpool", &["sync", "logfail"]);
+    let st = d.ok("rzpool", &["status", "logfail"]);
+    assert!(st.contains(" state: DEGRADED"), "{st}");
+    let row = st.lines().find(|l| l.contains(devs[2].as_str())).unwrap_or_else(|| panic!("{st}"));
+    let writes: u64 = row.split_whitespace().nth(3).unwrap().parse().unwrap_or(0);
+    assert!(writes > 0, "the log device's write errors are counted: {st}");
+    d.ok("rzinject", &["-c", "all"]);
+    d.ok("rzpool", &["export", "logfail"]);
+    zdb_check(&dir, "logfail");
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "logfail"]);
+    assert!(std::fs::read(mnt.join("f")).unwrap() == data);
+    let comment = d.ok("rzpool", &["get", "-H", "-o", "value", "comment", "logfail"]);
+    assert_eq!(comment.trim(), "after the failure");
+    d.ok("rzpool", &["export", "logfail"]);
+}
+
 #[test]
 fn add_refusals_and_dry_run() {
     if !usable() {

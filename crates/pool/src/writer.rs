@@ -1378,7 +1378,9 @@ impl PoolWriter {
                 bufs.insert(leaf.guid(), v);
             }
             let good = top.write_leaves_raw(&|leaf, _| bufs.get(&leaf.guid()).cloned().unwrap_or_default());
-            if good == 0 {
+            // A log vdev holds none of the pool's blocks: losing it costs the pool nothing
+            // (OpenZFS counts good label writes over all vdevs).
+            if good == 0 && !top.is_log() {
                 return Err(PoolError::Io(format!(
                     "no device of top-level vdev {i} ({}) took the labels of txg {txg}",
                     top.name()
@@ -1392,7 +1394,11 @@ impl PoolWriter {
     /// written to it (more failed leaves than its redundancy covers).
     fn flush_tops(&self) -> Result<()> {
         for top in self.tops.iter().filter(|t| *t.kind() != VdevKind::Hole) {
-            top.flush_top().map_err(|e| PoolError::Io(format!("flushing {}: {e}", top.name())))?;
+            match top.flush_top() {
+                // Only labels and uberblocks were written to a log vdev.
+                Err(_) if top.is_log() => {}
+                r => r.map_err(|e| PoolError::Io(format!("flushing {}: {e}", top.name())))?,
+            }
         }
         Ok(())
     }
@@ -1442,7 +1448,7 @@ impl PoolWriter {
                 bufs.insert(leaf.guid(), v);
             }
             let good = top.write_leaves_raw(&|leaf, _| bufs.get(&leaf.guid()).cloned().unwrap_or_default());
-            if good == 0 {
+            if good == 0 && !top.is_log() {
                 return Err(PoolError::Io(format!(
                     "no device of top-level vdev {i} ({}) took the uberblock of txg {txg}",
                     top.name()
