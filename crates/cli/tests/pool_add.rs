@@ -150,20 +150,27 @@ fn add_mixed_layouts() {
     add_case("ashift", &["-"], &["--allow-ashift-mismatch", "-o", "ashift=12"], &["-"]);
 }
 
+/// A scratch directory with `n` blank devices, a daemon and a mount point for the log
+/// tests; `None` (the test is skipped) without zdb or /dev/fuse.
+fn log_setup(tag: &str, n: usize) -> Option<(PathBuf, Vec<String>, Daemon, PathBuf)> {
+    if !usable() {
+        eprintln!("SKIP {tag}: needs zdb and /dev/fuse");
+        return None;
+    }
+    let dir = scratch(tag);
+    let devs = common::pools::blank(&dir, tag, n);
+    let d = Daemon::new(&format!("add{tag}"));
+    let mnt = dir.join("mnt");
+    Some((dir, devs, d, mnt))
+}
+
 /// Log vdevs: `create ... log mirror A B`, `add POOL log C`. They are listed under `logs`
 /// by status, iostat and the import listing, count in no pool size, receive no block, and
 /// the config says `is_log` as OpenZFS's does (checked through zdb -C and zdb -bcc).
 /// `remove` takes them out, leaving holes (`hole_array`) that later imports and adds keep.
 #[test]
 fn log_vdevs() {
-    if !usable() {
-        eprintln!("SKIP log_vdevs: needs zdb and /dev/fuse");
-        return;
-    }
-    let dir = scratch("log");
-    let devs = common::pools::blank(&dir, "l", 5);
-    let d = Daemon::new("addlog");
-    let mnt = dir.join("mnt");
+    let Some((dir, devs, d, mnt)) = log_setup("log", 5) else { return };
     let mnt_s = mnt.to_string_lossy().into_owned();
     let dry = d.ok(
         "rzpool",
@@ -269,14 +276,7 @@ fn log_vdevs() {
 /// back (OpenZFS counts good label writes over all vdevs and does not suspend for a log).
 #[test]
 fn failing_log_vdev_does_not_stop_the_pool() {
-    if !usable() {
-        eprintln!("SKIP failing_log_vdev_does_not_stop_the_pool: needs zdb and /dev/fuse");
-        return;
-    }
-    let dir = scratch("logfail");
-    let devs = common::pools::blank(&dir, "f", 3);
-    let d = Daemon::new("addlogfail");
-    let mnt = dir.join("mnt");
+    let Some((dir, devs, d, mnt)) = log_setup("logfail", 3) else { return };
     let mnt_s = mnt.to_string_lossy().into_owned();
     d.ok("rzpool", &["create", "-m", &mnt_s, "logfail", "mirror", &devs[0], &devs[1], "log", &devs[2]]);
     d.ok("rzinject", &["-d", &devs[2], "-e", "io", "-T", "write", "logfail"]);

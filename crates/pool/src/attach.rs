@@ -394,7 +394,7 @@ impl PoolWriter {
             VdevSpec { kind: VdevKind::Hole, id: v, guid: 0, ashift: 9, children: Vec::new(), device: None };
         self.tops[i] = Arc::new(Vdev::new(hole).map_err(|e| invalid(e.to_string()))?);
         self.reader.zio.set_vdev(i, None);
-        self.top_info[i] = TopInfo { ms_array: 0, ms_shift: 0, asize: 0, create_txg: 0, deflate_ratio: 512 };
+        self.top_info[i] = TopInfo::hole();
         self.config_dirty = true;
         self.note_internal("vdev remove", &format!("log vdev ({name}) {}", top.guid()));
         self.event("vdev_remove", Some(top.guid()));

@@ -96,7 +96,7 @@ fn top_infos(pool: &Pool) -> Result<Vec<TopInfo>> {
             pool.tops.get(i).ok_or_else(|| bad(format!("config names top-level vdev {i} not assembled")))?;
         if *top.kind() == VdevKind::Hole {
             // A removed top-level vdev keeps its id: nothing to allocate, nothing to load.
-            out.push(TopInfo { ms_array: 0, ms_shift: 0, asize: 0, create_txg: 0, deflate_ratio: 512 });
+            out.push(TopInfo::hole());
             continue;
         }
         if *top.kind() == VdevKind::Missing {

@@ -671,7 +671,7 @@ impl Space {
         let ratio = pool
             .tops
             .iter()
-            .find(|t| !matches!(t.kind(), VdevKind::Missing | VdevKind::Hole))
+            .find(|t| !matches!(t.kind(), VdevKind::Missing | VdevKind::Hole) && !t.is_log())
             .map(|t| (1u64 << 17) / (t.asize(1 << 17) >> 9).max(1))
             .unwrap_or(512);
         let deflate = |x: u64| (x >> 9).saturating_mul(ratio);

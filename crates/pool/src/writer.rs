@@ -99,6 +99,13 @@ pub struct TopInfo {
     pub deflate_ratio: u64,
 }
 
+impl TopInfo {
+    /// A hole (a removed top-level vdev): no metaslabs, no space.
+    pub fn hole() -> TopInfo {
+        TopInfo { ms_array: 0, ms_shift: 0, asize: 0, create_txg: 0, deflate_ratio: 512 }
+    }
+}
+
 /// The allocator shared by the sync threads plus this txg's record of what it did (the
 /// source of the space map entries written at the end of each pass).
 pub struct AllocShared {
