@@ -353,7 +353,10 @@ fn parse_pool_props(props: &[String]) -> Result<PoolOpts, String> {
             "cachefile" => {
                 crate::cache::parse_setting(v)?;
             }
-            "autoexpand" | "autoreplace" => o.numeric.push((
+            "multihost" if v == "on" => {
+                return Err("multihost protection (MMP) is not supported by rzfs".into());
+            }
+            "autoexpand" | "autoreplace" | "autotrim" | "listsnapshots" | "delegation" | "multihost" => o.numeric.push((
                 k.to_string(),
                 match v {
                     "on" => 1,
@@ -419,17 +422,10 @@ pub(crate) fn parse_fs_props(
             continue;
         }
         if k == "version" {
-            // The ZPL version lives in the master node, not among the properties: rzfs
-            // makes file systems (and clones of them) at version 5 only, so `current` or 5 is
-            // what happens anyway, and an older one is refused (for a clone, a downgrade).
-            match v.as_str() {
-                "current" | "5" => continue,
-                _ => {
-                    return Err(format!(
-                        "invalid property 'version': rzfs makes file systems at version 5 only ('{v}' given)"
-                    ))
-                }
-            }
+            // The ZPL version lives in the master node, not among the properties (see
+            // [`zpl_choices`]).
+            zpl_version(&v)?;
+            continue;
         }
         let raw = dsl::props::parse_value(&k, &v).map_err(|e| format!("invalid property '{k}': {e}"))?;
         let zv = match raw {
@@ -439,6 +435,16 @@ pub(crate) fn parse_fs_props(
         out.push((k, zv));
     }
     Ok(out)
+}
+
+/// A `version` value of `zfs create -o`: 1 to 5, or `current` (5).
+fn zpl_version(v: &str) -> Result<u64, String> {
+    match v {
+        "current" => Ok(zpl::write::ZPL_VERSION),
+        _ => v.parse::<u64>().ok().filter(|n| (1..=zpl::write::ZPL_VERSION).contains(n)).ok_or_else(|| {
+            format!("invalid property 'version': '{v}' is not a file system version (1 to 5, or current)")
+        }),
+    }
 }
 
 /// The creation-time properties that decide how a file system matches names.
@@ -481,6 +487,8 @@ fn zpl_value(prop: &str, v: &str) -> Result<u64, String> {
 /// normalizing with utf8only=off is refused; utf8only=off alone means no normalization.
 #[derive(Clone, Copy, Debug, Default)]
 struct ZplChoices {
+    /// `version`: the ZPL version (not inherited: a new file system gets the current one).
+    version: Option<u64>,
     normalization: Option<u64>,
     utf8only: Option<bool>,
     casesensitivity: Option<u64>,
@@ -494,6 +502,7 @@ fn zpl_choices(props: &[String]) -> Result<ZplChoices, String> {
             "normalization" => c.normalization = Some(zpl_value("normalization", v)?),
             "utf8only" => c.utf8only = Some(zpl_value("utf8only", v)? != 0),
             "casesensitivity" => c.casesensitivity = Some(zpl_value("casesensitivity", v)?),
+            "version" => c.version = Some(zpl_version(v)?),
             _ => {}
         }
     }
@@ -511,13 +520,32 @@ fn zpl_choices(props: &[String]) -> Result<ZplChoices, String> {
 impl ZplChoices {
     /// The properties of a new file system: what was chosen, the rest from `parent` (its
     /// parent file system's, `zfs_fill_zplprops`); normalizing forces utf8only on.
-    fn resolve(self, parent: zpl::write::ZplProps) -> zpl::write::ZplProps {
+    fn resolve(self, parent: zpl::write::ZplProps) -> ZplNew {
         let normalization = self.normalization.unwrap_or(parent.normalization);
-        zpl::write::ZplProps {
+        let names = zpl::write::ZplProps {
             normalization,
             utf8only: normalization != 0 || self.utf8only.unwrap_or(parent.utf8only),
             casesensitivity: self.casesensitivity.unwrap_or(parent.casesensitivity),
-        }
+        };
+        ZplNew { names, version: self.version.unwrap_or(zpl::write::ZPL_VERSION) }
+    }
+}
+
+/// How a new file system's ZPL is made: its name handling and its version.
+#[derive(Clone, Copy, Debug)]
+struct ZplNew {
+    names: zpl::write::ZplProps,
+    version: u64,
+}
+
+impl ZplNew {
+    fn create(
+        self,
+        os: &mut dmu::tx::DirtyObjset,
+        z: &mut zap::write::ZapCache,
+        now: (u64, u64),
+    ) -> Result<(), zpl::write::ZplWriteError> {
+        zpl::write::ZplWriter::create_fs_version(os, z, now, 0, 0, self.names, self.version).map(|_| ())
     }
 }
 
@@ -659,8 +687,8 @@ fn create_or_describe(state: &Arc<State>, a: CreateArgs, dry_run: bool) -> Resul
     let settings = settings_from(&root_props, set.contains("lz4_compress"), set.contains("embedded_data"));
     let now = now_pair();
     let init = |os: &mut dmu::tx::DirtyObjset, z: &mut zap::write::ZapCache| {
-        zpl::write::ZplWriter::create_fs_with(os, z, now, 0, 0, root_names)
-            .map(|_| ())
+        root_names
+            .create(os, z, now)
             .map_err(|e| pool::PoolError::Invalid(format!("creating the root file system: {e}")))
     };
     let spec = CreateSpec {
@@ -848,10 +876,9 @@ pub fn snapshot(state: &State, names: &[String], props: &[String], recursive: bo
 }
 
 /// The ZPL's initial content of a new file system.
-fn zpl_init(names: zpl::write::ZplProps) -> pool::admin::ObjsetInit {
+fn zpl_init(new: ZplNew) -> pool::admin::ObjsetInit {
     Arc::new(move |os: &mut dmu::tx::DirtyObjset, z: &mut zap::write::ZapCache| {
-        zpl::write::ZplWriter::create_fs_with(os, z, now_pair(), 0, 0, names)
-            .map(|_| ())
+        new.create(os, z, now_pair())
             .map_err(|e| pool::PoolError::Invalid(format!("creating the file system: {e}")))
     })
 }
@@ -997,8 +1024,34 @@ pub fn clone_fs(state: &State, snapshot: &str, name: &str, props: &[String]) -> 
     }
     let (props, quotas) = split_quotas(props, &format!("cannot create '{name}'"))?;
     let fs_props = parse_fs_props(&props, &None)?;
+    // `-o version=`: the clone starts at its origin's version and may only go up
+    // (zfs_set_version refuses a downgrade, and the clone is not made).
+    let version = zpl_choices(&props).map_err(|e| format!("cannot create '{name}': {e}"))?.version;
+    if let Some(v) = version {
+        let origin = zpl_version_of(state, snapshot);
+        if v < origin {
+            return Err(format!(
+                "cannot create '{name}': 'version' cannot go below the origin's version {origin} ({v} given)"
+            ));
+        }
+    }
     rw.spa.clone_filesystem(snapshot, name, fs_props, now_pair().0).map_err(|e| e.to_string())?;
+    if let Some(v) = version.filter(|&v| v > zpl_version_of(state, snapshot)) {
+        upgrade_fs(state, name, v)?;
+    }
     apply_quotas(state, name, &quotas)
+}
+
+/// The ZPL version of file system or snapshot `name` (its master node's `VERSION`; the
+/// current version when it cannot be read, as for a volume).
+fn zpl_version_of(state: &State, name: &str) -> u64 {
+    let read = || -> Option<u64> {
+        let pool = state.pool(pool_of(name)).ok()?;
+        let dsl = pool.dsl();
+        let os = dsl.open_objset(&dsl.find(name).ok()?).ok()?;
+        zap::lookup_u64(&os, zpl::MASTER_NODE_OBJ, "VERSION").ok()?
+    };
+    read().unwrap_or(zpl::write::ZPL_VERSION)
 }
 
 /// `rzfs set volsize=SIZE VOL`: the volume's size changes (shrinking frees the tail), and
@@ -1064,6 +1117,12 @@ pub fn set(state: &State, assignments: &[String], names: &[String]) -> Result<()
                 ));
             }
             Some(("volsize", _)) => {}
+            Some(("version", v)) => {
+                let to = zpl_version(v).map_err(|e| format!("cannot set property: {e}"))?;
+                for name in names {
+                    upgrade_fs(state, name, to)?;
+                }
+            }
             _ => rest.push(a.clone()),
         }
     }
@@ -1089,6 +1148,55 @@ pub fn set(state: &State, assignments: &[String], names: &[String]) -> Result<()
         rw.spa.set_props(name, props).map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// The pool version a file system of ZPL version `v` needs (`zfs_spa_version_map`:
+/// FUIDs came with pool version 9, user accounting with 15, system attributes with 24).
+pub fn spa_version_for_zpl(v: u64) -> u64 {
+    match v {
+        0..=2 => 1,
+        3 => 9,
+        4 => 15,
+        _ => 24,
+    }
+}
+
+/// `zfs upgrade -V TO NAME` and `zfs set version=TO NAME` (`zfs_set_version`): raises
+/// file system `name`'s ZPL version; a mounted one goes on with the new version at once.
+/// A lower version is refused; so is one the pool's version cannot hold.
+pub fn upgrade_fs(state: &State, name: &str, to: u64) -> Result<(), String> {
+    let what = format!("cannot set property for '{name}'");
+    let rw = writable(state, name, &what)?;
+    let pool = state.pool(pool_of(name)).map_err(|e| format!("{what}: {e}"))?;
+    let ds = pool.dsl().find(name).map_err(|_| format!("{what}: dataset does not exist"))?;
+    if ds.kind != dsl::DatasetKind::Filesystem {
+        return Err(format!("{what}: 'version' does not apply to datasets of this type"));
+    }
+    if pool.version() < spa_version_for_zpl(to) {
+        return Err(format!("{what}: pool must be upgraded to set this property or value"));
+    }
+    rw.spa.open_dataset(ds.ds_obj).map_err(|e| format!("{what}: {e}"))?;
+    rw.spa
+        .with_dataset(ds.ds_obj, SpaceCheck::Reserved, Reserve::Meta, |tx| {
+            let mut zpl = rw.zpl.lock().unwrap_or_else(|p| p.into_inner());
+            let mut fresh = None;
+            let z = match zpl.get_mut(&ds.ds_obj) {
+                Some(z) => z,
+                None => fresh.insert(
+                    zpl::write::ZplWriter::open(&tx.ds.os, &mut tx.ds.zaps)
+                        .map_err(|e| pool::PoolError::Invalid(e.to_string()))?,
+                ),
+            };
+            if to < z.version() {
+                return Err(pool::PoolError::Invalid(format!(
+                    "'version' cannot go down from {} to {to}",
+                    z.version()
+                )));
+            }
+            z.upgrade(&mut tx.ds.os, &mut tx.ds.zaps, to).map_err(|e| pool::PoolError::Invalid(e.to_string()))
+        })
+        .map_err(|e| format!("{what}: {e}"))?;
+    rw.sync().map_err(|e| format!("{what}: {e}"))
 }
 
 /// `zfs set userquota@WHO=LIMIT|none` and the other quotas of that family on file system

@@ -371,6 +371,9 @@ fn rename_datasets() {
     refused(&["create", &deep(50)], "nesting depth exceeded");
     assert!(d.run("rzfs", &["list", &deep(48)]).0 == 0 && d.run("rzfs", &["list", &deep(50)]).0 != 0);
     d.ok("rzfs", &["create", "-p", "rn/z/y/q"]);
+    // Again with -p: the target exists, which is success (zfs_do_create); without, refused.
+    assert_eq!(d.ok("rzfs", &["create", "-p", "rn/z/y/q"]), "");
+    refused(&["create", "rn/z/y/q"], "already exists");
     refused(&["rename", &deep(3), "rn/z/y/q/w"], "too long");
     d.ok("rzfs", &["rename", &deep(3), "rn/z/w"]);
     let long = format!("rn/x/c@{}", "s".repeat(255 - "rn/x/c@".len()));
@@ -797,6 +800,116 @@ fn zfs_upgrade_and_version() {
     assert!(code != 0 && err.contains("version"), "{err}");
     assert!(!d.ok("rzfs", &["list", "-H", "-o", "name"]).contains("zu/d"));
     d.ok("rzpool", &["export", "zu"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// File systems of ZPL versions 1 to 4 (`create -o version=N`): written through the
+/// mount as `znode_phys_t` znodes (files, directories, short and long symlinks, xattrs,
+/// hard links, chmod/chown, removal), listed by `zfs upgrade`, upgraded by `zfs upgrade`
+/// and `zfs set version=` (never downgraded), old znodes rewritten as system attributes
+/// once they change, clones taking their origin's version. OpenZFS's zdb checks every
+/// block, the user accounting and the ZPL fields; `zdb -r` extracts a file of a version-1
+/// file system; everything reads back after export and import.
+#[test]
+fn old_zpl_versions() {
+    if skip_without_fuse_zdb("old_zpl_versions") {
+        return;
+    }
+    let dir = scratch("zpl-versions");
+    let d = Daemon::new("zpl-versions");
+    let (_devs, mnt) = create(&d, &dir, "zv", &SINGLE, 256 << 20);
+    let mut want: Vec<(String, Vec<u8>)> = Vec::new();
+    let long_target = "t".repeat(200);
+    for v in 1..=4 {
+        let fs = format!("zv/v{v}");
+        d.ok("rzfs", &["create", "-o", &format!("version={v}"), &fs]);
+        assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "version", &fs]), format!("{v}\n"));
+        let m = mnt.join(format!("v{v}"));
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 + v) as u8).collect();
+        std::fs::write(m.join("big"), &data).unwrap();
+        std::fs::write(m.join("f"), format!("hello {v}")).unwrap();
+        std::fs::create_dir(m.join("d")).unwrap();
+        std::os::unix::fs::symlink("/short", m.join("d/s")).unwrap();
+        std::os::unix::fs::symlink(&long_target, m.join("d/l")).unwrap();
+        std::fs::hard_link(m.join("f"), m.join("d/f2")).unwrap();
+        std::fs::write(m.join("gone"), b"x").unwrap();
+        std::fs::remove_file(m.join("gone")).unwrap();
+        let x = std::process::Command::new("setfattr")
+            .args(["-n", "user.k", "-v", "val"])
+            .arg(m.join("f"))
+            .status();
+        assert!(x.is_ok_and(|s| s.success()), "setfattr on version {v}");
+        std::fs::set_permissions(m.join("f"), std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+        std::os::unix::fs::chown(m.join("big"), Some(1234), Some(567)).unwrap();
+        want.push((format!("v{v}/big"), data));
+        want.push((format!("v{v}/d/f2"), format!("hello {v}").into_bytes()));
+    }
+    // Versions 1 and 2 take no name-handling properties; no version past 5 exists.
+    let (code, _, err) =
+        d.run("rzfs", &["create", "-o", "version=2", "-o", "casesensitivity=mixed", "zv/ci"]);
+    assert!(code != 0 && err.contains("version-2"), "{err}");
+    let (code, _, _) = d.run("rzfs", &["create", "-o", "version=6", "zv/v6"]);
+    assert_ne!(code, 0);
+    let listing = d.ok("rzfs", &["upgrade"]);
+    for v in 1..=4 {
+        assert!(listing.contains(&format!(" {v}   zv/v{v}\n")), "{listing}");
+    }
+    // A clone keeps its origin's version, may go up, never down.
+    d.ok("rzfs", &["snapshot", "zv/v2@s"]);
+    d.ok("rzfs", &["clone", "zv/v2@s", "zv/c2"]);
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "version", "zv/c2"]), "2\n");
+    d.ok("rzfs", &["clone", "-o", "version=4", "zv/v2@s", "zv/c4"]);
+    assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "version", "zv/c4"]), "4\n");
+    assert_ne!(d.run("rzfs", &["clone", "-o", "version=1", "zv/v2@s", "zv/c1"]).0, 0);
+    // Upgrades: v1 to 5 (mounted), v3 to 4 by `set`; no downgrade.
+    assert_eq!(d.ok("rzfs", &["upgrade", "zv/v1"]), "1 filesystems upgraded\n");
+    d.ok("rzfs", &["set", "version=4", "zv/v3"]);
+    let (code, out, _) = d.run("rzfs", &["upgrade", "-V", "3", "zv/v4"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("zv/v4: can not be downgraded; it is already at version 4"), "{out}");
+    assert_ne!(d.run("rzfs", &["set", "version=2", "zv/v4"]).0, 0);
+    for (fs, v) in [("zv/v1", 5), ("zv/v2", 2), ("zv/v3", 4), ("zv/v4", 4)] {
+        assert_eq!(d.ok("rzfs", &["get", "-H", "-o", "value", "version", fs]), format!("{v}\n"), "{fs}");
+    }
+    // The upgraded file system: a changed old znode becomes SA, new ones are SA.
+    let m1 = mnt.join("v1");
+    std::fs::set_permissions(m1.join("f"), std::os::unix::fs::PermissionsExt::from_mode(0o640)).unwrap();
+    std::fs::write(m1.join("new"), b"new file").unwrap();
+    want.push(("v1/new".into(), b"new file".to_vec()));
+    d.ok("rzpool", &["export", "zv"]);
+    let out = zdb_check(&dir, "zv");
+    assert!(out.contains("zv/v2 [ZPL]"), "{out}");
+    let dump = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-dddd", "zv/v2"]);
+    assert!(dump.contains("bonus  ZFS znode"), "{dump}");
+    assert!(dump.contains("VERSION = 2"), "{dump}");
+    let dump1 = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-dddd", "zv/v1"]);
+    assert!(dump1.contains("bonus  ZFS znode") && dump1.contains("bonus  System attributes"), "{dump1}");
+    assert!(dump1.contains("SA_ATTRS = "), "{dump1}");
+    let out_file = dir.join("extracted");
+    run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-r", "zv/v1", "big", out_file.to_str().unwrap()]);
+    assert!(std::fs::read(&out_file).unwrap() == want[0].1, "zdb -r of a version-1 file");
+    import(&d, &dir, "zv", &mnt, false);
+    d.ok("rzfs", &["mount", "-a"]);
+    for (path, data) in &want {
+        assert!(std::fs::read(mnt.join(path)).unwrap() == *data, "{path} after import");
+    }
+    for v in 1..=4 {
+        let m = mnt.join(format!("v{v}"));
+        assert_eq!(std::fs::read_link(m.join("d/s")).unwrap().to_str(), Some("/short"));
+        assert_eq!(std::fs::read_link(m.join("d/l")).unwrap().to_str(), Some(long_target.as_str()));
+        let meta = std::fs::metadata(m.join("big")).unwrap();
+        assert_eq!(
+            (std::os::unix::fs::MetadataExt::uid(&meta), std::os::unix::fs::MetadataExt::gid(&meta)),
+            (1234, 567)
+        );
+        let x = std::process::Command::new("getfattr")
+            .args(["--only-values", "-n", "user.k"])
+            .arg(m.join("f"))
+            .output()
+            .unwrap();
+        assert_eq!(x.stdout, b"val", "xattr of version {v}");
+    }
+    d.ok("rzpool", &["export", "zv"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

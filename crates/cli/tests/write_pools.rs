@@ -506,9 +506,20 @@ fn pool_props_and_late_feature_enable() {
     let devs = files(&dir, 1, 96 << 20);
     let dir_s = dir.to_str().unwrap();
     let d = Daemon::new("pprops");
-    d.ok("rzpool", &["create", "-o", "feature@blake3=disabled", "-m", "none", "pp", &devs[0]]);
+    let mut create = vec!["create", "-o", "feature@blake3=disabled", "-m", "none"];
+    // Every on/off property `zpool set` takes is taken by `create -o` too (ZTS
+    // zpool_create_018_pos, zpool_create_tempname).
+    for p in ["delegation=off", "listsnapshots=on", "autotrim=on", "multihost=off"] {
+        create.extend(["-o", p]);
+    }
+    create.extend(["pp", &devs[0]]);
+    d.ok("rzpool", &create);
     d.ok("rzfs", &["create", "pp/boot"]);
     let get = |p: &str| d.ok("rzpool", &["get", "-H", "-o", "value", p, "pp"]).trim().to_string();
+    for (k, v) in [("delegation", "off"), ("listsnapshots", "on"), ("autotrim", "on"), ("multihost", "off")] {
+        assert_eq!(get(k), v, "{k} from create -o");
+    }
+    d.ok("rzpool", &["set", "autotrim=off", "pp"]);
     assert_eq!(get("feature@blake3"), "disabled");
     let (rc, _, err) = d.run("rzfs", &["set", "checksum=blake3", "pp/boot"]);
     assert!(rc != 0 && err.contains("blake3"), "{err}");

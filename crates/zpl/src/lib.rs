@@ -15,6 +15,7 @@
 
 pub mod acl;
 pub mod attrs;
+mod legacy;
 mod sa_write;
 pub mod space;
 pub mod write;

@@ -79,6 +79,10 @@ const MAX_OFFSET: u64 = i64::MAX as u64;
 
 /// The ZPL version written (`ZPL_VERSION_5`: system attributes).
 pub const ZPL_VERSION: u64 = 5;
+/// The first version with name-handling properties and FUIDs (`ZPL_VERSION_NORMALIZATION`).
+const ZPL_VERSION_NORMALIZATION: u64 = 3;
+/// The first version with system attributes (`ZPL_VERSION_SA`).
+const ZPL_VERSION_SA: u64 = 5;
 
 // DMU object types (include/sys/dmu.h) and ZPL constants.
 const DMU_OT_PLAIN_FILE_CONTENTS: u8 = 19;
@@ -166,11 +170,17 @@ struct Znode {
     rec: SaRecord,
     /// Some attributes live in a spill block (read-only here).
     spilled: bool,
+    /// The znode is a `znode_phys_t` (ZPL < 5, or not yet upgraded): what it was read as.
+    legacy: Option<crate::legacy::LegacyBonus>,
 }
 
 /// The write side of one ZPL filesystem.
 pub struct ZplWriter {
     sa: SaTables,
+    /// The file system's ZPL version (1–5). Below 5 there are no SA tables on disk (`sa`
+    /// only numbers the attributes of the in-memory records) and znodes are written as
+    /// `znode_phys_t` (see [`crate::legacy`]).
+    version: u64,
     root: u64,
     unlinked: u64,
     /// How names are matched: the file system's creation-time properties.
@@ -339,7 +349,32 @@ impl ZplWriter {
         gid: u32,
         names: ZplProps,
     ) -> Result<ZplWriter> {
+        Self::create_fs_version(os, zaps, now, uid, gid, names, ZPL_VERSION)
+    }
+
+    /// [`ZplWriter::create_fs_with`] at ZPL `version` (1–5; `zfs create -o version=`).
+    /// Versions before 3 know no name-handling properties (`zfs_fill_zplprops`).
+    pub fn create_fs_version(
+        os: &mut DirtyObjset,
+        zaps: &mut ZapCache,
+        now: (u64, u64),
+        uid: u32,
+        gid: u32,
+        names: ZplProps,
+        version: u64,
+    ) -> Result<ZplWriter> {
         names.validate().map_err(|e| ZplWriteError::Errno(EINVAL, e))?;
+        if !(1..=ZPL_VERSION).contains(&version) {
+            return err(EINVAL, format!("ZPL version {version} (1 to {ZPL_VERSION} exist)"));
+        }
+        if version < ZPL_VERSION_NORMALIZATION && names != ZplProps::default() {
+            return err(
+                EOPNOTSUPP,
+                format!(
+                    "a version-{version} file system cannot have normalization, utf8only or casesensitivity"
+                ),
+            );
+        }
         let master = crate::MASTER_NODE_OBJ;
         zaps.create_claim(os, master, DMU_OT_MASTER_NODE)?;
         let values = [
@@ -350,13 +385,19 @@ impl ZplWriter {
         for (prop, v) in values {
             zaps.update_u64(os, master, prop, v)?;
         }
-        zaps.update_u64(os, master, "VERSION", ZPL_VERSION)?;
-        let sa_master = zaps.create(os, DMU_OT_SA_MASTER_NODE, 0, Vec::new())?;
-        zaps.update_u64(os, master, "SA_ATTRS", sa_master)?;
+        zaps.update_u64(os, master, "VERSION", version)?;
+        let sa_master = if version >= ZPL_VERSION_SA {
+            let sa_master = zaps.create(os, DMU_OT_SA_MASTER_NODE, 0, Vec::new())?;
+            zaps.update_u64(os, master, "SA_ATTRS", sa_master)?;
+            sa_master
+        } else {
+            0
+        };
         let unlinked = zaps.create(os, DMU_OT_UNLINKED_SET, 0, Vec::new())?;
         zaps.update_u64(os, master, "DELETE_QUEUE", unlinked)?;
         let mut w = ZplWriter {
             sa: SaTables::new(sa_master)?,
+            version,
             root: 0,
             unlinked,
             names,
@@ -367,7 +408,7 @@ impl ZplWriter {
         let root = w.alloc_znode(os, zaps, true)?;
         // The root is its own parent (`IS_ROOT_NODE` in zfs_mknode).
         let rec = w.new_record(root, 0, S_IFDIR | 0o755, u64::from(uid), u64::from(gid), 0, now, false);
-        w.sa.store(os, zaps, root, &rec)?;
+        w.store_rec(os, zaps, root, &rec, None)?;
         zaps.update_u64(os, master, "ROOT", root)?;
         w.root = root;
         Ok(w)
@@ -381,8 +422,11 @@ impl ZplWriter {
         let master = crate::MASTER_NODE_OBJ;
         let get = |zaps: &mut ZapCache, name: &str| zaps.lookup_u64(os, master, name);
         let version = get(zaps, "VERSION")?.unwrap_or(1);
-        if version < ZPL_VERSION {
-            return err(EOPNOTSUPP, format!("ZPL version {version} (writing needs 5)"));
+        if !(1..=ZPL_VERSION).contains(&version) {
+            return err(
+                EOPNOTSUPP,
+                format!("ZPL version {version} (rzfs writes versions 1 to {ZPL_VERSION})"),
+            );
         }
         let names = ZplProps {
             normalization: get(zaps, "normalization")?.unwrap_or(0),
@@ -393,11 +437,39 @@ impl ZplWriter {
         let missing = |what: &str| {
             ZplWriteError::Zpl(ZplError::Corrupt { what: "master node", detail: format!("no {what}") })
         };
-        let sa_master = get(zaps, "SA_ATTRS")?.ok_or_else(|| missing("SA_ATTRS"))?;
         let root = get(zaps, "ROOT")?.ok_or_else(|| missing("ROOT"))?;
         let unlinked = get(zaps, "DELETE_QUEUE")?.ok_or_else(|| missing("DELETE_QUEUE"))?;
-        let sa = SaTables::load(os, zaps, sa_master)?;
-        Ok(ZplWriter { sa, root, unlinked, names, txg: 1, recordsize: 128 << 10, copies: 1 })
+        let sa = if version >= ZPL_VERSION_SA {
+            let sa_master = get(zaps, "SA_ATTRS")?.ok_or_else(|| missing("SA_ATTRS"))?;
+            SaTables::load(os, zaps, sa_master)?
+        } else {
+            SaTables::new(0)?
+        };
+        Ok(ZplWriter { sa, version, root, unlinked, names, txg: 1, recordsize: 128 << 10, copies: 1 })
+    }
+
+    /// The file system's ZPL version.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// `zfs upgrade` (`zfs_set_version`): raises the version in the master node; reaching
+    /// version 5 creates the SA master node. Existing znodes keep their form until they
+    /// change (then they are written as system attributes, as `zfs_sa_upgrade` does).
+    /// A lower version is refused (EINVAL).
+    pub fn upgrade(&mut self, os: &mut DirtyObjset, zaps: &mut ZapCache, to: u64) -> Result<()> {
+        if to < self.version || to > ZPL_VERSION {
+            return err(EINVAL, format!("cannot change ZPL version {} to {to}", self.version));
+        }
+        let master = crate::MASTER_NODE_OBJ;
+        if to >= ZPL_VERSION_SA && self.version < ZPL_VERSION_SA {
+            let sa_master = zaps.create(os, DMU_OT_SA_MASTER_NODE, 0, Vec::new())?;
+            zaps.update_u64(os, master, "SA_ATTRS", sa_master)?;
+            self.sa = SaTables::new(sa_master)?;
+        }
+        zaps.update_u64(os, master, "VERSION", to)?;
+        self.version = to;
+        Ok(())
     }
 
     /// Object number of the root directory.
@@ -421,6 +493,20 @@ impl ZplWriter {
         let Some(dn) = os.dnode(obj)? else {
             return err(ENOENT, format!("object {obj} does not exist"));
         };
+        if dn.bonustype == crate::legacy::DMU_OT_ZNODE {
+            let order = os.committed().map_or(ondisk::ByteOrder::Little, |b| b.dnode_byte_order());
+            let read = |o: u64, len: usize| -> Result<Vec<u8>> {
+                if len > 1 << 20 {
+                    return err(EIO, format!("object {obj}: an ACL or symlink of {len} bytes"));
+                }
+                let mut buf = vec![0u8; len];
+                os.read(o, 0, &mut buf)?;
+                Ok(buf)
+            };
+            let (rec, legacy) =
+                crate::legacy::decode(&self.sa.nums, &dn.bonus, order, read, |len| read(obj, len))?;
+            return Ok(Znode { obj, dn, rec, spilled: false, legacy: Some(legacy) });
+        }
         if dn.bonustype != DMU_OT_SA {
             return err(EIO, format!("object {obj} has bonus type {}, not SA", dn.bonustype));
         }
@@ -435,7 +521,7 @@ impl ZplWriter {
                 }
             }
         }
-        Ok(Znode { obj, dn, rec, spilled })
+        Ok(Znode { obj, dn, rec, spilled, legacy: None })
     }
 
     fn store(&mut self, os: &mut DirtyObjset, zaps: &mut ZapCache, z: &Znode) -> Result<()> {
@@ -445,7 +531,58 @@ impl ZplWriter {
                 format!("object {}: attributes in a spill block cannot be rewritten", z.obj),
             );
         }
-        self.sa.store(os, zaps, z.obj, &z.rec)
+        self.store_rec(os, zaps, z.obj, &z.rec, z.legacy.as_ref())
+    }
+
+    /// Writes a znode's record in the form the file system's version asks: a
+    /// `znode_phys_t` below version 5; system attributes from 5 on, an old znode converted
+    /// then (`zfs_sa_upgrade`) unless its attributes do not fit the bonus as SA, when it
+    /// stays a `znode_phys_t`. `old` is what the znode was read as.
+    fn store_rec(
+        &mut self,
+        os: &mut DirtyObjset,
+        zaps: &mut ZapCache,
+        obj: u64,
+        rec: &SaRecord,
+        old: Option<&crate::legacy::LegacyBonus>,
+    ) -> Result<()> {
+        let legacy_form = if self.version < ZPL_VERSION_SA {
+            true
+        } else if old.is_some() {
+            let dn = os.dnode(obj)?.ok_or(dmu::DmuError::NoSuchObject(obj))?;
+            self.sa.encoded_len(rec)? > sa_write::bonus_room(&dn)
+        } else {
+            false
+        };
+        if !legacy_form {
+            if let Some(o) = old {
+                os.dirty(obj)?.phys.bonustype = DMU_OT_SA;
+                if o.extern_obj != 0 {
+                    os.free_object(o.extern_obj)?;
+                }
+            }
+            return self.sa.store(os, zaps, obj, rec);
+        }
+        let dn = os.dnode(obj)?.ok_or(dmu::DmuError::NoSuchObject(obj))?;
+        let room = sa_write::bonus_room(&dn);
+        let (bonus, place) = crate::legacy::encode(&self.sa.nums, rec, old, self.version, room)?;
+        if old.is_some_and(|o| o.extern_obj != 0 && bonus[176..184] == [0u8; 8]) {
+            // The ACL moved into the znode: its external object goes.
+            if let Some(o) = old {
+                os.free_object(o.extern_obj)?;
+            }
+        }
+        os.dirty(obj)?.phys.bonustype = crate::legacy::DMU_OT_ZNODE;
+        os.set_bonus(obj, bonus)?;
+        if let crate::legacy::SymlinkPlace::DataBlock(target) = place {
+            let bs = os.dnode(obj)?.map_or(512, |d| d.data_block_size());
+            let want = (target.len() as u64).div_ceil(512) * 512;
+            if want > bs {
+                os.set_block_size(obj, want)?;
+            }
+            os.write(obj, 0, &target)?;
+        }
+        Ok(())
     }
 
     fn mode(&self, z: &Znode) -> u64 {
@@ -474,12 +611,17 @@ impl ZplWriter {
         // block pointer; the SA code then shrinks the bonus to what the record uses.
         // The dnode takes the objset's `dnodesize` (`zfs_mknode`, `dmu_objset_dnodesize`).
         let slots = os.dnode_slots();
-        let bonus = vec![0u8; dmu::tx::bonus_len_for_slots(usize::from(slots))];
+        let (bonus_type, bonus) = if self.version < ZPL_VERSION_SA {
+            // `zfs_mknode` without SA: the bonus is a `znode_phys_t`.
+            (crate::legacy::DMU_OT_ZNODE, vec![0u8; ondisk::znode::ZNODE_PHYS_SIZE])
+        } else {
+            (DMU_OT_SA, vec![0u8; dmu::tx::bonus_len_for_slots(usize::from(slots))])
+        };
         let obj = if dir {
             let norm = self.names.dir_normflags();
-            zaps.create_dnsize_norm(os, DMU_OT_DIRECTORY_CONTENTS, DMU_OT_SA, bonus, slots, norm)?
+            zaps.create_dnsize_norm(os, DMU_OT_DIRECTORY_CONTENTS, bonus_type, bonus, slots, norm)?
         } else {
-            os.alloc_object_dnsize(DMU_OT_PLAIN_FILE_CONTENTS, 512, DMU_OT_SA, bonus, slots)?
+            os.alloc_object_dnsize(DMU_OT_PLAIN_FILE_CONTENTS, 512, bonus_type, bonus, slots)?
         };
         Ok(obj)
     }
@@ -552,7 +694,7 @@ impl ZplWriter {
         if let Some((num, bytes)) = extra {
             rec.set(num, bytes);
         }
-        let need = self.sa.encoded_len(&rec)?;
+        let need = if self.version < ZPL_VERSION_SA { 0 } else { self.sa.encoded_len(&rec)? };
         if need > dmu::tx::bonus_len_for_slots(usize::from(os.dnode_slots())) {
             return err(
                 ENAMETOOLONG,
@@ -565,7 +707,7 @@ impl ZplWriter {
             return err(EDQUOT, format!("quota of user {uid}, group {gid} or their project reached"));
         }
         let obj = self.alloc_znode(os, zaps, mode & S_IFMT == S_IFDIR)?;
-        self.sa.store(os, zaps, obj, &rec)?;
+        self.store_rec(os, zaps, obj, &rec, None)?;
         Ok(obj)
     }
 
@@ -593,6 +735,10 @@ impl ZplWriter {
                 }
             }
             zaps.destroy(os, xdir)?;
+        }
+        if let Some(ext) = z.legacy.as_ref().map(|l| l.extern_obj).filter(|&o| o != 0) {
+            // An old znode's ACL kept outside it (`z_acl_extern_obj`) goes with it.
+            os.free_object(ext)?;
         }
         if self.mode(z) & S_IFMT == S_IFDIR {
             zaps.destroy(os, z.obj)?;
@@ -695,7 +841,8 @@ impl ZplWriter {
         mode: u64,
         now: (u64, u64),
     ) -> Result<()> {
-        let value = (dtype(mode) << 60) | obj;
+        // The type bits came with ZPL version 2 (`ZPL_VERSION_DIRENT_TYPE`, `zfs_dirent`).
+        let value = if self.version >= 2 { (dtype(mode) << 60) | obj } else { obj };
         zaps.update(os, d.obj, name, ZapVal::u64(value))?;
         let n = self.sa.nums;
         d.rec.set_u64(n.size, self.size(d) + 1);
@@ -1445,7 +1592,7 @@ impl ZplWriter {
         let (uid, gid) = (z.rec.u64(n.uid), z.rec.u64(n.gid));
         let rec = self.new_record(z.obj, 0, S_IFDIR | S_ISVTX | 0o777, uid, gid, 0, now, true);
         let xdir = self.alloc_znode(os, zaps, true)?;
-        self.sa.store(os, zaps, xdir, &rec)?;
+        self.store_rec(os, zaps, xdir, &rec, None)?;
         z.rec.set_u64(n.xattr, xdir);
         self.store(os, zaps, z)?;
         Ok(Some(xdir))

@@ -1021,3 +1021,95 @@ fn inheritable_nfsv4_entries_refuse_new_entries() {
     assert_eq!(w.lookup(&os, &mut zaps, d, b"old").unwrap(), Some(f));
     w.create(&mut os, &mut zaps, 4, b"elsewhere", 0o644, 0, 0, 0, T1).unwrap();
 }
+
+fn fresh_version(version: u64) -> (DirtyObjset, ZapCache, ZplWriter) {
+    let reader = Reader::new(
+        Arc::new(zio::Zio::new(Vec::new(), Default::default())),
+        Arc::new(arc::BlockCache::new(1 << 20)),
+    );
+    let mut os = DirtyObjset::create(&reader, ondisk::objset::DMU_OST_ZFS);
+    let mut zaps = ZapCache::new();
+    let w = ZplWriter::create_fs_version(&mut os, &mut zaps, T0, 1000, 100, ZplProps::default(), version)
+        .unwrap();
+    (os, zaps, w)
+}
+
+/// The ACL header of a `znode_phys_t` bonus: (extern object, size-or-count, version, count).
+fn acl_head(bonus: &[u8]) -> (u64, u32, u16, u16) {
+    let u = |o: usize, n: usize| bonus[o..o + n].iter().rev().fold(0u64, |a, &b| (a << 8) | u64::from(b));
+    (u(176, 8), u(184, 4) as u32, u(188, 2) as u16, u(190, 2) as u16)
+}
+
+#[test]
+fn old_versions_write_znode_phys() {
+    for version in 1..=4u64 {
+        let (mut os, mut zaps, mut w) = fresh_version(version);
+        assert_eq!(zaps.lookup_u64(&os, 1, "VERSION").unwrap(), Some(version));
+        assert_eq!(zaps.lookup_u64(&os, 1, "SA_ATTRS").unwrap(), None);
+        let root = w.root();
+        let rdn = os.dnode(root).unwrap().unwrap();
+        assert_eq!((rdn.bonustype, rdn.bonuslen), (17, 264));
+        let f = w.create(&mut os, &mut zaps, root, b"f", 0o640, 1000, 100, 0, T0).unwrap();
+        let d = w.mkdir(&mut os, &mut zaps, root, b"d", 0o755, 1000, 100, T0).unwrap();
+        w.write(&mut os, &mut zaps, f, 0, b"hello", RS, T1).unwrap();
+        let z =
+            ondisk::znode::ZnodePhys::parse(&os.dnode(f).unwrap().unwrap().bonus, ondisk::ByteOrder::Little)
+                .unwrap();
+        assert_eq!((z.mode, z.size, z.uid, z.gid, z.links, z.parent), (0o100640, 5, 1000, 100, 1, root));
+        assert_eq!(z.mtime, [T1.0, T1.1]);
+        // Versions 1 and 2 keep version-0 entries (count at offset 8), later ones FUID entries.
+        let (ext, sz, v, count) = acl_head(&os.dnode(f).unwrap().unwrap().bonus);
+        if version < 3 {
+            assert_eq!((ext, v, count), (0, 0, 0));
+            assert!(sz > 0 && sz <= 6, "{sz} entries");
+        } else {
+            assert_eq!((ext, v), (0, 1));
+            assert!(count > 0 && sz > 0);
+        }
+        // Directory entries carry the type from version 2.
+        let ent = zaps.lookup(&os, root, b"d").unwrap().unwrap().values[0];
+        assert_eq!(ent, if version >= 2 { (4 << 60) | d } else { d });
+        // Symlinks: short in the bonus, long in the data block.
+        let s = w.symlink(&mut os, &mut zaps, root, b"s", b"/short", 0, 0, T0).unwrap();
+        assert_eq!(os.dnode(s).unwrap().unwrap().bonuslen as usize, 264 + 6);
+        let long = vec![b'y'; 300];
+        let l = w.symlink(&mut os, &mut zaps, root, b"l", &long, 0, 0, T0).unwrap();
+        assert_eq!(os.dnode(l).unwrap().unwrap().bonuslen, 264);
+        assert_eq!(w.readlink(&os, s).unwrap(), b"/short");
+        assert_eq!(w.readlink(&os, l).unwrap(), long);
+        // chmod rebuilds the ACL in the version's form; chown, xattrs, links, unlink.
+        let set = SetAttr { mode: Some(0o600), uid: Some(7), ..Default::default() };
+        let a = w.setattr(&mut os, &mut zaps, f, set, T1).unwrap();
+        assert_eq!((a.mode, a.uid), (0o100600, 7));
+        assert_eq!(acl_head(&os.dnode(f).unwrap().unwrap().bonus).2, u16::from(version >= 3));
+        w.setxattr(&mut os, &mut zaps, f, b"user.k", b"v", 0, T1).unwrap();
+        assert_eq!(w.getxattr(&os, &mut zaps, f, b"user.k").unwrap(), b"v");
+        w.link(&mut os, &mut zaps, f, d, b"f2", T1).unwrap();
+        assert_eq!(w.getattr(&os, f).unwrap().links, 2);
+        w.unlink(&mut os, &mut zaps, root, b"f", false, T1).unwrap();
+        assert_eq!(w.read(&os, f, 0, 5).unwrap(), b"hello");
+        assert_eq!(os.dnode(f).unwrap().unwrap().bonustype, 17);
+        // The upgrade to 5 creates the SA tables; an old znode becomes SA when it changes.
+        w.upgrade(&mut os, &mut zaps, 5).unwrap();
+        assert!(zaps.lookup_u64(&os, 1, "SA_ATTRS").unwrap().is_some());
+        assert_eq!(errno(w.upgrade(&mut os, &mut zaps, 4)), EINVAL);
+        w.setattr(&mut os, &mut zaps, f, SetAttr { mode: Some(0o644), ..Default::default() }, T1).unwrap();
+        assert_eq!(os.dnode(f).unwrap().unwrap().bonustype, 44);
+        let a = w.getattr(&os, f).unwrap();
+        assert_eq!((a.mode, a.uid, a.size, a.links), (0o100644, 7, 5, 1));
+        assert_eq!(w.readlink(&os, s).unwrap(), b"/short");
+        assert_eq!(os.dnode(s).unwrap().unwrap().bonustype, 17);
+        let g = w.create(&mut os, &mut zaps, d, b"g", 0o644, 0, 0, 0, T1).unwrap();
+        assert_eq!(os.dnode(g).unwrap().unwrap().bonustype, 44);
+    }
+    // Versions before 3 take no name-handling properties.
+    let reader = Reader::new(
+        Arc::new(zio::Zio::new(Vec::new(), Default::default())),
+        Arc::new(arc::BlockCache::new(1 << 20)),
+    );
+    let mut os = DirtyObjset::create(&reader, ondisk::objset::DMU_OST_ZFS);
+    let mut zaps = ZapCache::new();
+    let ci = ZplProps { casesensitivity: ZFS_CASE_INSENSITIVE, ..Default::default() };
+    let r = ZplWriter::create_fs_version(&mut os, &mut zaps, T0, 0, 0, ci, 2);
+    assert_eq!(r.err().map(|e| e.errno()), Some(EOPNOTSUPP));
+}

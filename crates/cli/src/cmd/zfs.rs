@@ -1952,6 +1952,10 @@ fn create_cmd(
     if how.no_mount && vol.is_some() {
         return Err(format!("cannot create '{name}': -u applies to file systems only, not to volumes"));
     }
+    // With -p an existing target is success, nothing printed (zfs_do_create).
+    if how.parents && state.pool(pool_of(name)).is_ok_and(|p| p.dsl().find(name).is_ok()) {
+        return Ok(Response::ok(String::new()));
+    }
     let given: Vec<(String, String)> = props
         .iter()
         .filter_map(|p| p.split_once('='))
@@ -2700,9 +2704,8 @@ const ZPL_VERSION: u64 = 5;
 
 /// `zfs upgrade`: with no argument, the file systems whose ZPL version is older or newer
 /// than the current one; `-v` the versions; `-a` or names (with `-r` their descendants)
-/// upgrade to `-V` (default: current), in zfs_do_upgrade's words. rzfs only has file
-/// systems at version 5 to offer: an older one is reported as not upgraded (converting a
-/// file system to system attributes is not done yet), and the command fails.
+/// upgrade to `-V` (default: current), in zfs_do_upgrade's words (each through
+/// [`crate::rwpool::upgrade_fs`]).
 fn upgrade(
     state: &Arc<State>,
     recursive: bool,
@@ -2773,33 +2776,28 @@ fn upgrade(
         },
     };
     let (entries, missing) = collect_some(state, names, recursive || all, None, &[DatasetKind::Filesystem])?;
-    // Nothing is ever upgraded yet: every file system rzfs makes is at the current version.
-    let (mut same, mut failed) = (0u64, missing.len() as u64);
+    let (mut upgraded, mut same, mut failed) = (0u64, 0u64, missing.len() as u64);
     let mut out = String::new();
     let mut err = missing;
     for e in &entries {
         let Some(v) = fs_version(e) else { continue };
-        // ZPL 5 needs a pool of version 24 (SPA_VERSION_SA; zfs_spa_version_map).
-        let needed = if target >= 5 {
-            24
-        } else if target >= 3 {
-            9
-        } else {
-            1
-        };
-        let spa_version = e.pool.version();
-        if spa_version < needed {
+        // The pool version the target needs (zfs_spa_version_map), checked from version 3
+        // on as upgrade_set_callback does.
+        let needed = crate::rwpool::spa_version_for_zpl(target);
+        if target >= 3 && e.pool.version() < needed {
             out.push_str(&format!(
                 "{}: can not be upgraded; the pool version needs to first be upgraded\nto version {needed}\n\n",
                 e.ds.name
             ));
             failed += 1;
         } else if v < target {
-            err.push(format!(
-                "cannot set property for '{}': upgrading a file system from version {v} is not supported by rzfs yet",
-                e.ds.name
-            ));
-            failed += 1;
+            match crate::rwpool::upgrade_fs(state, &e.ds.name, target) {
+                Ok(()) => upgraded += 1,
+                Err(m) => {
+                    err.push(m);
+                    failed += 1;
+                }
+            }
         } else if v > target {
             out.push_str(&format!("{}: can not be downgraded; it is already at version {v}\n", e.ds.name));
             failed += 1;
@@ -2807,7 +2805,7 @@ fn upgrade(
             same += 1;
         }
     }
-    out.push_str("0 filesystems upgraded\n");
+    out.push_str(&format!("{upgraded} filesystems upgraded\n"));
     if same > 0 {
         out.push_str(&format!("{same} filesystems already at this version\n"));
     }
