@@ -346,6 +346,29 @@ mod tests {
         assert_eq!(oldaces_to_fuid(&old, n).unwrap(), fuid);
     }
 
+    proptest::proptest! {
+        /// Decoding an arbitrary bonus (ACL version, count, size, external object and
+        /// symlink length all hostile) never panics, and what decodes re-encodes.
+        #[test]
+        fn decode_never_panics(buf in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..340),
+                               version in 0u16..3) {
+            let nums = crate::sa_write::SaTables::new(0).unwrap().nums;
+            let mut b = buf.clone();
+            if b.len() >= 192 {
+                b[188..190].copy_from_slice(&version.to_le_bytes());
+            }
+            for input in [&buf, &b] {
+                let got = decode(&nums, input, ByteOrder::Little, |_, n| Ok(vec![0u8; n.min(4096)]), |n| Ok(vec![b'x'; n.min(4096)]));
+                if let Ok((rec, old)) = got {
+                    for v in 1..=4 {
+                        let _ = encode(&nums, &rec, Some(&old), v, 320);
+                        let _ = encode(&nums, &rec, None, v, 320);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn conversions_never_panic() {
         for len in 0..64 {
