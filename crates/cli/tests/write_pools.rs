@@ -599,6 +599,131 @@ fn create_without_features() {
     assert!(blocks.contains("Z=inherit=lzjb") && !blocks.contains("lz4"), "{blocks}");
 }
 
+/// Every answer of `lseek(SEEK_DATA)` and `lseek(SEEK_HOLE)` at every offset of interest of
+/// `path`, from the data blocks (of `bs` bytes) the file should have and its `size`: data
+/// from an offset is the first data block at or after it (ENXIO past the last), a hole the
+/// first hole block or the end of the file.
+fn check_seek(path: &Path, data_blocks: &[u64], bs: u64, size: u64, what: &str) {
+    use std::os::unix::io::AsRawFd;
+    let f = std::fs::File::open(path).unwrap();
+    let is_data = |b: u64| data_blocks.contains(&b);
+    let mut offsets: Vec<u64> = (0..size.div_ceil(bs) + 1).flat_map(|b| [b * bs, b * bs + bs / 3]).collect();
+    offsets.extend(size.checked_sub(1));
+    for off in offsets {
+        let expect_data = (off / bs..size.div_ceil(bs)).find(|&b| is_data(b)).map(|b| (b * bs).max(off));
+        let expect_data = expect_data.filter(|_| off < size);
+        let expect_hole = if off >= size {
+            None
+        } else {
+            Some((off / bs..).find(|&b| !is_data(b)).map_or(size, |b| (b * bs).max(off).min(size)))
+        };
+        for (whence, want) in [(libc::SEEK_DATA, expect_data), (libc::SEEK_HOLE, expect_hole)] {
+            // SAFETY: lseek on a file descriptor owned by `f`, which outlives the call.
+            let got = unsafe { libc::lseek(f.as_raw_fd(), off as libc::off_t, whence) };
+            let got = if got < 0 {
+                assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(libc::ENXIO), "{what} {off}");
+                None
+            } else {
+                Some(got as u64)
+            };
+            assert_eq!(
+                got,
+                want,
+                "{what}: lseek({off}, {})",
+                if whence == libc::SEEK_DATA { "DATA" } else { "HOLE" }
+            );
+        }
+    }
+}
+
+/// `lseek(SEEK_DATA/SEEK_HOLE)` through the mount answers from the file's blocks, as
+/// OpenZFS does: right after the writes (the open txg is synced first, like OpenZFS's
+/// `zfs_dmu_offset_next_sync`), after a hole is punched, in a snapshot (read-only view), and
+/// after export/import; the data blocks are the level-0 blocks zdb lists for the object.
+#[test]
+fn seek_data_and_holes_match_zdb() {
+    if skip_without_fuse_zdb("seek_data_and_holes_match_zdb") {
+        return;
+    }
+    let dir = scratch("seek");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::new("seek");
+    let mnt = dir.join("mnt");
+    d.ok(
+        "rzpool",
+        &[
+            "create",
+            "-O",
+            "recordsize=16k",
+            "-O",
+            "compression=off",
+            "-m",
+            mnt.to_str().unwrap(),
+            "sk",
+            &devs[0],
+        ],
+    );
+    // In a child file system: zdb takes the pool's name for its MOS.
+    d.ok("rzfs", &["create", "sk/fs"]);
+    let mnt = mnt.join("fs");
+    let bs = 16u64 << 10;
+    let path = mnt.join("sparse");
+    let mut blocks = vec![0u64, 1, 5, 9, 10, 40, 41, 63];
+    let size = 70 * bs + 123;
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).open(&path).unwrap();
+        for &b in &blocks {
+            f.write_all_at(&pseudo(bs as usize, b as u32 + 1), b * bs).unwrap();
+        }
+        f.set_len(size).unwrap();
+    }
+    check_seek(&path, &blocks, bs, size, "in the open txg");
+    check_seek(&path, &blocks, bs, size, "synced");
+    // A punched hole is a hole at once.
+    {
+        use std::os::unix::io::AsRawFd;
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        // SAFETY: fallocate on a descriptor owned by `f`.
+        let rc = unsafe {
+            libc::fallocate(
+                f.as_raw_fd(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                (9 * bs) as i64,
+                bs as i64,
+            )
+        };
+        assert_eq!(rc, 0, "punch: {}", std::io::Error::last_os_error());
+    }
+    blocks.retain(|&b| b != 9);
+    check_seek(&path, &blocks, bs, size, "after the punch");
+    d.ok("rzfs", &["snapshot", "sk/fs@s"]);
+    check_seek(&mnt.join(".zfs/snapshot/s/sparse"), &blocks, bs, size, "snapshot");
+    // An empty file and one of holes only.
+    std::fs::write(mnt.join("empty"), b"").unwrap();
+    check_seek(&mnt.join("empty"), &[], bs, 0, "empty");
+    let holes = mnt.join("holes");
+    std::fs::File::create(&holes).unwrap().set_len(5 * bs).unwrap();
+    check_seek(&holes, &[], bs, 5 * bs, "holes only");
+    let obj = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&path).unwrap());
+    d.ok("rzpool", &["export", "sk"]);
+    zdb_check(&dir, "sk");
+    // zdb's level-0 blocks of the object are exactly the data blocks.
+    let dump = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-ddddd", "sk/fs", &obj.to_string()]);
+    let mut l0: Vec<u64> = dump
+        .lines()
+        .filter(|l| l.contains(" L0 ") && !l.contains("HOLE"))
+        .filter_map(|l| u64::from_str_radix(l.split_whitespace().next()?, 16).ok())
+        .map(|off| off / bs)
+        .collect();
+    l0.sort_unstable();
+    assert_eq!(l0, blocks, "zdb's L0 blocks of object {obj}:\n{dump}");
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "sk"]);
+    check_seek(&path, &blocks, bs, size, "after import");
+    d.ok("rzpool", &["export", "sk"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// User, group and project accounting (`userused`/`groupused`/`projectused`, objects -1,
 /// -2, -3) through a life of changes: files of several owners written over FUSE, chown,
 /// growth, truncation, unlink, directory xattrs, a snapshot and a clone, an export and a

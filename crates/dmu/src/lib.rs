@@ -379,6 +379,81 @@ impl Objset {
         Ok(())
     }
 
+    /// The first level-0 block id at or after `start` that holds data (`data`) or is a hole
+    /// (`!data`), as `dnode_next_offset` finds it for `lseek(SEEK_DATA/SEEK_HOLE)`: subtrees
+    /// are skipped by their block pointers' fill counts (a hole pointer holds no data; a
+    /// pointer whose fill is its whole span holds no hole), so only the indirect blocks on
+    /// the way are read. A hole is found past the last block too (the tree's end); None
+    /// when no data lies at or after `start`.
+    pub fn next_l0(&self, dn: &DnodePhys, start: u64, data: bool) -> Result<Option<u64>> {
+        if dn.nlevels == 0 || dn.indblkshift < 7 {
+            return Ok(if data { None } else { Some(start) });
+        }
+        let epbs = u32::from(dn.indblkshift - 7);
+        let top = dn.nlevels - 1;
+        for (i, bp) in dn.blkptr.iter().enumerate() {
+            let Some(first) = shl_exact(i as u64, epbs.saturating_mul(u32::from(top))) else { break };
+            if let Some(found) = self.next_walk(bp, top, first, epbs, start, data, 0)? {
+                return Ok(Some(found));
+            }
+        }
+        // Past the pointers of the dnode: all hole.
+        if data {
+            return Ok(None);
+        }
+        let span_top = epbs.saturating_mul(u32::from(top));
+        let end = shl_exact(dn.blkptr.len() as u64, span_top).unwrap_or(u64::MAX);
+        Ok(Some(start.max(end)))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn next_walk(
+        &self,
+        bp: &BlkPtr,
+        level: u8,
+        first: u64,
+        epbs: u32,
+        start: u64,
+        data: bool,
+        depth: u32,
+    ) -> Result<Option<u64>> {
+        let shift = epbs.saturating_mul(u32::from(level));
+        let span = if shift >= 64 { u64::MAX } else { 1u64 << shift };
+        let last = first.saturating_add(span - 1);
+        if last < start {
+            return Ok(None);
+        }
+        let at = start.max(first);
+        if bp.is_hole() {
+            return Ok(if data { None } else { Some(at) });
+        }
+        if level == 0 {
+            return Ok(if data { Some(at) } else { None });
+        }
+        if !data && !bp.is_embedded() && bp.fill_count() >= span {
+            return Ok(None);
+        }
+        if depth > 64 {
+            return Err(DmuError::Corrupt { what: "indirect block", detail: format!("{bp}: tree too deep") });
+        }
+        let block = self.reader.read_bp(bp)?;
+        let order = bp.byte_order();
+        let child_shift = epbs.saturating_mul(u32::from(level - 1));
+        for (i, raw) in block.chunks_exact(BLKPTR_SIZE).enumerate() {
+            let Some(cfirst) = shl_exact(i as u64, child_shift).and_then(|o| first.checked_add(o)) else {
+                break;
+            };
+            let child = BlkPtr::parse(raw, order)?;
+            if let Some(found) = self.next_walk(&child, level - 1, cfirst, epbs, start, data, depth + 1)? {
+                return Ok(Some(found));
+            }
+        }
+        // An indirect block shorter than its span leaves the rest a hole.
+        let covered = (block.len() / BLKPTR_SIZE) as u64;
+        let end = shl_exact(covered, child_shift).and_then(|o| first.checked_add(o)).unwrap_or(u64::MAX);
+        Ok(if !data && end <= last { Some(at.max(end)) } else { None })
+    }
+
     /// The block pointer for (`level`, `blkid`) of the object, walking indirect blocks.
     /// `None` if the tree does not reach that far; a hole pointer if a hole covers it.
     pub fn block_pointer(&self, dn: &DnodePhys, level: u8, blkid: u64) -> Result<Option<BlkPtr>> {

@@ -509,6 +509,20 @@ impl DirtyObjset {
         }
     }
 
+    /// Whether object `obj`'s data differs from the committed tree: blocks written or freed
+    /// in the open txg, or the object new, freed or started over in it (its block pointers
+    /// do not say where its data is until the txg syncs).
+    pub fn data_dirty(&self, obj: u64) -> bool {
+        self.dnodes.get(&obj).is_some_and(|d| {
+            !d.blocks.is_empty()
+                || !d.frees.is_empty()
+                || !d.raw.is_empty()
+                || d.freed
+                || d.reclaimed
+                || d.committed.is_none()
+        })
+    }
+
     /// The dirty record of an existing object, created on first modification.
     pub fn dirty(&mut self, object: u64) -> Result<&mut DirtyDnode> {
         if useracct::is_accounting_object(object) && !self.accounting_open {
@@ -824,6 +838,20 @@ impl DirtyObjset {
         }
         if dn.maxblkid > 0 {
             return Err(corrupt("dnode", "block size can change only while the object has one block"));
+        }
+        // A block 0 that is a hole stays one: only the size changes (`dnode_set_blksz` on an
+        // object without data), so extending an empty file allocates nothing.
+        let has_data = match self.dnodes.get(&obj) {
+            Some(d) if d.blocks.contains_key(&0) || d.raw.contains_key(&0) => true,
+            Some(d) if d.freed || d.reclaimed || d.committed.is_none() || d.is_freed_block(0) => false,
+            _ => match &self.base {
+                Some(base) => base.block_pointer(&dn, 0, 0)?.is_some_and(|bp| !bp.is_hole()),
+                None => false,
+            },
+        };
+        if !has_data {
+            self.dirty(obj)?.phys.datablkszsec = (block_size >> 9) as u16;
+            return Ok(());
         }
         let old = self.read_block_overlay(obj, &dn, 0)?;
         let mut newb = vec![0u8; block_size as usize];

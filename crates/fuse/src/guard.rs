@@ -7,7 +7,7 @@
 
 use fuser::{
     Filesystem, KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
-    ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
 };
 use std::ffi::OsStr;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -111,6 +111,7 @@ impl<F: Filesystem> Filesystem for Guarded<F> {
         );
         fn link(&mut self, req: &Request<'_>, ino: u64, newparent: u64, newname: &OsStr, reply: ReplyEntry);
         fn open(&mut self, req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen);
+        fn lseek(&mut self, req: &Request<'_>, ino: u64, fh: u64, offset: i64, whence: i32, reply: ReplyLseek);
         fn read(
             &mut self,
             req: &Request<'_>,

@@ -890,6 +890,36 @@ impl Filesystem for ZfsFuse {
         }
     }
 
+    /// `lseek(SEEK_DATA/SEEK_HOLE)` over the committed (read-only) blocks.
+    fn lseek(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        whence: i32,
+        reply: fuser::ReplyLseek,
+    ) {
+        let data = match whence {
+            libc::SEEK_DATA => true,
+            libc::SEEK_HOLE => false,
+            _ => return reply.error(libc::EINVAL),
+        };
+        let Some((_, z)) = self.zpl_of(ino) else {
+            return reply.error(libc::ENOENT);
+        };
+        let obj = Self::obj_of(&z, ino);
+        let Ok(off) = u64::try_from(offset) else { return reply.error(libc::ENXIO) };
+        match z.seek(obj, off, data) {
+            Ok(Some(at)) => reply.offset(i64::try_from(at).unwrap_or(i64::MAX)),
+            Ok(None) => reply.error(libc::ENXIO),
+            Err(e) => {
+                self.report(ino, obj, &e);
+                reply.error(e.errno())
+            }
+        }
+    }
+
     fn readdir(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, offset: i64, mut reply: ReplyDirectory) {
         let mut entries: Vec<(u64, FType, Vec<u8>)> = Vec::new();
         if ino == CTL_DIR {

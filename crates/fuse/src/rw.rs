@@ -58,8 +58,8 @@
 use dmu::tx::DirtyObjset;
 use fuser::{
     FileAttr, FileType as FType, Filesystem, KernelConfig, MountOption, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
-    Request, TimeOrNow,
+    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow,
 };
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
@@ -873,6 +873,30 @@ impl<B: RwBackend> RwFs<B> {
         Ok(())
     }
 
+    /// `lseek(SEEK_DATA/SEEK_HOLE)`: answered from the committed block tree; a file with
+    /// data in the open txg has the txg synced first (see [`ZplWriter::seek`]).
+    fn do_lseek(&self, ino: u64, offset: i64, whence: i32) -> Res<i64> {
+        let data = match whence {
+            libc::SEEK_DATA => true,
+            libc::SEEK_HOLE => false,
+            _ => return Err(libc::EINVAL),
+        };
+        let obj = self.live(ino)?;
+        let off = u64::try_from(offset).map_err(|_| libc::ENXIO)?;
+        let mut synced = false;
+        loop {
+            match self.run(|c| c.zpl.seek(c.os, obj, off, data)) {
+                Err(e) if e == libc::EBUSY && !synced => {
+                    self.backend.sync().map_err(|_| libc::EIO)?;
+                    synced = true;
+                }
+                Ok(Some(at)) => return i64::try_from(at).map_err(|_| libc::EOVERFLOW),
+                Ok(None) => return Err(libc::ENXIO),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     #[cfg(test)]
     fn do_read(&self, ino: u64, offset: i64, size: u32) -> Res<Vec<u8>> {
         self.do_read_atime(ino, offset, size).map(|(d, _)| d)
@@ -1405,6 +1429,16 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
         }
         match self.do_write(ino, offset, data) {
             Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn lseek(&mut self, req: &Request<'_>, ino: u64, fh: u64, offset: i64, whence: i32, reply: ReplyLseek) {
+        if let Some(v) = self.snap_view(ino) {
+            return v.lseek(req, ino, fh, offset, whence, reply);
+        }
+        match self.do_lseek(ino, offset, whence) {
+            Ok(at) => reply.offset(at),
             Err(e) => reply.error(e),
         }
     }

@@ -208,6 +208,14 @@ impl Zpl {
         self.read_with(&dn, a.size, offset, len)
     }
 
+    /// `lseek(SEEK_DATA)` (`data`) or `lseek(SEEK_HOLE)` from `offset` in file `obj`: the
+    /// offset found, or None for ENXIO (at or past the end, or no data after `offset`).
+    pub fn seek(&self, obj: u64, offset: u64, data: bool) -> Result<Option<u64>> {
+        let dn = self.dnode(obj)?;
+        let a = attrs::decode(&self.os, &dn, self.sa.as_ref().as_ref())?;
+        seek_in(&self.os, &dn.phys, a.size, offset, data)
+    }
+
     /// Reads with an already-fetched dnode and size (avoids re-decoding attributes per call).
     pub fn read_with(&self, dn: &Dnode, size: u64, offset: u64, len: usize) -> Result<Vec<u8>> {
         if offset >= size {
@@ -433,4 +441,29 @@ pub(crate) fn checked_acl(obj: u64, v: &[u8]) -> Result<Option<Vec<u8>>> {
         }
         None => Ok(None),
     }
+}
+
+/// `lseek(SEEK_DATA/SEEK_HOLE)` over the committed blocks of a file of `size` bytes
+/// (`zfs_holey_common`): the first data (or hole) at or after `offset`, in whole blocks;
+/// the end of the file is a hole. None for ENXIO: `offset` at or past the end, or (for
+/// data) nothing but holes after it.
+pub fn seek_in(
+    os: &Objset,
+    dn: &ondisk::dnode::DnodePhys,
+    size: u64,
+    offset: u64,
+    data: bool,
+) -> Result<Option<u64>> {
+    if offset >= size {
+        return Ok(None);
+    }
+    let bs = dn.data_block_size().max(512);
+    let found = os.next_l0(dn, offset / bs, data)?;
+    let at = |blk: u64| offset.max(blk.saturating_mul(bs));
+    Ok(match (data, found) {
+        (true, Some(b)) if at(b) < size => Some(at(b)),
+        (true, _) => None,
+        (false, Some(b)) => Some(at(b).min(size)),
+        (false, None) => Some(size),
+    })
 }

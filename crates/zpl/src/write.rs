@@ -45,6 +45,7 @@ use zap::write::{ZapCache, ZapVal};
 pub const EPERM: i32 = 1;
 pub const ENOENT: i32 = 2;
 pub const EIO: i32 = 5;
+pub const EBUSY: i32 = 16;
 pub const E2BIG: i32 = 7;
 pub const EACCES: i32 = 13;
 pub const EEXIST: i32 = 17;
@@ -1516,6 +1517,26 @@ impl ZplWriter {
         os.free_range(obj, off, len.min(size - off))?;
         self.touch(&mut z, now, true);
         self.store(os, zaps, &z)
+    }
+
+    /// `lseek(SEEK_DATA)` (`data`) or `lseek(SEEK_HOLE)` from `offset` in file `obj` (see
+    /// [`crate::seek_in`]). The committed block tree answers; while the file has data in
+    /// the open txg it cannot, and EBUSY says so: the caller syncs the txg and asks again,
+    /// as OpenZFS does with `zfs_dmu_offset_next_sync=1` (its default).
+    pub fn seek(&self, os: &DirtyObjset, obj: u64, offset: u64, data: bool) -> Result<Option<u64>> {
+        let z = self.load(os, obj)?;
+        if self.mode(&z) & S_IFMT == S_IFDIR {
+            return err(EISDIR, format!("object {obj} is a directory"));
+        }
+        let size = self.size(&z);
+        if offset >= size {
+            return Ok(None);
+        }
+        let Some(base) = os.committed() else { return err(EBUSY, "the file system is new in the open txg") };
+        if os.data_dirty(obj) {
+            return err(EBUSY, format!("object {obj} has data in the open txg"));
+        }
+        Ok(crate::seek_in(base, &z.dn, size, offset, data)?)
     }
 
     /// Target of a symbolic link.
