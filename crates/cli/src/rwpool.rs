@@ -1214,6 +1214,12 @@ fn set_space_quota(state: &State, name: &str, k: &str, v: &str) -> Result<(), St
         }
         _ => return Err(format!("{what}: '{k}' does not apply to datasets of this type")),
     }
+    // Quotas per owner came with ZPL version 4 (`ZPL_VERSION_USERSPACE`, checked in
+    // zfs_set_userquota); project quotas need system attributes (version 5).
+    let needed = if k.starts_with("project") { 5 } else { 4 };
+    if zpl_version_of(state, name) < needed {
+        return Err(format!("{what}: pool and or dataset must be upgraded to set this property or value"));
+    }
     rw.spa.open_dataset(ds.ds_obj).map_err(|e| format!("{what}: {e}"))?;
     rw.spa
         .with_dataset(ds.ds_obj, SpaceCheck::Reserved, Reserve::Meta, |tx| {

@@ -844,6 +844,11 @@ fn old_zpl_versions() {
         want.push((format!("v{v}/big"), data));
         want.push((format!("v{v}/d/f2"), format!("hello {v}").into_bytes()));
     }
+    // Quotas per owner need version 4, per project 5.
+    let (code, _, err) = d.run("rzfs", &["set", "userquota@1234=10M", "zv/v3"]);
+    assert!(code != 0 && err.contains("must be upgraded"), "{err}");
+    d.ok("rzfs", &["set", "userquota@1234=10M", "zv/v4"]);
+    assert_ne!(d.run("rzfs", &["set", "projectquota@5=10M", "zv/v4"]).0, 0);
     // Versions 1 and 2 take no name-handling properties; no version past 5 exists.
     let (code, _, err) =
         d.run("rzfs", &["create", "-o", "version=2", "-o", "casesensitivity=mixed", "zv/ci"]);

@@ -678,10 +678,13 @@ fn seek_data_and_holes_match_zdb() {
         }
         f.set_len(size).unwrap();
     }
-    check_seek(&path, &blocks, bs, size, "in the open txg");
+    check_seek(&path, &blocks, bs, size, "new in the open txg");
+    d.ok("rzpool", &["sync", "sk"]);
     check_seek(&path, &blocks, bs, size, "synced");
-    // A punched hole is a hole at once.
+    // In the next txg: a committed block punched out, a new block written (the answers
+    // combine the open txg's changes with the committed tree), then synced.
     {
+        use std::os::unix::fs::FileExt;
         use std::os::unix::io::AsRawFd;
         let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         // SAFETY: fallocate on a descriptor owned by `f`.
@@ -694,9 +697,14 @@ fn seek_data_and_holes_match_zdb() {
             )
         };
         assert_eq!(rc, 0, "punch: {}", std::io::Error::last_os_error());
+        f.write_all_at(&pseudo(bs as usize, 99), 20 * bs).unwrap();
     }
     blocks.retain(|&b| b != 9);
-    check_seek(&path, &blocks, bs, size, "after the punch");
+    blocks.push(20);
+    blocks.sort_unstable();
+    check_seek(&path, &blocks, bs, size, "changed in the open txg");
+    d.ok("rzpool", &["sync", "sk"]);
+    check_seek(&path, &blocks, bs, size, "changes synced");
     d.ok("rzfs", &["snapshot", "sk/fs@s"]);
     check_seek(&mnt.join(".zfs/snapshot/s/sparse"), &blocks, bs, size, "snapshot");
     // An empty file and one of holes only.

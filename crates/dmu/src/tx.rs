@@ -509,18 +509,67 @@ impl DirtyObjset {
         }
     }
 
-    /// Whether object `obj`'s data differs from the committed tree: blocks written or freed
-    /// in the open txg, or the object new, freed or started over in it (its block pointers
-    /// do not say where its data is until the txg syncs).
-    pub fn data_dirty(&self, obj: u64) -> bool {
-        self.dnodes.get(&obj).is_some_and(|d| {
-            !d.blocks.is_empty()
-                || !d.frees.is_empty()
-                || !d.raw.is_empty()
-                || d.freed
-                || d.reclaimed
-                || d.committed.is_none()
-        })
+    /// The first level-0 block of object `obj` at or after `start` that holds data (`data`)
+    /// or is a hole (`!data`) as the open txg sees it: blocks written in it are data, blocks
+    /// freed in it holes, the rest as the committed tree has them ([`Objset::next_l0`]). A
+    /// hole is found past the last block; None when no data lies at or after `start`.
+    pub fn next_l0(&self, obj: u64, start: u64, data: bool) -> Result<Option<u64>> {
+        let dn = self.dnode(obj)?.ok_or(DmuError::NoSuchObject(obj))?;
+        let d = self.dnodes.get(&obj);
+        // The committed tree counts unless the object is new, freed or started over here.
+        let base = match (&self.base, d) {
+            (Some(b), Some(d)) if !(d.freed || d.reclaimed || d.committed.is_none()) => Some(b),
+            (Some(b), None) => Some(b),
+            _ => None,
+        };
+        let cdn = d.and_then(|d| d.committed.clone()).unwrap_or(dn);
+        let written = |b: u64| d.is_some_and(|d| d.blocks.contains_key(&b) || d.raw.contains_key(&b));
+        let freed_until = |b: u64| -> Option<u64> {
+            d.and_then(|d| d.frees.iter().filter(|&&(s, e)| b >= s && b < e).map(|&(_, e)| e).max())
+        };
+        if data {
+            let first_written = d.and_then(|d| {
+                let a = d.blocks.range(start..).next().map(|(k, _)| *k);
+                let r = d.raw.range(start..).next().map(|(k, _)| *k);
+                a.into_iter().chain(r).min()
+            });
+            let Some(base) = base else { return Ok(first_written) };
+            let mut b = start;
+            loop {
+                let found = base.next_l0(&cdn, b, true)?;
+                match found {
+                    // A committed block freed in this txg is no data: look past its range.
+                    Some(x) if first_written.is_none_or(|w| x < w) => match freed_until(x) {
+                        Some(end) => b = end,
+                        None => return Ok(Some(x)),
+                    },
+                    _ => return Ok(first_written.into_iter().chain(found).min()),
+                }
+            }
+        }
+        let mut b = start;
+        loop {
+            while written(b) {
+                b = b.checked_add(1).ok_or_else(|| corrupt("dnode", "block ids beyond 2^64"))?;
+            }
+            let Some(base) = base else { return Ok(Some(b)) };
+            if freed_until(b).is_some() {
+                return Ok(Some(b));
+            }
+            let hole = base.next_l0(&cdn, b, false)?.unwrap_or(u64::MAX);
+            // A range freed in this txg may start before the committed tree's next hole.
+            let freed = d
+                .into_iter()
+                .flat_map(|d| d.frees.iter())
+                .filter(|&&(s, e)| e > b && s.max(b) < hole)
+                .map(|&(s, _)| s.max(b))
+                .min();
+            let cand = freed.map_or(hole, |f| f.min(hole));
+            if !written(cand) {
+                return Ok(Some(cand));
+            }
+            b = cand;
+        }
     }
 
     /// The dirty record of an existing object, created on first modification.

@@ -873,8 +873,7 @@ impl<B: RwBackend> RwFs<B> {
         Ok(())
     }
 
-    /// `lseek(SEEK_DATA/SEEK_HOLE)`: answered from the committed block tree; a file with
-    /// data in the open txg has the txg synced first (see [`ZplWriter::seek`]).
+    /// `lseek(SEEK_DATA/SEEK_HOLE)`, as the open txg sees the file (see [`ZplWriter::seek`]).
     fn do_lseek(&self, ino: u64, offset: i64, whence: i32) -> Res<i64> {
         let data = match whence {
             libc::SEEK_DATA => true,
@@ -883,17 +882,9 @@ impl<B: RwBackend> RwFs<B> {
         };
         let obj = self.live(ino)?;
         let off = u64::try_from(offset).map_err(|_| libc::ENXIO)?;
-        let mut synced = false;
-        loop {
-            match self.run(|c| c.zpl.seek(c.os, obj, off, data)) {
-                Err(e) if e == libc::EBUSY && !synced => {
-                    self.backend.sync().map_err(|_| libc::EIO)?;
-                    synced = true;
-                }
-                Ok(Some(at)) => return i64::try_from(at).map_err(|_| libc::EOVERFLOW),
-                Ok(None) => return Err(libc::ENXIO),
-                Err(e) => return Err(e),
-            }
+        match self.run(|c| c.zpl.seek(c.os, obj, off, data))? {
+            Some(at) => i64::try_from(at).map_err(|_| libc::EOVERFLOW),
+            None => Err(libc::ENXIO),
         }
     }
 

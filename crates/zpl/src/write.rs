@@ -45,7 +45,6 @@ use zap::write::{ZapCache, ZapVal};
 pub const EPERM: i32 = 1;
 pub const ENOENT: i32 = 2;
 pub const EIO: i32 = 5;
-pub const EBUSY: i32 = 16;
 pub const E2BIG: i32 = 7;
 pub const EACCES: i32 = 13;
 pub const EEXIST: i32 = 17;
@@ -1519,10 +1518,11 @@ impl ZplWriter {
         self.store(os, zaps, &z)
     }
 
-    /// `lseek(SEEK_DATA)` (`data`) or `lseek(SEEK_HOLE)` from `offset` in file `obj` (see
-    /// [`crate::seek_in`]). The committed block tree answers; while the file has data in
-    /// the open txg it cannot, and EBUSY says so: the caller syncs the txg and asks again,
-    /// as OpenZFS does with `zfs_dmu_offset_next_sync=1` (its default).
+    /// `lseek(SEEK_DATA)` (`data`) or `lseek(SEEK_HOLE)` from `offset` in file `obj`, as the
+    /// open txg sees it (`zfs_holey_common`; data written but not yet synced is data, a
+    /// range freed in the txg a hole, so no sync is needed): the first data (or hole) at or
+    /// after `offset`, in whole blocks, the end of the file being a hole. None for ENXIO:
+    /// `offset` at or past the end, or (for data) nothing but holes after it.
     pub fn seek(&self, os: &DirtyObjset, obj: u64, offset: u64, data: bool) -> Result<Option<u64>> {
         let z = self.load(os, obj)?;
         if self.mode(&z) & S_IFMT == S_IFDIR {
@@ -1532,11 +1532,15 @@ impl ZplWriter {
         if offset >= size {
             return Ok(None);
         }
-        let Some(base) = os.committed() else { return err(EBUSY, "the file system is new in the open txg") };
-        if os.data_dirty(obj) {
-            return err(EBUSY, format!("object {obj} has data in the open txg"));
-        }
-        Ok(crate::seek_in(base, &z.dn, size, offset, data)?)
+        let bs = z.dn.data_block_size().max(512);
+        let found = os.next_l0(obj, offset / bs, data)?;
+        let at = |blk: u64| offset.max(blk.saturating_mul(bs));
+        Ok(match (data, found) {
+            (true, Some(b)) if at(b) < size => Some(at(b)),
+            (true, _) => None,
+            (false, Some(b)) => Some(at(b).min(size)),
+            (false, None) => Some(size),
+        })
     }
 
     /// Target of a symbolic link.
