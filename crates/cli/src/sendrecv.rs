@@ -1684,19 +1684,17 @@ fn apply_stream(
                             msg: "the stream ends before its END record: incomplete stream".into(),
                         })
                     }
-                    // Damage found by a checksum stops before the damaged record (the reader
-                    // hands out a record only once the checksum covering it agrees), so what
-                    // was applied is sound and a resumable receive keeps it, as OpenZFS does.
-                    Err(
-                        e @ (StreamError::Truncated { .. }
-                        | StreamError::Io(_)
-                        | StreamError::Checksum { .. }),
-                    ) => return Err(Stop { keep: true, msg: e.to_string() }),
-                    Err(e) => return Err(stop(e.to_string())),
+                    // Damage stops before the damaged record: the reader hands out a record
+                    // only once its header parses and the checksum covering it agrees, so
+                    // what was applied is sound and a resumable receive keeps it whatever
+                    // the damage (a cut, a checksum, or a header made unreadable: an unknown
+                    // type, an impossible length), as OpenZFS keeps its state once the
+                    // stream has begun (`drc_should_save`).
+                    Err(e) => return Err(Stop { keep: true, msg: e.to_string() }),
                 };
                 if let Record::End(e) = &rec {
                     if e.toguid != begin.toguid {
-                        return Err(stop("END record belongs to another stream".into()));
+                        return Err(Stop { keep: true, msg: "END record belongs to another stream".into() });
                     }
                     if st.onto_clone {
                         rw.spa

@@ -1434,6 +1434,35 @@ fn resumable_receive() {
     d.ok("rzfs", &["set", &format!("mountpoint={}", flipdir.display()), "rs/flip"]);
     assert_same(&at_a, &tree(&flipdir), "after the receive resumed past the damage");
 
+    // A record header made unreadable (its type overwritten, as a damaged byte can do
+    // before any checksum covers it): the partial state is kept all the same (OpenZFS keeps
+    // it once the stream has begun), and the resumed receive completes.
+    let mut starts = Vec::new();
+    let mut rd = send::stream::StreamReader::new(&bytes[..]);
+    loop {
+        let at = rd.offset();
+        match rd.next() {
+            Ok(Some((send::stream::Record::Write(_), _))) => starts.push(at as usize),
+            Ok(Some(_)) => {}
+            _ => break,
+        }
+    }
+    let mut bad = bytes.clone();
+    let at = starts[starts.len() * 3 / 5];
+    bad[at..at + 4].copy_from_slice(&0xdead_beefu32.to_le_bytes());
+    std::fs::write(&cut, &bad).unwrap();
+    let (code, err) = recv_from(&d, &["-s", "-u", "rs/hdr"], &cut);
+    assert!(code != 0 && err.contains("unknown record type") && err.contains("partially-complete"), "{err}");
+    let token =
+        d.ok("rzfs", &["get", "-H", "-o", "value", "receive_resume_token", "rs/hdr"]).trim().to_string();
+    assert!(token.starts_with("1-"), "a bad header leaves a token: {token}");
+    assert_eq!(send_to(&d, &["-t", &token], &rest).0, 0);
+    let (code, err) = recv_from(&d, &["-s", "rs/hdr"], &rest);
+    assert_eq!(code, 0, "the receive resumed after a bad header: {err}");
+    let hdrdir = dir.join("hdr");
+    d.ok("rzfs", &["set", &format!("mountpoint={}", hdrdir.display()), "rs/hdr"]);
+    assert_same(&at_a, &tree(&hdrdir), "after the receive resumed past the bad header");
+
     // -A: a partial state discarded (a full one: the file system goes).
     let (code, _) = recv_from(&d, &["-s", "-u", "rs/gone"], &cut);
     assert!(code != 0);
