@@ -454,11 +454,25 @@ pub fn seek_in(
     offset: u64,
     data: bool,
 ) -> Result<Option<u64>> {
+    seek_with(dn.data_block_size(), size, offset, data, |blk| Ok(os.next_l0(dn, blk, data)?))
+}
+
+/// The answer of `lseek(SEEK_DATA/SEEK_HOLE)` from `offset` in a file of `size` bytes in
+/// blocks of `block_size`, given `next(blk)`: the first data (or hole) block at or after
+/// `blk` (None: no data left). Shared by the read-only view and the writer, which differ
+/// only in how they find that block.
+pub(crate) fn seek_with<E>(
+    block_size: u64,
+    size: u64,
+    offset: u64,
+    data: bool,
+    next: impl FnOnce(u64) -> std::result::Result<Option<u64>, E>,
+) -> std::result::Result<Option<u64>, E> {
     if offset >= size {
         return Ok(None);
     }
-    let bs = dn.data_block_size().max(512);
-    let found = os.next_l0(dn, offset / bs, data)?;
+    let bs = block_size.max(512);
+    let found = next(offset / bs)?;
     let at = |blk: u64| offset.max(blk.saturating_mul(bs));
     Ok(match (data, found) {
         (true, Some(b)) if at(b) < size => Some(at(b)),

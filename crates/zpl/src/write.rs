@@ -1528,18 +1528,8 @@ impl ZplWriter {
         if self.mode(&z) & S_IFMT == S_IFDIR {
             return err(EISDIR, format!("object {obj} is a directory"));
         }
-        let size = self.size(&z);
-        if offset >= size {
-            return Ok(None);
-        }
-        let bs = z.dn.data_block_size().max(512);
-        let found = os.next_l0(obj, offset / bs, data)?;
-        let at = |blk: u64| offset.max(blk.saturating_mul(bs));
-        Ok(match (data, found) {
-            (true, Some(b)) if at(b) < size => Some(at(b)),
-            (true, _) => None,
-            (false, Some(b)) => Some(at(b).min(size)),
-            (false, None) => Some(size),
+        crate::seek_with(z.dn.data_block_size(), self.size(&z), offset, data, |blk| {
+            Ok(os.next_l0(obj, blk, data)?)
         })
     }
 
