@@ -14,6 +14,10 @@
 //!   paused, exported in that state (zdb accepts the pool and shows the `scan` entry in
 //!   OpenZFS's layout: function, state, paused flag), resumed after import, and finishes;
 //!   `scrub -s` cancels; the commands' error messages.
+//! * [`scan_suspend_progress_tunable`]: with OpenZFS's `zfs_scan_suspend_progress` set in
+//!   the daemon's tunables directory, a scrub stays in progress without issuing anything,
+//!   a second one is refused, it pauses and resumes, and it runs to its end once the file
+//!   says 0 (zdb clean).
 //! * [`scrub_while_writing`]: files written, snapshotted, deleted and snapshots destroyed
 //!   while a slow scrub runs; it finishes with 0 errors, a second scrub repairs nothing,
 //!   zdb is clean and every file reads back.
@@ -266,6 +270,46 @@ fn scrub_pause_export_resume_cancel() {
     let (scan, words) = scan_words(&dir, "pz");
     assert_eq!((words[1], words[2]), (3, 0), "canceled, queue object freed: {scan}");
     zdb_check(&dir, "pz");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn scan_suspend_progress_tunable() {
+    if skip_without_fuse_zdb("scan_suspend_progress_tunable") {
+        return;
+    }
+    let mut rng = common::rng::Rng::new(11);
+    let dir = scratch("scrub-tunable");
+    let tun = dir.join("tunables");
+    std::fs::create_dir_all(&tun).unwrap();
+    let suspend = tun.join("zfs_scan_suspend_progress");
+    std::fs::write(&suspend, "1\n").unwrap();
+    let d = Daemon::with_env("scrub-tunable", &[("RZFS_TUNABLES_DIR", tun.to_str().unwrap())]);
+    let (_devs, mnt) = create(&d, &dir, "sz", &LAYOUTS[0], 128 << 20);
+    let want = workload(&mnt, &d, "sz", &mut rng);
+
+    d.ok("rzpool", &["scrub", "sz"]);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let st = d.ok("rzpool", &["status", "sz"]);
+    assert!(st.contains("scan: scrub in progress since"), "held open: {st}");
+    assert!(
+        st.contains("\t0B / ") && st.contains(", 0B / "),
+        "nothing scanned or issued while suspended: {st}"
+    );
+    let (code, _, err) = d.run("rzpool", &["scrub", "sz"]);
+    assert!(code != 0 && err.contains("currently scrubbing"), "{code} {err}");
+    d.ok("rzpool", &["scrub", "-p", "sz"]);
+    assert!(d.ok("rzpool", &["status", "sz"]).contains("scan: scrub paused since"));
+    d.ok("rzpool", &["scrub", "sz"]);
+    assert!(d.ok("rzpool", &["status", "sz"]).contains("scan: scrub in progress since"));
+
+    std::fs::write(&suspend, "0\n").unwrap();
+    d.ok("rzpool", &["wait", "-t", "scrub", "sz"]);
+    let st = d.ok("rzpool", &["status", "sz"]);
+    assert!(scan_line(&st).starts_with("scan: scrub repaired 0B in") && st.contains("with 0 errors"), "{st}");
+    check_files(&mnt, &want, "after the held scrub", false);
+    d.ok("rzpool", &["export", "sz"]);
+    zdb_check(&dir, "sz");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1039,3 +1039,47 @@ fn filesystem_and_snapshot_counts() {
     d.ok("rzpool", &["export", "fl"]);
     zdb_check(&dir.join("np"), "np");
 }
+
+/// `zfs_max_dataset_nesting` from the daemon's tunables directory: names nest less deep
+/// than it; raising it admits deeper names, and once it is lowered again a rename may not
+/// make such a name deeper, though it may keep its depth (OpenZFS's zfs_rename_014_neg).
+#[test]
+fn nesting_limit_tunable() {
+    if skip_without_fuse_zdb("nesting_limit_tunable") {
+        return;
+    }
+    let dir = scratch("nesting");
+    let tun = dir.join("tunables");
+    std::fs::create_dir_all(&tun).unwrap();
+    let limit = tun.join("zfs_max_dataset_nesting");
+    let d = Daemon::with_env("nesting", &[("RZFS_TUNABLES_DIR", tun.to_str().unwrap())]);
+    let (_devs, _mnt) = create(&d, &dir, "ns", &SINGLE, 128 << 20);
+    // `depth` slashes: the pool name, then `depth` components.
+    let name = |first: &str, depth: usize| {
+        let mut n = String::from("ns");
+        for i in 0..depth {
+            n.push('/');
+            n.push_str(if i == 0 { first } else { "a" });
+        }
+        n
+    };
+    d.ok("rzfs", &["create", "-p", "-u", &name("a", 49)]);
+    let (code, _, err) = d.run("rzfs", &["create", "-p", "-u", &name("b", 50)]);
+    assert!(code != 0 && err.contains("nesting depth"), "{code} {err}");
+    std::fs::write(&limit, "64\n").unwrap();
+    d.ok("rzfs", &["create", "-p", "-u", &name("b", 50)]);
+    std::fs::write(&limit, "50\n").unwrap();
+    // ns/b/a.../a (50) may not get deeper, but may be renamed at its depth or shallower.
+    let deep = name("b", 50);
+    d.ok("rzfs", &["create", "-u", "ns/p"]);
+    let (code, _, err) = d.run("rzfs", &["rename", "-u", "ns/b", "ns/p/b"]);
+    assert!(code != 0 && err.contains("nested too deep"), "a rename deeper past the limit: {code} {err}");
+    let same = format!("{}/z", deep.rsplit_once('/').unwrap().0);
+    d.ok("rzfs", &["rename", "-u", &deep, &same]);
+    d.ok("rzfs", &["rename", "-u", "ns/b/a", "ns/c"]);
+    let listed = d.ok("rzfs", &["list", "-H", "-o", "name", "-r", "ns/c"]);
+    assert_eq!(listed.lines().map(|l| l.matches('/').count()).max(), Some(49), "{listed}");
+    d.ok("rzpool", &["export", "ns"]);
+    zdb_check(&dir, "ns");
+    let _ = std::fs::remove_dir_all(&dir);
+}

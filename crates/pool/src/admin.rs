@@ -59,9 +59,12 @@ pub fn check_new_name(name: &str) -> Result<(&str, &str)> {
 pub const RECV_TMP: &str = "%recv";
 
 /// How deep a dataset name may nest: OpenZFS refuses a name with this many `/` or more in
-/// its dataset part (`zfs_max_dataset_nesting`, zfs_namecheck.c), so that the recursive
-/// code in its kernel has a bounded stack.
-pub const MAX_DATASET_NESTING: usize = 50;
+/// its dataset part (`zfs_max_dataset_nesting`, default 50, zfs_namecheck.c), so that the
+/// recursive code in its kernel has a bounded stack. A tunable here too
+/// ([`crate::tunables`]), so pools made where it was raised stay manageable.
+pub fn max_dataset_nesting() -> usize {
+    crate::tunables::max_dataset_nesting()
+}
 
 /// A dataset name is shorter than this (`ZFS_MAX_DATASET_NAME_LEN`, with its NUL).
 pub const MAX_DATASET_NAME_LEN: usize = 256;
@@ -80,7 +83,7 @@ pub fn validate_new_name(name: &str) -> Result<()> {
 /// [`check_new_name`]; `hidden` also admits the leaf [`RECV_TMP`].
 fn check_name(name: &str, hidden: bool) -> Result<(&str, &str)> {
     let parts = check_syntax(name, hidden)?;
-    if nesting_depth(name) >= MAX_DATASET_NESTING {
+    if nesting_depth(name) >= max_dataset_nesting() {
         return Err(PoolError::Invalid(format!(
             "cannot create '{name}': maximum name nesting depth exceeded"
         )));
@@ -89,7 +92,7 @@ fn check_name(name: &str, hidden: bool) -> Result<(&str, &str)> {
 }
 
 /// A new dataset name's length and characters, split into parent and leaf. Its depth is
-/// the caller's: a new dataset must be shallower than [`MAX_DATASET_NESTING`], a rename
+/// the caller's: a new dataset must be shallower than [`max_dataset_nesting`], a rename
 /// must not get deeper than it.
 fn check_syntax(name: &str, hidden: bool) -> Result<(&str, &str)> {
     let (parent, leaf) = name
@@ -584,6 +587,7 @@ impl Spa {
         let leaf = l.clone();
         let char_delta = new.len() as isize - old.len() as isize;
         let nest_delta = nesting_depth(new) as isize - nesting_depth(old) as isize;
+        let max_nesting = max_dataset_nesting() as isize;
         let check = move |w: &mut PoolWriter| -> Result<(Found, Found)> {
             let f = must_find(w, &o)?;
             // A longer or deeper name must leave every name below it valid, snapshots too
@@ -591,8 +595,7 @@ impl Spa {
             if char_delta > 0 || nest_delta > 0 {
                 for n in dslw::subtree_names(&w.mos, &mut w.mos_zaps, f.dir, &o)? {
                     let too_long = n.len() as isize + char_delta >= MAX_DATASET_NAME_LEN as isize;
-                    let too_deep = nest_delta > 0
-                        && nesting_depth(&n) as isize + nest_delta >= MAX_DATASET_NESTING as isize;
+                    let too_deep = nest_delta > 0 && nesting_depth(&n) as isize + nest_delta >= max_nesting;
                     if too_long || too_deep {
                         return Err(PoolError::Invalid(format!(
                             "cannot rename '{o}': dataset name is too long ('{n}' would be {})",

@@ -33,6 +33,7 @@ pub mod space;
 pub mod spacemaps;
 pub mod spares;
 pub mod status;
+pub mod tunables;
 pub mod txg;
 pub mod vdevspec;
 pub mod vdevzaps;

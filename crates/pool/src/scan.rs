@@ -924,13 +924,16 @@ struct Batch {
 /// Steps 1–3: takes a view and the cursor, gathers a batch from the view and issues it (no pool
 /// lock held meanwhile). `Err(step)` when there is nothing to do now.
 fn take_batch(spa: &Arc<Spa>, lim: Limits) -> Result<std::result::Result<Batch, Step>> {
+    // `zfs_scan_suspend_progress`: the scan stays open but issues nothing (read before the
+    // lock: it is a file).
+    let suspended = crate::tunables::scan_suspend_progress();
     // 1. A view and the cursor, under the writer lock.
     let (view, (gen, pass), phys, queue, reader, tops) = {
         let w = spa.writer_locked();
         if !w.scan.phys.is_scanning() || w.scan.phys.is_paused() || spa.is_closed() {
             return Ok(Err(Step::Stop));
         }
-        if !spa.is_active() {
+        if !spa.is_active() || suspended {
             return Ok(Err(Step::Wait));
         }
         let ub = w.uberblock.clone().ok_or_else(|| PoolError::Io("no uberblock".into()))?;

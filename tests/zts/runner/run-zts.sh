@@ -169,14 +169,15 @@ inner() {
 
 	start_daemon() {
 		# zfs_admin_snapshot=1 (mkdir/rmdir/mv in .zfs/snapshot), which the snapshot group's
-		# setup sets: rzfsd reads no tunable file, only its environment. ZTS puts its test
+		# setup sets, is rzfsd's environment; the few tunables rzfsd honours
+		# (pool::tunables) it reads from the sandbox's module parameter files. ZTS puts its test
 		# users in group root so they can run zfs and zpool (/dev/zfs is 0666 on Linux):
 		# that group may run rzfsd's read-only commands (the rest is refused). The daemon's pool
 		# cache is OpenZFS's default one (in the sandbox's /etc), which rzfs writes in
 		# OpenZFS's format: the cachefile tests look there, and zdb without -e finds the
 		# imported pools through it as it would with the kernel module.
 		RZFS_CACHEFILE=/etc/zfs/zpool.cache RZFS_READ_GROUP=root \
-		RZFS_ADMIN_SNAPSHOT=1 RZFS_VOL_DIR=$RZFS_VOL_DIR "$WORK/rzbin/rzfsd" --socket "$RZFS_SOCKET" >>"$WORK/run/rzfsd.log" 2>&1 &
+		RZFS_ADMIN_SNAPSHOT=1 RZFS_VOL_DIR=$RZFS_VOL_DIR RZFS_TUNABLES_DIR=/sys/module/zfs/parameters "$WORK/rzbin/rzfsd" --socket "$RZFS_SOCKET" >>"$WORK/run/rzfsd.log" 2>&1 &
 		DAEMON_PID=$!
 		echo "$DAEMON_PID" >>"$WORK/run/daemon.pids"
 		local i
@@ -317,10 +318,11 @@ sandbox() {
 	fi
 	mount -t proc proc "$R/proc"
 	mount -t sysfs -o ro sysfs "$R/sys"
-	# The ZFS module's tunables, as files (tunables.txt: OpenZFS's defaults). rzfs reads none
-	# of them; they let the tests that save, set and restore a tunable around their checks
-	# run (snapshot/setup.ksh sets zfs_admin_snapshot before anything else), and a test that
-	# needs a tunable's effect fails on its own merits. /sys/module becomes a tmpfs with the
+	# The ZFS module's tunables, as files (tunables.txt: OpenZFS's defaults). rzfsd reads the
+	# few it honours (RZFS_TUNABLES_DIR, pool::tunables); the rest let the tests that save,
+	# set and restore a tunable around their checks run (snapshot/setup.ksh sets
+	# zfs_admin_snapshot before anything else), and a test that needs such a tunable's effect
+	# fails on its own merits. /sys/module becomes a tmpfs with the
 	# host's module directories bound back in (read-only) and a writable zfs/parameters.
 	mount -t tmpfs -o mode=755 zts-modules "$R/sys/module"
 	local mod

@@ -2025,7 +2025,7 @@ fn create_as(
     let mut todo = Vec::new();
     if parents {
         // Refused before any parent is made (libzfs `zfs_create_ancestors_props`).
-        if pool::admin::nesting_depth(name) >= pool::admin::MAX_DATASET_NESTING {
+        if pool::admin::nesting_depth(name) >= pool::admin::max_dataset_nesting() {
             return Err(format!("cannot create '{name}': maximum name nesting depth exceeded"));
         }
         let mut prefix = String::new();
