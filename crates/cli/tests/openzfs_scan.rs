@@ -26,6 +26,11 @@
 //!   read-write import and back; rzfs finishes the replace.
 //! * [`unknown_features_are_listed_as_zpool_lists_them`]: features zhack makes up, enabled
 //!   then active, as `zpool import` and `unsupported@GUID` show them.
+//! * [`rzfs_folds_openzfs_log_spacemaps`]: after OpenZFS wrote to a pool, its metaslabs'
+//!   latest changes are only in OpenZFS's log space maps (`log_spacemap`), and its space maps
+//!   carry histograms (`spacemap_histogram`); rzfs imports it read-write, frees and writes:
+//!   zdb finds no leak, no log left and every unflushed txg 0, with the feature refcounts
+//!   right; OpenZFS imports it again and logs anew; every file reads back.
 //!
 //! Needs FUSE, root, zdb/zhack and `unshare` (skipped otherwise).
 
@@ -295,5 +300,69 @@ fn unknown_features_are_listed_as_zpool_lists_them() {
     assert_eq!(code, 1);
     assert!(out.contains("\tcom.test:unsup_read") && !out.contains("readonly"), "{out}");
     assert_eq!(d.ok("rzpool", &["list", "-H", "-o", "name"]), "");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn rzfs_folds_openzfs_log_spacemaps() {
+    if skip("rzfs_folds_openzfs_log_spacemaps") {
+        return;
+    }
+    let mut rng = common::rng::Rng::new(83);
+    let dir = scratch("ozscan-logsm");
+    let d = Daemon::new("ozscan-logsm");
+    let (_devs, mnt) = create(&d, &dir, "lg", &RAIDZ1, 128 << 20);
+    let feats = d.ok("rzpool", &["get", "-H", "-o", "property,value", "all", "lg"]);
+    for f in
+        ["log_spacemap\tenabled", "spacemap_histogram\tactive", "spacemap_v2\tactive", "head_errlog\tactive"]
+    {
+        assert!(feats.contains(&format!("feature@{f}")), "a new pool has {f}:\n{feats}");
+    }
+    let mut want = BTreeMap::new();
+    write_files(&mnt, "f", 6, 300_000..2_000_000, &mut rng, &mut want);
+    d.ok("rzfs", &["snapshot", "lg@s"]);
+    d.ok("rzpool", &["export", "lg"]);
+    let p = dir.to_str().unwrap();
+    let unflushed = |mmm: &str| -> Vec<u64> {
+        mmm.lines()
+            .filter_map(|l| l.trim().strip_prefix("unflushed txg="))
+            .map(|t| t.trim().parse().unwrap())
+            .collect()
+    };
+
+    // OpenZFS writes: its last txgs' changes are in a log space map only.
+    openzfs_import(&dir, "lg", "com.example:rzfs_log_1");
+    let mmm = run_zdb(&["-e", "-p", p, "-mmm", "lg"]);
+    assert!(mmm.contains("Log Spacemap object"), "OpenZFS left log space maps:\n{mmm}");
+    assert!(unflushed(&mmm).iter().any(|&t| t != 0), "metaslabs wait for their logs:\n{mmm}");
+    zdb_check(&dir, "lg");
+
+    // rzfs writes: the logs are folded in by its first txg.
+    import(&d, &dir, "lg", &mnt, false);
+    check_files(&mnt, &want, "after OpenZFS's import", false);
+    for k in ["f1", "f4"] {
+        std::fs::remove_file(mnt.join(k)).unwrap();
+        want.remove(k);
+    }
+    d.ok("rzfs", &["destroy", "lg@s"]);
+    write_files(&mnt, "g", 4, 300_000..2_000_000, &mut rng, &mut want);
+    d.ok("rzpool", &["export", "lg"]);
+    let mmm = run_zdb(&["-e", "-p", p, "-mmm", "lg"]);
+    assert!(!mmm.contains("Log Spacemap object"), "no log space map left:\n{mmm}");
+    let txgs = unflushed(&mmm);
+    assert!(!txgs.is_empty() && txgs.iter().all(|&t| t == 0), "every metaslab flushed:\n{mmm}");
+    zdb_check(&dir, "lg");
+
+    // OpenZFS takes the pool back and logs again; rzfs folds again and reads everything.
+    openzfs_import(&dir, "lg", "com.example:rzfs_log_2");
+    assert!(run_zdb(&["-e", "-p", p, "-mmm", "lg"]).contains("Log Spacemap object"));
+    zdb_check(&dir, "lg");
+    import(&d, &dir, "lg", &mnt, false);
+    write_files(&mnt, "h", 2, 100_000..500_000, &mut rng, &mut want);
+    d.ok("rzpool", &["export", "lg"]);
+    zdb_check(&dir, "lg");
+    import(&d, &dir, "lg", &mnt, true);
+    check_files(&mnt, &want, "after rzfs and OpenZFS took turns", false);
+    d.ok("rzpool", &["export", "lg"]);
     let _ = std::fs::remove_dir_all(&dir);
 }

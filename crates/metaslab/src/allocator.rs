@@ -5,7 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::metaslab::Metaslab;
-use crate::{Error, Result, SPA_DVAS_PER_BP, TXG_DEFER_SIZE};
+use crate::{highbit64, Error, Result, SPA_DVAS_PER_BP, TXG_DEFER_SIZE};
+use ondisk::spacemap::SPACE_MAP_HISTOGRAM_SIZE as HISTOGRAM_SIZE;
 
 /// Bytes a rotor stop gets before scaling (OpenZFS `metaslab_aliquot`).
 const METASLAB_ALIQUOT: u64 = 2 << 20;
@@ -546,6 +547,38 @@ impl Allocator {
         let t = self.top(vdev)?;
         let m = usize::try_from(ms).ok().and_then(|i| t.ms.get(i));
         m.map(|m| m.alloc_space()).ok_or_else(|| Error::Invalid(format!("vdev {vdev} has no metaslab {ms}")))
+    }
+
+    /// The free-segment histogram of one metaslab as its space map header keeps it
+    /// (`smp_histogram`, feature `spacemap_histogram`), for a map of sector shift `sm_shift`.
+    ///
+    /// What OpenZFS's `metaslab_sync` writes for a loaded metaslab: the histogram rebuilt
+    /// from the allocatable segments, then those freed but not yet allocatable (each tree
+    /// counted on its own, as `space_map_histogram_add` does). A segment of `s` bytes counts
+    /// in bucket `floor(log2 s) - sm_shift`; segments too big for the last bucket count
+    /// there, weighted by how many last-bucket sizes they are (a power of two).
+    pub fn free_histogram(&self, vdev: u64, ms: u64, sm_shift: u8) -> Result<[u64; HISTOGRAM_SIZE]> {
+        let t = self.top(vdev)?;
+        let m = usize::try_from(ms)
+            .ok()
+            .and_then(|i| t.ms.get(i))
+            .ok_or_else(|| Error::Invalid(format!("vdev {vdev} has no metaslab {ms}")))?;
+        let mut h = [0u64; HISTOGRAM_SIZE];
+        let trees = std::iter::once(&m.free).chain(m.freeing.values()).chain(m.deferred.values());
+        for (start, end) in trees.flat_map(|t| t.iter()) {
+            let len = end - start;
+            let Some(bucket) = (highbit64(len) as usize).checked_sub(1 + usize::from(sm_shift)) else {
+                continue;
+            };
+            let last = HISTOGRAM_SIZE - 1;
+            if bucket <= last {
+                h[bucket] += 1;
+            } else {
+                let weight = 1u64.checked_shl((bucket - last) as u32).unwrap_or(u64::MAX);
+                h[last] = h[last].saturating_add(weight);
+            }
+        }
+        Ok(h)
     }
 
     /// Is all of `[offset, offset + len)` of `vdev` allocated (neither free nor freed)? The

@@ -531,3 +531,30 @@ fn log_vdevs_take_no_pool_blocks_and_no_pool_space() {
     assert_eq!((a.space().tops.len(), a.metaslab_count(1).is_err()), (1, true));
     assert!(a.remove_top(1).is_err());
 }
+
+#[test]
+fn free_histogram_counts_segments_by_size_class() {
+    // One 16 MiB metaslab, 512-byte sectors: free at first as one 2^24-byte segment.
+    let mut a = one_vdev(1 << 24, 24);
+    let h = a.free_histogram(0, 0, 9).unwrap();
+    assert_eq!(h[24 - 9], 1);
+    assert_eq!(h.iter().sum::<u64>(), 1);
+    // 64 KiB taken from the front leaves one segment of 2^24 - 2^16 bytes (class 2^23);
+    // freeing it again counts the freed run on its own (its own tree) until it is allocatable.
+    let (v, off) = a.alloc(64 * K, 5, 1).unwrap()[0];
+    a.take_changes(5).unwrap();
+    a.sync_done(5).unwrap();
+    let h = a.free_histogram(0, 0, 9).unwrap();
+    assert_eq!((h[23 - 9], h.iter().sum::<u64>()), (1, 1), "{h:?} {off:#x}");
+    a.free(v, off, 64 * K, 5, 6).unwrap();
+    let h = a.free_histogram(0, 0, 9).unwrap();
+    assert_eq!((h[23 - 9], h[16 - 9], h.iter().sum::<u64>()), (1, 1, 2));
+    // With 4 KiB sectors the classes move down by three.
+    let h = a.free_histogram(0, 0, 12).unwrap();
+    assert_eq!((h[23 - 12], h[16 - 12]), (1, 1));
+    // A segment beyond the last class (2^(31 + shift)) counts there, weighted.
+    let b = one_vdev(1 << 34, 34);
+    let h = b.free_histogram(0, 0, 1).unwrap();
+    assert_eq!(h[31], 1 << (34 - 1 - 31));
+    assert!(b.free_histogram(0, 1, 9).is_err(), "no such metaslab");
+}

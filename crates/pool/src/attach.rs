@@ -331,7 +331,7 @@ impl PoolWriter {
         }
         self.unspare.remove(&guid);
         if let Some(obj) = self.dtl_objs.remove(&guid) {
-            self.mos.free_object(obj)?;
+            self.free_space_map(obj)?;
         }
         self.dtl_written.remove(&guid);
         Ok(())
@@ -384,7 +384,7 @@ impl PoolWriter {
                 self.drop_vdev_zaps(&kept)?;
             }
             if let Some(obj) = self.dtl_objs.remove(g) {
-                self.mos.free_object(obj)?;
+                self.free_space_map(obj)?;
             }
             self.dtl_written.remove(g);
             self.paths.remove(g);

@@ -19,7 +19,6 @@
 
 use crate::writer::PoolWriter;
 use crate::{PoolError, Result};
-use ondisk::dmu_types::DmuObjectType as T;
 use ondisk::spacemap::{SmEntry, SmType, SpaceMapPhys, SM_RUN_MAX};
 use ondisk::ByteOrder;
 use vdev::dtl::Dtl;
@@ -27,8 +26,6 @@ use vdev::Vdev;
 
 /// Block size of DTL space map objects (`zfs_vdev_dtl_sm_blksz`).
 pub const DTL_SM_BLKSZ: u64 = 4096;
-/// `SPACE_MAP_SIZE_V0`: the bonus without histograms.
-const SM_BONUS_V0: usize = 24;
 
 fn err(e: impl std::fmt::Display) -> PoolError {
     PoolError::Invalid(format!("DTL: {e}"))
@@ -111,13 +108,7 @@ impl PoolWriter {
             let obj = match self.dtl_objs.get(&guid) {
                 Some(&o) => o,
                 None => {
-                    let bonus = vec![0u8; SM_BONUS_V0];
-                    let o = self.mos.alloc_object(
-                        T::SpaceMap.to_u8(),
-                        DTL_SM_BLKSZ,
-                        T::SpaceMapHeader.to_u8(),
-                        bonus,
-                    )?;
+                    let o = self.alloc_space_map(DTL_SM_BLKSZ)?;
                     self.dtl_objs.insert(guid, o);
                     // The configuration names the object.
                     self.config_dirty = true;
@@ -131,12 +122,16 @@ impl PoolWriter {
             if !bytes.is_empty() {
                 self.mos.write(obj, 0, &bytes)?;
             }
-            let phys = SpaceMapPhys {
-                object: obj,
-                length: bytes.len() as u64,
-                alloc: d.len() as i64,
-                histogram: None,
+            // DTL maps get a histogram header too when `spacemap_histogram` is enabled, which
+            // nothing fills in (OpenZFS's `vdev_dtl_sync` neither): it keeps size and contents.
+            let histogram = match self.mos.dnode(obj)? {
+                Some(dn) if usize::from(dn.bonuslen) >= ondisk::spacemap::SPACE_MAP_PHYS_SIZE => {
+                    SpaceMapPhys::parse(&dn.bonus, ByteOrder::Little).map_err(err)?.histogram
+                }
+                _ => None,
             };
+            let phys =
+                SpaceMapPhys { object: obj, length: bytes.len() as u64, alloc: d.len() as i64, histogram };
             self.mos.set_bonus(obj, phys.encode(ByteOrder::Little))?;
             self.dtl_written.insert(guid, d);
         }

@@ -160,6 +160,24 @@ pub const NOT_BY_DEFAULT: &[&str] = &["hole_birth"];
 /// The writer's owner adjusts this list as support grows.
 pub const IMPLEMENTED_FOR_WRITE: &[&str] = &[
     "async_destroy",
+    // Never active: only dump volumes (which rzfs does not make) would need it.
+    "multi_vdev_crash_dump",
+    // Space maps made while it is enabled carry a free-segment histogram, kept up to date.
+    "spacemap_histogram",
+    // Active once enabled; rzfs writes one-word entries, which stay valid.
+    "spacemap_v2",
+    // rzfs writes no log space maps: the first txg of an import folds OpenZFS's into the
+    // metaslabs' own maps (`open_rw::read_log_spacemaps`).
+    "log_spacemap",
+    // Only the MOS error logs' layout: rzfs adds no entry to them, and deletes them in the
+    // layout it names when a scan ends (`PoolWriter::errlog_rotate`). Entries of a head it
+    // destroys stay until then (OpenZFS drops them at once): they name a dataset no longer
+    // there, which `zpool status -v` shows by number.
+    "head_errlog",
+    // Per dataset: only intent log records use it, and rzfs writes no intent log (it refuses
+    // pools whose logs are not empty); snapshots, clones and destroys carry the refcount as
+    // for every per-dataset feature.
+    "zilsaxattr",
     "embedded_data",
     "empty_bpobj",
     "lz4_compress",

@@ -11,13 +11,15 @@
 //! once, as in OpenZFS (deferred-free state is not persistent).
 
 use crate::feature_table;
-use crate::writer::{DatasetWriter, Policy, PoolWriter, TopInfo};
+use crate::writer::{DatasetWriter, LogFold, Policy, PoolWriter, TopInfo};
 use crate::{import, mos_config_nvlist, Pool, PoolError, Result};
 use dmu::tx::DirtyObjset;
 pub use dmu::CachePolicy;
+use dmu::Objset;
 use ondisk::blkptr::BlkPtr;
 use ondisk::dsl::mos_keys as K;
 use ondisk::label::VdevTreeConfig;
+use ondisk::spacemap::{SmEntry, SmType};
 use ondisk::ByteOrder;
 use vdev::VdevKind;
 use zap::write::ZapCache;
@@ -150,6 +152,7 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
     let mos = DirtyObjset::open(&pool.reader, &rootbp)?;
     let mut ms = metaslab::Allocator::new();
     let mut sm = std::collections::BTreeMap::new();
+    let mut logs = read_log_spacemaps(pool)?;
     for (i, info) in infos.iter().enumerate() {
         let v = i as u64;
         let top = &pool.tops[i];
@@ -158,7 +161,7 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
         }
         ms.add_top(v, info.asize, top.ashift(), info.ms_shift).map_err(|e| bad(e.to_string()))?;
         ms.set_log(v, top.is_log()).map_err(|e| bad(e.to_string()))?;
-        load_metaslabs(pool, v, info, &mut ms, &mut sm)?;
+        load_metaslabs(pool, v, info, &mut ms, &mut sm, logs.as_mut())?;
     }
     let dir = import::DMU_POOL_DIRECTORY_OBJECT;
     let lookup = |k: &str| zap::lookup_u64(&pool.mos, dir, k).map_err(|e| bad(e.to_string()));
@@ -188,6 +191,10 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
     }
     w.mos_dir = mos_dir;
     w.sm = sm;
+    // Nothing to fold when there are no logs and no metaslab waits for one.
+    w.log_fold = logs
+        .map(|l| l.fold)
+        .filter(|f| !f.logs.is_empty() || f.unflushed_txgs.values().flatten().any(|&t| t != 0));
     w.features_for_read = pool.candidate.best().config.features_for_read.clone();
     w.uberblock = Some(pool.uberblock.clone());
     let (dtls, offline, config_paths, unspare) = leaf_config(pool)?;
@@ -290,35 +297,172 @@ fn kept_config(
     Ok(out)
 }
 
+/// OpenZFS's log space maps (`log_spacemap`), read whole at import: their entries by
+/// top-level vdev, and what folding them into the metaslabs' maps takes.
+struct Logs {
+    /// Per top-level vdev: (log txg, kind, vdev offset, bytes), in replay order.
+    entries: std::collections::BTreeMap<u64, Vec<(u64, SmType, u64, u64)>>,
+    fold: LogFold,
+}
+
+/// Reads the log space maps, if the pool has any (`None` when it has none).
+///
+/// With `log_spacemap` active OpenZFS writes a txg's allocations and frees of every
+/// metaslab to one log space map per txg, and only now and then *flushes* a metaslab
+/// (writes what the logs hold for it into its own map, then records the txg from which its
+/// changes are in the logs only: its "unflushed txg", in the top-level vdev's
+/// `com.delphix:ms_unflushed_phys_txgs` object). A metaslab's space is therefore its map
+/// plus the entries of every log written at or after its unflushed txg, in txg order
+/// (`spa_ld_log_sm_data`). rzfs writes no logs: its first txg folds all of them into the
+/// metaslabs' maps, frees the logs (each one counted by `spacemap_histogram` when it has a
+/// histogram header), empties their ZAP (kept: OpenZFS counts `log_spacemap` once, when it
+/// makes it) and sets every unflushed txg to 0 — the state of a pool whose metaslabs have
+/// not been synced since the feature was enabled, which OpenZFS imports and resumes logging
+/// from (`spa_log_spacemap.c`); any other value would need a log of that txg.
+fn read_log_spacemaps(pool: &Pool) -> Result<Option<Logs>> {
+    let mos = &pool.mos;
+    let list = crate::spacemaps::log_spacemaps(mos)?;
+    let dir = import::DMU_POOL_DIRECTORY_OBJECT;
+    let Some(zap_obj) =
+        zap::lookup_u64(mos, dir, ondisk::dsl::mos_keys::LOG_SPACEMAP_ZAP).map_err(|e| bad(e.to_string()))?
+    else {
+        return Ok(None);
+    };
+    let mut fold = LogFold { zap: zap_obj, ..LogFold::default() };
+    for g in crate::spacemaps::top_geometry(pool)? {
+        if g.top_zap == 0 {
+            continue;
+        }
+        if let Some(obj) = zap::lookup_u64(mos, g.top_zap, crate::spacemaps::MS_UNFLUSHED_PHYS_TXGS)
+            .map_err(|e| bad(e.to_string()))?
+        {
+            let size = Objset::object_size(&mos.dnode(obj)?.phys)?;
+            fold.unflushed.push((obj, size));
+            fold.unflushed_txgs.insert(g.vdev, crate::spacemaps::unflushed_txgs(mos, &g)?);
+        }
+    }
+    let mut entries: std::collections::BTreeMap<u64, Vec<(u64, SmType, u64, u64)>> = Default::default();
+    for &(txg, obj) in &list {
+        crate::spacemaps::for_each_entry(mos, obj, &mut |e| {
+            let (kind, offset, run, vdev) = match *e {
+                SmEntry::Debug { .. } => return Ok(()),
+                SmEntry::TwoWord { kind, offset, run, vdev } => (kind, offset, run, vdev),
+                SmEntry::OneWord { .. } => {
+                    return Err(bad(format!(
+                        "log space map of txg {txg} (object {obj}) has an entry naming no vdev"
+                    )))
+                }
+            };
+            // Offsets and runs of log space maps are in 512-byte units (`SPA_MINBLOCKSHIFT`).
+            let (Some(off), Some(len)) = (offset.checked_mul(512), run.checked_mul(512)) else {
+                return Err(bad(format!("log space map of txg {txg}: entry {e:?} is out of range")));
+            };
+            entries.entry(u64::from(vdev)).or_default().push((txg, kind, off, len));
+            Ok(())
+        })?;
+        fold.logs.push((txg, obj));
+    }
+    Ok(Some(Logs { entries, fold }))
+}
+
+/// The parts of `a` not in `b`, as (offset, length).
+fn difference(a: &metaslab::RangeTree, b: &metaslab::RangeTree) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for (s, e) in a.iter() {
+        let mut at = s;
+        for (os, oe) in b.overlaps(s, e - s) {
+            if os > at {
+                out.push((at, os - at));
+            }
+            at = at.max(oe);
+        }
+        if at < e {
+            out.push((at, e - at));
+        }
+    }
+    out
+}
+
 /// Replays every metaslab's space map of top-level vdev `v` into the allocator, one map
 /// block at a time (`spacemaps::replay`): a map's claimed length never becomes an
-/// allocation.
+/// allocation. With `logs`, each metaslab's unflushed log entries are applied on top, and
+/// what they change is noted for the first txg to write into the metaslab's map.
 fn load_metaslabs(
     pool: &Pool,
     v: u64,
     info: &TopInfo,
     ms: &mut metaslab::Allocator,
     sm: &mut std::collections::BTreeMap<(u64, u64), (u64, u64, i64)>,
+    mut logs: Option<&mut Logs>,
 ) -> Result<()> {
     let mos = &pool.mos;
     let count = ms.metaslab_count(v).map_err(|e| bad(e.to_string()))?;
     let objs = crate::spacemaps::metaslab_objects(mos, info.ms_array, count)?;
+    // This vdev's log entries by metaslab, in replay order, each kept only when its log is
+    // at or after the metaslab's unflushed txg.
+    let mut per_ms: std::collections::BTreeMap<u64, Vec<(SmType, u64, u64)>> = Default::default();
+    if let Some(l) = logs.as_deref() {
+        let txgs = l.fold.unflushed_txgs.get(&v);
+        for &(txg, kind, off, len) in l.entries.get(&v).map(Vec::as_slice).unwrap_or(&[]) {
+            let m = off >> info.ms_shift;
+            if m >= count {
+                return Err(bad(format!(
+                    "log space map of txg {txg}: vdev {v} offset {off:#x} is past its metaslabs"
+                )));
+            }
+            let since = txgs.and_then(|t| t.get(m as usize)).copied().unwrap_or(0);
+            if txg >= since {
+                per_ms.entry(m).or_default().push((kind, off, len));
+            }
+        }
+    }
     for (m, obj) in (0..count).zip(objs) {
-        if obj == 0 {
+        let log = per_ms.remove(&m);
+        if obj == 0 && log.is_none() {
             continue;
         }
         let mut r = ms.replay(v, m).map_err(|e| bad(e.to_string()))?;
-        let phys = crate::spacemaps::replay(mos, obj, &mut r)?;
+        let phys = if obj == 0 {
+            ondisk::spacemap::SpaceMapPhys { object: 0, length: 0, alloc: 0, histogram: None }
+        } else {
+            crate::spacemaps::replay(mos, obj, &mut r)?
+        };
+        let mut expect = phys.alloc;
+        if let (Some(log), Some(l)) = (log, logs.as_deref_mut()) {
+            let before = r.allocated.clone();
+            for (kind, off, len) in log {
+                let res = match kind {
+                    SmType::Alloc => r.allocated.add(off, len),
+                    SmType::Free => r.allocated.remove(off, len),
+                };
+                res.map_err(|_| {
+                    bad(format!(
+                        "log space maps: {kind:?} of {len:#x} bytes at {off:#x} contradicts vdev {v} metaslab {m}"
+                    ))
+                })?;
+            }
+            let start = m << info.ms_shift;
+            let rel = |x: Vec<(u64, u64)>| x.into_iter().map(|(o, n)| (o - start, n)).collect::<Vec<_>>();
+            let (allocs, frees) =
+                (rel(difference(&r.allocated, &before)), rel(difference(&before, &r.allocated)));
+            expect += allocs.iter().map(|x| x.1 as i64).sum::<i64>()
+                - frees.iter().map(|x| x.1 as i64).sum::<i64>();
+            if !allocs.is_empty() || !frees.is_empty() {
+                l.fold.runs.insert((v, m), (allocs, frees));
+            }
+        }
         let alloc = ms
             .install(r)
             .map_err(|e| bad(format!("space map of vdev {v} metaslab {m} (object {obj}): {e}")))?;
-        if alloc as i64 != phys.alloc {
+        if alloc as i64 != expect {
             return Err(bad(format!(
                 "space map of vdev {v} metaslab {m} replays to {alloc} allocated bytes, header says {}",
                 phys.alloc
             )));
         }
-        sm.insert((v, m), (obj, phys.length, phys.alloc));
+        if obj != 0 {
+            sm.insert((v, m), (obj, phys.length, phys.alloc));
+        }
     }
     Ok(())
 }

@@ -341,8 +341,12 @@ impl PoolWriter {
         Ok(())
     }
 
-    /// The scan ended (finished, or cancelled): history and event, as `dsl_scan_done`.
+    /// The scan ended (finished, or cancelled): history and event, as `dsl_scan_done`, and
+    /// the MOS error logs rotated.
     pub(crate) fn scan_ended(&mut self, complete: bool) {
+        if let Err(e) = self.errlog_rotate() {
+            eprintln!("rzfs: pool {}: cannot rotate the error logs: {e}", self.name);
+        }
         let errors = self.scan.phys.errors;
         self.note_internal(
             if complete { "scan done" } else { "scan cancelled" },
@@ -355,6 +359,51 @@ impl PoolWriter {
             (false, _) => "scrub_abort",
         };
         self.event(what, None);
+    }
+}
+
+impl PoolWriter {
+    /// At the end of a scan, the MOS error logs rotate as OpenZFS's `spa_errlog_sync` does
+    /// once a scan is done (finished or cancelled): `errlog_last` is deleted, the scan's own
+    /// log (`errlog_scrub`) becomes the last one, and `errlog_scrub` is 0. rzfs adds no entry
+    /// to either (it reports the errors a scan of its own found from memory), so a pool OpenZFS
+    /// left errors in loses them at rzfs's next scan, as it would at OpenZFS's.
+    ///
+    /// With `head_errlog` enabled each log is a ZAP from head dataset to a ZAP of that
+    /// dataset's errors, and deleting one frees those too (`delete_errlog`).
+    pub(crate) fn errlog_rotate(&mut self) -> Result<()> {
+        use ondisk::dsl::mos_keys as K;
+        let dir = K::DIRECTORY_OBJECT;
+        let look = |w: &mut PoolWriter, k: &str| -> Result<u64> {
+            Ok(w.mos_zaps.lookup_u64(&w.mos, dir, k).map_err(|e| PoolError::Io(e.to_string()))?.unwrap_or(0))
+        };
+        let (last, scrub) = (look(self, K::ERRLOG_LAST)?, look(self, K::ERRLOG_SCRUB)?);
+        if last == 0 && scrub == 0 {
+            return Ok(());
+        }
+        if last != 0 && self.mos.dnode(last)?.is_some() {
+            if self.feature_refcount("head_errlog").unwrap_or(None).is_some() {
+                let heads =
+                    self.mos_zaps.entries(&self.mos, last).map_err(|e| PoolError::Io(e.to_string()))?;
+                for (_, v) in heads {
+                    if let Some(obj) = v.values.first().copied().filter(|&o| o != 0 && v.int_size == 8) {
+                        if self.mos.dnode(obj)?.is_some() {
+                            self.mos_zaps
+                                .destroy(&mut self.mos, obj)
+                                .map_err(|e| PoolError::Io(e.to_string()))?;
+                        }
+                    }
+                }
+            }
+            self.mos_zaps.destroy(&mut self.mos, last).map_err(|e| PoolError::Io(e.to_string()))?;
+        }
+        self.mos_zaps
+            .update_u64(&self.mos, dir, K::ERRLOG_LAST, scrub)
+            .map_err(|e| PoolError::Io(e.to_string()))?;
+        self.mos_zaps
+            .update_u64(&self.mos, dir, K::ERRLOG_SCRUB, 0)
+            .map_err(|e| PoolError::Io(e.to_string()))?;
+        Ok(())
     }
 }
 

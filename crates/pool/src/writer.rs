@@ -439,6 +439,23 @@ pub struct SyncTask {
 /// The change a [`SyncTask`] makes.
 pub type TaskFn = dyn FnMut(&mut PoolWriter) -> Result<()> + Send;
 
+/// OpenZFS's log space maps, folded into the metaslabs' own maps by the first txg rzfs
+/// syncs (see `open_rw::read_log_spacemaps`); kept until a txg that did it commits.
+#[derive(Clone, Debug, Default)]
+pub struct LogFold {
+    /// Per (vdev, metaslab): what only the logs hold, as (allocations, frees), offsets
+    /// relative to the metaslab.
+    pub runs: BTreeMap<(u64, u64), (Runs, Runs)>,
+    /// The log space maps, as (txg, object).
+    pub logs: Vec<(u64, u64)>,
+    /// The MOS directory's `com.delphix:log_spacemap_zap`.
+    pub zap: u64,
+    /// Each top-level vdev's unflushed-txgs object, with its size in bytes.
+    pub unflushed: Vec<(u64, u64)>,
+    /// The unflushed txg of each metaslab, by top-level vdev.
+    pub unflushed_txgs: BTreeMap<u64, Vec<u64>>,
+}
+
 /// Everything a sync changes in memory, saved before it starts (see "Failure" above).
 struct TxgCheckpoint {
     mos: dmu::tx::OsCheckpoint,
@@ -516,6 +533,8 @@ pub struct PoolWriter {
     pub sm: BTreeMap<(u64, u64), (u64, u64, i64)>,
     /// This txg's space map tails as last written: (vdev, ms) → (bytes, alloc delta).
     sm_tail: BTreeMap<(u64, u64), (Vec<u8>, i64)>,
+    /// OpenZFS's log space maps still to fold into the metaslabs' maps.
+    pub log_fold: Option<LogFold>,
     /// Leaf paths by guid (for the configuration).
     pub paths: BTreeMap<u64, String>,
     /// Configuration entries rzfs does not generate but must keep (per-vdev ZAPs that
@@ -601,6 +620,7 @@ impl PoolWriter {
             features_for_read: Vec::new(),
             sm: BTreeMap::new(),
             sm_tail: BTreeMap::new(),
+            log_fold: None,
             paths: BTreeMap::new(),
             kept_config: BTreeMap::new(),
             pending_root: None,
@@ -854,6 +874,8 @@ impl PoolWriter {
     /// The data half of `txg` is durable: it becomes the committed state in memory.
     fn commit_txg(&mut self, txg: u64) -> Result<()> {
         self.commit_space_maps();
+        // The logs are folded, freed and forgotten on disk.
+        self.log_fold = None;
         {
             let mut g = self.alloc.lock();
             let _ = g.ms.take_changes(txg).map_err(err)?;
@@ -1006,6 +1028,7 @@ impl PoolWriter {
             embed: false,
             redundant_metadata: 0,
         };
+        self.fold_logs_mos()?;
         let mut pass = 0;
         loop {
             pass += 1;
@@ -1103,6 +1126,10 @@ impl PoolWriter {
         for key in self.sm_tail.keys() {
             per_ms.entry(*key).or_default();
         }
+        let fold = self.log_fold.as_ref().map(|f| f.runs.clone()).unwrap_or_default();
+        for key in fold.keys() {
+            per_ms.entry(*key).or_default();
+        }
         for (is_free, map) in [(false, &allocs), (true, &frees)] {
             for (&(v, off), &len) in map {
                 let shift =
@@ -1116,11 +1143,21 @@ impl PoolWriter {
             let ashift = self.tops.get(v as usize).map(|t| t.ashift()).ok_or_else(|| err("bad vdev"))?;
             // The debug entries name sync pass 1: a tail that did not change must encode the same.
             let _ = pass;
-            let entries = sm_entries(&a, &f, ashift, txg, 1)?;
+            // What the logs held goes first: this txg's changes may undo it (a block the
+            // logs freed allocated again now).
+            let mut entries = Vec::new();
+            let mut delta = 0i64;
+            let net = |a: &Runs, f: &Runs| {
+                a.iter().map(|x| x.1 as i64).sum::<i64>() - f.iter().map(|x| x.1 as i64).sum::<i64>()
+            };
+            if let Some((fa, ff)) = fold.get(&(v, ms)) {
+                entries = sm_entries(fa, ff, ashift, txg, 1)?;
+                delta = net(fa, ff);
+            }
+            entries.extend(sm_entries(&a, &f, ashift, txg, 1)?);
+            delta += net(&a, &f);
             let bytes =
                 ondisk::spacemap::encode_entries(&entries, ByteOrder::Little, SM_BLOCK_SIZE as usize)?;
-            let delta: i64 =
-                a.iter().map(|x| x.1 as i64).sum::<i64>() - f.iter().map(|x| x.1 as i64).sum::<i64>();
             if self.sm_tail.get(&(v, ms)).is_some_and(|t| t.0 == bytes && t.1 == delta) {
                 continue;
             }
@@ -1138,11 +1175,20 @@ impl PoolWriter {
             if !bytes.is_empty() {
                 self.mos.write(obj, len, &bytes)?;
             }
+            // A map with a histogram in its header (made while `spacemap_histogram` was
+            // enabled, by rzfs or OpenZFS) keeps it up to date, rebuilt from the metaslab's
+            // free segments as OpenZFS rebuilds it for a loaded metaslab (it only weighs
+            // metaslabs for allocation; zdb checks the count of such maps, not the contents).
+            let histogram = if self.sm_has_histogram(obj)? {
+                Some(self.alloc.lock().ms.free_histogram(v, ms, ashift).map_err(|e| err(e.to_string()))?)
+            } else {
+                None
+            };
             let phys = SpaceMapPhys {
                 object: obj,
                 length: len + bytes.len() as u64,
                 alloc: alloc + delta,
-                histogram: None,
+                histogram,
             };
             self.mos.set_bonus(obj, phys.encode(ByteOrder::Little))?;
             self.sm_tail.insert((v, ms), (bytes, delta));
@@ -1150,10 +1196,55 @@ impl PoolWriter {
         Ok(())
     }
 
+    /// The MOS half of folding OpenZFS's log space maps (see [`LogFold`]): the logs freed,
+    /// their ZAP emptied, every metaslab's unflushed txg set to 0. Runs before the sync
+    /// passes of each attempt at the txg (a failed attempt's MOS changes are undone).
+    fn fold_logs_mos(&mut self) -> Result<()> {
+        let Some(f) = self.log_fold.clone() else { return Ok(()) };
+        for &(txg, obj) in &f.logs {
+            if self.mos.dnode(obj)?.is_some() {
+                self.free_space_map(obj)?;
+            }
+            self.mos_zaps.remove(&self.mos, f.zap, format!("{txg:x}").as_bytes()).map_err(err)?;
+        }
+        for &(obj, size) in &f.unflushed {
+            let size = usize::try_from(size).map_err(|_| err("unflushed txgs object too large"))?;
+            self.mos.write(obj, 0, &vec![0u8; size])?;
+        }
+        Ok(())
+    }
+
+    /// Does space map object `obj` carry the histogram (its bonus is `space_map_phys_t`
+    /// whole, `SPACE_MAP_SIZE_V1`, rather than the first three words)?
+    pub(crate) fn sm_has_histogram(&self, obj: u64) -> Result<bool> {
+        let dn = self.mos.dnode(obj)?.ok_or_else(|| err(format!("space map object {obj} is free")))?;
+        Ok(usize::from(dn.bonuslen) >= ondisk::spacemap::SPACE_MAP_PHYS_SIZE)
+    }
+
+    /// Frees space map object `obj`; one with a histogram leaves the `spacemap_histogram`
+    /// refcount (`space_map_free`).
+    pub(crate) fn free_space_map(&mut self, obj: u64) -> Result<()> {
+        if self.sm_has_histogram(obj)? {
+            self.feature_adjust("spacemap_histogram", -1)?;
+        }
+        Ok(self.mos.free_object(obj)?)
+    }
+
+    /// Allocates a space map object of block size `blksz` (`space_map_alloc`): with
+    /// `spacemap_histogram` enabled its header has room for the histogram and the feature
+    /// counts it, as OpenZFS does; without, the header is the first three words.
+    pub(crate) fn alloc_space_map(&mut self, blksz: u64) -> Result<u64> {
+        let hist = self.feature_refcount("spacemap_histogram")?.is_some();
+        let bonus = vec![0u8; if hist { ondisk::spacemap::SPACE_MAP_PHYS_SIZE } else { SM_BONUS_V0 }];
+        let obj = self.mos.alloc_object(T::SpaceMap.to_u8(), blksz, T::SpaceMapHeader.to_u8(), bonus)?;
+        if hist {
+            self.feature_adjust("spacemap_histogram", 1)?;
+        }
+        Ok(obj)
+    }
+
     fn create_space_map(&mut self, v: u64, ms: u64) -> Result<u64> {
-        let bonus = vec![0u8; SM_BONUS_V0];
-        let obj =
-            self.mos.alloc_object(T::SpaceMap.to_u8(), SM_BLOCK_SIZE, T::SpaceMapHeader.to_u8(), bonus)?;
+        let obj = self.alloc_space_map(SM_BLOCK_SIZE)?;
         let arr = self.top_info.get(v as usize).map(|t| t.ms_array).ok_or_else(|| err("bad vdev"))?;
         self.mos.write(arr, ms * 8, &obj.to_le_bytes())?;
         Ok(obj)
@@ -1165,7 +1256,7 @@ impl PoolWriter {
         let keys: Vec<(u64, u64)> = self.sm.keys().filter(|k| k.0 == v).copied().collect();
         for k in keys {
             if let Some((obj, _, _)) = self.sm.remove(&k) {
-                self.mos.free_object(obj)?;
+                self.free_space_map(obj)?;
             }
             self.sm_tail.remove(&k);
         }
