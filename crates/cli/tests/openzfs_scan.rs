@@ -31,6 +31,10 @@
 //!   carry histograms (`spacemap_histogram`); rzfs imports it read-write, frees and writes:
 //!   zdb finds no leak, no log left and every unflushed txg 0, with the feature refcounts
 //!   right; OpenZFS imports it again and logs anew; every file reads back.
+//! * [`openzfs_error_log_rotates_at_rzfs_scrub_end`]: a block lost on a single-device pool is
+//!   found by OpenZFS's scrub, which records it in its per-dataset error log (`head_errlog`);
+//!   the file removed and a scrub run by rzfs, the error logs rotate as OpenZFS rotates them:
+//!   `errlog_last` and its per-dataset object are freed (zdb finds no leaked MOS object).
 //!
 //! Needs FUSE, root, zdb/zhack and `unshare` (skipped otherwise).
 
@@ -364,5 +368,80 @@ fn rzfs_folds_openzfs_log_spacemaps() {
     import(&d, &dir, "lg", &mnt, true);
     check_files(&mnt, &want, "after rzfs and OpenZFS took turns", false);
     d.ok("rzpool", &["export", "lg"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The MOS directory's `errlog_last` and `errlog_scrub` entries, as zdb shows them (0 when
+/// absent).
+fn errlogs(dir: &Path, pool: &str) -> (u64, u64) {
+    let mos_dir = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-dddd", pool, "1"]);
+    let get = |k: &str| {
+        mos_dir
+            .lines()
+            .find_map(|l| l.trim_start().strip_prefix(&format!("{k} = ")))
+            .map(|v| v.trim().parse().unwrap())
+            .unwrap_or(0)
+    };
+    (get("errlog_last"), get("errlog_scrub"))
+}
+
+#[test]
+fn openzfs_error_log_rotates_at_rzfs_scrub_end() {
+    if skip("openzfs_error_log_rotates_at_rzfs_scrub_end") {
+        return;
+    }
+    let mut rng = common::rng::Rng::new(89);
+    let dir = scratch("ozscan-errlog");
+    let d = Daemon::with_env("ozscan-errlog", &[("RZFS_SCAN_BATCH", "4"), ("RZFS_SCAN_DELAY_MS", "1000")]);
+    let (devs, mnt) = create(&d, &dir, "el", &SINGLE, 128 << 20);
+    let mut want = BTreeMap::new();
+    write_files(&mnt, "f", 3, 300_000..1_000_000, &mut rng, &mut want);
+    std::fs::write(mnt.join("victim"), rng.data(1 << 20)).unwrap();
+    let obj = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(mnt.join("victim")).unwrap().ino()
+    };
+    d.ok("rzpool", &["export", "el"]);
+    let p = dir.to_str().unwrap();
+    let (offset, asize) = first_l0_dva(&dir, "el/", obj);
+    noise(Path::new(&devs[0]), (4 << 20) + offset, asize as usize, &mut rng);
+    // An rzfs scrub, slowed down, is exported while still in the MOS; OpenZFS carries it on
+    // and meets the lost block.
+    import(&d, &dir, "el", &mnt, false);
+    d.ok("rzpool", &["scrub", "el"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    d.ok("rzpool", &["export", "el"]);
+    let mut w = Vec::new();
+    for i in 0..6 {
+        openzfs_import(&dir, "el", &format!("com.example:rzfs_errlog{i}"));
+        w = scan_words(&dir, "el");
+        if w[1] != 1 {
+            break;
+        }
+    }
+    assert_eq!((w[0], w[1]), (1, 2), "OpenZFS finished the scrub: {w:?}");
+    assert!(w[13] >= 1, "OpenZFS's scrub counted the lost block (scn_errors): {w:?}");
+    let (last, scrub) = errlogs(&dir, "el");
+    assert!(last != 0 && scrub == 0, "OpenZFS's error log is the last one: last {last}, scrub {scrub}");
+    let heads = run_zdb(&["-e", "-p", p, "-dddd", "el", &last.to_string()]);
+    let head_obj: u64 = heads
+        .lines()
+        .find_map(|l| l.split_once(" = ").filter(|(k, _)| k.trim().chars().all(|c| c.is_ascii_hexdigit())))
+        .map(|(_, v)| v.trim().parse().unwrap())
+        .unwrap_or_else(|| panic!("a per-dataset error log in:\n{heads}"));
+    assert_ne!(head_obj, 0, "head_errlog's layout: dataset -> its own error ZAP:\n{heads}");
+
+    // rzfs: the lost file goes, a scrub runs to its end; the logs rotate.
+    import(&d, &dir, "el", &mnt, false);
+    std::fs::remove_file(mnt.join("victim")).unwrap();
+    d.ok("rzpool", &["sync", "el"]);
+    d.ok("rzpool", &["scrub", "-w", "el"]);
+    d.ok("rzpool", &["export", "el"]);
+    assert_eq!(errlogs(&dir, "el"), (0, 0), "the last error log deleted, no scrub log");
+    // zdb's MOS leak check (below) finds the per-dataset log object if it was left behind.
+    zdb_check(&dir, "el");
+    import(&d, &dir, "el", &mnt, true);
+    check_files(&mnt, &want, "after the error log rotated", false);
+    d.ok("rzpool", &["export", "el"]);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -384,17 +384,9 @@ fn scrub_reports_unrecoverable() {
     };
     d.ok("rzpool", &["export", "lost"]);
     // Where the victim's first block lives (DVA of its first level-0 block).
-    // "lost/" names the root file system (plain "lost" would be the MOS).
-    let dump = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-ddddd", "lost/", &obj.to_string()]);
-    let dva = dump
-        .lines()
-        .find(|l| l.contains(" L0 ") && !l.contains("EMBEDDED"))
-        .and_then(|l| l.split_whitespace().find(|w| w.starts_with("0:")))
-        .unwrap_or_else(|| panic!("no L0 block in:\n{dump}"))
-        .to_string();
-    let parts: Vec<u64> = dva.split(':').skip(1).map(|h| u64::from_str_radix(h, 16).unwrap()).collect();
+    let (offset, asize) = first_l0_dva(&dir, "lost/", obj);
     for dev in &devs {
-        noise(Path::new(dev), (4 << 20) + parts[0], parts[1] as usize, &mut rng);
+        noise(Path::new(dev), (4 << 20) + offset, asize as usize, &mut rng);
     }
     import(&d, &dir, "lost", &mnt, false);
     d.ok("rzpool", &["scrub", "-w", "lost"]);

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use super::rng::Rng;
-use super::tools::Daemon;
+use super::tools::{run_zdb, Daemon};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -180,4 +180,18 @@ pub fn flips(path: &Path, from: u64, to: u64, n: usize, rng: &mut Rng) {
         b[0] ^= 1 << rng.below(8);
         f.write_all_at(&b, off).unwrap();
     }
+}
+
+/// Where the first level-0 block of object `obj` of file system `fs` (`POOL/` for the root
+/// one: plain `POOL` names the MOS) lives, by zdb: (offset, allocated size) of its first DVA.
+pub fn first_l0_dva(dir: &Path, fs: &str, obj: u64) -> (u64, u64) {
+    let dump = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-ddddd", fs, &obj.to_string()]);
+    let dva = dump
+        .lines()
+        .find(|l| l.contains(" L0 ") && !l.contains("EMBEDDED"))
+        .and_then(|l| l.split_whitespace().find(|w| w.starts_with("0:")))
+        .unwrap_or_else(|| panic!("no L0 block in:\n{dump}"))
+        .to_string();
+    let parts: Vec<u64> = dva.split(':').skip(1).map(|h| u64::from_str_radix(h, 16).unwrap()).collect();
+    (parts[0], parts[1])
 }
