@@ -476,42 +476,29 @@ impl SpaceCheck {
             unflushed
                 .insert(t.vdev, (t, pool::spacemaps::unflushed_txgs(mos, t).map_err(|e| e.to_string())?));
         }
-        for (txg, obj) in logs {
-            pool::spacemaps::for_each_entry(mos, obj, &mut |e| {
-                let bad = |why: String| pool::PoolError::Load {
-                    phase: "log space maps",
-                    detail: format!("log space map of txg {txg} (object {obj}): entry {e:?} {why}"),
-                };
-                let (kind, offset, run, vdev) = match *e {
-                    ondisk::spacemap::SmEntry::Debug { .. } => return Ok(()),
-                    ondisk::spacemap::SmEntry::TwoWord { kind, offset, run, vdev } => {
-                        (kind, offset, run, vdev)
-                    }
-                    ondisk::spacemap::SmEntry::OneWord { .. } => return Err(bad("names no vdev".into())),
-                };
-                let (Some((t, txgs)), Some(tree)) =
-                    (unflushed.get(&u64::from(vdev)), self.unclaimed.get_mut(&u64::from(vdev)))
-                else {
-                    return Ok(());
-                };
-                let (Some(off), Some(len)) = (offset.checked_mul(512), run.checked_mul(512)) else {
-                    return Err(bad("is out of range".into()));
-                };
-                let ms = off >> t.ms_shift;
-                let Some(&ms_txg) = txgs.get(ms as usize) else {
-                    return Err(bad(format!("is past the vdev's {} metaslabs", txgs.len())));
-                };
-                if txg < ms_txg {
-                    return Ok(());
-                }
-                let res = match kind {
-                    ondisk::spacemap::SmType::Alloc => tree.add(off, len),
-                    ondisk::spacemap::SmType::Free => tree.remove(off, len),
-                };
-                res.map_err(|_| bad("contradicts the metaslab's space map".into()))
-            })
-            .map_err(|e| e.to_string())?;
-        }
+        pool::spacemaps::for_each_log_entry(mos, &mut |_, _| {}, &mut |e| {
+            let bad = |why: String| pool::PoolError::Load {
+                phase: "log space maps",
+                detail: format!("log space map of txg {}: entry {e:?} {why}", e.txg),
+            };
+            let (Some((t, txgs)), Some(tree)) = (unflushed.get(&e.vdev), self.unclaimed.get_mut(&e.vdev))
+            else {
+                return Ok(());
+            };
+            let ms = e.offset >> t.ms_shift;
+            let Some(&ms_txg) = txgs.get(ms as usize) else {
+                return Err(bad(format!("is past the vdev's {} metaslabs", txgs.len())));
+            };
+            if e.txg < ms_txg {
+                return Ok(());
+            }
+            let res = match e.kind {
+                ondisk::spacemap::SmType::Alloc => tree.add(e.offset, e.len),
+                ondisk::spacemap::SmType::Free => tree.remove(e.offset, e.len),
+            };
+            res.map_err(|_| bad("contradicts the metaslab's space map".into()))
+        })
+        .map_err(|e| e.to_string())?;
         Ok(())
     }
 

@@ -19,7 +19,7 @@ use dmu::Objset;
 use ondisk::blkptr::BlkPtr;
 use ondisk::dsl::mos_keys as K;
 use ondisk::label::VdevTreeConfig;
-use ondisk::spacemap::{SmEntry, SmType};
+use ondisk::spacemap::SmType;
 use ondisk::ByteOrder;
 use vdev::VdevKind;
 use zap::write::ZapCache;
@@ -321,7 +321,6 @@ struct Logs {
 /// from (`spa_log_spacemap.c`); any other value would need a log of that txg.
 fn read_log_spacemaps(pool: &Pool) -> Result<Option<Logs>> {
     let mos = &pool.mos;
-    let list = crate::spacemaps::log_spacemaps(mos)?;
     let dir = import::DMU_POOL_DIRECTORY_OBJECT;
     let Some(zap_obj) =
         zap::lookup_u64(mos, dir, ondisk::dsl::mos_keys::LOG_SPACEMAP_ZAP).map_err(|e| bad(e.to_string()))?
@@ -342,26 +341,12 @@ fn read_log_spacemaps(pool: &Pool) -> Result<Option<Logs>> {
         }
     }
     let mut entries: std::collections::BTreeMap<u64, Vec<(u64, SmType, u64, u64)>> = Default::default();
-    for &(txg, obj) in &list {
-        crate::spacemaps::for_each_entry(mos, obj, &mut |e| {
-            let (kind, offset, run, vdev) = match *e {
-                SmEntry::Debug { .. } => return Ok(()),
-                SmEntry::TwoWord { kind, offset, run, vdev } => (kind, offset, run, vdev),
-                SmEntry::OneWord { .. } => {
-                    return Err(bad(format!(
-                        "log space map of txg {txg} (object {obj}) has an entry naming no vdev"
-                    )))
-                }
-            };
-            // Offsets and runs of log space maps are in 512-byte units (`SPA_MINBLOCKSHIFT`).
-            let (Some(off), Some(len)) = (offset.checked_mul(512), run.checked_mul(512)) else {
-                return Err(bad(format!("log space map of txg {txg}: entry {e:?} is out of range")));
-            };
-            entries.entry(u64::from(vdev)).or_default().push((txg, kind, off, len));
-            Ok(())
-        })?;
-        fold.logs.push((txg, obj));
-    }
+    let mut logs = Vec::new();
+    crate::spacemaps::for_each_log_entry(mos, &mut |txg, obj| logs.push((txg, obj)), &mut |e| {
+        entries.entry(e.vdev).or_default().push((e.txg, e.kind, e.offset, e.len));
+        Ok(())
+    })?;
+    fold.logs = logs;
     Ok(Some(Logs { entries, fold }))
 }
 

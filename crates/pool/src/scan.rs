@@ -382,7 +382,7 @@ impl PoolWriter {
             return Ok(());
         }
         if last != 0 && self.mos.dnode(last)?.is_some() {
-            if self.feature_refcount("head_errlog").unwrap_or(None).is_some() {
+            if self.feature_refcount("head_errlog")?.is_some() {
                 let heads =
                     self.mos_zaps.entries(&self.mos, last).map_err(|e| PoolError::Io(e.to_string()))?;
                 for (_, v) in heads {

@@ -174,6 +174,49 @@ pub fn log_spacemaps(mos: &Objset) -> Result<Vec<(u64, u64)>> {
     Ok(out)
 }
 
+/// One entry of a log space map: the txg of its log, allocation or free, the top-level
+/// vdev it names, and the byte range on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogEntry {
+    pub txg: u64,
+    pub kind: ondisk::spacemap::SmType,
+    pub vdev: u64,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// Calls `f` for every entry of every log space map ([`log_spacemaps`]), in replay order
+/// (logs by txg, entries in file order), after `on_log(txg, object)` for each log. Offsets
+/// and runs are in 512-byte units (`SPA_MINBLOCKSHIFT`); an entry naming no vdev (one
+/// word) or out of range is an error.
+pub fn for_each_log_entry(
+    mos: &Objset,
+    on_log: &mut dyn FnMut(u64, u64),
+    f: &mut dyn FnMut(LogEntry) -> Result<()>,
+) -> Result<()> {
+    for (txg, obj) in log_spacemaps(mos)? {
+        on_log(txg, obj);
+        for_each_entry(mos, obj, &mut |e| {
+            let (kind, offset, run, vdev) = match *e {
+                SmEntry::Debug { .. } => return Ok(()),
+                SmEntry::TwoWord { kind, offset, run, vdev } => (kind, offset, run, vdev),
+                SmEntry::OneWord { .. } => {
+                    return Err(bad(format!(
+                        "log space map of txg {txg} (object {obj}): entry {e:?} names no vdev"
+                    )))
+                }
+            };
+            let (Some(offset), Some(len)) = (offset.checked_mul(512), run.checked_mul(512)) else {
+                return Err(bad(format!(
+                    "log space map of txg {txg} (object {obj}): entry {e:?} is out of range"
+                )));
+            };
+            f(LogEntry { txg, kind, vdev: u64::from(vdev), offset, len })
+        })?;
+    }
+    Ok(())
+}
+
 /// Replays the space map of metaslab `ms` (object `obj`) into `r`; returns the header.
 pub fn replay(mos: &Objset, obj: u64, r: &mut metaslab::SpaceMapReplay) -> Result<SpaceMapPhys> {
     let (v, m) = (r.vdev, r.ms);
