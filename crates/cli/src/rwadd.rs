@@ -86,9 +86,10 @@ pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
         }
     }
     // The sector shift the new top-level vdevs get: -o ashift, else the pool's ashift
-    // property when set (libzfs puts it in the vdevs' nvlist), else the pool's first vdev's.
-    // One that differs from the pool's needs --allow-ashift-mismatch, as zpool's
-    // (ZFS_ERR_ASHIFT_MISMATCH).
+    // property when set (libzfs puts it in the vdevs' nvlist), else, for files when the
+    // tunables set the file sector size, OpenZFS's rule for files (as a new pool's,
+    // `rwpool::default_ashift`), else the pool's first vdev's. One that differs from the
+    // pool's needs --allow-ashift-mismatch, as zpool's (ZFS_ERR_ASHIFT_MISMATCH).
     let mut ashift = None;
     if !specs.is_empty() {
         let (have, prop) = rw
@@ -100,7 +101,12 @@ pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
                 ))
             })
             .map_err(|e| format!("cannot add to '{name}': {e}"))?;
-        let want = a.ashift.filter(|&n| n != 0).or(prop.filter(|&n| n != 0));
+        let all_files = infos.iter().all(|d| !d.is_block);
+        let want = a
+            .ashift
+            .filter(|&n| n != 0)
+            .or(prop.filter(|&n| n != 0))
+            .or_else(|| all_files.then(pool::tunables::file_vdev_ashift).flatten().map(u64::from));
         if let (Some(have), Some(want)) = (have, want) {
             if want != have && !a.allow_ashift_mismatch {
                 return Err(format!(

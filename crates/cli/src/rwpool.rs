@@ -302,7 +302,8 @@ fn check_root_mountpoint(name: &str, mountpoint: Option<&str>, altroot: Option<&
 }
 
 struct PoolOpts {
-    ashift: u8,
+    /// `-o ashift=N` (not 0); None: chosen from the devices (see [`default_ashift`]).
+    ashift: Option<u8>,
     compat: pool::compat::CompatSet,
     compat_value: String,
     enable: Vec<String>,
@@ -316,7 +317,7 @@ struct PoolOpts {
 
 fn parse_pool_props(props: &[String]) -> Result<PoolOpts, String> {
     let mut o = PoolOpts {
-        ashift: 12,
+        ashift: None,
         compat: pool::compat::CompatSet::Off,
         compat_value: "off".into(),
         enable: Vec::new(),
@@ -332,7 +333,7 @@ fn parse_pool_props(props: &[String]) -> Result<PoolOpts, String> {
             "ashift" => {
                 let a = parse_ashift(v)?;
                 if a != 0 {
-                    o.ashift = a as u8;
+                    o.ashift = u8::try_from(a).ok();
                 }
                 // Kept as a pool property: what `zpool add` gives new vdevs.
                 o.numeric.push(("ashift".into(), a));
@@ -691,12 +692,13 @@ fn create_or_describe(state: &Arc<State>, a: CreateArgs, dry_run: bool) -> Resul
             .create(os, z, now)
             .map_err(|e| pool::PoolError::Invalid(format!("creating the root file system: {e}")))
     };
+    let ashift = po.ashift.unwrap_or_else(|| default_ashift(new_tops.iter().flat_map(|t| t.leaves())));
     let spec = CreateSpec {
         name: a.name.clone(),
         label_name: a.label_name.clone(),
         tops: new_tops,
         log: log.clone(),
-        ashift: po.ashift,
+        ashift,
         features,
         root_props,
         pool_props,
@@ -1412,6 +1414,20 @@ pub fn set_pool_prop(state: &State, assignment: &str, pool: &str) -> Result<(), 
         _ => return Err(format!("cannot set property for '{pool}': '{k}' cannot be set by rzfs yet")),
     };
     rw.spa.set_pool_prop(k, val).map_err(|e| format!("cannot set property for '{pool}': {e}"))
+}
+
+/// The sector shift of a new pool's vdevs when `-o ashift` gives none. OpenZFS takes each
+/// device's own (its physical sector size; for files the `vdev_file_*_ashift` tunables,
+/// 512 bytes by default). rzfs uses 4 KiB sectors, which no disk sold today is smaller
+/// than, unless every device is a file and the tunables directory sets the file sector
+/// size (as ZTS's sandbox does): then OpenZFS's rule for files applies.
+pub fn default_ashift<'a>(mut leaves: impl Iterator<Item = &'a NewLeaf>) -> u8 {
+    const RZFS_DEFAULT_ASHIFT: u8 = 12;
+    if leaves.all(|l| !l.is_disk) {
+        pool::tunables::file_vdev_ashift().unwrap_or(RZFS_DEFAULT_ASHIFT)
+    } else {
+        RZFS_DEFAULT_ASHIFT
+    }
 }
 
 /// An `ashift` pool property value: 0 (each device's own) or 9 to 16

@@ -534,3 +534,79 @@ fn vdev_properties() {
     assert_eq!(get(&["failfast", "vz", &devs[3]]), "off\tlocal\n");
     d.ok("rzpool", &["destroy", "vz"]);
 }
+
+/// The sector shift of vdevs made of files follows OpenZFS's tunables when the daemon's
+/// tunables directory sets them (`vdev_file_physical_ashift`, read at each create and add,
+/// bounded by `zfs_vdev_max_auto_ashift`), as ZTS's add-o_ashift checks; without them rzfs
+/// gives files 4 KiB sectors. zdb reads every label's ashift and checks the pool.
+#[test]
+fn file_ashift_tunables() {
+    if !usable() {
+        eprintln!("SKIP file_ashift_tunables: needs zdb and /dev/fuse");
+        return;
+    }
+    let dir = scratch("ashift-tun");
+    let tun = dir.join("tunables");
+    std::fs::create_dir_all(&tun).unwrap();
+    let physical = tun.join("vdev_file_physical_ashift");
+    let devs: Vec<String> = (0..2)
+        .map(|i| {
+            let p = dir.join(format!("d{i}"));
+            std::fs::File::create(&p).unwrap().set_len(128 << 20).unwrap();
+            p.to_str().unwrap().to_string()
+        })
+        .collect();
+    let label_ashift = |dev: &str| -> Vec<String> {
+        let out = run_zdb(&["-l", dev]);
+        let mut v: Vec<String> =
+            out.lines().filter_map(|l| l.trim().strip_prefix("ashift: ")).map(str::to_string).collect();
+        v.dedup();
+        v
+    };
+    let dir_s = dir.to_str().unwrap();
+
+    // No tunables: rzfs's 4 KiB for files.
+    let d = Daemon::new("ashift-none");
+    d.ok("rzpool", &["create", "-m", "none", "ashnone", &devs[0]]);
+    d.ok("rzpool", &["add", "ashnone", &devs[1]]);
+    d.ok("rzpool", &["export", "ashnone"]);
+    assert_eq!(label_ashift(&devs[0]), ["12"]);
+    assert_eq!(label_ashift(&devs[1]), ["12"]);
+    zdb_check(&dir, "ashnone");
+    d.ok("rzpool", &["labelclear", "-f", &devs[0]]);
+    d.ok("rzpool", &["labelclear", "-f", &devs[1]]);
+    drop(d);
+
+    std::fs::write(tun.join("vdev_file_logical_ashift"), "9\n").unwrap();
+    std::fs::write(&physical, "9\n").unwrap();
+    let d = Daemon::with_env("ashift-tun", &[("RZFS_TUNABLES_DIR", tun.to_str().unwrap())]);
+    // (physical shift set before the add, the shift the added vdev must get)
+    for (set, want) in [(9, "9"), (12, "12"), (15, "9")] {
+        std::fs::write(&physical, "9\n").unwrap();
+        d.ok("rzpool", &["create", "-m", "none", "ashtun", &devs[0]]);
+        std::fs::write(&physical, format!("{set}\n")).unwrap();
+        let mut args = vec!["add"];
+        if want != "9" {
+            // Differs from the pool's first vdev: zpool's check applies.
+            let (code, _, err) = d.run("rzpool", &["add", "ashtun", &devs[1]]);
+            assert!(code != 0 && err.contains("different physical sector sizes"), "{set}: {err}");
+            args.push("--allow-ashift-mismatch");
+        }
+        args.extend(["ashtun", devs[1].as_str()]);
+        d.ok("rzpool", &args);
+        d.ok("rzpool", &["export", "ashtun"]);
+        assert_eq!(label_ashift(&devs[0]), ["9"], "physical {set}");
+        assert_eq!(label_ashift(&devs[1]), [want], "physical {set}");
+        zdb_check(&dir, "ashtun");
+        d.ok("rzpool", &["import", "-N", "-d", dir_s, "ashtun"]);
+        d.ok("rzpool", &["destroy", "ashtun"]);
+        d.ok("rzpool", &["labelclear", "-f", &devs[0]]);
+        d.ok("rzpool", &["labelclear", "-f", &devs[1]]);
+    }
+    // -o ashift still wins over the tunables.
+    d.ok("rzpool", &["create", "-o", "ashift=13", "-m", "none", "ashtun", &devs[0]]);
+    d.ok("rzpool", &["export", "ashtun"]);
+    assert_eq!(label_ashift(&devs[0]), ["13"]);
+    drop(d);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -42,6 +42,16 @@ pub enum NewTop {
     Raidz { parity: u8, leaves: Vec<NewLeaf> },
 }
 
+impl NewTop {
+    /// The devices of this top-level vdev.
+    pub fn leaves(&self) -> &[NewLeaf] {
+        match self {
+            NewTop::Single(l) => std::slice::from_ref(l),
+            NewTop::Mirror(ls) | NewTop::Raidz { leaves: ls, .. } => ls,
+        }
+    }
+}
+
 /// What `rzpool create` asked for.
 pub struct CreateSpec<'a> {
     pub name: String,
