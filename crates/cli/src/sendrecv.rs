@@ -1285,14 +1285,15 @@ fn receive_package(
     // An incremental replication stream: snapshots and file systems the sender renamed are
     // renamed here to match, and with -F what the sender no longer has goes, first.
     let mut gone = String::new();
+    // Where the package's top file system lands (libzfs's `top_zfs`).
+    let local_top = if o.discard_first {
+        top.split_once('/').map_or(target.to_string(), |(_, rest)| format!("{target}/{rest}"))
+    } else if o.last_only {
+        format!("{target}/{}", top.rsplit('/').next().unwrap_or(&top))
+    } else {
+        target.to_string()
+    };
     if recursive && !o.dry_run && hdr.get_str("fromsnap").is_some() {
-        let local_top = if o.discard_first {
-            top.split_once('/').map_or(target.to_string(), |(_, rest)| format!("{target}/{rest}"))
-        } else if o.last_only {
-            format!("{target}/{}", top.rsplit('/').next().unwrap_or(&top))
-        } else {
-            target.to_string()
-        };
         gone = rename_as_sent(state, &local_top, &top, &props_of, o.verbose);
         if o.force {
             gone.push_str(&destroy_not_sent(state, &local_top, &props_of, o.verbose));
@@ -1327,9 +1328,11 @@ fn receive_package(
             .filter(|n| n == target || n.starts_with(&format!("{target}/")))
             .collect();
         names.sort();
+        let reached = received_mount_reach(state, &local_top, &names);
         for n in names {
             let again = was_mounted.contains(&n) || during.contains(&n);
-            if again || (!o.no_mount && r.as_ref().is_ok_and(|(_, made)| made.contains(&n))) {
+            let made = r.as_ref().is_ok_and(|(_, made)| made.contains(&n));
+            if again || (!o.no_mount && made && reached.contains(&n)) {
                 if let Err(e) = crate::cmd::zfs::automount(state, &n) {
                     eprintln!("rzfsd: cannot mount '{n}' after the receive: {e}");
                 }
@@ -1337,6 +1340,42 @@ fn receive_package(
         }
     }
     r.map(|(resp, _)| resp)
+}
+
+/// The file systems among `names` that a replication receive mounts when it made them:
+/// libzfs mounts its top file system `top` and, below it, each descendant whose
+/// `mountpoint` is default or inherited, not looking below one set locally or received
+/// (`zfs_receive`'s final `changelist_gather(top_zfs, MOUNTPOINT, CL_GATHER_MOUNT_ALWAYS)`
+/// and `change_one`). So a received tree whose own mountpoint came in the stream stays
+/// unmounted until `zfs mount` (its sender's paths may be in use here).
+fn received_mount_reach(
+    state: &Arc<State>,
+    top: &str,
+    names: &[String],
+) -> std::collections::HashSet<String> {
+    let mut reached = std::collections::HashSet::new();
+    let Ok(pool) = state.pool(pool_of(top)) else {
+        return reached;
+    };
+    let dsl = pool.dsl();
+    // `names` is sorted, so a parent comes before its children.
+    for n in names {
+        let ok = if n == top {
+            true
+        } else if let Some((parent, _)) = n.rsplit_once('/') {
+            (n.starts_with(&format!("{top}/")) && reached.contains(parent))
+                && dsl.find(n).is_ok_and(|ds| {
+                    crate::cmd::zfs::prop_value(&pool, &dsl, &ds, "mountpoint")
+                        .is_ok_and(|v| v.source == "default" || v.source.starts_with("inherited"))
+                })
+        } else {
+            false
+        };
+        if ok {
+            reached.insert(n.clone());
+        }
+    }
+    reached
 }
 
 /// An incremental replication stream follows the sender's renames, as libzfs's

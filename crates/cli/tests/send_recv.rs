@@ -1630,6 +1630,53 @@ fn receive_force_replaces_file_system() {
     zdb_check(&dir, "rf");
 }
 
+/// What a replication receive mounts, as libzfs: the package's top file system and, below
+/// it, those whose mountpoint is default or inherited; a file system whose mountpoint came
+/// in the stream (the sender's path) stays unmounted with everything below it, so it cannot
+/// cover the sender's own mounts. `zfs mount` mounts it when asked.
+#[test]
+fn replication_receive_mounts_as_libzfs() {
+    if skip_without_fuse_zdb("replication_receive_mounts_as_libzfs") {
+        return;
+    }
+    let dir = scratch("recv-mounts");
+    let d = Daemon::new("recv-mounts");
+    let (_devs, mnt) = create(&d, &dir, "rm", &SINGLE, 256 << 20);
+    let own = dir.join("own-mnt");
+    d.ok("rzfs", &["create", "rm/src"]);
+    d.ok("rzfs", &["create", "rm/src/a"]);
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", own.display()), "rm/src/b"]);
+    d.ok("rzfs", &["create", "rm/src/b/c"]);
+    std::fs::write(own.join("c").join("file"), b"below a local mountpoint").unwrap();
+    d.ok("rzfs", &["snapshot", "-r", "rm/src@1"]);
+    let full = dir.join("full.zs");
+    assert_eq!(send_to(&d, &["-R", "rm/src@1"], &full).0, 0);
+    let (code, err) = recv_from(&d, &["rm/dst"], &full);
+    assert_eq!(code, 0, "{err}");
+    let mounted = |n: &str| d.ok("rzfs", &["get", "-H", "-o", "value", "mounted", n]).trim().to_string();
+    assert_eq!(mounted("rm/dst"), "yes");
+    assert_eq!(mounted("rm/dst/a"), "yes");
+    assert_eq!(mounted("rm/dst/b"), "no", "its mountpoint was received");
+    assert_eq!(mounted("rm/dst/b/c"), "no", "below one with a received mountpoint");
+    assert!(mnt.join("dst").join("a").is_dir());
+    // The sender's mounts are untouched and still hold its files.
+    assert_eq!(std::fs::read(own.join("c").join("file")).unwrap(), b"below a local mountpoint");
+    assert_eq!(mounted("rm/src/b/c"), "yes");
+    // `zfs mount` mounts one when asked; a new mountpoint mounts the rest of the tree there
+    // (as libzfs's changelist does for a mountpoint change).
+    d.ok("rzfs", &["unmount", "rm/src/b"]);
+    d.ok("rzfs", &["mount", "rm/dst/b"]);
+    assert_eq!(mounted("rm/dst/b"), "yes");
+    d.ok("rzfs", &["unmount", "rm/dst/b"]);
+    d.ok("rzfs", &["mount", "rm/src/b"]);
+    let moved = dir.join("moved");
+    d.ok("rzfs", &["set", &format!("mountpoint={}", moved.display()), "rm/dst/b"]);
+    assert_eq!(mounted("rm/dst/b/c"), "yes");
+    assert_eq!(std::fs::read(moved.join("c").join("file")).unwrap(), b"below a local mountpoint");
+    d.ok("rzpool", &["export", "rm"]);
+    zdb_check(&dir, "rm");
+}
+
 /// Received properties (OpenZFS's `P$recvd`): a replication stream's properties are
 /// stored as received (source `received`, `get -o received`), local values override them,
 /// `inherit` hides them and `inherit -S` brings them back; snapshots' own properties arrive
