@@ -93,6 +93,8 @@ pub struct RecvOpts {
     /// carries again are kept by nop-write); an incremental clone stream takes SNAP as its
     /// origin instead of looking one up by guid.
     pub origin: Option<String>,
+    /// `-c`: corrective receive into an existing snapshot ([`heal`]).
+    pub heal: bool,
 }
 
 /// Properties `receive -o`/`-x` may not name (libzfs `zfs_receive_checkprops`: read-only,
@@ -977,6 +979,9 @@ pub fn receive(
         }
     }
     check_cmdline_props(o)?;
+    if o.heal {
+        check_heal(state, target, o)?;
+    }
     // -o origin= is no property: it says what a new file system is cloned from.
     let is_origin = |a: &String| a.split_once('=').is_some_and(|(k, _)| dsl::props::canonical(k) == "origin");
     let mut with_origin = o.clone();
@@ -1006,6 +1011,9 @@ pub fn receive(
         Err(e) => return Err(format!("cannot receive: invalid stream ({e})")),
     };
     let (begin, payload) = begin;
+    if o.heal {
+        return heal(state, target, &mut rd, &begin);
+    }
     if begin.magic == BACKUP_MAGIC && begin.hdrtype() == HDRTYPE_COMPOUNDSTREAM {
         if o.origin.is_some() {
             return Err("cannot receive: -o origin= applies to a single file system's stream, \
@@ -1026,6 +1034,186 @@ pub fn receive(
     let done = Default::default();
     let plan = PropsPlan { package: false, props: None, top: true, done: &done };
     receive_one(state, target, o, &mut rd, begin, &payload, &plan).map(|(r, _, _)| r)
+}
+
+/// `receive -c` is refused with the flags libzfs refuses it with, and needs an existing
+/// snapshot (libzfs `zfs_receive_one`), before the stream is read.
+fn check_heal(state: &Arc<State>, target: &str, o: &RecvOpts) -> Result<(), String> {
+    if o.discard_first
+        || o.last_only
+        || o.force
+        || o.resumable
+        || o.no_mount
+        || o.skip_holds
+        || o.dry_run
+        || !o.set.is_empty()
+        || !o.exclude.is_empty()
+    {
+        return Err("cannot receive: corrective recv can not be used when combined with this flag".into());
+    }
+    let exists =
+        target.contains('@') && state.pool(pool_of(target)).is_ok_and(|p| p.dsl().find(target).is_ok());
+    if !exists {
+        return Err("cannot receive: corrective recv must specify an existing snapshot to heal".into());
+    }
+    Ok(())
+}
+
+/// Corrective receive (`zfs receive -c FS@SNAP`, see [`pool::heal`]): every WRITE record of
+/// a stream of snapshot SNAP is checked against SNAP's block at its place; a block no copy
+/// of which verifies is rewritten in place with the record's bytes, compressed as its
+/// pointer says, when they match its checksum. Other records are read and passed over.
+/// Healthy blocks are read without the pool's lock, so only damaged ones hold up its txgs.
+/// The entries of the pool's error list for objects that verify afterwards go.
+fn heal(state: &Arc<State>, target: &str, rd: &mut Reader, begin: &Begin) -> Result<Response, String> {
+    let fail = |why: String| format!("cannot receive: {why}");
+    if begin.magic == BACKUP_MAGIC && begin.hdrtype() == HDRTYPE_COMPOUNDSTREAM {
+        return Err(fail(
+            "a corrective receive takes the stream of one snapshot, not a package (send -R/-I)".into(),
+        ));
+    }
+    let rw = crate::rwpool::writer_of(state, target)
+        .ok_or_else(|| fail(format!("'{target}': pool is read-only")))?;
+    // The snapshot as the committed view has it: healthy blocks are read through it
+    // without taking the pool's lock.
+    let (guid, view) = {
+        let pool = state.pool(pool_of(target))?;
+        let dsl = pool.dsl();
+        let snap = dsl
+            .find(target)
+            .map_err(|_| fail("corrective recv must specify an existing snapshot to heal".into()))?;
+        let os = snap.objset_bp().ok().and_then(|bp| dmu::Objset::open(&pool.reader, &bp).ok());
+        (snap.ds.guid, os)
+    };
+    let reads_fine = |object: u64, offset: u64| -> bool {
+        let Some(os) = &view else { return false };
+        let Ok(dn) = os.dnode(object) else { return false };
+        let bsize = dn.data_block_size();
+        if bsize == 0 || !offset.is_multiple_of(bsize) {
+            return false;
+        }
+        match os.block_pointer(&dn, 0, offset / bsize) {
+            Ok(Some(bp)) => bp.is_hole() || bp.is_embedded() || os.reader().zio.read_physical(&bp).is_ok(),
+            _ => false,
+        }
+    };
+    if begin.toguid != guid {
+        return Err(fail("local snapshot doesn't match the snapshot in the provided stream".into()));
+    }
+    if begin.features() & (FEATURE_RAW | FEATURE_REDACTED) != 0 {
+        return Err(fail("rzfs heals from plain streams only, not raw or redacted ones".into()));
+    }
+    let fs = target.split('@').next().unwrap_or(target).to_string();
+    // The dataset's zstd level, for recompressing a zstd block whose record came
+    // uncompressed (the pointer says only "zstd"; the level is in the lost block's header).
+    let zstd_level = state
+        .pool(pool_of(target))
+        .ok()
+        .and_then(|p| {
+            let dsl = p.dsl();
+            let ds = dsl.find(&fs).ok()?;
+            crate::cmd::zfs::prop_value(&p, &dsl, &ds, "compression").ok()
+        })
+        .and_then(|v| v.exact.strip_prefix("zstd-").and_then(|l| l.parse::<u8>().ok()))
+        .unwrap_or(3);
+    let (mut healed, mut healthy, mut failed) = (0u64, 0u64, Vec::new());
+    let mut objects = std::collections::BTreeSet::new();
+    loop {
+        let (rec, payload) = match rd.next() {
+            Ok(Some(r)) => r,
+            Ok(None) => {
+                return Err(fail("failed to read from stream (it ends before its END record)".into()))
+            }
+            Err(e) => return Err(fail(format!("invalid stream ({e})"))),
+        };
+        let w = match rec {
+            Record::End(_) => break,
+            Record::Write(w) => w,
+            _ => continue,
+        };
+        // Logical bytes of the record, and the stream's own compressed form when it has one.
+        let (data, stream_phys) = if w.compressiontype != 0 {
+            let k = codec::compress::kind_from_zio(w.compressiontype).ok_or_else(|| {
+                fail(format!("invalid stream (compression {} in a WRITE record)", w.compressiontype))
+            })?;
+            let mut out = vec![0u8; w.logical_size as usize];
+            codec::compress::decompress(k, &payload, &mut out)
+                .map_err(|e| fail(format!("invalid stream (a WRITE record does not decompress: {e})")))?;
+            (out, Some((w.compressiontype, payload)))
+        } else {
+            (payload, None)
+        };
+        let mut candidates = |bp: &ondisk::blkptr::BlkPtr| -> Vec<Vec<u8>> {
+            let mut out = Vec::new();
+            let psize = bp.psize() as usize;
+            // The stream's compressed bytes, as OpenZFS stored them, when the algorithm is
+            // the pointer's (a compressor of another version may not give them back).
+            if let Some((c, p)) = &stream_phys {
+                if *c == bp.compress() && p.len() <= psize {
+                    let mut v = p.clone();
+                    v.resize(psize, 0);
+                    out.push(v);
+                }
+            }
+            match codec::compress::kind_from_zio(bp.compress()) {
+                Some(codec::compress::CompressKind::Off) | None => {
+                    if data.len() == psize {
+                        out.push(data.clone());
+                    }
+                }
+                Some(k) => {
+                    let mut v = vec![0u8; psize];
+                    if let Some(n) = codec::compress::compress(k, zstd_level, &data, &mut v) {
+                        v[n..].fill(0);
+                        out.push(v);
+                    }
+                }
+            }
+            out
+        };
+        if reads_fine(w.object, w.offset) {
+            healthy += 1;
+            continue;
+        }
+        let r = rw.spa.with_writer(|pw| {
+            pw.heal_block(target, guid, w.object, w.offset, w.logical_size, &mut candidates)
+        });
+        match r {
+            Ok(pool::heal::Heal::Healed) => {
+                healed += 1;
+                objects.insert(w.object);
+            }
+            Ok(pool::heal::Heal::Healthy | pool::heal::Heal::NotStored) => healthy += 1,
+            Ok(pool::heal::Heal::NoMatch) => failed.push((w.object, w.offset)),
+            Err(e) => return Err(fail(e.to_string())),
+        }
+    }
+    // Error-list entries of objects that read back whole now, in the snapshot or its file
+    // system, go (OpenZFS's `spa_remove_error` after the heal's read-back).
+    if !objects.is_empty() {
+        if let Ok(p) = state.pool(pool_of(target)) {
+            for &obj in &objects {
+                for name in [target, fs.as_str()] {
+                    if rw.spa.with_writer(|pw| pw.object_verifies(name, obj)).unwrap_or(false) {
+                        p.forget_errors(|e| e.object == obj && e.dataset == name);
+                        if let Ok(ds) = p.dsl().find(name) {
+                            rw.spa.forget_scan_errors(|dsobj, o| o == obj && dsobj == ds.ds_obj);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if !failed.is_empty() {
+        let list: Vec<String> =
+            failed.iter().take(8).map(|(o, off)| format!("object {o} offset {off}")).collect();
+        return Err(format!(
+            "cannot receive: corrective receive was not able to reconstruct the data needed for healing ({} block(s): {}); {healed} healed",
+            failed.len(),
+            list.join(", ")
+        ));
+    }
+    Ok(Response::ok(format!("healed {healed} block(s) of {target} ({healthy} already healthy)\n")))
 }
 
 /// The properties a substream's file system gets before its data is applied (OpenZFS sets

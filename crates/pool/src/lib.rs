@@ -25,6 +25,7 @@ pub mod feature_table;
 pub mod features;
 pub mod fslimits;
 pub mod fsprobe;
+pub mod heal;
 pub mod history;
 pub mod import;
 pub mod open_rw;
@@ -213,6 +214,11 @@ impl Pool {
         if !v.contains(&e) {
             v.push(e);
         }
+    }
+
+    /// Drops the permanent errors `gone` says were healed (a corrective receive).
+    pub fn forget_errors(&self, gone: impl Fn(&DataError) -> bool) {
+        self.errors.lock().unwrap_or_else(|p| p.into_inner()).retain(|e| !gone(e));
     }
 
     /// Permanent errors seen since import, sorted.

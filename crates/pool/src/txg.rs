@@ -415,6 +415,11 @@ impl Spa {
         lock(&self.scan_run).errors.clone()
     }
 
+    /// Drops the scan's permanent errors `gone(dataset object, object)` says were healed.
+    pub fn forget_scan_errors(&self, gone: impl Fn(u64, u64) -> bool) {
+        lock(&self.scan_run).errors.retain(|(ds, obj, _)| !gone(*ds, *obj));
+    }
+
     /// Waits until no scan runs (finished, cancelled or paused): `zpool scrub -w`,
     /// `zpool wait -t scrub`. Fails if the pool goes away meanwhile.
     pub fn scan_wait(&self) -> Result<()> {

@@ -395,6 +395,10 @@ enum Cmd {
         /// Discard the partial state a resumable receive kept in TARGET.
         #[arg(short = 'A')]
         abort: bool,
+        /// Corrective receive: heal the blocks of the existing snapshot TARGET that no
+        /// copy can produce any more, from a stream of that same snapshot.
+        #[arg(short = 'c')]
+        heal: bool,
         /// Do not mount what was received.
         #[arg(short = 'u')]
         no_mount: bool,
@@ -761,6 +765,7 @@ pub fn run_with(
             exclude,
             target,
             skip_holds,
+            heal,
             ..
         } => {
             if let Some(a) = set.iter().find(|a| !a.contains('=')) {
@@ -781,6 +786,7 @@ pub fn run_with(
                 exclude,
                 skip_holds,
                 origin: None,
+                heal,
             };
             crate::sendrecv::receive(state, &target, &o, fds)
         }
