@@ -783,7 +783,8 @@ pub fn pool_status(state: &State, p: &Pool) -> pool::status::PoolStatus {
             Some(s) => crate::format::scan_text(&s, now),
             None => "none requested\n".into(),
         });
-        let found = rw.spa.scan_errors();
+        let mut found = rw.spa.scan_errors();
+        found.extend(rw.spa.data_errors());
         if !found.is_empty() {
             let dsl = p.dsl();
             let datasets = dsl.list().unwrap_or_default();
@@ -1545,6 +1546,10 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
 
     fn poison(&self, what: &str) {
         self.rw.spa.poison_from(what);
+    }
+
+    fn read_error(&self, obj: u64) {
+        self.rw.spa.record_data_error(self.ds, obj, "read failed: no copy of a block verifies".into());
     }
 
     /// As OpenZFS's `zfs_statfs`: the size is what the dataset references plus what it can

@@ -1633,7 +1633,8 @@ fn receive_force_replaces_file_system() {
 /// Corrective receive (`zfs receive -c FS@SNAP`): blocks of a snapshot that every copy of
 /// has lost are rewritten in place from a stream of that snapshot — from a plain stream
 /// (the data compressed again as each pointer says) and from a compressed one (its payload
-/// as stored). The files read back whole, `status -v` no longer lists them, a scrub finds
+/// as stored). Reads of the lost blocks fail and put the files in `status -v`'s list; after
+/// the heal the files read back whole, `status -v` no longer lists them, a scrub finds
 /// nothing and zdb -bcc verifies every block. Healthy blocks are left alone; a stream of
 /// another snapshot, a missing snapshot and the flags libzfs refuses with -c are refused.
 #[test]
@@ -1678,6 +1679,9 @@ fn corrective_receive_heals() {
         import(&d, &dir, "cr", &mnt, false);
         assert!(std::fs::read(mnt.join("victim")).is_err(), "the lost block must not read");
         assert!(std::fs::read(mnt.join("victim2")).is_err(), "the lost block must not read");
+        // The failed reads are in the pool's error list, as OpenZFS logs every one.
+        let st = d.ok("rzpool", &["status", "-v", "cr"]);
+        assert!(st.contains("/victim") && st.contains("/victim2"), "reads' errors listed: {st}");
         d.ok("rzpool", &["scrub", "-w", "cr"]);
         let st = d.ok("rzpool", &["status", "-v", "cr"]);
         assert!(st.contains("/victim") && st.contains("with 2 errors"), "{st}");

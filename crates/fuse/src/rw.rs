@@ -141,6 +141,9 @@ pub trait RwBackend: Send + Sync + 'static {
     fn poison(&self, _what: &str) {}
     /// (total bytes, free bytes, used objects, free objects estimate) for statfs.
     fn space(&self) -> (u64, u64, u64, u64);
+    /// A read of object `obj` failed with EIO (no copy of a block verified): the daemon
+    /// lists it among the pool's permanent errors (`zpool status -v`).
+    fn read_error(&self, _obj: u64) {}
 }
 
 /// Mounts the dataset of `backend` on `dir` with [`MountOpts::default`].
@@ -1399,7 +1402,14 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
                 self.note_access(ino, policy);
                 reply.data(&d)
             }
-            Err(e) => reply.error(e),
+            Err(e) => {
+                if e == libc::EIO {
+                    if let Ok(obj) = self.live(ino) {
+                        self.backend.read_error(obj);
+                    }
+                }
+                reply.error(e)
+            }
         }
     }
 

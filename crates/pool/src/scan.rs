@@ -1073,6 +1073,9 @@ fn install(spa: &Arc<Spa>, b: Batch) -> Step {
     w.scan.dirty = true;
     let done = !w.scan.phys.is_scanning();
     let (detached, again) = if done { scan_done(&mut w) } else { (false, false) };
+    if done {
+        spa.clear_data_errors();
+    }
     if detached {
         spa.refresh_view(&w);
     }

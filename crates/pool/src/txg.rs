@@ -112,6 +112,11 @@ pub struct Spa {
     panic_armed: std::sync::atomic::AtomicBool,
     /// The scan's memory-only state (counters of this pass, errors found, thread running).
     scan_run: Mutex<crate::scan::ScanRun>,
+    /// Permanent errors met by reads outside a scan (a file's block no copy of which
+    /// verifies, read through a mount): (dataset object, object, what failed), once each.
+    /// OpenZFS logs every such read in its error list; `status -v` shows them with the
+    /// scan's own until a completed scan, which meets whatever is still damaged itself.
+    data_errors: Mutex<Vec<(u64, u64, String)>>,
     scan_cv: Condvar,
     /// Set when the pool closes: a scan batch under way stops issuing (so the thread lets go
     /// of the pool, and with it the devices, promptly).
@@ -158,6 +163,7 @@ impl Spa {
             next_task: AtomicU64::new(1),
             panic_armed: std::sync::atomic::AtomicBool::new(false),
             scan_run: Mutex::new(crate::scan::ScanRun::default()),
+            data_errors: Mutex::new(Vec::new()),
             scan_cv: Condvar::new(),
             scan_abort: std::sync::atomic::AtomicBool::new(false),
             scan_retree: std::sync::atomic::AtomicBool::new(false),
@@ -415,9 +421,35 @@ impl Spa {
         lock(&self.scan_run).errors.clone()
     }
 
-    /// Drops the scan's permanent errors `gone(dataset object, object)` says were healed.
+    /// Most reads' errors kept: a disk gone bad under a large file must not grow the list
+    /// without bound (OpenZFS's error list has one entry per damaged block too, but on disk).
+    const DATA_ERRORS_MAX: usize = 4096;
+
+    /// Records a permanent error a read outside the scan met (see `data_errors`).
+    pub fn record_data_error(&self, ds: u64, object: u64, detail: String) {
+        let mut v = lock(&self.data_errors);
+        if v.len() < Self::DATA_ERRORS_MAX && !v.iter().any(|(d, o, _)| *d == ds && *o == object) {
+            v.push((ds, object, detail));
+        }
+    }
+
+    /// Permanent errors reads outside a scan met since import or the last completed scan:
+    /// (dataset object, object, detail).
+    pub fn data_errors(&self) -> Vec<(u64, u64, String)> {
+        lock(&self.data_errors).clone()
+    }
+
+    /// A completed scan read every block: what reads met before is either in its own list
+    /// now or no longer damaged.
+    pub(crate) fn clear_data_errors(&self) {
+        lock(&self.data_errors).clear();
+    }
+
+    /// Drops the permanent errors (the scan's and the reads') `gone(dataset object,
+    /// object)` says were healed.
     pub fn forget_scan_errors(&self, gone: impl Fn(u64, u64) -> bool) {
         lock(&self.scan_run).errors.retain(|(ds, obj, _)| !gone(*ds, *obj));
+        lock(&self.data_errors).retain(|(ds, obj, _)| !gone(*ds, *obj));
     }
 
     /// Waits until no scan runs (finished, cancelled or paused): `zpool scrub -w`,
