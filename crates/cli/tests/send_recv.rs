@@ -1632,8 +1632,8 @@ fn receive_force_replaces_file_system() {
 
 /// Corrective receive (`zfs receive -c FS@SNAP`): blocks of a snapshot that every copy of
 /// has lost are rewritten in place from a stream of that snapshot — from a plain stream
-/// (the data compressed again as each pointer says) and from a compressed one (its payload
-/// as stored). Reads of the lost blocks fail and put the files in `status -v`'s list; after
+/// (the data compressed again as each pointer says), from a compressed one (its payload
+/// as stored) and from OpenZFS's own compressed send of it (`zdb -B`). Reads of the lost blocks fail and put the files in `status -v`'s list; after
 /// the heal the files read back whole, `status -v` no longer lists them, a scrub finds
 /// nothing and zdb -bcc verifies every block. Healthy blocks are left alone; a stream of
 /// another snapshot, a missing snapshot and the flags libzfs refuses with -c are refused.
@@ -1669,8 +1669,28 @@ fn corrective_receive_heals() {
     let (code, out, err) = recv_output(&d, &["-c", "cr@s"], &plain);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("healed 0 block(s)"), "{out}");
+    // OpenZFS's own compressed send of the snapshot (zdb -B with flag c), for a third round.
+    d.ok("rzpool", &["export", "cr"]);
+    let ds_line = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-d", "cr@s"]);
+    let id = ds_line
+        .split("ID ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .unwrap_or_else(|| panic!("no objset id in {ds_line}"))
+        .trim()
+        .to_string();
+    let openzfs = dir.join("openzfs.zs");
+    let (zdb_bin, lib) = zdb().unwrap();
+    let o = std::process::Command::new(zdb_bin)
+        .args(["-e", "-p", dir.to_str().unwrap(), "-B", &format!("cr/{id}"), "c"])
+        .env("LD_LIBRARY_PATH", lib)
+        .stdout(std::fs::File::create(&openzfs).unwrap())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "zdb -B: {}", String::from_utf8_lossy(&o.stderr));
+    import(&d, &dir, "cr", &mnt, false);
 
-    for stream in [&plain, &compressed] {
+    for stream in [&plain, &compressed, &openzfs] {
         d.ok("rzpool", &["export", "cr"]);
         for &obj in &objs {
             let (offset, asize) = first_l0_dva(&dir, "cr/", obj);
