@@ -8,6 +8,8 @@
 //! * [`forced_export_fences_the_pool`]: `export -f` with a file open: later calls through the
 //!   old mount fail, nothing more reaches the devices (their bytes do not change), and the
 //!   pool imports again with what was synced.
+//! * [`freeze_leaves_the_pool_as_a_crash_would`]: `zpool freeze`, then nothing reaches the
+//!   devices; the export leaves the labels ACTIVE; the pool comes back as of the freeze.
 //! * [`external_unmount_is_followed`]: after `umount` from outside, `rzfs mount` works again.
 //! * [`mount_all_unmount_all_and_sync`]: `mount -a`, `unmount -a`, `zpool sync`; `unmount FS`
 //!   takes the file systems mounted below FS down first.
@@ -125,6 +127,51 @@ fn forced_export_fences_the_pool() {
     d.ok("rzfs", &["mount", "fence", mnt.to_str().unwrap()]);
     assert_eq!(std::fs::read(mnt.join("kept")).unwrap(), b"synced before the export");
     d.ok("rzpool", &["export", "fence"]);
+}
+
+/// `zpool freeze` (ZTS's way to leave a pool as a crash would): what was written before
+/// the freeze is on disk, nothing after it reaches the devices, and the export leaves the
+/// labels ACTIVE. The same host imports it again with what was there at the freeze; another
+/// host (hostid) needs `-f`, as after a crash. zdb checks the result.
+#[test]
+fn freeze_leaves_the_pool_as_a_crash_would() {
+    if skip() {
+        return;
+    }
+    let dir = scratch("own-freeze");
+    let devs = files(&dir, 1, 128 << 20);
+    let d = Daemon::with_env("own-freeze", &[("RZFS_HOSTID", "0x1234abcd")]);
+    let mnt = dir.join("mnt");
+    let dir_s = dir.to_str().unwrap();
+    d.ok("rzpool", &["create", "-m", mnt.to_str().unwrap(), "frz", &devs[0]]);
+    std::fs::write(mnt.join("before"), b"written before the freeze").unwrap();
+    let (rc, _, err) = d.run("rzpool", &["freeze", "nosuch"]);
+    assert!(rc != 0 && err.contains("no such pool"), "{err}");
+    d.ok("rzpool", &["freeze", "frz"]);
+    let frozen = sha_all(&devs);
+    // Changes go on in memory, and an fsync or `zpool sync` writes nothing.
+    let mut f = std::fs::File::create(mnt.join("after")).unwrap();
+    f.write_all(b"written after the freeze").unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    d.ok("rzpool", &["sync", "frz"]);
+    assert_eq!(std::fs::read(mnt.join("after")).unwrap(), b"written after the freeze");
+    d.ok("rzpool", &["export", "frz"]);
+    assert_eq!(sha_all(&devs), frozen, "a frozen pool wrote to its device");
+    assert!(mounts_under(&mnt).is_empty(), "export of a frozen pool left a mount");
+    let label = run_zdb(&["-l", &devs[0]]);
+    assert!(label.contains("state: 0"), "labels say ACTIVE after a frozen export:\n{label}");
+    // Another host must force it, as after a crash.
+    let other = Daemon::with_env("own-freeze-b", &[("RZFS_HOSTID", "0xdeadbeef")]);
+    let (rc, _, err) = other.run("rzpool", &["import", "-N", "-d", dir_s, "frz"]);
+    assert!(rc != 0 && err.contains("previously in use from another system"), "{err}");
+    drop(other);
+    d.ok("rzpool", &["import", "-N", "-d", dir_s, "frz"]);
+    d.ok("rzfs", &["mount", "frz", mnt.to_str().unwrap()]);
+    assert_eq!(std::fs::read(mnt.join("before")).unwrap(), b"written before the freeze");
+    assert!(!mnt.join("after").exists(), "a change after the freeze survived the export");
+    d.ok("rzpool", &["export", "frz"]);
+    zdb_check(&dir, "frz");
 }
 
 #[test]

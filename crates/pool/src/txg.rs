@@ -112,6 +112,10 @@ pub struct Spa {
     panic_armed: std::sync::atomic::AtomicBool,
     /// The scan's memory-only state (counters of this pass, errors found, thread running).
     scan_run: Mutex<crate::scan::ScanRun>,
+    /// `zpool freeze` (a debugging aid, as OpenZFS's `spa_freeze`): nothing after the txg
+    /// synced at the freeze reaches the devices. Changes go on in memory (unbounded) and
+    /// are dropped at export, which leaves the labels as a crash would (state active).
+    frozen: std::sync::atomic::AtomicBool,
     /// Permanent errors met by reads outside a scan (a file's block no copy of which
     /// verifies, read through a mount): (dataset object, object, what failed), once each.
     /// OpenZFS logs every such read in its error list; `status -v` shows them with the
@@ -164,6 +168,7 @@ impl Spa {
             panic_armed: std::sync::atomic::AtomicBool::new(false),
             scan_run: Mutex::new(crate::scan::ScanRun::default()),
             data_errors: Mutex::new(Vec::new()),
+            frozen: std::sync::atomic::AtomicBool::new(false),
             scan_cv: Condvar::new(),
             scan_abort: std::sync::atomic::AtomicBool::new(false),
             scan_retree: std::sync::atomic::AtomicBool::new(false),
@@ -870,6 +875,12 @@ impl Spa {
         if let Mode::Suspended { reason, .. } | Mode::Closed { reason } = &lock(&self.st).mode {
             return Err(PoolError::Suspended(reason.clone()));
         }
+        if self.is_frozen() {
+            // Nothing is written; the open txg keeps growing in memory. (Not "dirty since"
+            // any more, so the sync thread does not come back every tick.)
+            lock(&self.st).dirty_since = None;
+            return Ok(());
+        }
         let mut r = sync(w);
         if r.is_err() && w.is_durable() {
             // The data half failed and was undone: devices may have recovered, or a leaf
@@ -1006,6 +1017,18 @@ impl Spa {
     pub fn export_as(&self, force: bool, state: ondisk::label::PoolState) -> Result<()> {
         let mut w = lock(&self.w);
         let poisoned = matches!(lock(&self.st).mode, Mode::Suspended { poisoned: true, .. });
+        if self.is_frozen() && !matches!(lock(&self.st).mode, Mode::Closed { .. }) {
+            // What changed since the freeze is dropped and the labels stay as they are:
+            // the next import finds the pool as a crash at the freeze would have left it.
+            w.cancel_tasks("pool is frozen");
+            self.collect_results(&mut w);
+            self.fence(&mut w);
+            self.close(&mut w, "pool is exported");
+            drop(w);
+            self.wait_scan_stopped();
+            self.release_devices();
+            return Ok(());
+        }
         let r = if poisoned {
             Err(PoolError::Suspended("the pool's memory cannot be trusted after an internal error".into()))
         } else if let Mode::Closed { reason } = &lock(&self.st).mode {
@@ -1035,6 +1058,20 @@ impl Spa {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// `zpool freeze`: syncs what is open now, then writes nothing more (see `frozen`).
+    pub fn freeze(&self) -> Result<()> {
+        self.check_active()?;
+        let mut w = lock(&self.w);
+        self.sync_locked(&mut w)?;
+        self.frozen.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Frozen by `zpool freeze`.
+    pub fn is_frozen(&self) -> bool {
+        self.frozen.load(Ordering::SeqCst)
     }
 
     /// Stops every device of the pool: later I/O fails at once.

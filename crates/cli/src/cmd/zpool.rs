@@ -175,6 +175,11 @@ enum Cmd {
         version: Option<String>,
         pools: Vec<String>,
     },
+    /// Debugging aid (hidden in zpool(8) too): sync the pool, then write nothing more to its
+    /// devices. Later changes stay in memory and are dropped at export, which leaves the pool
+    /// as a crash would (its labels still say active).
+    #[command(hide = true)]
+    Freeze { pool: String },
     /// Write the open txg of every pool (or of the named ones) to disk now.
     Sync {
         /// Write dirty data to the main pool, not the intent log (rzfs has no intent log
@@ -715,6 +720,7 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
         Cmd::Online { expand, pool, devices } => online(state, &pool, &devices, expand, cwd),
         Cmd::Wait { activities, pool } => wait(state, &pool, &activities),
         Cmd::Sync { force, pools } => sync(state, &pools, force),
+        Cmd::Freeze { pool } => freeze(state, &pool),
         Cmd::Upgrade { all, verbose, version, pools } => upgrade(state, all, verbose, version, &pools),
         Cmd::Get { scripted, parsable, fields, props, pools } => {
             get(state, &props, &pools, scripted, parsable, &fields)
@@ -1836,6 +1842,15 @@ fn upgrade(
 /// `zpool sync [-f] [POOL]...`: pools imported read-only have nothing to write. `-f`
 /// syncs a txg even when nothing is dirty, rewriting the configuration (as
 /// zfs_ioc_pool_sync dirties the root vdev's config when forced).
+/// `zpool freeze POOL` (`spa_freeze`): for tests of what an unclean stop leaves.
+fn freeze(state: &State, name: &str) -> Result<Response, String> {
+    state.pool(name).map_err(|_| format!("cannot open '{name}': no such pool"))?;
+    let rw = crate::rwpool::writer_of(state, name)
+        .ok_or_else(|| format!("cannot freeze '{name}': pool is read-only"))?;
+    rw.spa.freeze().map_err(|e| format!("cannot freeze '{name}': {e}"))?;
+    Ok(Response::ok(String::new()))
+}
+
 fn sync(state: &State, names: &[String], force: bool) -> Result<Response, String> {
     for p in selected(state, names)? {
         if let Some(rw) = crate::rwpool::writer_of(state, p.name()) {
