@@ -445,3 +445,69 @@ fn openzfs_error_log_rotates_at_rzfs_scrub_end() {
     d.ok("rzpool", &["export", "el"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A file system destroyed by rzfs takes its entries in OpenZFS's error logs with it
+/// (`spa_delete_dataset_errlog` with head_errlog): OpenZFS's scrub left a per-dataset error
+/// log for a child file system; after rzfs destroys it, the log has no key for it and its
+/// per-dataset object is gone (zdb cannot dump it), zdb -bcc clean. Fails without
+/// `errlog_drop_head` (the entry and its object stay).
+#[test]
+fn destroyed_file_system_leaves_openzfs_error_logs() {
+    if skip("destroyed_file_system_leaves_openzfs_error_logs") {
+        return;
+    }
+    let mut rng = common::rng::Rng::new(97);
+    let dir = scratch("ozscan-errlog-destroy");
+    let d = Daemon::with_env("ozscan-errlog-d", &[("RZFS_SCAN_BATCH", "4"), ("RZFS_SCAN_DELAY_MS", "1000")]);
+    let (devs, mnt) = create(&d, &dir, "ed", &SINGLE, 128 << 20);
+    d.ok("rzfs", &["create", "ed/kid"]);
+    let kid = mnt.join("kid");
+    std::fs::write(kid.join("victim"), rng.data(1 << 20)).unwrap();
+    std::fs::write(mnt.join("bystander"), rng.data(300_000)).unwrap();
+    let obj = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(kid.join("victim")).unwrap().ino()
+    };
+    d.ok("rzpool", &["export", "ed"]);
+    let p = dir.to_str().unwrap();
+    let (offset, asize) = first_l0_dva(&dir, "ed/kid", obj);
+    noise(Path::new(&devs[0]), (4 << 20) + offset, asize as usize, &mut rng);
+    import(&d, &dir, "ed", &mnt, false);
+    d.ok("rzpool", &["scrub", "ed"]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    d.ok("rzpool", &["export", "ed"]);
+    let mut w = Vec::new();
+    for i in 0..6 {
+        openzfs_import(&dir, "ed", &format!("com.example:rzfs_errlog_d{i}"));
+        w = scan_words(&dir, "ed");
+        if w[1] != 1 {
+            break;
+        }
+    }
+    assert_eq!((w[0], w[1]), (1, 2), "OpenZFS finished the scrub: {w:?}");
+    let (last, _) = errlogs(&dir, "ed");
+    assert_ne!(last, 0, "OpenZFS left an error log");
+    let per_head = |dump: &str| -> Option<(String, u64)> {
+        dump.lines().find_map(|l| {
+            l.split_once(" = ")
+                .filter(|(k, _)| k.trim().chars().all(|c| c.is_ascii_hexdigit()) && !k.trim().is_empty())
+                .map(|(k, v)| (k.trim().to_string(), v.trim().parse().unwrap()))
+        })
+    };
+    let (key, head_log) = per_head(&run_zdb(&["-e", "-p", p, "-dddd", "ed", &last.to_string()]))
+        .unwrap_or_else(|| panic!("no per-dataset error log"));
+    let kid_ds = run_zdb(&["-e", "-p", p, "-d", "ed/kid"]);
+    assert!(kid_ds.contains("ed/kid"), "{kid_ds}");
+
+    import(&d, &dir, "ed", &mnt, false);
+    d.ok("rzfs", &["destroy", "ed/kid"]);
+    d.ok("rzpool", &["export", "ed"]);
+    let (last2, scrub2) = errlogs(&dir, "ed");
+    assert_eq!((last2, scrub2), (last, 0), "the logs themselves stay until a scan rotates them");
+    let dump = run_zdb(&["-e", "-p", p, "-dddd", "ed", &last.to_string()]);
+    assert!(per_head(&dump).is_none(), "the destroyed head's key {key} is still in the log:\n{dump}");
+    let gone = run_zdb(&["-e", "-p", p, "-dddd", "ed", &head_log.to_string()]);
+    assert!(!gone.contains("persistent error log"), "per-dataset log {head_log} left:\n{gone}");
+    zdb_check(&dir, "ed");
+    let _ = std::fs::remove_dir_all(&dir);
+}

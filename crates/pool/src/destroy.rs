@@ -204,6 +204,7 @@ impl PoolWriter {
         self.scan.ds_destroyed(ds, &phys);
         self.release_bookmarks(ds)?;
         self.ds_release_features(ds)?;
+        self.errlog_drop_head(ds)?;
         let freed = self.free_blocks(&doomed)?;
         // A zapified directory (OpenZFS adds fields to some) holds an extensible_dataset
         // reference, given back when its object is freed (`dmu_object_free_zapified`).

@@ -407,6 +407,38 @@ impl PoolWriter {
     }
 }
 
+impl PoolWriter {
+    /// Head dataset `ds` is destroyed: with `head_errlog` its entries in both MOS error logs
+    /// go, and the ZAP of its errors is freed (OpenZFS's `spa_delete_dataset_errlog`; keys
+    /// are the head's object number in hex, as `zap_lookup_int_key` writes them).
+    pub(crate) fn errlog_drop_head(&mut self, ds: u64) -> Result<()> {
+        use ondisk::dsl::mos_keys as K;
+        if self.feature_refcount("head_errlog")?.is_none() {
+            return Ok(());
+        }
+        let io = |e: zap::ZapError| PoolError::Io(e.to_string());
+        for key in [K::ERRLOG_SCRUB, K::ERRLOG_LAST] {
+            let log = self.mos_zaps.lookup_u64(&self.mos, K::DIRECTORY_OBJECT, key).map_err(io)?.unwrap_or(0);
+            if log == 0 || self.mos.dnode(log)?.is_none() {
+                continue;
+            }
+            let entries = self.mos_zaps.entries(&self.mos, log).map_err(io)?;
+            let mine = entries.into_iter().find(|(name, _)| {
+                std::str::from_utf8(name).ok().and_then(|n| u64::from_str_radix(n, 16).ok()) == Some(ds)
+            });
+            if let Some((name, v)) = mine {
+                self.mos_zaps.remove(&self.mos, log, &name).map_err(io)?;
+                if let Some(obj) = v.values.first().copied().filter(|&o| o != 0 && v.int_size == 8) {
+                    if self.mos.dnode(obj)?.is_some() {
+                        self.mos_zaps.destroy(&mut self.mos, obj).map_err(io)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What `zpool status` shows of a scan: the persistent state plus this pass's counters.
 #[derive(Clone, Debug, Default)]
 pub struct ScanStatus {
