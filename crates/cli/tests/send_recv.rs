@@ -1645,7 +1645,8 @@ fn corrective_receive_heals() {
     let mut rng = Rng::new(29);
     let dir = scratch("heal");
     let d = Daemon::new("heal");
-    let (devs, mnt) = create(&d, &dir, "cr", &SINGLE, 256 << 20);
+    // A mirror: both sides lose the blocks, and the heal writes both.
+    let (devs, mnt) = create(&d, &dir, "cr", &MIRROR2, 256 << 20);
     d.ok("rzfs", &["set", "compression=lz4", "cr"]);
     // Compressible (stored lz4) and incompressible (stored as is).
     let text: Vec<u8> = (0..40_000)
@@ -1694,7 +1695,9 @@ fn corrective_receive_heals() {
         d.ok("rzpool", &["export", "cr"]);
         for &obj in &objs {
             let (offset, asize) = first_l0_dva(&dir, "cr/", obj);
-            noise(std::path::Path::new(&devs[0]), (4 << 20) + offset, asize as usize, &mut rng);
+            for dev in &devs {
+                noise(std::path::Path::new(dev), (4 << 20) + offset, asize as usize, &mut rng);
+            }
         }
         import(&d, &dir, "cr", &mnt, false);
         assert!(std::fs::read(mnt.join("victim")).is_err(), "the lost block must not read");
