@@ -1085,16 +1085,12 @@ fn heal(state: &Arc<State>, target: &str, rd: &mut Reader, begin: &Begin) -> Res
         let os = snap.objset_bp().ok().and_then(|bp| dmu::Objset::open(&pool.reader, &bp).ok());
         (snap.ds.guid, os)
     };
-    let reads_fine = |object: u64, offset: u64| -> bool {
+    let reads_fine = |object: u64, offset: u64, lsize: u64| -> bool {
         let Some(os) = &view else { return false };
-        let Ok(dn) = os.dnode(object) else { return false };
-        let bsize = dn.data_block_size();
-        if bsize == 0 || !offset.is_multiple_of(bsize) {
-            return false;
-        }
-        match os.block_pointer(&dn, 0, offset / bsize) {
-            Ok(Some(bp)) => bp.is_hole() || bp.is_embedded() || os.reader().zio.read_physical(&bp).is_ok(),
-            _ => false,
+        match pool::heal::stored_block(os, object, offset, lsize) {
+            Ok(Some(bp)) => os.reader().zio.read_physical(&bp).is_ok(),
+            Ok(None) => true,
+            Err(_) => false,
         }
     };
     if begin.toguid != guid {
@@ -1131,6 +1127,10 @@ fn heal(state: &Arc<State>, target: &str, rd: &mut Reader, begin: &Begin) -> Res
             Record::Write(w) => w,
             _ => continue,
         };
+        // A hostile stream must not size allocations: no block is larger than this.
+        if w.logical_size > send::recv::MAX_BLOCK {
+            return Err(fail(format!("invalid stream (a WRITE record of {} bytes)", w.logical_size)));
+        }
         // Logical bytes of the record, and the stream's own compressed form when it has one.
         let (data, stream_phys) = if w.compressiontype != 0 {
             let k = codec::compress::kind_from_zio(w.compressiontype).ok_or_else(|| {
@@ -1171,7 +1171,7 @@ fn heal(state: &Arc<State>, target: &str, rd: &mut Reader, begin: &Begin) -> Res
             }
             out
         };
-        if reads_fine(w.object, w.offset) {
+        if reads_fine(w.object, w.offset, w.logical_size) {
             healthy += 1;
             continue;
         }

@@ -385,6 +385,40 @@ fn errlogs(dir: &Path, pool: &str) -> (u64, u64) {
     (get("errlog_last"), get("errlog_scrub"))
 }
 
+/// The block at `obj`'s first level-0 DVA in file system `fs` of pool `pool` (single device
+/// `dev`, exported) is lost; an rzfs scrub, slowed down, is exported while still in the MOS,
+/// and OpenZFS (zhack imports, property `tag{i}` set) carries it on to its end, meeting the
+/// lost block. Returns the scan words after OpenZFS finished it.
+#[allow(clippy::too_many_arguments)]
+fn openzfs_scrub_meets_lost_block(
+    d: &Daemon,
+    dir: &Path,
+    dev: &str,
+    mnt: &Path,
+    pool: &str,
+    fs: &str,
+    obj: u64,
+    rng: &mut common::rng::Rng,
+    tag: &str,
+) -> Vec<i128> {
+    let (offset, asize) = first_l0_dva(dir, fs, obj);
+    noise(Path::new(dev), (4 << 20) + offset, asize as usize, rng);
+    import(d, dir, pool, mnt, false);
+    d.ok("rzpool", &["scrub", pool]);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    d.ok("rzpool", &["export", pool]);
+    let mut w = Vec::new();
+    for i in 0..6 {
+        openzfs_import(dir, pool, &format!("{tag}{i}"));
+        w = scan_words(dir, pool);
+        if w[1] != 1 {
+            break;
+        }
+    }
+    assert_eq!((w[0], w[1]), (1, 2), "OpenZFS finished the scrub: {w:?}");
+    w
+}
+
 #[test]
 fn openzfs_error_log_rotates_at_rzfs_scrub_end() {
     if skip("openzfs_error_log_rotates_at_rzfs_scrub_end") {
@@ -403,23 +437,17 @@ fn openzfs_error_log_rotates_at_rzfs_scrub_end() {
     };
     d.ok("rzpool", &["export", "el"]);
     let p = dir.to_str().unwrap();
-    let (offset, asize) = first_l0_dva(&dir, "el/", obj);
-    noise(Path::new(&devs[0]), (4 << 20) + offset, asize as usize, &mut rng);
-    // An rzfs scrub, slowed down, is exported while still in the MOS; OpenZFS carries it on
-    // and meets the lost block.
-    import(&d, &dir, "el", &mnt, false);
-    d.ok("rzpool", &["scrub", "el"]);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    d.ok("rzpool", &["export", "el"]);
-    let mut w = Vec::new();
-    for i in 0..6 {
-        openzfs_import(&dir, "el", &format!("com.example:rzfs_errlog{i}"));
-        w = scan_words(&dir, "el");
-        if w[1] != 1 {
-            break;
-        }
-    }
-    assert_eq!((w[0], w[1]), (1, 2), "OpenZFS finished the scrub: {w:?}");
+    let w = openzfs_scrub_meets_lost_block(
+        &d,
+        &dir,
+        &devs[0],
+        &mnt,
+        "el",
+        "el/",
+        obj,
+        &mut rng,
+        "com.example:rzfs_errlog",
+    );
     assert!(w[13] >= 1, "OpenZFS's scrub counted the lost block (scn_errors): {w:?}");
     let (last, scrub) = errlogs(&dir, "el");
     assert!(last != 0 && scrub == 0, "OpenZFS's error log is the last one: last {last}, scrub {scrub}");
@@ -470,21 +498,17 @@ fn destroyed_file_system_leaves_openzfs_error_logs() {
     };
     d.ok("rzpool", &["export", "ed"]);
     let p = dir.to_str().unwrap();
-    let (offset, asize) = first_l0_dva(&dir, "ed/kid", obj);
-    noise(Path::new(&devs[0]), (4 << 20) + offset, asize as usize, &mut rng);
-    import(&d, &dir, "ed", &mnt, false);
-    d.ok("rzpool", &["scrub", "ed"]);
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    d.ok("rzpool", &["export", "ed"]);
-    let mut w = Vec::new();
-    for i in 0..6 {
-        openzfs_import(&dir, "ed", &format!("com.example:rzfs_errlog_d{i}"));
-        w = scan_words(&dir, "ed");
-        if w[1] != 1 {
-            break;
-        }
-    }
-    assert_eq!((w[0], w[1]), (1, 2), "OpenZFS finished the scrub: {w:?}");
+    openzfs_scrub_meets_lost_block(
+        &d,
+        &dir,
+        &devs[0],
+        &mnt,
+        "ed",
+        "ed/kid",
+        obj,
+        &mut rng,
+        "com.example:rzfs_errlog_d",
+    );
     let (last, _) = errlogs(&dir, "ed");
     assert_ne!(last, 0, "OpenZFS left an error log");
     let per_head = |dump: &str| -> Option<(String, u64)> {

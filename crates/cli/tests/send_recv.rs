@@ -104,6 +104,38 @@ fn send_to(d: &Daemon, args: &[&str], out: &std::path::Path) -> (i32, String) {
     (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
+/// OpenZFS's own send of snapshot `snap` of an exported pool in `dir` (`zdb -B POOL/ID
+/// FLAGS`, the objset id found by `zdb -d`), written to `out`.
+fn openzfs_send(dir: &std::path::Path, snap: &str, flags: &str, out: &std::path::Path) {
+    let ds_line = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-d", snap]);
+    let id = ds_line
+        .split("ID ")
+        .nth(1)
+        .and_then(|s| s.split(',').next())
+        .unwrap_or_else(|| panic!("no objset id in {ds_line}"))
+        .trim()
+        .to_string();
+    let pool = snap.split(['/', '@']).next().unwrap();
+    let (zdb, lib) = zdb().unwrap();
+    let mut args = vec![
+        "-e".to_string(),
+        "-p".into(),
+        dir.to_str().unwrap().into(),
+        "-B".into(),
+        format!("{pool}/{id}"),
+    ];
+    if !flags.is_empty() {
+        args.push(flags.into());
+    }
+    let o = std::process::Command::new(zdb)
+        .args(&args)
+        .env("LD_LIBRARY_PATH", lib)
+        .stdout(std::fs::File::create(out).unwrap())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "zdb -B: {}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// `rzfs receive ARGS < input`: exit code and stderr.
 fn recv_from(d: &Daemon, args: &[&str], input: &std::path::Path) -> (i32, String) {
     let (code, _, err) = recv_output(d, args, input);
@@ -318,23 +350,8 @@ fn send_receive() {
     d.ok("rzpool", &["export", "sr"]);
     zdb_check(&dir, "sr");
     // OpenZFS's own send of the received file system (zdb -B) is received by rzfs.
-    let ds_line = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-d", "sr/backup/src@e"]);
-    let id = ds_line
-        .split("ID ")
-        .nth(1)
-        .and_then(|s| s.split(',').next())
-        .unwrap_or_else(|| panic!("no objset id in {ds_line}"))
-        .trim()
-        .to_string();
     let ozfs = dir.join("openzfs.zs");
-    let (zdb, lib) = zdb().unwrap();
-    let o = std::process::Command::new(zdb)
-        .args(["-e", "-p", dir.to_str().unwrap(), "-B", &format!("sr/{id}")])
-        .env("LD_LIBRARY_PATH", lib)
-        .stdout(std::fs::File::create(&ozfs).unwrap())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "zdb -B: {}", String::from_utf8_lossy(&o.stderr));
+    openzfs_send(&dir, "sr/backup/src@e", "", &ozfs);
     zstream_dump(&ozfs);
     let mnt2 = dir.join("mnt");
     import(&d, &dir, "sr", &mnt2, false);
@@ -1672,23 +1689,8 @@ fn corrective_receive_heals() {
     assert!(out.contains("healed 0 block(s)"), "{out}");
     // OpenZFS's own compressed send of the snapshot (zdb -B with flag c), for a third round.
     d.ok("rzpool", &["export", "cr"]);
-    let ds_line = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-d", "cr@s"]);
-    let id = ds_line
-        .split("ID ")
-        .nth(1)
-        .and_then(|s| s.split(',').next())
-        .unwrap_or_else(|| panic!("no objset id in {ds_line}"))
-        .trim()
-        .to_string();
     let openzfs = dir.join("openzfs.zs");
-    let (zdb_bin, lib) = zdb().unwrap();
-    let o = std::process::Command::new(zdb_bin)
-        .args(["-e", "-p", dir.to_str().unwrap(), "-B", &format!("cr/{id}"), "c"])
-        .env("LD_LIBRARY_PATH", lib)
-        .stdout(std::fs::File::create(&openzfs).unwrap())
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "zdb -B: {}", String::from_utf8_lossy(&o.stderr));
+    openzfs_send(&dir, "cr@s", "c", &openzfs);
     import(&d, &dir, "cr", &mnt, false);
 
     for stream in [&plain, &compressed, &openzfs] {

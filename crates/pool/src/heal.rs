@@ -37,44 +37,34 @@ pub enum Heal {
     NotStored,
 }
 
-/// The block `offset` of `object` in snapshot `snapshot` (whose guid must be `guid`), for a
-/// record of `lsize` logical bytes.
-struct Target {
-    bp: BlkPtr,
+/// The stored level-0 block of `object` at byte `offset` in objset `os`, for a WRITE record
+/// of `lsize` logical bytes: `None` for a hole or data embedded in the pointer. A record
+/// that does not line up with the object's blocks is refused, as OpenZFS's heal refuses a
+/// size mismatch (ENOTSUP). Used under the writer lock and, for the lock-free check of
+/// healthy blocks, on a committed view.
+pub fn stored_block(os: &dmu::Objset, object: u64, offset: u64, lsize: u64) -> Result<Option<BlkPtr>> {
+    let dn = os.dnode(object)?;
+    let bsize = dn.data_block_size();
+    if bsize == 0 || !offset.is_multiple_of(bsize) || lsize != bsize {
+        return Err(PoolError::Unsupported(format!(
+            "stream is not compatible with the data in the pool (object {object}: a record of {lsize} bytes at {offset}, blocks of {bsize})"
+        )));
+    }
+    Ok(os.block_pointer(&dn, 0, offset / bsize)?.filter(|bp| !bp.is_hole() && !bp.is_embedded()))
 }
 
 impl PoolWriter {
-    fn heal_target(
-        &mut self,
-        snapshot: &str,
-        guid: u64,
-        object: u64,
-        offset: u64,
-        lsize: u64,
-    ) -> Result<Option<Target>> {
-        let found = dsl::write::lookup(&self.mos, &mut self.mos_zaps, snapshot)
+    /// The objset of dataset `name` as the open txg has it, with its `dsl_dataset` guid;
+    /// `None` when it does not exist.
+    fn open_txg_objset(&mut self, name: &str) -> Result<Option<(u64, dmu::Objset)>> {
+        let Some(found) = dsl::write::lookup(&self.mos, &mut self.mos_zaps, name)
             .map_err(|e| PoolError::Invalid(e.to_string()))?
-            .ok_or_else(|| PoolError::Invalid(format!("snapshot '{snapshot}' no longer exists")))?;
-        let phys = dsl::write::ds_phys(&self.mos, found.ds).map_err(|e| PoolError::Invalid(e.to_string()))?;
-        if phys.guid != guid {
-            return Err(PoolError::Invalid(format!(
-                "snapshot '{snapshot}' is no longer the snapshot the stream was checked against"
-            )));
-        }
-        let root = BlkPtr::parse(&phys.bp, ByteOrder::Little)?;
-        let os = dmu::Objset::open(&self.reader, &root)?;
-        let dn = os.dnode(object)?;
-        let bsize = dn.data_block_size();
-        if bsize == 0 || !offset.is_multiple_of(bsize) || lsize != bsize {
-            return Err(PoolError::Unsupported(format!(
-                "stream is not compatible with the data in the pool (object {object}: a record of {lsize} bytes at {offset}, blocks of {bsize})"
-            )));
-        }
-        let Some(bp) = os.block_pointer(&dn, 0, offset / bsize)? else { return Ok(None) };
-        if bp.is_hole() || bp.is_embedded() {
+        else {
             return Ok(None);
-        }
-        Ok(Some(Target { bp }))
+        };
+        let phys = dsl::write::ds_phys(&self.mos, found.ds).map_err(|e| PoolError::Invalid(e.to_string()))?;
+        let root = BlkPtr::parse(&phys.bp, ByteOrder::Little)?;
+        Ok(Some((phys.guid, dmu::Objset::open(&self.reader, &root)?)))
     }
 
     /// Heals the block of snapshot `snapshot` (guid `guid`) at `offset` of `object` from a
@@ -91,10 +81,17 @@ impl PoolWriter {
         lsize: u64,
         candidates: &mut dyn FnMut(&BlkPtr) -> Vec<Vec<u8>>,
     ) -> Result<Heal> {
-        let Some(t) = self.heal_target(snapshot, guid, object, offset, lsize)? else {
+        let (g, os) = self
+            .open_txg_objset(snapshot)?
+            .ok_or_else(|| PoolError::Invalid(format!("snapshot '{snapshot}' no longer exists")))?;
+        if g != guid {
+            return Err(PoolError::Invalid(format!(
+                "snapshot '{snapshot}' is no longer the snapshot the stream was checked against"
+            )));
+        }
+        let Some(bp) = stored_block(&os, object, offset, lsize)? else {
             return Ok(Heal::NotStored);
         };
-        let bp = t.bp;
         let zio = self.reader.zio.clone();
         match zio.read_physical(&bp) {
             Ok(_) => return Ok(Heal::Healthy),
@@ -131,14 +128,7 @@ impl PoolWriter {
     /// system, looked up in the open txg) reads and verifies: after a corrective receive,
     /// whether its error-log entries may go.
     pub fn object_verifies(&mut self, name: &str, object: u64) -> Result<bool> {
-        let Some(found) = dsl::write::lookup(&self.mos, &mut self.mos_zaps, name)
-            .map_err(|e| PoolError::Invalid(e.to_string()))?
-        else {
-            return Ok(false);
-        };
-        let phys = dsl::write::ds_phys(&self.mos, found.ds).map_err(|e| PoolError::Invalid(e.to_string()))?;
-        let root = BlkPtr::parse(&phys.bp, ByteOrder::Little)?;
-        let os = dmu::Objset::open(&self.reader, &root)?;
+        let Some((_, os)) = self.open_txg_objset(name)? else { return Ok(false) };
         let Ok(dn) = os.dnode(object) else { return Ok(false) };
         let zio = self.reader.zio.clone();
         let mut ok = true;

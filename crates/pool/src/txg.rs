@@ -1020,13 +1020,7 @@ impl Spa {
         if self.is_frozen() && !matches!(lock(&self.st).mode, Mode::Closed { .. }) {
             // What changed since the freeze is dropped and the labels stay as they are:
             // the next import finds the pool as a crash at the freeze would have left it.
-            w.cancel_tasks("pool is frozen");
-            self.collect_results(&mut w);
-            self.fence(&mut w);
-            self.close(&mut w, "pool is exported");
-            drop(w);
-            self.wait_scan_stopped();
-            self.release_devices();
+            self.close_unsynced(w, "pool is frozen");
             return Ok(());
         }
         let r = if poisoned {
@@ -1046,13 +1040,7 @@ impl Spa {
                 Ok(())
             }
             Err(e) if force => {
-                w.cancel_tasks("pool was exported with -f");
-                self.collect_results(&mut w);
-                self.fence(&mut w);
-                self.close(&mut w, "pool is exported");
-                drop(w);
-                self.wait_scan_stopped();
-                self.release_devices();
+                self.close_unsynced(w, "pool was exported with -f");
                 eprintln!("rzfsd: pool '{}' exported with -f without a final sync: {e}", self.name);
                 Ok(())
             }
@@ -1072,6 +1060,19 @@ impl Spa {
     /// Frozen by `zpool freeze`.
     pub fn is_frozen(&self) -> bool {
         self.frozen.load(Ordering::SeqCst)
+    }
+
+    /// Export without a final sync (a forced export that could not sync, a frozen pool):
+    /// pending tasks fail with `why`, the devices are fenced, the pool closes and lets go of
+    /// them.
+    fn close_unsynced(&self, mut w: MutexGuard<'_, PoolWriter>, why: &str) {
+        w.cancel_tasks(why);
+        self.collect_results(&mut w);
+        self.fence(&mut w);
+        self.close(&mut w, "pool is exported");
+        drop(w);
+        self.wait_scan_stopped();
+        self.release_devices();
     }
 
     /// Stops every device of the pool: later I/O fails at once.

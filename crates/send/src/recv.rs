@@ -122,7 +122,7 @@ pub fn check_begin(b: &Begin, big_endian: bool) -> Result<()> {
 /// The bonus room of a 512-byte dnode (`DN_OLD_MAX_BONUSLEN`).
 const MAX_BONUS: usize = 320;
 /// Largest block OpenZFS allows (`SPA_MAXBLOCKSIZE`).
-const MAX_BLOCK: u64 = 16 << 20;
+pub const MAX_BLOCK: u64 = 16 << 20;
 
 /// Per-stream state of a receive.
 #[derive(Debug, Default)]
