@@ -112,6 +112,8 @@ pub struct MountHandle {
 
 /// How long [`MountHandle::wait`] waits for the serving thread after the kernel let go.
 const UNMOUNT_WAIT: Duration = Duration::from_secs(10);
+/// How long an unmount retries EBUSY before reporting the mount busy (see `detach`).
+const BUSY_RETRY: Duration = Duration::from_secs(1);
 
 impl MountHandle {
     fn new(session: fuser::BackgroundSession, dir: &Path) -> MountHandle {
@@ -215,7 +217,17 @@ impl MountHandle {
             return Ok(());
         }
         let flags = if force { MntFlags::MNT_FORCE | MntFlags::MNT_DETACH } else { MntFlags::empty() };
-        match umount2(&self.dir, flags) {
+        // A file closed just before stays a reference on the mount until the kernel's
+        // asynchronous RELEASE of it is answered, so a mount that nothing uses any more can
+        // still answer EBUSY for a moment (seen after a test read its files and exported at
+        // once). EBUSY is retried for a short bounded time before it is believed.
+        let t0 = std::time::Instant::now();
+        let mut res = umount2(&self.dir, flags);
+        while res == Err(Errno::EBUSY) && !force && t0.elapsed() < BUSY_RETRY {
+            std::thread::sleep(Duration::from_millis(20));
+            res = umount2(&self.dir, flags);
+        }
+        match res {
             Ok(()) => Ok(()),
             // Only root may umount; others go through the setuid fusermount.
             Err(Errno::EPERM) => fusermount_unmount(&self.dir, force),
