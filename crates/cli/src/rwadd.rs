@@ -76,11 +76,14 @@ pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
         .ok_or_else(|| format!("cannot add to '{name}': pool is read-only"))?;
     let parsed = pool::vdevspec::parse_spec(&a.vdev_words, &a.cwd)?;
     let (specs, log, spare_paths) = (&parsed.tops, &parsed.log, &parsed.spares);
+    let cache_paths = &parsed.caches;
     let infos =
         if specs.is_empty() { Vec::new() } else { pool::vdevspec::validate_classes(specs, log, a.force)? };
-    for p in spare_paths.iter().chain(specs.iter().flat_map(|t| t.devs())) {
+    for p in spare_paths.iter().chain(cache_paths).chain(specs.iter().flat_map(|t| t.devs())) {
         let p = p.to_string_lossy();
-        let ours = rw.spa.read(|w| w.spare_named(&p).is_some() || w.paths.values().any(|q| *q == p));
+        let ours = rw.spa.read(|w| {
+            w.spare_named(&p).is_some() || w.cache_named(&p).is_some() || w.paths.values().any(|q| *q == p)
+        });
         if ours {
             return Err(format!("cannot add to '{name}': {p} is already part of pool '{name}'"));
         }
@@ -117,6 +120,7 @@ pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
         ashift = want.and_then(|n| u8::try_from(n).ok());
     }
     let spares = spare_leaves(spare_paths, a.force, !a.dryrun)?;
+    let caches = spare_leaves(cache_paths, a.force, !a.dryrun)?;
     let tops = new_tops(specs, &infos, !a.dryrun)?;
     if !a.force && !a.allow_replication_mismatch {
         if let Some(msg) = rw.spa.read(|w| pool::add::replication_error(&w.tops, &tops, log)) {
@@ -134,12 +138,17 @@ pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
                 if !tops.is_empty() {
                     w.check_add(&tops, log, ashift)?;
                 }
-                Ok(render_dry_run(w, specs, log, spare_paths))
+                Ok(render_dry_run(w, specs, log, cache_paths, spare_paths))
             })
             .map_err(refuse);
     }
     if !tops.is_empty() {
         rw.spa.run_syncing(|w| w.add_tops(&tops, log, ashift)).map_err(refuse)?;
+    }
+    if !caches.is_empty() {
+        let ashift =
+            a.ashift.filter(|&n| n != 0).unwrap_or(u64::from(crate::rwpool::default_ashift(caches.iter())));
+        rw.spa.add_caches(&caches, ashift).map_err(refuse)?;
     }
     if !spares.is_empty() {
         rw.spa.add_spares(&spares).map_err(refuse)?;
@@ -147,7 +156,7 @@ pub fn add(state: &Arc<State>, a: &AddArgs) -> Result<String, String> {
     Ok(String::new())
 }
 
-/// Hot spares named after `spare`: checked as any new device, opened (exclusively when
+/// Hot spares named after `spare` (or cache devices after `cache`): checked as any new device, opened (exclusively when
 /// they will be written).
 pub fn spare_leaves(paths: &[PathBuf], force: bool, writable: bool) -> Result<Vec<NewLeaf>, String> {
     if paths.is_empty() {
@@ -165,8 +174,14 @@ fn leaf_name(path: &str) -> &str {
 
 /// `zpool add -n`'s output: the pool's tree (its vdevs named with their ids) with the new
 /// vdevs (named by type only) after it, then the log vdevs, old and new (zpool names a
-/// class's vdevs by type only), then the spares.
-fn render_dry_run(w: &PoolWriter, specs: &[TopSpec], log: &[bool], spares: &[PathBuf]) -> String {
+/// class's vdevs by type only), then the cache devices and the spares.
+fn render_dry_run(
+    w: &PoolWriter,
+    specs: &[TopSpec],
+    log: &[bool],
+    caches: &[PathBuf],
+    spares: &[PathBuf],
+) -> String {
     let mut out = format!("would update '{}' to the following configuration:\n\n\t{}\n", w.name, w.name);
     let path_of = |v: &Vdev| w.paths.get(&v.guid()).cloned().unwrap_or_else(|| v.name());
     let existing = |out: &mut String, t: &Vdev, name: String| {
@@ -192,21 +207,29 @@ fn render_dry_run(w: &PoolWriter, specs: &[TopSpec], log: &[bool], spares: &[Pat
         }
         out.push_str(&render_specs(specs.iter().enumerate().filter(|(i, _)| is_log(*i)).map(|(_, s)| s)));
     }
+    let existing: Vec<&str> = w.caches.devs.iter().map(|c| c.path.as_str()).collect();
+    out.push_str(&render_aux("cache", &existing, caches));
     let existing: Vec<&str> = w.spares.iter().map(|s| s.path.as_str()).collect();
-    out.push_str(&render_spares(&existing, spares));
+    out.push_str(&render_aux("spares", &existing, spares));
     out
 }
 
 /// The lines `zpool create -n` shows under the pool's name: the new top-level vdevs, the
-/// log vdevs under `logs`, and the spares.
-pub(crate) fn render_new_tops(specs: &[TopSpec], log: &[bool], spares: &[PathBuf]) -> String {
+/// log vdevs under `logs`, the cache devices and the spares.
+pub(crate) fn render_new_tops(
+    specs: &[TopSpec],
+    log: &[bool],
+    caches: &[PathBuf],
+    spares: &[PathBuf],
+) -> String {
     let is_log = |i: usize| log.get(i).copied().unwrap_or(false);
     let mut out = render_specs(specs.iter().enumerate().filter(|(i, _)| !is_log(*i)).map(|(_, s)| s));
     if (0..specs.len()).any(is_log) {
         out.push_str("\tlogs\n");
         out.push_str(&render_specs(specs.iter().enumerate().filter(|(i, _)| is_log(*i)).map(|(_, s)| s)));
     }
-    out.push_str(&render_spares(&[], spares));
+    out.push_str(&render_aux("cache", &[], caches));
+    out.push_str(&render_aux("spares", &[], spares));
     out
 }
 
@@ -229,10 +252,11 @@ fn render_specs<'a>(specs: impl Iterator<Item = &'a TopSpec>) -> String {
     out
 }
 
-fn render_spares(existing: &[&str], spares: &[PathBuf]) -> String {
+/// A class of aux devices under its heading (`cache`, `spares`), the pool's first.
+fn render_aux(heading: &str, existing: &[&str], spares: &[PathBuf]) -> String {
     let mut out = String::new();
     if !existing.is_empty() || !spares.is_empty() {
-        out.push_str("\tspares\n");
+        out.push_str(&format!("\t{heading}\n"));
         for p in existing
             .iter()
             .map(|s| s.to_string())

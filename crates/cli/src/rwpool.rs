@@ -643,11 +643,13 @@ fn create_or_describe(state: &Arc<State>, a: CreateArgs, dry_run: bool) -> Resul
     let root_names = zpl_choices(&a.fs_props)?.resolve(zpl::write::ZplProps::default());
     let parsed = pool::vdevspec::parse_spec(&a.vdev_words, &a.cwd)?;
     let (tops, log, spare_paths) = (&parsed.tops, &parsed.log, &parsed.spares);
+    let cache_paths = &parsed.caches;
     if tops.is_empty() {
         return Err("invalid vdev specification: at least one toplevel vdev must be specified".into());
     }
     let infos = pool::vdevspec::validate_classes(tops, log, a.force)?;
     let spares = crate::rwadd::spare_leaves(spare_paths, a.force, true)?;
+    let caches = crate::rwadd::spare_leaves(cache_paths, a.force, true)?;
     let (set, _warnings) = pool::feature_table::resolve_create(&po.compat, &po.enable, &po.disable)?;
     let features: Vec<&'static pool::feature_table::Feature> =
         set.iter().filter_map(|n| pool::feature_table::by_name(n)).collect();
@@ -661,7 +663,7 @@ fn create_or_describe(state: &Arc<State>, a: CreateArgs, dry_run: bool) -> Resul
     check_root_mountpoint(&a.name, a.mountpoint.as_deref(), po.altroot.as_deref())?;
     if dry_run {
         let mut out = format!("would create '{}' with the following layout:\n\n\t{}\n", a.name, a.name);
-        out.push_str(&crate::rwadd::render_new_tops(tops, log, spare_paths));
+        out.push_str(&crate::rwadd::render_new_tops(tops, log, cache_paths, spare_paths));
         return Ok(Created::Layout(out));
     }
     let is_disk = |p: &Path| infos.iter().any(|d| d.path == p && d.is_block);
@@ -722,6 +724,11 @@ fn create_or_describe(state: &Arc<State>, a: CreateArgs, dry_run: bool) -> Resul
     let base = pool::import(cand, &opts).map_err(|e| format!("cannot open new pool '{}': {e}", a.name))?;
     let rw = register(state, w, base)?;
     rw.spa.read(|w| w.event("pool_create", None));
+    if !caches.is_empty() {
+        rw.spa
+            .add_caches(&caches, u64::from(ashift))
+            .map_err(|e| format!("cannot add the cache devices of '{}': {e}", a.name))?;
+    }
     if !spares.is_empty() {
         rw.spa.add_spares(&spares).map_err(|e| format!("cannot add the hot spares of '{}': {e}", a.name))?;
     }

@@ -610,3 +610,90 @@ fn file_ashift_tunables() {
     drop(d);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Cache devices: `create ... cache A`, `add POOL cache B`. They are listed under `cache` by
+/// status, list -v and iostat -v, carry OpenZFS's aux label (`state: 4`, no pool name), are
+/// recorded in the MOS's `l2cache` list (zdb -bcc finds no leak, OpenZFS's import opens
+/// them), survive export and import, cannot be labelcleared while the pool has them, and
+/// `remove` lets them go (their aux label then clears without -f).
+#[test]
+fn cache_devices() {
+    let Some((dir, devs, d, mnt)) = log_setup("cache", 5) else { return };
+    let mnt_s = mnt.to_string_lossy().into_owned();
+    let dry = d.ok("rzpool", &["create", "-n", "addc", &devs[0], "cache", &devs[1], "spare", &devs[4]]);
+    assert!(dry.ends_with(&format!("\tcache\n\t  {}\n\tspares\n\t  {}\n", devs[1], devs[4])), "{dry}");
+    let (code, _, err) = d.run("rzpool", &["create", "addc", &devs[0], "cache"]);
+    assert!(code != 0 && err.contains("cache requires at least 1 device"), "{err}");
+    d.ok("rzpool", &["create", "-m", &mnt_s, "addc", &devs[0], "cache", &devs[1]]);
+    let size = || -> u64 { d.ok("rzpool", &["list", "-Hp", "-o", "size", "addc"]).trim().parse().unwrap() };
+    let size0 = size();
+    let dry = d.ok("rzpool", &["add", "-n", "addc", "cache", &devs[2]]);
+    assert!(dry.ends_with(&format!("\tcache\n\t  {}\n\t  {}\n", devs[1], devs[2])), "{dry}");
+    d.ok("rzpool", &["add", "addc", "cache", &devs[2]]);
+    assert_eq!(size(), size0, "a cache device adds no pool space");
+    let (code, _, err) = d.run("rzpool", &["add", "addc", "cache", &devs[2]]);
+    assert!(code == 1 && err.contains("already part of pool"), "{err}");
+    let data: Vec<Vec<u8>> = (0..3).map(|i| noise(1_500_000, 400 + i)).collect();
+    for (i, b) in data.iter().enumerate() {
+        std::fs::write(mnt.join(format!("f{i}")), b).unwrap();
+    }
+    let rows = |st: &str| -> Vec<String> {
+        let Some(at) = st.find("\tcache\n") else { return Vec::new() };
+        st[at + 7..].lines().take_while(|l| l.starts_with("\t  ")).map(|l| l.trim().to_string()).collect()
+    };
+    let st = d.ok("rzpool", &["status", "addc"]);
+    let r = rows(&st);
+    assert_eq!(r.len(), 2, "{st}");
+    assert!(r[0].starts_with(&devs[1]) && r[0].ends_with("ONLINE       0     0     0"), "{st}");
+    let lv = d.ok("rzpool", &["list", "-v", "addc"]);
+    let heading = lv.find("\ncache ").unwrap_or_else(|| panic!("{lv}"));
+    assert!(lv[heading..].contains(&format!("  {} ", devs[2])), "{lv}");
+    let io = d.ok("rzpool", &["iostat", "-v", "addc"]);
+    let at = io.lines().position(|l| l.starts_with("cache ")).unwrap_or_else(|| panic!("{io}"));
+    assert!(io.lines().nth(at + 1).is_some_and(|l| l.trim_start().starts_with(&devs[1])), "{io}");
+    // In use: labelclear refuses, with or without -f.
+    for f in [&[][..], &["-f"][..]] {
+        let mut args = vec!["labelclear"];
+        args.extend_from_slice(f);
+        args.push(&devs[1]);
+        let (code, _, err) = d.run("rzpool", &args);
+        assert!(code == 1 && err.contains("L2CACHE"), "{err}");
+    }
+    let label = run_zdb(&["-l", &devs[1]]);
+    assert!(label.contains("state: 4") && !label.contains("name:"), "{label}");
+    d.ok("rzpool", &["export", "addc"]);
+    zdb_check(&dir, "addc");
+    if Path::new(ZHACK).exists() {
+        // OpenZFS's own import loads the list and opens the devices.
+        openzfs_import(&dir, "addc", "com.example:rzfs_cache");
+        zdb_check(&dir, "addc");
+    }
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "addc"]);
+    assert_eq!(rows(&d.ok("rzpool", &["status", "addc"])).len(), 2);
+    for (i, b) in data.iter().enumerate() {
+        assert!(std::fs::read(mnt.join(format!("f{i}"))).unwrap() == *b, "f{i}");
+    }
+    // Removal: the device goes from the list; its aux label stays for labelclear.
+    d.ok("rzpool", &["remove", "addc", &devs[1]]);
+    let st = d.ok("rzpool", &["status", "addc"]);
+    assert_eq!(rows(&st).len(), 1, "{st}");
+    assert!(!st.contains(&devs[1]), "{st}");
+    d.ok("rzpool", &["labelclear", &devs[1]]);
+    let (zdb_bin, lib) = zdb().unwrap();
+    let cleared = std::process::Command::new(zdb_bin)
+        .args(["-lq", &devs[1]])
+        .env("LD_LIBRARY_PATH", lib)
+        .output()
+        .unwrap();
+    assert!(!cleared.status.success(), "zdb -lq still finds a label after labelclear");
+    // A missing cache device leaves the pool ONLINE, listed UNAVAIL.
+    d.ok("rzpool", &["export", "addc"]);
+    std::fs::remove_file(&devs[2]).unwrap();
+    d.ok("rzpool", &["import", "-d", dir.to_str().unwrap(), "addc"]);
+    let st = d.ok("rzpool", &["status", "addc"]);
+    assert!(st.contains("state: ONLINE") && rows(&st)[0].contains("UNAVAIL"), "{st}");
+    d.ok("rzpool", &["remove", "addc", &devs[2]]);
+    assert!(rows(&d.ok("rzpool", &["status", "addc"])).is_empty());
+    d.ok("rzpool", &["export", "addc"]);
+    zdb_check(&dir, "addc");
+}

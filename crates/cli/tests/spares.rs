@@ -12,7 +12,8 @@
 //!   at once; replacing the missing device releases the spare; the new device holds its share.
 //! * [`autoreplace_takes_the_new_disk_at_the_old_path`]: with `autoreplace=on`, a blank
 //!   device at a missing device's path is resilvered in its place at import.
-//! * [`spare_refusals`]: removing spares (an available one goes, an active one may not),
+//! * [`spare_refusals`]: removing spares (an available one goes, keeping its aux label for
+//!   labelclear, as OpenZFS's; an active one may not),
 //!   a spare too small, a data device `zpool remove` cannot take.
 //!
 //! Needs FUSE, root and zdb (skipped otherwise).
@@ -248,8 +249,13 @@ fn spare_refusals() {
     d.ok("rzpool", &["remove", "sr", &sp[1]]);
     let st = d.ok("rzpool", &["status", "sr"]);
     assert_eq!(spare_rows(&st), vec![(sp[0].clone(), "INUSE".into())], "{st}");
+    // As OpenZFS's, the removed spare keeps its aux label, which no pool claims now:
+    // labelclear takes it without -f.
     let label = run_zdb(&["-l", &sp[1]]);
-    assert!(!label.contains("state: 3"), "a removed spare keeps its label:\n{label}");
+    assert!(label.contains("state: 3"), "{label}");
+    d.ok("rzpool", &["labelclear", &sp[1]]);
+    let label = run_zdb(&["-l", &sp[1]]);
+    assert!(!label.contains("state: 3"), "labelclear left the label:\n{label}");
     // Detaching the spare puts it back in the list.
     d.ok("rzpool", &["detach", "sr", &sp[0]]);
     let st = d.ok("rzpool", &["status", "sr"]);

@@ -154,6 +154,8 @@ impl PoolWriter {
                 stack.extend(v.children().iter());
             }
         }
+        out.extend(self.spares.iter().map(|s| s.guid));
+        out.extend(self.caches.devs.iter().map(|c| c.guid));
         out
     }
 

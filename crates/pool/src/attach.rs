@@ -355,7 +355,7 @@ impl PoolWriter {
         let top = self.tops[i].clone();
         if !top.is_log() {
             return Err(PoolError::Unsupported(format!(
-                "cannot remove {name}: rzfs cannot remove devices that hold data yet (only log devices and inactive hot spares)"
+                "cannot remove {name}: rzfs cannot remove devices that hold data yet (only log devices, cache devices and inactive hot spares)"
             )));
         }
         let v = i as u64;

@@ -308,12 +308,38 @@ impl Spa {
         Ok(())
     }
 
-    /// `zpool remove POOL SPARE`: an inactive hot spare leaves the pool.
-    pub fn remove_spare(self: &Arc<Self>, name: &str) -> Result<()> {
+    /// `zpool add POOL cache DEV...` (sector shift `ashift`).
+    pub fn add_caches(self: &Arc<Self>, leaves: &[crate::create::NewLeaf], ashift: u64) -> Result<()> {
         self.run_syncing(|w| {
-            w.remove_spare(name)?;
+            w.add_caches(leaves, ashift)?;
             w.sync()
         })
+    }
+
+    /// `zpool remove POOL CACHEDEV`.
+    pub fn remove_cache(self: &Arc<Self>, name: &str) -> Result<()> {
+        let dev = self.run_syncing(|w| {
+            let dev = w.remove_cache(name)?;
+            w.sync()?;
+            Ok(dev)
+        })?;
+        if let Some(d) = dev {
+            d.release();
+        }
+        Ok(())
+    }
+
+    /// `zpool remove POOL SPARE`: an inactive hot spare leaves the pool.
+    pub fn remove_spare(self: &Arc<Self>, name: &str) -> Result<()> {
+        let dev = self.run_syncing(|w| {
+            let dev = w.remove_spare(name)?;
+            w.sync()?;
+            Ok(dev)
+        })?;
+        if let Some(d) = dev {
+            d.release();
+        }
+        Ok(())
     }
 
     /// `zpool replace POOL DEV SPARE` with one of the pool's hot spares.

@@ -199,13 +199,48 @@ pub fn has_clearable_label(path: &Path) -> std::io::Result<bool> {
     }))
 }
 
-/// Zeroes the four labels of the device at `path` and flushes it (`zpool labelclear`):
-/// no pool finds it any more. `exclusive`: open it as an importer does, so that a device
-/// another process holds in a pool is refused (busy) rather than wiped under it.
+/// `zpool labelclear`: zeroes every *valid* label of the device at `path` (one that names a
+/// guid and a known pool state, as libzfs's `zpool_clear_label` picks them) and, when one
+/// of them was a cache device's, the L2ARC device header after the boot area; then flushes.
+/// Damaged labels and whatever else the device holds are left alone (ZTS's
+/// `zpool_labelclear_valid` overwrites the first two labels and checks they stay as
+/// written). No pool finds the device any more. `exclusive`: open it as an importer does,
+/// so that a device another process holds in a pool is refused (busy) rather than wiped
+/// under it. Finding no valid label is an error.
 pub fn clear_device_labels(path: &Path, exclusive: bool) -> crate::Result<()> {
+    let fail = |what: &str, e: &dyn std::fmt::Display| {
+        crate::PoolError::Invalid(format!("failed to {what} {}: {e}", path.display()))
+    };
     let dev =
         if exclusive { vdev::FileDevice::open_exclusive(path) } else { vdev::FileDevice::open(path, true) }
-            .map_err(|e| crate::PoolError::Invalid(format!("failed to open {}: {e}", path.display())))?;
-    crate::create::clear_leaf_labels(&dev)?;
-    dev.flush().map_err(|e| crate::PoolError::Invalid(format!("failed to flush {}: {e}", path.display())))
+            .map_err(|e| fail("open", &e))?;
+    let zeros = vec![0u8; label::VDEV_LABEL_SIZE as usize];
+    let (mut cleared, mut cache) = (0, false);
+    for l in 0..VDEV_LABELS {
+        let Some((c, _)) = read_label(&dev, l) else { continue };
+        let known = matches!(
+            c.state,
+            PoolState::Active
+                | PoolState::Exported
+                | PoolState::Destroyed
+                | PoolState::Spare
+                | PoolState::L2Cache
+        );
+        if c.guid == 0 || !known {
+            continue;
+        }
+        cache |= c.state == PoolState::L2Cache;
+        let off = label::label_offset(dev.size(), l).map_err(|e| fail("clear", &e))?;
+        dev.write_at(&zeros, off).map_err(|e| fail("clear", &e))?;
+        cleared += 1;
+    }
+    if cleared == 0 {
+        return Err(fail("clear label for", &"no valid label"));
+    }
+    // OpenZFS's persistent L2ARC header (`l2arc_dev_hdr_phys_t`, 512 bytes at
+    // VDEV_LABEL_START_SIZE), so that no stale cache contents are rebuilt from it.
+    if cache && dev.size() >= label::VDEV_LABEL_START_SIZE + 512 {
+        dev.write_at(&zeros[..512], label::VDEV_LABEL_START_SIZE).map_err(|e| fail("clear", &e))?;
+    }
+    dev.flush().map_err(|e| fail("flush", &e))
 }

@@ -224,8 +224,11 @@ impl PoolWriter {
         Ok(())
     }
 
-    /// `zpool remove POOL SPARE`: an inactive spare leaves the list; its labels are erased.
-    pub fn remove_spare(&mut self, name: &str) -> Result<()> {
+    /// `zpool remove POOL SPARE`: an inactive spare leaves the list. Its aux label stays, as
+    /// OpenZFS leaves it (`spa_vdev_remove_aux` only rewrites the list): no pool claims it,
+    /// so `labelclear` takes it without `-f` and any pool may add it again. Returns the
+    /// device, for the caller to release once the list without it is on disk.
+    pub fn remove_spare(&mut self, name: &str) -> Result<Option<Arc<dyn BlockDevice>>> {
         let s = self.spare_named(name).cloned().ok_or_else(|| {
             PoolError::Unsupported(format!(
                 "cannot remove {name}: only inactive hot spares can be removed by rzfs (no such spare in pool '{}')",
@@ -237,13 +240,10 @@ impl PoolWriter {
                 "cannot remove {name}: Pool busy; removal may already be in progress"
             )));
         }
-        if let Some(d) = &s.device {
-            let _ = crate::create::clear_leaf_labels(d.as_ref());
-        }
         self.spares.retain(|x| x.guid != s.guid);
         self.spares_dirty = true;
         crate::events::sysevent("vdev_remove_aux", (&self.name, self.guid), Some((s.guid, &s.path)));
-        Ok(())
+        Ok(s.device)
     }
 
     /// Bytes of allocatable space a leaf of top-level vdev `t` must have.

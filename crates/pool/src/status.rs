@@ -68,6 +68,8 @@ pub struct PoolStatus {
     pub resilvering: bool,
     /// The hot spares section.
     pub spares: Vec<crate::spares::SpareRow>,
+    /// The cache devices section.
+    pub caches: Vec<crate::l2cache::CacheRow>,
     /// Features this software would enable (and the pool's `compatibility` allows) are
     /// disabled on the pool (libzfs `ZPOOL_STATUS_FEAT_DISABLED`).
     pub features_disabled: bool,
@@ -219,6 +221,29 @@ pub fn iostat_rows(
         total.write_bytes += io.write_bytes;
     }
     out[0].io = total;
+    // Cache devices under their heading (zpool's print_iostat_vdevs of the l2cache list):
+    // nothing is cached on them yet, so all their space is free.
+    let caches = crate::l2cache::rows(pool);
+    if !caches.is_empty() {
+        out.push(IoRow {
+            depth: 0,
+            name: "cache".into(),
+            guid: 0,
+            space: None,
+            io: vdev::IoCounts::default(),
+            class: true,
+        });
+        for c in caches {
+            out.push(IoRow {
+                depth: 1,
+                name: c.name,
+                guid: c.guid,
+                space: Some((0, c.size)),
+                io: vdev::IoCounts::default(),
+                class: false,
+            });
+        }
+    }
     out
 }
 
@@ -270,6 +295,7 @@ pub fn pool_status_scanning(pool: &Pool, activity: Option<&str>) -> PoolStatus {
         scan: None,
         resilvering: false,
         spares: crate::spares::rows(pool),
+        caches: crate::l2cache::rows(pool),
         features_disabled: false,
     }
 }
@@ -365,7 +391,8 @@ fn crate_nicenum(n: u64) -> String {
 }
 
 fn tree_width_with_spares(st: &PoolStatus) -> usize {
-    st.spares.iter().map(|s| 2 + s.name.len()).fold(tree_width(&st.root, 0), usize::max)
+    let aux = st.spares.iter().map(|s| &s.name).chain(st.caches.iter().map(|c| &c.name));
+    aux.map(|n| 2 + n.len()).fold(tree_width(&st.root, 0), usize::max)
 }
 
 fn tree_width(v: &VdevStatus, depth: usize) -> usize {
@@ -453,6 +480,19 @@ pub fn render_status(st: &PoolStatus, verbose: bool, parsable: bool) -> String {
         out.push_str("\tlogs\t\n");
         for l in &logs {
             render_tree(&mut out, l, 1, width, parsable);
+        }
+    }
+    if !st.caches.is_empty() {
+        // zpool's print_l2cache: the devices as leaves, with error counters.
+        out.push_str("\tcache\n");
+        for c in &st.caches {
+            let name = format!("  {}", c.name);
+            let line = format!("\t{name:<width$}  {:<8} {:>5} {:>5} {:>5}", c.state, 0, 0, 0);
+            if c.note.is_empty() {
+                let _ = writeln!(out, "{line}");
+            } else {
+                let _ = writeln!(out, "{line}  {}", c.note);
+            }
         }
     }
     if !st.spares.is_empty() {

@@ -1106,6 +1106,11 @@ impl Spa {
                 d.release();
             }
         }
+        for c in &w.caches.devs {
+            if let Some(d) = &c.device {
+                d.release();
+            }
+        }
     }
 
     /// Waits (a bounded time) until no scan thread runs: after a close, so that the thread

@@ -8,10 +8,10 @@
 //! that becomes a single-disk top-level vdev. `raidz` means single parity; a keyword with a
 //! bad parity suffix (`raidz0`, `raidz4`, `raidz01`) is not a keyword at all, so zpool treats
 //! it as a device name, and so do we. A mirror needs 2 devices, raidzN needs N+1 and at
-//! most 255. `spare` takes the devices after it as hot spares ([`parse_spec`]). `log` is no
-//! group: the top-level vdevs after it (single devices or mirrors, no raidz) are separate
-//! intent-log vdevs, up to the next `spare` ([`ParsedSpec::log`]); zpool's own
-//! `construct_spec` reads it so. The keywords `cache`, `special`, `dedup` and `draid[...]`
+//! most 255. `spare` takes the devices after it as hot spares and `cache` as cache devices
+//! ([`parse_spec`]). `log` is no group: the top-level vdevs after it (single devices or
+//! mirrors, no raidz) are separate intent-log vdevs, up to the next `spare` or `cache`
+//! ([`ParsedSpec::log`]); zpool's own `construct_spec` reads it so. The keywords `special`, `dedup` and `draid[...]`
 //! are recognised and refused: rzfs cannot create those vdevs yet. Device words are paths,
 //! absolute or relative to the caller's working directory (zpool instead looks relative
 //! names up under /dev).
@@ -104,6 +104,8 @@ enum Word {
     Unsupported(&'static str),
     /// `spare`: the devices after it are hot spares.
     Spare,
+    /// `cache`: the devices after it are cache devices.
+    Cache,
     /// `log`: the top-level vdevs after it are log vdevs.
     Log,
     Device,
@@ -136,7 +138,7 @@ fn classify(word: &str) -> Word {
     match word {
         "mirror" => Word::Mirror,
         "log" => Word::Log,
-        "cache" => Word::Unsupported("cache"),
+        "cache" => Word::Cache,
         "spare" => Word::Spare,
         "special" => Word::Unsupported("special"),
         "dedup" => Word::Unsupported("dedup"),
@@ -162,6 +164,9 @@ pub fn parse(words: &[String], cwd: &Path) -> Result<Vec<TopSpec>, String> {
     if !spec.spares.is_empty() {
         return Err("'spare' vdevs are not accepted here".into());
     }
+    if !spec.caches.is_empty() {
+        return Err("'cache' vdevs are not accepted here".into());
+    }
     if spec.log.iter().any(|&l| l) {
         return Err("'log' vdevs are not accepted here".into());
     }
@@ -180,6 +185,8 @@ pub struct ParsedSpec {
     pub log: Vec<bool>,
     /// Hot spares.
     pub spares: Vec<PathBuf>,
+    /// Cache devices.
+    pub caches: Vec<PathBuf>,
 }
 
 impl ParsedSpec {
@@ -196,13 +203,16 @@ pub fn parse_with_spares(words: &[String], cwd: &Path) -> Result<(Vec<TopSpec>, 
     if spec.log.iter().any(|&l| l) {
         return Err("'log' vdevs are not accepted here".into());
     }
+    if !spec.caches.is_empty() {
+        return Err("'cache' vdevs are not accepted here".into());
+    }
     Ok((spec.tops, spec.spares))
 }
 
 /// Parses vdev words into top-level vdevs (normal and log), and hot spares.
 pub fn parse_spec(words: &[String], cwd: &Path) -> Result<ParsedSpec, String> {
     let mut out = ParsedSpec::default();
-    let mut seen_spare = false;
+    let (mut seen_spare, mut seen_cache) = (false, false);
     let (mut seen_log, mut in_log) = (false, false);
     let mut i = 0;
     while let Some(word) = words.get(i) {
@@ -228,6 +238,21 @@ pub fn parse_spec(words: &[String], cwd: &Path) -> Result<ParsedSpec, String> {
                 }
                 if out.spares.len() == start {
                     return Err("invalid vdev specification: spare requires at least 1 device".into());
+                }
+                continue;
+            }
+            Word::Cache if seen_cache => {
+                return Err("invalid vdev specification: 'cache' can be specified only once".into())
+            }
+            Word::Cache => {
+                (seen_cache, in_log) = (true, false);
+                let start = out.caches.len();
+                while let Some(w) = words.get(i).filter(|w| matches!(classify(w), Word::Device)) {
+                    out.caches.push(device_path(w, cwd));
+                    i += 1;
+                }
+                if out.caches.len() == start {
+                    return Err("invalid vdev specification: cache requires at least 1 device".into());
                 }
                 continue;
             }
@@ -259,7 +284,7 @@ pub fn parse_spec(words: &[String], cwd: &Path) -> Result<ParsedSpec, String> {
         out.tops.push(top);
         out.log.push(in_log);
     }
-    if out.tops.is_empty() && out.spares.is_empty() {
+    if out.tops.is_empty() && out.spares.is_empty() && out.caches.is_empty() {
         return Err("invalid vdev specification: at least one toplevel vdev must be specified".into());
     }
     if seen_log && !out.log.iter().any(|&l| l) {
@@ -649,13 +674,25 @@ mod tests {
         let e = parse_spec(&words("a log b log c"), cwd).unwrap_err();
         assert!(e.contains("'log' can be specified only once"), "{e}");
         assert!(parse(&words("a log b"), cwd).unwrap_err().contains("'log'"));
+        // `cache` ends a log list too, and takes plain devices only.
+        let p = parse_spec(&words("a log b cache c d spare e"), cwd).unwrap();
+        assert_eq!(p.log, vec![false, true]);
+        assert_eq!(p.caches, vec![PathBuf::from("/d/c"), PathBuf::from("/d/d")]);
+        assert_eq!(p.spares, vec![PathBuf::from("/d/e")]);
+        let p = parse_spec(&words("cache c"), cwd).unwrap();
+        assert!(p.tops.is_empty());
+        assert_eq!(p.caches.len(), 1);
+        let e = parse_spec(&words("a cache"), cwd).unwrap_err();
+        assert_eq!(e, "invalid vdev specification: cache requires at least 1 device");
+        let e = parse_spec(&words("a cache b cache c"), cwd).unwrap_err();
+        assert!(e.contains("'cache' can be specified only once"), "{e}");
+        assert!(parse(&words("a cache b"), cwd).unwrap_err().contains("'cache'"));
     }
 
     #[test]
     fn parse_refuses_unsupported_and_short_groups() {
         let cwd = Path::new("/");
         for (spec, kw) in [
-            ("a cache b", "cache"),
             ("mirror a b special mirror c d", "special"),
             ("a dedup b", "dedup"),
             ("draid a b c", "draid"),

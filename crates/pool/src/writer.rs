@@ -481,6 +481,7 @@ struct TxgCheckpoint {
     spares: Vec<crate::spares::Spare>,
     spares_obj: u64,
     spares_dirty: bool,
+    caches: crate::l2cache::CacheList,
     unspare: std::collections::BTreeSet<u64>,
 }
 
@@ -556,6 +557,8 @@ pub struct PoolWriter {
     pub spares: Vec<crate::spares::Spare>,
     pub spares_obj: u64,
     pub spares_dirty: bool,
+    /// Cache devices (`crate::l2cache`).
+    pub caches: crate::l2cache::CacheList,
     /// Leaves under a spare vdev whose return releases the spare once they are whole
     /// (`vdev_unspare`, config `unspare`).
     pub unspare: std::collections::BTreeSet<u64>,
@@ -631,6 +634,7 @@ impl PoolWriter {
             spares: Vec::new(),
             spares_obj: 0,
             spares_dirty: false,
+            caches: Default::default(),
             unspare: Default::default(),
             now: now_secs,
             tasks: Vec::new(),
@@ -772,6 +776,7 @@ impl PoolWriter {
         self.sync_scan()?;
         self.sync_dtls(txg)?;
         self.sync_spares()?;
+        self.sync_caches()?;
         self.sync_mos(txg)?;
         // Everything of the txg must be durable before its uberblock is written.
         self.flush_tops()?;
@@ -807,6 +812,7 @@ impl PoolWriter {
             spares: self.spares.clone(),
             spares_obj: self.spares_obj,
             spares_dirty: self.spares_dirty,
+            caches: self.caches.clone(),
             unspare: self.unspare.clone(),
         }
     }
@@ -849,6 +855,7 @@ impl PoolWriter {
         self.spares = c.spares;
         self.spares_obj = c.spares_obj;
         self.spares_dirty = c.spares_dirty;
+        self.caches = c.caches;
         self.unspare = c.unspare;
         // The retry writes the whole txg again, to every leaf that can take it: what the
         // failed attempt noted as missed does not stand (a leaf that cannot take writes now
@@ -920,6 +927,7 @@ impl PoolWriter {
             || self.scan.dirty
             || self.dtl_pending()
             || self.spares_dirty
+            || self.caches.dirty
             || self.mos.is_dirty()
             || self.mos_zaps.is_dirty()
             || self.datasets.values().any(|d| d.os.is_dirty() || d.zaps.is_dirty())

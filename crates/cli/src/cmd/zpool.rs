@@ -244,7 +244,8 @@ enum Cmd {
     },
     /// Detach a device from a mirror (or cancel a replace by detaching the new device).
     Detach { pool: String, device: String },
-    /// Remove inactive hot spares from a pool (removing other devices is not supported yet).
+    /// Remove inactive hot spares, cache devices or log vdevs from a pool (removing vdevs that
+    /// hold data is not supported yet).
     Remove {
         pool: String,
         #[arg(required = true)]
@@ -776,6 +777,10 @@ fn remove(state: &State, name: &str, devices: &[String], cwd: &Path) -> Result<R
     let rw = rw_pool(state, name, "remove devices of")?;
     for d in devices {
         let d = device_arg(cwd, d);
+        if rw.spa.read(|w| w.cache_named(&d).is_some()) {
+            rw.spa.remove_cache(&d).map_err(|e| format!("cannot remove {d}: {e}"))?;
+            continue;
+        }
         let is_spare = rw.spa.read(|w| w.spare_named(&d).is_some());
         if !is_spare {
             rw.spa.remove_log(&d).map_err(|e| match e {
@@ -1611,6 +1616,9 @@ fn labelclear(state: &State, device: &str, force: bool, cwd: &Path) -> Result<Re
             if rw.spa.read(|w| w.spare_named(&shown).is_some()) {
                 return Err(format!("{shown} is a member (SPARE) of pool \"{}\"", p.name()));
             }
+            if rw.spa.read(|w| w.cache_named(&shown).is_some()) {
+                return Err(format!("{shown} is a member (L2CACHE) of pool \"{}\"", p.name()));
+            }
         }
     }
     let mut exclusive = true;
@@ -1619,6 +1627,9 @@ fn labelclear(state: &State, device: &str, force: bool, cwd: &Path) -> Result<Re
         let here = cfg.pool_guid.and_then(|g| state.all_pools().into_iter().find(|p| p.guid() == g));
         match (cfg.state, here) {
             (PoolState::Destroyed, _) => {}
+            // An aux label (a spare or cache device no pool imported here lists, as checked
+            // above) is free, as zpool_in_use finds it.
+            (PoolState::Spare | PoolState::L2Cache, _) => {}
             (PoolState::Exported, _) if force => {}
             (PoolState::Exported, _) => {
                 return Err(format!(
@@ -1936,6 +1947,15 @@ fn list_vdev_rows(state: &State, p: &Pool, parsable: bool) -> Vec<Vec<String>> {
     if !logs.is_empty() {
         rows.push(heading("logs"));
         rows.extend(logs);
+    }
+    if !st.caches.is_empty() {
+        rows.push(heading("cache"));
+        for c in &st.caches {
+            let mut r = vec![format!("  {}", c.name)];
+            r.extend((0..8).map(|_| dash()));
+            r.push(c.state.to_string());
+            rows.push(r);
+        }
     }
     if !st.spares.is_empty() {
         rows.push(heading("spare"));
