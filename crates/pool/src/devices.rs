@@ -312,8 +312,15 @@ impl Spa {
     pub fn add_caches(self: &Arc<Self>, leaves: &[crate::create::NewLeaf], ashift: u64) -> Result<()> {
         self.run_syncing(|w| {
             w.add_caches(leaves, ashift)?;
-            w.sync()
+            w.sync()?;
+            w.install_l2arc();
+            Ok(())
         })
+    }
+
+    /// The cache devices' counters (`iostat -v`), when the pool keeps a second-level cache.
+    pub fn cache_stats(&self) -> Vec<crate::l2arc::CacheDevStats> {
+        self.read(|w| w.l2arc.as_ref().map(|l| l.stats()).unwrap_or_default())
     }
 
     /// `zpool remove POOL CACHEDEV`.
@@ -321,6 +328,7 @@ impl Spa {
         let dev = self.run_syncing(|w| {
             let dev = w.remove_cache(name)?;
             w.sync()?;
+            w.install_l2arc();
             Ok(dev)
         })?;
         if let Some(d) = dev {

@@ -16,9 +16,9 @@
 //!   is not written: OpenZFS then finds "no header", starts the device empty and rebuilds
 //!   nothing, which is what it does for a new device.
 //! * **What rzfs does with it.** The list is kept, shown (`status`, `list -v`, `iostat -v`),
-//!   carried through export and import and removable at any time, as OpenZFS's; rzfs's
-//!   ARC does not yet spill blocks to it (there is no second-level cache), so for now a
-//!   cache device holds nothing and is never read.
+//!   carried through export and import and removable at any time, as OpenZFS's. The
+//!   devices that are present hold the pool's second-level read cache ([`crate::l2arc`]),
+//!   rebuilt empty whenever the list changes or the pool is imported.
 
 use crate::create::NewLeaf;
 use crate::writer::PoolWriter;
@@ -205,6 +205,32 @@ impl PoolWriter {
         self.caches.dirty = true;
         crate::events::sysevent("vdev_remove_aux", (&self.name, self.guid), Some((c.guid, &c.path)));
         Ok(c.device)
+    }
+
+    /// Puts a second-level cache over the cache devices present into the read pipeline
+    /// (none when there are none), in place of the one there, which is closed first.
+    pub fn install_l2arc(&mut self) {
+        if let Some(old) = self.l2arc.take() {
+            self.reader.zio.set_second_level(None);
+            old.close();
+        }
+        let devs: Vec<_> =
+            self.caches.devs.iter().filter_map(|c| Some((c.guid, c.device.clone()?, c.ashift))).collect();
+        if devs.is_empty() {
+            return;
+        }
+        let l2 = crate::l2arc::L2Arc::new(devs);
+        self.reader.zio.set_second_level(Some(l2.clone() as Arc<dyn zio::SecondLevel>));
+        self.l2arc = Some(l2);
+    }
+
+    /// Stops the second-level cache (the pool is closing): no write reaches a cache device
+    /// after this returns.
+    pub(crate) fn close_l2arc(&mut self) {
+        if let Some(old) = self.l2arc.take() {
+            self.reader.zio.set_second_level(None);
+            old.close();
+        }
     }
 
     /// Writes the cache device list into the MOS when it changed (syncing context). An

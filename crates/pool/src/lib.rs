@@ -28,6 +28,7 @@ pub mod fsprobe;
 pub mod heal;
 pub mod history;
 pub mod import;
+pub mod l2arc;
 pub mod l2cache;
 pub mod open_rw;
 pub mod scan;

@@ -210,6 +210,7 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
     w.unspare = unspare.into_iter().collect();
     w.load_spares(&pool.mos)?;
     w.load_caches(&pool.mos)?;
+    w.install_l2arc();
     for guid in offline {
         if let Some(l) = w.tops.iter().find_map(|t| t.find(guid)) {
             l.set_offline(vdev::Offline::Persistent);

@@ -221,8 +221,8 @@ pub fn iostat_rows(
         total.write_bytes += io.write_bytes;
     }
     out[0].io = total;
-    // Cache devices under their heading (zpool's print_iostat_vdevs of the l2cache list):
-    // nothing is cached on them yet, so all their space is free.
+    // Cache devices under their heading (zpool's print_iostat_vdevs of the l2cache list),
+    // empty here: a pool open for writing fills in what its second-level cache holds.
     let caches = crate::l2cache::rows(pool);
     if !caches.is_empty() {
         out.push(IoRow {

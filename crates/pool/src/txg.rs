@@ -1095,7 +1095,8 @@ impl Spa {
     /// are free for the next importer at once, whatever thread still holds a reference to
     /// this pool for a moment (the sync thread finishing a tick).
     fn release_devices(&self) {
-        let w = lock(&self.w);
+        let mut w = lock(&self.w);
+        w.close_l2arc();
         for leaf in w.tops.iter().flat_map(|t| t.leaves()) {
             if let Some(d) = leaf.device() {
                 d.release();

@@ -559,6 +559,8 @@ pub struct PoolWriter {
     pub spares_dirty: bool,
     /// Cache devices (`crate::l2cache`).
     pub caches: crate::l2cache::CacheList,
+    /// The second-level cache on them, installed in the read pipeline (`crate::l2arc`).
+    pub l2arc: Option<Arc<crate::l2arc::L2Arc>>,
     /// Leaves under a spare vdev whose return releases the spare once they are whole
     /// (`vdev_unspare`, config `unspare`).
     pub unspare: std::collections::BTreeSet<u64>,
@@ -635,6 +637,7 @@ impl PoolWriter {
             spares_obj: 0,
             spares_dirty: false,
             caches: Default::default(),
+            l2arc: None,
             unspare: Default::default(),
             now: now_secs,
             tasks: Vec::new(),

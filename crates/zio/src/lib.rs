@@ -26,6 +26,12 @@
 //! (`dmu_write_policy` forces `ZIO_COMPRESS_EMPTY` for DNODE and OBJSET blocks of encrypted
 //! objsets), so dnode cores, block pointers and spill pointers are plaintext on disk.
 //!
+//! **Second level** ([`SecondLevel`], the pool's cache devices). [`Zio::read`] and
+//! [`Zio::read_keyless`] look a block up there before the pool's vdevs and offer what they
+//! read from the vdevs to it; a copy from there is verified against the pointer's checksum
+//! like any other (a mismatch is dropped from it and the vdevs are read). `read_physical`
+//! never uses it: scrub, heal and the checks that call it must see the pool's own copies.
+//!
 //! Invariants: nothing unverified leaves this crate (when the checksum type is `off`, the
 //! block is returned as is — that is what the pool asked for); no read ever writes.
 //! The write half of the pipeline (compress → checksum → allocate → issue) lands with the
@@ -86,6 +92,9 @@ pub struct ZioStats {
     pub bytes_read: AtomicU64,
     pub checksum_errors: AtomicU64,
     pub io_errors: AtomicU64,
+    /// Blocks served by the second-level cache, and cached copies that failed verification.
+    pub l2_hits: AtomicU64,
+    pub l2_bad: AtomicU64,
     pub blocks_written: AtomicU64,
     pub bytes_written: AtomicU64,
 }
@@ -113,6 +122,23 @@ fn gang_header_ok(bp: &BlkPtr, hdr: &[u8], ctx: &ChecksumCtx) -> bool {
     }
 }
 
+/// What names a block in a second-level cache: its first DVA's (vdev, offset) and its
+/// physical birth txg. A block's bytes never change while that triple names it, and a
+/// cached copy is verified against the pointer's checksum anyway.
+pub type BlockKey = (u64, u64, u64);
+
+/// A second-level cache of physical (still compressed) block bytes: the L2ARC, kept on the
+/// pool's cache devices. Lookups may return stale or damaged bytes; the pipeline verifies.
+pub trait SecondLevel: Send + Sync {
+    /// The bytes cached under `key`, if any (`psize` long when they are right).
+    fn lookup(&self, key: BlockKey, psize: usize) -> Option<Vec<u8>>;
+    /// Offers the verified physical bytes of a block just read from the pool's vdevs (the
+    /// cache may ignore it; it must not block on device I/O).
+    fn offer(&self, key: BlockKey, data: &[u8]);
+    /// Drops `key`: its cached bytes failed verification.
+    fn invalidate(&self, key: BlockKey);
+}
+
 /// The read pipeline of one pool: its top-level vdevs (indexed by id) and checksum context.
 pub struct Zio {
     /// Top-level vdevs by id. Replaceable one at a time ([`Zio::set_vdev`]): a configuration
@@ -121,6 +147,8 @@ pub struct Zio {
     /// Unsalted until the pool's salt is known (MOS blocks never use salted checksums).
     base_ctx: ChecksumCtx,
     salted_ctx: std::sync::OnceLock<ChecksumCtx>,
+    /// The pool's second-level cache, when it has cache devices.
+    l2: std::sync::RwLock<Option<Arc<dyn SecondLevel>>>,
     pub stats: ZioStats,
 }
 
@@ -131,6 +159,7 @@ impl Zio {
             vdevs: std::sync::RwLock::new(vdevs),
             base_ctx: ctx,
             salted_ctx: std::sync::OnceLock::new(),
+            l2: std::sync::RwLock::new(None),
             stats: ZioStats::default(),
         }
     }
@@ -154,6 +183,32 @@ impl Zio {
     /// Every present top-level vdev.
     pub(crate) fn all_vdevs(&self) -> Vec<Arc<dyn VdevIo>> {
         self.vdevs.read().unwrap_or_else(|p| p.into_inner()).iter().flatten().cloned().collect()
+    }
+
+    /// Installs (or removes) the second-level cache; returns the one it replaces.
+    pub fn set_second_level(&self, l2: Option<Arc<dyn SecondLevel>>) -> Option<Arc<dyn SecondLevel>> {
+        std::mem::replace(&mut *self.l2.write().unwrap_or_else(|p| p.into_inner()), l2)
+    }
+
+    /// The physical bytes of `bp` from the second-level cache when a verified copy is
+    /// there, else from the vdevs (then offered to the cache).
+    fn read_physical_cached(&self, bp: &BlkPtr) -> Result<Vec<u8>> {
+        let l2 = self.l2.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(l2) = l2 else { return self.read_physical(bp) };
+        let Some(d0) = bp.dvas().first().copied() else { return self.read_physical(bp) };
+        let key = (d0.vdev(), d0.offset(), bp.physical_birth());
+        let psize = bp.psize() as usize;
+        if let Some(data) = l2.lookup(key, psize) {
+            if data.len() == psize && self.checksum_ok(bp, &data) {
+                self.stats.l2_hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(data);
+            }
+            self.stats.l2_bad.fetch_add(1, Ordering::Relaxed);
+            l2.invalidate(key);
+        }
+        let data = self.read_physical(bp)?;
+        l2.offer(key, &data);
+        Ok(data)
     }
 
     /// Installs the pool's checksum salt once the MOS has been read (first call wins).
@@ -180,7 +235,7 @@ impl Zio {
             return Ok(vec![0u8; bp.lsize() as usize]);
         }
         refuse_encrypted(bp)?;
-        let phys = self.read_physical(bp)?;
+        let phys = self.read_physical_cached(bp)?;
         self.decompress_owned(bp, phys)
     }
 
@@ -213,7 +268,7 @@ impl Zio {
                 "compressed encrypted dnode block {bp}: keys are not supported yet"
             )));
         }
-        let phys = self.read_physical(bp)?;
+        let phys = self.read_physical_cached(bp)?;
         self.decompress(bp, &phys)
     }
 

@@ -1452,7 +1452,16 @@ fn iostat(state: &State, names: &[String], how: &IostatHow, prev: Option<&str>) 
             None => (space_of(state, p).map(|s| (s.alloc, s.size.saturating_sub(s.alloc))), Vec::new()),
         };
         let top_space = |id: u64| tops.iter().find(|t| t.0 == id).map(|t| (t.2, t.1.saturating_sub(t.2)));
-        let rows = pool::status::iostat_rows(p, pool_space, &top_space);
+        let mut rows = pool::status::iostat_rows(p, pool_space, &top_space);
+        // Cache devices: what the second-level cache holds on them and its I/O.
+        if let Some(rw) = crate::rwpool::writer_of(state, p.name()) {
+            for c in rw.spa.cache_stats() {
+                if let Some(r) = rows.iter_mut().find(|r| r.guid == c.guid && r.depth > 0) {
+                    r.io = c.io;
+                    r.space = Some((c.used, c.capacity.saturating_sub(c.used)));
+                }
+            }
+        }
         let since_open = p.tops.first().map(|t| t.opened().elapsed().as_secs_f64()).unwrap_or(0.0);
         reports.push((rows, since_open));
     }
