@@ -782,3 +782,43 @@ fn cache_devices_serve_reads() {
     d.ok("rzpool", &["export", "l2r"]);
     zdb_check(&dir, "l2r");
 }
+
+/// A log device gone while the pool was exported (ZTS `import_log_missing`): import refuses
+/// and names it, `import -m` goes on without it (DEGRADED, the log UNAVAIL, cache and spare
+/// still listed, files intact and writable), and `remove` of the missing log makes the pool
+/// whole again: a plain import then works, zdb is clean.
+#[test]
+fn import_with_a_missing_log_device() {
+    let Some((dir, devs, d, mnt)) = log_setup("mlog", 4) else { return };
+    let mnt_s = mnt.to_string_lossy().into_owned();
+    let dir_s = dir.to_str().unwrap();
+    d.ok("rzpool", &["create", "-m", &mnt_s, "mlog", &devs[0]]);
+    d.ok("rzpool", &["add", "mlog", "cache", &devs[1], "spare", &devs[2], "log", &devs[3]]);
+    let data = noise(2_000_000, 600);
+    std::fs::write(mnt.join("f"), &data).unwrap();
+    d.ok("rzpool", &["export", "mlog"]);
+    // Out of the search directory (a subdirectory is not searched).
+    let away = dir.join("away");
+    std::fs::create_dir_all(&away).unwrap();
+    std::fs::rename(&devs[3], away.join("log")).unwrap();
+    let (code, _, err) = d.run("rzpool", &["import", "-d", dir_s, "mlog"]);
+    assert!(code == 1 && err.contains("use '-m'") && err.contains(&devs[3]), "{code} {err}");
+    d.ok("rzpool", &["import", "-m", "-d", dir_s, "mlog"]);
+    let st = d.ok("rzpool", &["status", "-v", "mlog"]);
+    assert!(st.contains("state: DEGRADED") && st.contains(&devs[1]) && st.contains(&devs[2]), "{st}");
+    let logs = st.find("\tlogs").unwrap_or_else(|| panic!("{st}"));
+    assert!(st[logs..].lines().nth(1).is_some_and(|l| l.contains(&devs[3]) && l.contains("UNAVAIL")), "{st}");
+    assert!(std::fs::read(mnt.join("f")).unwrap() == data);
+    std::fs::write(mnt.join("g"), noise(500_000, 601)).unwrap();
+    d.ok("rzpool", &["export", "mlog"]);
+    zdb_check(&dir, "mlog");
+    d.ok("rzpool", &["import", "-m", "-d", dir_s, "mlog"]);
+    d.ok("rzpool", &["remove", "mlog", &devs[3]]);
+    let st = d.ok("rzpool", &["status", "mlog"]);
+    assert!(st.contains("state: ONLINE") && !st.contains("logs"), "{st}");
+    d.ok("rzpool", &["export", "mlog"]);
+    d.ok("rzpool", &["import", "-d", dir_s, "mlog"]);
+    assert!(std::fs::read(mnt.join("g")).unwrap() == noise(500_000, 601));
+    d.ok("rzpool", &["export", "mlog"]);
+    zdb_check(&dir, "mlog");
+}

@@ -43,6 +43,9 @@ pub struct ImportOpts {
     /// With `rename`: the new name is temporary (`zpool import -t`): labels and the MOS
     /// config keep the old name, as OpenZFS's `ZFS_IMPORT_TEMP_NAME`.
     pub temp_name: bool,
+    /// Read-write import even when a log vdev is missing (`zpool import -m`,
+    /// `ZFS_IMPORT_MISSING_LOG`): the pool goes on without it.
+    pub missing_log: bool,
 }
 
 impl Default for ImportOpts {
@@ -53,6 +56,7 @@ impl Default for ImportOpts {
             altroot: None,
             rename: None,
             temp_name: false,
+            missing_log: false,
         }
     }
 }
@@ -104,16 +108,29 @@ pub fn import(cand: &PoolCandidate, opts: &ImportOpts) -> Result<Pool> {
     if let Some(s) = load_salt(&mos)? {
         zio.set_checksum_ctx(ChecksumCtx::new(s));
     }
-    let pool = Pool::new(cand.clone(), tops, ub, reader, mos, opts.clone());
+    let mut pool = Pool::new(cand.clone(), tops, ub, reader, mos, opts.clone());
     // A log vdev none of whose devices is here is known only from the MOS config (read only
-    // then: a block read this early may meet a stale device before its DTL is known).
+    // then: a block read this early may meet a stale device before its DTL is known). It
+    // is rebuilt from there with its leaves unopened, so that status shows what is missing
+    // (and `import -m` can go on without it); a data vdev stays a `missing` one.
     let missing = pool.tops.iter().any(|t| *t.kind() == VdevKind::Missing);
     if let Some(cfg) = missing.then(|| crate::mos_config(&pool).ok()).flatten() {
         for (i, c) in cfg.iter().enumerate().filter(|(_, c)| c.is_log) {
             let id = c.id.and_then(|id| usize::try_from(id).ok()).unwrap_or(i);
-            if let Some(t) = pool.tops.get(id) {
-                t.set_log(true);
+            let Some(t) = pool.tops.get(id) else { continue };
+            t.set_log(true);
+            if *t.kind() != VdevKind::Missing || c.id != Some(id as u64) {
+                continue;
             }
+            let no_devices: Vec<DeviceLabel> = Vec::new();
+            let Ok(v) = spec_for(c, &no_devices, None, 0).and_then(|s| phase("assemble", Vdev::new(s)))
+            else {
+                continue;
+            };
+            v.set_log(true);
+            let v = Arc::new(v);
+            pool.reader.zio.set_vdev(id, Some(v.clone() as Arc<dyn zio::VdevIo>));
+            pool.tops[id] = v;
         }
     }
     Ok(pool)

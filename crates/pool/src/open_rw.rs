@@ -21,7 +21,7 @@ use ondisk::dsl::mos_keys as K;
 use ondisk::label::VdevTreeConfig;
 use ondisk::spacemap::SmType;
 use ondisk::ByteOrder;
-use vdev::VdevKind;
+use vdev::{Vdev, VdevKind};
 use zap::write::ZapCache;
 
 fn bad(detail: impl Into<String>) -> PoolError {
@@ -132,9 +132,34 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
     check_write_features(pool)?;
     // A top-level vdev that lost more devices than its redundancy covers cannot take the
     // first txg (OpenZFS refuses such an import: the root vdev cannot be opened).
-    if let Some((i, t)) =
-        pool.tops.iter().enumerate().find(|(_, t)| *t.kind() != VdevKind::Hole && t.state().is_lost())
+    // A lost log vdev is let go with `import -m` (OpenZFS's ZFS_IMPORT_MISSING_LOG): it holds
+    // no block of the pool (rzfs writes no intent log; one OpenZFS wrote is refused below).
+    let lost_ok = |t: &Vdev| pool.opts.missing_log && t.is_log() && *t.kind() != VdevKind::Missing;
+    if let Some((i, t)) = pool
+        .tops
+        .iter()
+        .enumerate()
+        .find(|(_, t)| *t.kind() != VdevKind::Hole && t.state().is_lost() && !lost_ok(t))
     {
+        if t.is_log() && *t.kind() != VdevKind::Missing {
+            // The missing leaves by the paths the configuration gives them.
+            let known = leaf_config(pool).map(|c| c.2).unwrap_or_default();
+            let paths: Vec<String> = t
+                .leaves()
+                .iter()
+                .filter(|l| l.device().is_none())
+                .map(|l| {
+                    known
+                        .iter()
+                        .find(|p| p.0 == l.guid())
+                        .map_or_else(|| l.guid().to_string(), |p| p.1.clone())
+                })
+                .collect();
+            return Err(PoolError::Unsupported(format!(
+                "one or more devices is currently unavailable\nThe devices below are missing or corrupted, use '-m' to import the pool anyway:\n{}",
+                paths.iter().map(|p| format!("\t  {p}")).collect::<Vec<_>>().join("\n")
+            )));
+        }
         let what = if *t.kind() == VdevKind::Missing {
             format!("top-level vdev {i} is missing")
         } else {

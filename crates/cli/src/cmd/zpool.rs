@@ -115,6 +115,10 @@ enum Cmd {
         /// Scan the search path (the default here: there is no libblkid cache to consult).
         #[arg(short = 's')]
         scan: bool,
+        /// Import even with a log device missing (it holds nothing rzfs needs: rzfs keeps no
+        /// intent log; a pool with OpenZFS's unreplayed log is still refused).
+        #[arg(short = 'm')]
+        missing_log: bool,
         /// Read the pools' configurations from this cache file (`cachefile` property) and
         /// look for their devices where it says they are.
         #[arg(short = 'c')]
@@ -550,6 +554,7 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
             no_mount,
             temp_name,
             scan: _,
+            missing_log,
             cachefile,
         } => {
             if all && pool.is_some() {
@@ -597,7 +602,7 @@ pub fn run_as(state: &Arc<State>, argv: &[String], cwd: &Path, shown: &str) -> R
             }
             let listing = pool.is_none() && !all;
             let before: Vec<String> = state.all_pools().iter().map(|p| p.name().to_string()).collect();
-            let how = ImportHow { destroyed, all, force, temp: temp_name, from_cache };
+            let how = ImportHow { destroyed, all, force, temp: temp_name, missing_log, from_cache };
             import(state, &dirs, &props, &how, pool, newname).map(|mut r| {
                 if r.exit == 0 && !listing && !no_mount {
                     // As zpool import does unless -N: the file systems of the pools
@@ -1082,6 +1087,8 @@ struct ImportHow {
     force: bool,
     /// The new name is temporary (-t).
     temp: bool,
+    /// Go on without a missing log device (-m).
+    missing_log: bool,
     /// Only the pools of this cache file (-c), with their cached settings.
     from_cache: Option<Vec<crate::cache::Entry>>,
 }
@@ -1094,7 +1101,7 @@ fn import(
     which: Option<String>,
     newname: Option<String>,
 ) -> Result<Response, String> {
-    let ImportHow { destroyed, all, force, temp, .. } = *how;
+    let ImportHow { destroyed, all, force, temp, missing_log, .. } = *how;
     let ours: Vec<u64> = state.all_pools().iter().map(|p| p.guid()).collect();
     let mut cands = pool::discover(dirs, destroyed).map_err(|e| e.to_string())?;
     if let Some(entries) = &how.from_cache {
@@ -1121,6 +1128,7 @@ fn import(
         opts.rename = Some(n.clone());
         opts.temp_name = temp;
     }
+    opts.missing_log = missing_log;
     let targets: Vec<&pool::PoolCandidate> = match &which {
         Some(w) => vec![pool::discover::select(&cands, w).map_err(|e| e.to_string())?],
         None => cands.iter().collect(),
