@@ -753,6 +753,7 @@ fn settings_from(props: &[(String, ZapVal)], lz4: bool, embed: bool) -> DatasetS
         dnode_slots: pool::open_rw::dnode_slots_of(get("dnodesize")),
         redundant_metadata: get("redundant_metadata").unwrap_or(0).min(3) as u8,
         primarycache: dmu::CachePolicy::from_prop(get("primarycache")),
+        secondarycache: dmu::CachePolicy::from_prop(get("secondarycache")),
         atime: pool::open_rw::atime_of(get("atime"), get("relatime")),
         xattr: get("xattr").unwrap_or(1) != 0,
     }

@@ -91,12 +91,15 @@ pub struct Reader {
     pub zio: Arc<Zio>,
     pub cache: Arc<BlockCache<BlockKey>>,
     pub keep: CachePolicy,
+    /// Which blocks read from the vdevs may go to the second-level cache (the cache
+    /// devices; `secondarycache`).
+    pub keep_l2: CachePolicy,
 }
 
 impl Reader {
     /// A reader of pipeline `zio` through `cache`, keeping every block.
     pub fn new(zio: Arc<Zio>, cache: Arc<BlockCache<BlockKey>>) -> Reader {
-        Reader { zio, cache, keep: CachePolicy::All }
+        Reader { zio, cache, keep: CachePolicy::All, keep_l2: CachePolicy::All }
     }
 
     /// This reader with cache policy `keep`.
@@ -116,7 +119,7 @@ impl Reader {
                 return Ok(b);
             }
         }
-        let data: arc::Block = Arc::new(self.zio.read(bp)?);
+        let data: arc::Block = Arc::new(self.zio.read_for(bp, self.keep_l2.keeps(bp))?);
         if self.keep.keeps(bp) {
             self.cache.insert(key, data.clone());
         }
@@ -134,6 +137,7 @@ impl Reader {
         }
         let d = &bp.dva[0];
         self.cache.remove(&(d.vdev(), d.offset(), bp.physical_birth()));
+        self.zio.forget_second_level(bp);
     }
 }
 

@@ -371,6 +371,15 @@ impl DirtyObjset {
         }
     }
 
+    /// Reads of this objset offer blocks to the second-level cache by `keep`
+    /// (`secondarycache`).
+    pub fn set_l2_policy(&mut self, keep: crate::CachePolicy) {
+        self.reader.keep_l2 = keep;
+        if let Some(b) = self.base.as_mut() {
+            b.reader.keep_l2 = keep;
+        }
+    }
+
     /// Opens the committed objset for writing.
     pub fn open(reader: &Reader, bp: &BlkPtr) -> Result<DirtyObjset> {
         let os = Objset::open(reader, bp)?;

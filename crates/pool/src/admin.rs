@@ -170,6 +170,7 @@ fn refresh_settings(w: &mut PoolWriter) -> Result<()> {
             d.xattr = s.xattr;
             d.os.set_dnode_slots(s.dnode_slots);
             d.os.set_cache_policy(s.primarycache);
+            d.os.set_l2_policy(s.secondarycache);
         }
     }
     Ok(())
@@ -403,6 +404,7 @@ impl Spa {
                 let mut os = DirtyObjset::create(&w.reader, os_type);
                 os.set_dnode_slots(s.dnode_slots);
                 os.set_cache_policy(s.primarycache);
+                os.set_l2_policy(s.secondarycache);
                 let mut zaps = ZapCache::new();
                 init(&mut os, &mut zaps)?;
                 w.datasets.insert(

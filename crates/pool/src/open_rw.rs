@@ -499,6 +499,7 @@ impl PoolWriter {
         let mut os = os;
         os.set_dnode_slots(s.dnode_slots);
         os.set_cache_policy(s.primarycache);
+        os.set_l2_policy(s.secondarycache);
         let (recordsize, atime, readonly, xattr) = (s.recordsize, s.atime, s.readonly, s.xattr);
         self.datasets.insert(
             ds,
@@ -583,6 +584,8 @@ pub struct DatasetSettings {
     pub redundant_metadata: u8,
     /// `primarycache`: which of the dataset's blocks the block cache keeps.
     pub primarycache: CachePolicy,
+    /// `secondarycache`: which of the dataset's blocks go to the cache devices.
+    pub secondarycache: CachePolicy,
     /// `atime` and `relatime` ([`crate::writer::ATIME_RELATIME`], ...).
     pub atime: u8,
     /// `xattr` is not `off`.
@@ -647,6 +650,7 @@ impl PoolWriter {
         let dnode_slots = dnode_slots_of(self.inherited_prop(dir, "dnodesize")?);
         let redundant_metadata = self.inherited_prop(dir, "redundant_metadata")?.unwrap_or(0).min(3) as u8;
         let primarycache = CachePolicy::from_prop(self.inherited_prop(dir, "primarycache")?);
+        let secondarycache = CachePolicy::from_prop(self.inherited_prop(dir, "secondarycache")?);
         let atime = atime_of(self.inherited_prop(dir, "atime")?, self.inherited_prop(dir, "relatime")?);
         let xattr = self.inherited_prop(dir, "xattr")?.unwrap_or(1) != 0;
         Ok(DatasetSettings {
@@ -655,6 +659,7 @@ impl PoolWriter {
             dnode_slots,
             redundant_metadata,
             primarycache,
+            secondarycache,
             policy_checksum: checksum,
             policy_compress: compress,
             zstd_level,

@@ -191,8 +191,8 @@ impl Zio {
     }
 
     /// The physical bytes of `bp` from the second-level cache when a verified copy is
-    /// there, else from the vdevs (then offered to the cache).
-    fn read_physical_cached(&self, bp: &BlkPtr) -> Result<Vec<u8>> {
+    /// there, else from the vdevs (then offered to the cache when `offer`).
+    fn read_physical_cached(&self, bp: &BlkPtr, offer: bool) -> Result<Vec<u8>> {
         let l2 = self.l2.read().unwrap_or_else(|p| p.into_inner()).clone();
         let Some(l2) = l2 else { return self.read_physical(bp) };
         let Some(d0) = bp.dvas().first().copied() else { return self.read_physical(bp) };
@@ -207,8 +207,19 @@ impl Zio {
             l2.invalidate(key);
         }
         let data = self.read_physical(bp)?;
-        l2.offer(key, &data);
+        if offer {
+            l2.offer(key, &data);
+        }
         Ok(data)
+    }
+
+    /// Drops a block from the second-level cache: it was rewritten in place (a later sync
+    /// pass keeps a block's DVA and birth), so its key no longer names one content.
+    pub fn forget_second_level(&self, bp: &BlkPtr) {
+        let l2 = self.l2.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if let (Some(l2), Some(d0)) = (l2, bp.dvas().first()) {
+            l2.invalidate((d0.vdev(), d0.offset(), bp.physical_birth()));
+        }
     }
 
     /// Installs the pool's checksum salt once the MOS has been read (first call wins).
@@ -228,6 +239,12 @@ impl Zio {
     /// Reads, verifies and decompresses the block: exactly `lsize` bytes. Encrypted blocks
     /// are `Unsupported` (they cannot be decrypted without the dataset's key).
     pub fn read(&self, bp: &BlkPtr) -> Result<Vec<u8>> {
+        self.read_for(bp, true)
+    }
+
+    /// [`Zio::read`]; `l2_ok`: a block fetched from the vdevs may be offered to the
+    /// second-level cache (the dataset's `secondarycache` allows it).
+    pub fn read_for(&self, bp: &BlkPtr, l2_ok: bool) -> Result<Vec<u8>> {
         if bp.is_embedded() {
             return self.read_embedded(bp);
         }
@@ -235,7 +252,7 @@ impl Zio {
             return Ok(vec![0u8; bp.lsize() as usize]);
         }
         refuse_encrypted(bp)?;
-        let phys = self.read_physical_cached(bp)?;
+        let phys = self.read_physical_cached(bp, l2_ok)?;
         self.decompress_owned(bp, phys)
     }
 
@@ -268,7 +285,7 @@ impl Zio {
                 "compressed encrypted dnode block {bp}: keys are not supported yet"
             )));
         }
-        let phys = self.read_physical_cached(bp)?;
+        let phys = self.read_physical_cached(bp, true)?;
         self.decompress(bp, &phys)
     }
 
