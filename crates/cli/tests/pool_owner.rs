@@ -1199,6 +1199,18 @@ fn snapshot_directory_on_read_write_mounts() {
     std::fs::write(top.join("c"), b"third").unwrap();
     d.ok("rzfs", &["snapshot", "sd@s3"]);
     assert_eq!(std::fs::read(snapdir.join("s3/c")).unwrap(), b"third");
+    // A process sitting in a snapshot's directory makes it busy (OpenZFS's snapshot
+    // automount cannot be unmounted then), even with -f, and for a recursive destroy of
+    // the file system's snapshots.
+    let mut sitter =
+        std::process::Command::new("sleep").arg("30").current_dir(snapdir.join("s1")).spawn().unwrap();
+    for args in [&["destroy", "sd@s1"][..], &["destroy", "-f", "sd@s1"], &["destroy", "-rf", "sd@s1"]] {
+        let (code, _, err) = d.run("rzfs", args);
+        assert!(code != 0 && err.contains("busy"), "{args:?} with a process in it: {err}");
+    }
+    assert!(snapdir.join("s1/a").exists());
+    sitter.kill().unwrap();
+    sitter.wait().unwrap();
     d.ok("rzfs", &["destroy", "sd@s1"]);
     assert_eq!(names(&snapdir), ["s2", "s3"]);
     assert!(!snapdir.join("s1").exists(), "a destroyed snapshot goes at once");

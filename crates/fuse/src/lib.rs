@@ -124,6 +124,7 @@ impl MountHandle {
     /// open under `.zfs/snapshot`? A snapshot in use is not destroyed (EBUSY).
     pub fn snapshot_busy(&self, name: &str) -> bool {
         self.snap_use.as_ref().is_some_and(|u| u.busy(name))
+            || cwd_under(&self.dir.join(".zfs").join("snapshot").join(name))
     }
 
     /// A read-write mount (served by [`rw`]), which can be carried through a change of its
@@ -1045,4 +1046,16 @@ fn xattr_reply(reply: ReplyXattr, v: &[u8], size: u32) {
     } else {
         reply.data(v);
     }
+}
+
+/// Does a process have its current directory at or below `dir`? A current directory holds
+/// no FUSE handle (chdir sends no OPENDIR), so the kernel's own view is asked: OpenZFS's
+/// snapshots are automounts on Linux, and a process sitting in one makes its unmount, and
+/// so the snapshot's destroy, fail with EBUSY (ZTS `zfs_unmount_009_pos`).
+fn cwd_under(dir: &Path) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else { return false };
+    procs.flatten().any(|e| {
+        e.file_name().to_str().is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            && std::fs::read_link(e.path().join("cwd")).is_ok_and(|cwd| cwd.starts_with(dir))
+    })
 }
