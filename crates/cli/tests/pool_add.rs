@@ -835,6 +835,8 @@ fn import_with_a_missing_log_device() {
     d.ok("rzpool", &["import", "-m", "-d", dir_s, "mlog"]);
     let st = d.ok("rzpool", &["status", "-v", "mlog"]);
     assert!(st.contains("state: DEGRADED") && st.contains(&devs[1]) && st.contains(&devs[2]), "{st}");
+    // libzfs's words for a device that is not there (ZPOOL_STATUS_MISSING_DEV_R).
+    assert!(st.contains("could not be opened") && st.contains("ZFS-8000-2Q"), "{st}");
     let logs = st.find("\tlogs").unwrap_or_else(|| panic!("{st}"));
     assert!(st[logs..].lines().nth(1).is_some_and(|l| l.contains(&devs[3]) && l.contains("UNAVAIL")), "{st}");
     assert!(std::fs::read(mnt.join("f")).unwrap() == data);
@@ -850,4 +852,27 @@ fn import_with_a_missing_log_device() {
     assert!(std::fs::read(mnt.join("g")).unwrap() == noise(500_000, 601));
     d.ok("rzpool", &["export", "mlog"]);
     zdb_check(&dir, "mlog");
+}
+
+/// `zpool status` tells a device that is gone from one whose path holds something else, in
+/// libzfs's words: a mirror side replaced by a blank file of the same name is "label is
+/// missing or invalid" (ZFS-8000-4J), a side removed "could not be opened" (ZFS-8000-2Q).
+#[test]
+fn status_tells_missing_from_unlabelled() {
+    let Some((dir, devs, d, _mnt)) = log_setup("unlab", 2) else { return };
+    let dir_s = dir.to_str().unwrap();
+    d.ok("rzpool", &["create", "-m", "none", "unlab", "mirror", &devs[0], &devs[1]]);
+    d.ok("rzpool", &["export", "unlab"]);
+    std::fs::remove_file(&devs[1]).unwrap();
+    std::fs::File::create(&devs[1]).unwrap().set_len(128 << 20).unwrap();
+    d.ok("rzpool", &["import", "-d", dir_s, "unlab"]);
+    let st = d.ok("rzpool", &["status", "unlab"]);
+    assert!(st.contains("label is missing or") && st.contains("ZFS-8000-4J"), "{st}");
+    d.ok("rzpool", &["export", "unlab"]);
+    std::fs::remove_file(&devs[1]).unwrap();
+    d.ok("rzpool", &["import", "-d", dir_s, "unlab"]);
+    let st = d.ok("rzpool", &["status", "unlab"]);
+    assert!(st.contains("could not be opened") && st.contains("ZFS-8000-2Q"), "{st}");
+    d.ok("rzpool", &["export", "unlab"]);
+    zdb_check(&dir, "unlab");
 }

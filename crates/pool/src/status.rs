@@ -404,6 +404,19 @@ fn has_leaf_in(v: &VdevStatus, h: PoolHealth) -> bool {
     (v.children.is_empty() && v.health == h) || v.children.iter().any(|c| has_leaf_in(c, h))
 }
 
+/// Is some unavailable leaf missing altogether (no file or device at the path it is
+/// shown by, a guid for a name)? libzfs tells a missing device (`VDEV_AUX_OPEN_FAILED`)
+/// from one whose label is wrong; rzfs finds devices by their labels, so a path that is
+/// there but was not taken holds something else.
+fn unavail_leaf_gone(v: &VdevStatus) -> bool {
+    if v.children.is_empty() {
+        // zpool shows disks without their /dev/ prefix.
+        let path = std::path::Path::new("/dev").join(&v.name);
+        return v.health == PoolHealth::Unavail && !path.exists();
+    }
+    v.children.iter().any(unavail_leaf_gone)
+}
+
 fn has_faulted_leaf(v: &VdevStatus) -> bool {
     has_leaf_in(v, PoolHealth::Faulted)
 }
@@ -441,8 +454,17 @@ pub fn render_status(st: &PoolStatus, verbose: bool, parsable: bool) -> String {
         );
         out.push_str("   see: https://openzfs.github.io/openzfs-docs/msg/ZFS-8000-K4\n");
     } else if has_leaf_in(&st.root, PoolHealth::Unavail) {
-        out.push_str("status: One or more devices could not be used because the label is missing or\n\tinvalid.  Sufficient replicas exist for the pool to continue\n\tfunctioning in a degraded state.\n");
-        out.push_str("action: Replace the device using 'zpool replace'.\n");
+        if unavail_leaf_gone(&st.root) {
+            // libzfs ZPOOL_STATUS_MISSING_DEV_R: nothing at the device's path.
+            out.push_str("status: One or more devices could not be opened.  Sufficient replicas exist for\n\tthe pool to continue functioning in a degraded state.\n");
+            out.push_str("action: Attach the missing device and online it using 'zpool online'.\n");
+            out.push_str("   see: https://openzfs.github.io/openzfs-docs/msg/ZFS-8000-2Q\n");
+        } else {
+            // libzfs ZPOOL_STATUS_CORRUPT_LABEL_R: something else is at its path.
+            out.push_str("status: One or more devices could not be used because the label is missing or\n\tinvalid.  Sufficient replicas exist for the pool to continue\n\tfunctioning in a degraded state.\n");
+            out.push_str("action: Replace the device using 'zpool replace'.\n");
+            out.push_str("   see: https://openzfs.github.io/openzfs-docs/msg/ZFS-8000-4J\n");
+        }
     } else if !st.errors.is_empty() {
         // libzfs ZPOOL_STATUS_CORRUPT_DATA.
         out.push_str("status: One or more devices has experienced an error resulting in data\n\tcorruption.  Applications may be affected.\n");
