@@ -1295,6 +1295,10 @@ fn iostat_reports_io_per_vdev() {
     // zpool's subcommands take no -h (a usage error); `zpool clear POOL DEV` wants a device
     // of the pool.
     assert_eq!(d.run("rzpool", &["scrub", "-h"]).0, 2);
+    // Nor clustered: a property name starting with -h is a usage error, not help (ZTS
+    // user_property_002_neg draws random names).
+    assert_eq!(d.run("rzpool", &["set", "-hP=x", "io"]).0, 2);
+    assert!(d.ok("rzpool", &["set", "--help"]).contains("Usage: rzpool set"));
     assert_eq!(d.run("rzpool", &["clear", "io", "/no/such/dev"]).0, 1);
     d.ok("rzpool", &["clear", "io", &devs[0]]);
 

@@ -10,17 +10,23 @@ use pool::{ImportOpts, Pool};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-// Flags may repeat as getopt lets them (`zpool history -lil`).
+// Flags may repeat as getopt lets them (`zpool history -lil`). `-h` is no help flag, as
+// in zpool (getopt answers '?'), clustered too (`zpool set -hP=x POOL` is a usage error,
+// not help: ZTS user_property_002_neg draws such names); `--help` is.
 #[derive(Parser)]
 #[command(
     name = "rzpool",
     about = "configure rzfs storage pools",
     disable_version_flag = true,
-    args_override_self = true
+    args_override_self = true,
+    disable_help_flag = true
 )]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// Print help.
+    #[arg(long = "help", action = clap::ArgAction::Help, global = true)]
+    help: Option<bool>,
 }
 
 #[derive(Subcommand)]
