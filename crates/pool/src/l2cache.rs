@@ -23,7 +23,6 @@
 use crate::create::NewLeaf;
 use crate::writer::PoolWriter;
 use crate::{PoolError, Result};
-use ondisk::dmu_types::DmuObjectType as T;
 use ondisk::label::PoolState;
 use ondisk::nvlist::NvList;
 use std::sync::Arc;
@@ -73,10 +72,6 @@ pub struct CacheRow {
     pub note: &'static str,
 }
 
-fn bad(e: impl std::fmt::Display) -> PoolError {
-    PoolError::Invalid(format!("cache devices: {e}"))
-}
-
 /// The aux label of a cache device (`vdev_aux_label_generate` with `reason_spare` false).
 fn aux_label(guid: u64, path: &str, ashift: u64) -> NvList {
     let mut nv = NvList::new();
@@ -98,16 +93,8 @@ pub fn cache_label_guid(dev: &dyn BlockDevice) -> Option<u64> {
 
 /// The cache devices recorded in a pool's MOS: (guid, path, type, ashift).
 pub fn recorded(mos: &dmu::Objset) -> Result<Vec<(u64, String, String, u64)>> {
-    let dir = ondisk::dsl::mos_keys::DIRECTORY_OBJECT;
-    let Some(obj) = zap::lookup_u64(mos, dir, DMU_POOL_L2CACHE).map_err(bad)? else {
-        return Ok(Vec::new());
-    };
-    let dn = mos.dnode(obj)?;
-    let len = mos.dnode_byte_order().u64_at(&dn.bonus, 0, "packed nvlist size").map_err(bad)?;
-    let buf = mos.read_all(&dn, Some(len), crate::PACKED_NVLIST_MAX)?;
-    let nv = NvList::decode(&buf).map_err(bad)?;
     let mut out = Vec::new();
-    for c in nv.get_nvlist_array(ZPOOL_CONFIG_L2CACHE).unwrap_or(&[]) {
+    for c in crate::spares::read_aux_list(mos, ZPOOL_CONFIG_L2CACHE)? {
         let Some(guid) = c.get_u64("guid") else { continue };
         let path = c.get_str("path").unwrap_or("").to_string();
         let kind = c.get_str("type").unwrap_or("file").to_string();
@@ -233,26 +220,10 @@ impl PoolWriter {
         }
     }
 
-    /// Writes the cache device list into the MOS when it changed (syncing context). An
-    /// emptied list keeps its object, as OpenZFS's `spa_sync_aux_dev` does.
+    /// Writes the cache device list into the MOS when it changed (syncing context).
     pub(crate) fn sync_caches(&mut self) -> Result<()> {
         if !self.caches.dirty {
             return Ok(());
-        }
-        let dir = ondisk::dsl::mos_keys::DIRECTORY_OBJECT;
-        if self.caches.obj == 0 {
-            if let Some(o) = self.mos_zaps.lookup_u64(&self.mos, dir, DMU_POOL_L2CACHE).map_err(bad)? {
-                self.caches.obj = o;
-            } else {
-                let o = self.mos.alloc_object(
-                    T::PackedNvlist.to_u8(),
-                    16 << 10,
-                    T::PackedNvlistSize.to_u8(),
-                    vec![0; 8],
-                )?;
-                self.mos_zaps.update_u64(&self.mos, dir, DMU_POOL_L2CACHE, o).map_err(bad)?;
-                self.caches.obj = o;
-            }
         }
         let list: Vec<NvList> = self
             .caches
@@ -270,13 +241,7 @@ impl PoolWriter {
                 nv
             })
             .collect();
-        let mut nv = NvList::new();
-        nv.add_nvlist_array(ZPOOL_CONFIG_L2CACHE, list);
-        let packed = nv.encode();
-        let obj = self.caches.obj;
-        self.mos.free_range(obj, 0, u64::MAX)?;
-        self.mos.write(obj, 0, &packed)?;
-        self.mos.set_bonus(obj, (packed.len() as u64).to_le_bytes().to_vec())?;
+        self.caches.obj = self.write_aux_list(self.caches.obj, DMU_POOL_L2CACHE, list)?;
         self.caches.dirty = false;
         Ok(())
     }

@@ -106,18 +106,26 @@ pub fn spare_label_guid(dev: &dyn BlockDevice) -> Option<u64> {
         .map(|(c, _)| c.guid)
 }
 
-/// The spares recorded in a pool's MOS: (guid, path, type).
-pub fn recorded(mos: &dmu::Objset) -> Result<Vec<(u64, String, String)>> {
+/// The leaf configs of an aux device list of the MOS (`spares` or `l2cache`): a packed
+/// nvlist object named `key` in the object directory, holding one array named `key`
+/// (`spa_load_spares`/`spa_load_l2cache` read both the same way).
+pub(crate) fn read_aux_list(mos: &dmu::Objset, key: &str) -> Result<Vec<NvList>> {
+    let bad = |e: &dyn std::fmt::Display| PoolError::Invalid(format!("{key} list: {e}"));
     let dir = ondisk::dsl::mos_keys::DIRECTORY_OBJECT;
-    let Some(obj) = zap::lookup_u64(mos, dir, DMU_POOL_SPARES).map_err(bad)? else {
+    let Some(obj) = zap::lookup_u64(mos, dir, key).map_err(|e| bad(&e))? else {
         return Ok(Vec::new());
     };
     let dn = mos.dnode(obj)?;
-    let len = mos.dnode_byte_order().u64_at(&dn.bonus, 0, "packed nvlist size").map_err(bad)?;
+    let len = mos.dnode_byte_order().u64_at(&dn.bonus, 0, "packed nvlist size").map_err(|e| bad(&e))?;
     let buf = mos.read_all(&dn, Some(len), crate::PACKED_NVLIST_MAX)?;
-    let nv = NvList::decode(&buf).map_err(bad)?;
+    let nv = NvList::decode(&buf).map_err(|e| bad(&e))?;
+    Ok(nv.get_nvlist_array(key).unwrap_or(&[]).to_vec())
+}
+
+/// The spares recorded in a pool's MOS: (guid, path, type).
+pub fn recorded(mos: &dmu::Objset) -> Result<Vec<(u64, String, String)>> {
     let mut out = Vec::new();
-    for c in nv.get_nvlist_array(ZPOOL_CONFIG_SPARES).unwrap_or(&[]) {
+    for c in read_aux_list(mos, ZPOOL_CONFIG_SPARES)? {
         let Some(guid) = c.get_u64("guid") else { continue };
         let path = c.get_str("path").unwrap_or("").to_string();
         out.push((guid, path, c.get_str("type").unwrap_or("file").to_string()));
@@ -255,25 +263,38 @@ impl PoolWriter {
         }
     }
 
-    /// Writes the spares list into the MOS when it changed (syncing context).
-    pub(crate) fn sync_spares(&mut self) -> Result<()> {
-        if !self.spares_dirty {
-            return Ok(());
-        }
+    /// Writes an aux device list into the MOS (see [`read_aux_list`]), in object `obj`
+    /// (0: the one the directory names, or a new one); returns the object (syncing context).
+    /// An emptied list keeps its object, as OpenZFS's `spa_sync_aux_dev` does.
+    pub(crate) fn write_aux_list(&mut self, obj: u64, key: &str, list: Vec<NvList>) -> Result<u64> {
         let dir = ondisk::dsl::mos_keys::DIRECTORY_OBJECT;
-        if self.spares_obj == 0 {
-            if let Some(o) = self.mos_zaps.lookup_u64(&self.mos, dir, DMU_POOL_SPARES).map_err(bad)? {
-                self.spares_obj = o;
+        let mut obj = obj;
+        if obj == 0 {
+            if let Some(o) = self.mos_zaps.lookup_u64(&self.mos, dir, key).map_err(bad)? {
+                obj = o;
             } else {
-                let o = self.mos.alloc_object(
+                obj = self.mos.alloc_object(
                     T::PackedNvlist.to_u8(),
                     16 << 10,
                     T::PackedNvlistSize.to_u8(),
                     vec![0; 8],
                 )?;
-                self.mos_zaps.update_u64(&self.mos, dir, DMU_POOL_SPARES, o).map_err(bad)?;
-                self.spares_obj = o;
+                self.mos_zaps.update_u64(&self.mos, dir, key, obj).map_err(bad)?;
             }
+        }
+        let mut nv = NvList::new();
+        nv.add_nvlist_array(key, list);
+        let packed = nv.encode();
+        self.mos.free_range(obj, 0, u64::MAX)?;
+        self.mos.write(obj, 0, &packed)?;
+        self.mos.set_bonus(obj, (packed.len() as u64).to_le_bytes().to_vec())?;
+        Ok(obj)
+    }
+
+    /// Writes the spares list into the MOS when it changed (syncing context).
+    pub(crate) fn sync_spares(&mut self) -> Result<()> {
+        if !self.spares_dirty {
+            return Ok(());
         }
         let list: Vec<NvList> = self
             .spares
@@ -290,12 +311,7 @@ impl PoolWriter {
                 nv
             })
             .collect();
-        let mut nv = NvList::new();
-        nv.add_nvlist_array(ZPOOL_CONFIG_SPARES, list);
-        let packed = nv.encode();
-        self.mos.free_range(self.spares_obj, 0, u64::MAX)?;
-        self.mos.write(self.spares_obj, 0, &packed)?;
-        self.mos.set_bonus(self.spares_obj, (packed.len() as u64).to_le_bytes().to_vec())?;
+        self.spares_obj = self.write_aux_list(self.spares_obj, DMU_POOL_SPARES, list)?;
         self.spares_dirty = false;
         Ok(())
     }
