@@ -98,9 +98,16 @@ impl Daemon {
             "rzinject" => env!("CARGO_BIN_EXE_rzinject"),
             _ => exe,
         };
+        // Each test daemon (started by its first command) keeps its volume tree and
+        // /dev/zvol links beside its socket: daemons of tests running side by side must
+        // not stack their volume mounts at the system's /run/rzfs/volumes, and one killed
+        // must not leave a dead mount there. A test's own settings come after (override).
+        let own = self.sock.parent().unwrap_or(Path::new("/tmp"));
         let out = Command::new(exe)
             .args(args)
             .env("RZFS_SOCKET", &self.sock)
+            .env("RZFS_VOL_DIR", own.join("volumes"))
+            .env("RZFS_ZVOL_DIR", own.join("zvol"))
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .output()
             .unwrap();
