@@ -325,13 +325,21 @@ impl Spa {
 
     /// `zpool remove POOL CACHEDEV`.
     pub fn remove_cache(self: &Arc<Self>, name: &str) -> Result<()> {
-        let dev = self.run_syncing(|w| {
+        self.remove_aux(|w| {
             let dev = w.remove_cache(name)?;
             w.sync()?;
             w.install_l2arc();
             Ok(dev)
-        })?;
-        if let Some(d) = dev {
+        })
+    }
+
+    /// Runs `remove` (an aux device leaves its list, which is synced) and lets go of the
+    /// device it returns only once the list without it is on disk.
+    fn remove_aux(
+        self: &Arc<Self>,
+        remove: impl FnOnce(&mut PoolWriter) -> Result<Option<Arc<dyn vdev::BlockDevice>>>,
+    ) -> Result<()> {
+        if let Some(d) = self.run_syncing(remove)? {
             d.release();
         }
         Ok(())
@@ -339,15 +347,11 @@ impl Spa {
 
     /// `zpool remove POOL SPARE`: an inactive hot spare leaves the pool.
     pub fn remove_spare(self: &Arc<Self>, name: &str) -> Result<()> {
-        let dev = self.run_syncing(|w| {
+        self.remove_aux(|w| {
             let dev = w.remove_spare(name)?;
             w.sync()?;
             Ok(dev)
-        })?;
-        if let Some(d) = dev {
-            d.release();
-        }
-        Ok(())
+        })
     }
 
     /// `zpool replace POOL DEV SPARE` with one of the pool's hot spares.

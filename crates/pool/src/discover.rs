@@ -186,17 +186,20 @@ pub fn label_owner(path: &Path) -> std::io::Result<Option<LabelConfig>> {
 /// one with a vdev guid and a known pool state, whatever its txg (`zpool_clear_label`).
 pub fn has_clearable_label(path: &Path) -> std::io::Result<bool> {
     let dev = vdev::FileDevice::open(path, false)?;
-    Ok((0..VDEV_LABELS).filter_map(|l| read_label(&dev, l)).any(|(c, _)| {
-        c.guid != 0
-            && matches!(
-                c.state,
-                PoolState::Active
-                    | PoolState::Exported
-                    | PoolState::Destroyed
-                    | PoolState::Spare
-                    | PoolState::L2Cache
-            )
-    }))
+    Ok((0..VDEV_LABELS).filter_map(|l| read_label(&dev, l)).any(|(c, _)| clearable(&c)))
+}
+
+/// A label `zpool_clear_label` clears: it names a vdev guid and a known pool state.
+fn clearable(c: &LabelConfig) -> bool {
+    c.guid != 0
+        && matches!(
+            c.state,
+            PoolState::Active
+                | PoolState::Exported
+                | PoolState::Destroyed
+                | PoolState::Spare
+                | PoolState::L2Cache
+        )
 }
 
 /// `zpool labelclear`: zeroes every *valid* label of the device at `path` (one that names a
@@ -217,18 +220,7 @@ pub fn clear_device_labels(path: &Path, exclusive: bool) -> crate::Result<()> {
     let zeros = vec![0u8; label::VDEV_LABEL_SIZE as usize];
     let (mut cleared, mut cache) = (0, false);
     for l in 0..VDEV_LABELS {
-        let Some((c, _)) = read_label(&dev, l) else { continue };
-        let known = matches!(
-            c.state,
-            PoolState::Active
-                | PoolState::Exported
-                | PoolState::Destroyed
-                | PoolState::Spare
-                | PoolState::L2Cache
-        );
-        if c.guid == 0 || !known {
-            continue;
-        }
+        let Some((c, _)) = read_label(&dev, l).filter(|(c, _)| clearable(c)) else { continue };
         cache |= c.state == PoolState::L2Cache;
         let off = label::label_offset(dev.size(), l).map_err(|e| fail("clear", &e))?;
         dev.write_at(&zeros, off).map_err(|e| fail("clear", &e))?;

@@ -209,6 +209,20 @@ pub fn parse_with_spares(words: &[String], cwd: &Path) -> Result<(Vec<TopSpec>, 
     Ok((spec.tops, spec.spares))
 }
 
+/// The devices after an aux keyword (`spare`, `cache`) at `words[*i]`, up to the next
+/// keyword; at least one.
+fn aux_devices(words: &[String], i: &mut usize, cwd: &Path, keyword: &str) -> Result<Vec<PathBuf>, String> {
+    let mut out = Vec::new();
+    while let Some(w) = words.get(*i).filter(|w| matches!(classify(w), Word::Device)) {
+        out.push(device_path(w, cwd));
+        *i += 1;
+    }
+    if out.is_empty() {
+        return Err(format!("invalid vdev specification: {keyword} requires at least 1 device"));
+    }
+    Ok(out)
+}
+
 /// Parses vdev words into top-level vdevs (normal and log), and hot spares.
 pub fn parse_spec(words: &[String], cwd: &Path) -> Result<ParsedSpec, String> {
     let mut out = ParsedSpec::default();
@@ -231,14 +245,7 @@ pub fn parse_spec(words: &[String], cwd: &Path) -> Result<ParsedSpec, String> {
             }
             Word::Spare => {
                 (seen_spare, in_log) = (true, false);
-                let start = out.spares.len();
-                while let Some(w) = words.get(i).filter(|w| matches!(classify(w), Word::Device)) {
-                    out.spares.push(device_path(w, cwd));
-                    i += 1;
-                }
-                if out.spares.len() == start {
-                    return Err("invalid vdev specification: spare requires at least 1 device".into());
-                }
+                out.spares = aux_devices(words, &mut i, cwd, "spare")?;
                 continue;
             }
             Word::Cache if seen_cache => {
@@ -246,14 +253,7 @@ pub fn parse_spec(words: &[String], cwd: &Path) -> Result<ParsedSpec, String> {
             }
             Word::Cache => {
                 (seen_cache, in_log) = (true, false);
-                let start = out.caches.len();
-                while let Some(w) = words.get(i).filter(|w| matches!(classify(w), Word::Device)) {
-                    out.caches.push(device_path(w, cwd));
-                    i += 1;
-                }
-                if out.caches.len() == start {
-                    return Err("invalid vdev specification: cache requires at least 1 device".into());
-                }
+                out.caches = aux_devices(words, &mut i, cwd, "cache")?;
                 continue;
             }
             Word::Device => {

@@ -1971,21 +1971,17 @@ fn list_vdev_rows(state: &State, p: &Pool, parsable: bool) -> Vec<Vec<String>> {
         rows.push(heading("logs"));
         rows.extend(logs);
     }
-    if !st.caches.is_empty() {
-        rows.push(heading("cache"));
-        for c in &st.caches {
-            let mut r = vec![format!("  {}", c.name)];
-            r.extend((0..8).map(|_| dash()));
-            r.push(c.state.to_string());
-            rows.push(r);
+    // The aux devices under their headings: name and state only.
+    let caches: Vec<(&str, &str)> = st.caches.iter().map(|c| (c.name.as_str(), c.state)).collect();
+    let spares: Vec<(&str, &str)> = st.spares.iter().map(|s| (s.name.as_str(), s.state)).collect();
+    for (title, devs) in [("cache", caches), ("spare", spares)] {
+        if !devs.is_empty() {
+            rows.push(heading(title));
         }
-    }
-    if !st.spares.is_empty() {
-        rows.push(heading("spare"));
-        for sp in &st.spares {
-            let mut r = vec![format!("  {}", sp.name)];
+        for (name, state) in devs {
+            let mut r = vec![format!("  {name}")];
             r.extend((0..8).map(|_| dash()));
-            r.push(sp.state.to_string());
+            r.push(state.to_string());
             rows.push(r);
         }
     }
