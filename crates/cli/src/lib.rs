@@ -23,4 +23,5 @@ pub mod rwpool;
 pub mod sendrecv;
 pub mod vdevprops;
 pub mod volumes;
+pub mod zilreplay;
 pub mod zplopen;

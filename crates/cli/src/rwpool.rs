@@ -203,7 +203,10 @@ pub fn close_as(
 /// Opens an imported pool for writing (the devices were opened read-write by the import).
 pub fn open(state: &Arc<State>, p: Pool) -> Result<Arc<RwPool>, String> {
     let name = p.name().to_string();
-    let w = pool::open_rw::open_rw(&p).map_err(|e| format!("cannot import '{name}': {e}"))?;
+    let mut w = pool::open_rw::open_rw(&p).map_err(|e| format!("cannot import '{name}': {e}"))?;
+    // Intent logs go back into their datasets in the first txg, before anything can
+    // change them (OpenZFS replays at mount; nothing here mounts before the import ends).
+    crate::zilreplay::replay_all(&mut w).map_err(|e| format!("cannot import '{name}': {e}"))?;
     let rw = register(state, w, p)?;
     // The first txg of a read-write import records the new state in the labels. If it
     // cannot be written, the import is undone (fenced: nothing more reaches the devices)
@@ -756,6 +759,7 @@ fn settings_from(props: &[(String, ZapVal)], lz4: bool, embed: bool) -> DatasetS
         secondarycache: dmu::CachePolicy::from_prop(get("secondarycache")),
         atime: pool::open_rw::atime_of(get("atime"), get("relatime")),
         xattr: get("xattr").unwrap_or(1) != 0,
+        sync: get("sync").unwrap_or(0).min(2) as u8,
     }
 }
 
@@ -1496,8 +1500,8 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
         use rzfs_fuse::rw::Op;
         let (check, reserve) = match op {
             Op::Read => (SpaceCheck::Normal, Reserve::None),
-            Op::Write(len) => (SpaceCheck::Normal, Reserve::Write { len, block: 0 }),
-            Op::Meta => (SpaceCheck::Normal, Reserve::Meta),
+            Op::Write { len, .. } => (SpaceCheck::Normal, Reserve::Write { len, block: 0 }),
+            Op::Meta | Op::Atime => (SpaceCheck::Normal, Reserve::Meta),
             Op::Free => (SpaceCheck::Reserved, Reserve::Meta),
         };
         loop {
@@ -1505,6 +1509,7 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
             // the pool held, which the replacement takes).
             self.rw.wait_resumed(self.ds);
             let mut held = false;
+            let mut always = false;
             let mut inner = Ok(());
             let r = self.rw.spa.with_dataset(self.ds, check, reserve, |tx| {
                 if self.rw.is_suspended(self.ds) {
@@ -1535,10 +1540,22 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
                     readonly,
                     xattr,
                 });
+                always = d.zil.sync_mode == pool::zil::SYNC_ALWAYS && op != Op::Read;
+                // What the intent log can describe of this change (see pool::zil).
+                match (op, &inner) {
+                    (Op::Read | Op::Atime, _) => {}
+                    (Op::Write { obj, off, len }, Ok(())) => d.zil.note_write(obj, off, len),
+                    _ => d.zil.taint(),
+                }
                 Ok(())
             });
             r.map_err(zpl_err)?;
             if !held {
+                // sync=always: the change is durable before the call returns (OpenZFS
+                // commits the log at the end of each operation).
+                if always && inner.is_ok() {
+                    self.rw.spa.zil_commit(self.ds).map_err(zpl_err)?;
+                }
                 return inner;
             }
         }
@@ -1546,6 +1563,10 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
 
     fn sync(&self) -> Result<(), String> {
         self.rw.sync()
+    }
+
+    fn fsync(&self) -> Result<(), String> {
+        self.rw.spa.zil_commit(self.ds).map_err(|e| format!("cannot sync '{}': {e}", self.rw.name))
     }
 
     fn readonly(&self) -> bool {

@@ -260,6 +260,9 @@ pub struct DirtyObjset {
     /// A sync is updating the accounting objects: only then may they be dirtied (a
     /// receive naming object -1 must not reach them).
     accounting_open: bool,
+    /// The objset header changed without any object (the ZIL header moved): the next sync
+    /// rewrites the objset block.
+    header_dirty: bool,
 }
 
 /// The open txg of one objset as it was before a sync began ([`DirtyObjset::checkpoint`]):
@@ -274,6 +277,7 @@ pub struct OsCheckpoint {
     next_object: u64,
     cost: TxgCost,
     raw_bytes: u64,
+    header_dirty: bool,
 }
 
 /// What one dirty object costs in memory besides its blocks, as the throttle counts it: a
@@ -360,6 +364,7 @@ impl DirtyObjset {
             cost: TxgCost::default(),
             raw_bytes: 0,
             accounting_open: false,
+            header_dirty: false,
         }
     }
 
@@ -400,6 +405,7 @@ impl DirtyObjset {
             cost: TxgCost::default(),
             raw_bytes: 0,
             accounting_open: false,
+            header_dirty: false,
         })
     }
 
@@ -438,6 +444,7 @@ impl DirtyObjset {
             next_object: self.next_object,
             cost: self.cost,
             raw_bytes: self.raw_bytes,
+            header_dirty: self.header_dirty,
         }
     }
 
@@ -452,6 +459,20 @@ impl DirtyObjset {
         self.next_object = c.next_object;
         self.cost = c.cost;
         self.raw_bytes = c.raw_bytes;
+        self.header_dirty = c.header_dirty;
+    }
+
+    /// Sets the ZIL header the next sync writes into the objset block.
+    pub fn set_zil_header(&mut self, zh: ondisk::objset::ZilHeaderPhys) {
+        if self.phys.zil != zh {
+            self.phys.zil = zh;
+            self.header_dirty = true;
+        }
+    }
+
+    /// The ZIL header as the open txg has it.
+    pub fn zil_header(&self) -> &ondisk::objset::ZilHeaderPhys {
+        &self.phys.zil
     }
 
     /// Charges the metadata that dirtying `object` (not dirty yet) makes the sync write: its
@@ -495,7 +516,7 @@ impl DirtyObjset {
 
     /// Is anything waiting to be synced?
     pub fn is_dirty(&self) -> bool {
-        !self.dnodes.is_empty()
+        !self.dnodes.is_empty() || self.header_dirty
     }
 
     /// The dnode of `object` as the open txg sees it (None if free).
@@ -1159,6 +1180,7 @@ impl DirtyObjset {
     /// Writes everything dirty and returns the new objset block pointer.
     pub fn sync(&mut self, ctx: &SyncCtx, sink: &mut dyn BlockSink) -> Result<BlkPtr> {
         let dirty = std::mem::take(&mut self.dnodes);
+        self.header_dirty = false;
         self.cost = TxgCost::default();
         // Per object: the slots its committed dnode took (0 if none), and its new dnode.
         let mut new_dnodes: BTreeMap<u64, (usize, DnodePhys)> = BTreeMap::new();

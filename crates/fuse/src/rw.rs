@@ -116,10 +116,14 @@ pub enum Atime {
 pub enum Op {
     /// Reads only.
     Read,
-    /// Writes this many bytes of file data.
-    Write(u64),
+    /// Writes `len` bytes of file data at `off` of object `obj` (the intent log records
+    /// exactly this).
+    Write { obj: u64, off: u64, len: u64 },
     /// Creates names or changes attributes.
     Meta,
+    /// Records an access time: a change, but none that `fsync` must make durable (OpenZFS
+    /// logs no access times).
+    Atime,
     /// Removes names or data: must work on a full pool (space comes back).
     Free,
 }
@@ -133,8 +137,14 @@ pub trait RwBackend: Send + Sync + 'static {
         op: Op,
         f: &mut dyn FnMut(RwCtx<'_>) -> Result<(), ZplWriteError>,
     ) -> Result<(), ZplWriteError>;
-    /// Makes everything written so far durable (the daemon syncs the txg); fsync/fdatasync/syncfs call it.
+    /// Makes everything written so far durable (the daemon syncs the txg); fsyncdir and
+    /// syncfs call it.
     fn sync(&self) -> Result<(), String>;
+    /// fsync/fdatasync of a file: what was written to files must be durable (the daemon's
+    /// intent log writes it, or the txg is synced).
+    fn fsync(&self) -> Result<(), String> {
+        self.sync()
+    }
     fn readonly(&self) -> bool;
     /// A handler panicked: the backend's state may be half changed and must not be
     /// written (the daemon suspends the pool).
@@ -347,20 +357,28 @@ impl Files {
 /// Requests that arrive while a sync runs are answered together by the next one (every
 /// write they cover reached the open txg before their fsync was sent).
 struct Syncer {
-    tx: std::sync::mpsc::Sender<ReplyEmpty>,
+    /// (reply, whole file system): fsyncdir needs the txg synced, a file's fsync the log.
+    tx: std::sync::mpsc::Sender<(ReplyEmpty, bool)>,
 }
 
 impl Syncer {
     fn start<B: RwBackend>(backend: Arc<B>, readonly: bool) -> Syncer {
-        let (tx, rx) = std::sync::mpsc::channel::<ReplyEmpty>();
+        let (tx, rx) = std::sync::mpsc::channel::<(ReplyEmpty, bool)>();
         std::thread::Builder::new()
             .name("rzfs-fsync".into())
             .spawn(move || {
                 while let Ok(first) = rx.recv() {
                     let mut batch = vec![first];
                     batch.extend(rx.try_iter());
-                    let r = if readonly { Ok(()) } else { backend.sync().map_err(|_| libc::EIO) };
-                    for reply in batch {
+                    let whole = batch.iter().any(|(_, w)| *w);
+                    let r = if readonly {
+                        Ok(())
+                    } else if whole {
+                        backend.sync().map_err(|_| libc::EIO)
+                    } else {
+                        backend.fsync().map_err(|_| libc::EIO)
+                    };
+                    for (reply, _) in batch {
                         reply_empty(reply, r);
                     }
                 }
@@ -369,9 +387,9 @@ impl Syncer {
         Syncer { tx }
     }
 
-    fn sync(&self, reply: ReplyEmpty) {
+    fn sync(&self, reply: ReplyEmpty, whole: bool) {
         // The thread ends only when this sender is dropped.
-        if let Err(std::sync::mpsc::SendError(reply)) = self.tx.send(reply) {
+        if let Err(std::sync::mpsc::SendError((reply, _))) = self.tx.send((reply, whole)) {
             reply.error(libc::EIO);
         }
     }
@@ -930,7 +948,7 @@ impl<B: RwBackend> RwFs<B> {
         self.accessed.insert(obj, t.0);
         let relatime = policy == Atime::Relatime;
         let writable = self.opts.writable;
-        let changed = self.run_op(Op::Meta, |c| {
+        let changed = self.run_op(Op::Atime, |c| {
             if c.readonly && !writable {
                 Ok(false)
             } else {
@@ -950,7 +968,7 @@ impl<B: RwBackend> RwFs<B> {
         let obj = self.live(ino)?;
         let off = u64::try_from(offset).map_err(|_| libc::EINVAL)?;
         let n = u32::try_from(data.len()).map_err(|_| libc::EINVAL)?;
-        self.run_mut(Op::Write(u64::from(n)), |c| {
+        self.run_mut(Op::Write { obj, off, len: u64::from(n) }, |c| {
             c.zpl.write(c.os, c.zaps, obj, off, data, c.recordsize, now())
         })?;
         Ok(n)
@@ -1469,7 +1487,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
     }
 
     fn fsync(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
-        self.syncer.sync(reply);
+        self.syncer.sync(reply, false);
     }
 
     fn opendir(&mut self, _req: &Request<'_>, ino: u64, _flags: i32, reply: ReplyOpen) {
@@ -1512,7 +1530,7 @@ impl<B: RwBackend> Filesystem for RwFs<B> {
     }
 
     fn fsyncdir(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _datasync: bool, reply: ReplyEmpty) {
-        self.syncer.sync(reply);
+        self.syncer.sync(reply, true);
     }
 
     fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {

@@ -398,6 +398,34 @@ impl Allocator {
         Ok(None)
     }
 
+    /// Allocates one copy of an intent log block (OpenZFS `zio_alloc_zil`): on a log vdev
+    /// when the pool has one that takes it, else as [`Allocator::alloc_sized`] would.
+    pub fn alloc_zil(&mut self, asize_of: &dyn Fn(u64) -> Option<u64>, txg: u64) -> Result<(u64, u64, u64)> {
+        let logs: Vec<u64> = self.tops.iter().filter(|(_, t)| t.log).map(|(&v, _)| v).collect();
+        for vdev in logs {
+            let Some(asize) = asize_of(vdev).filter(|&a| a > 0) else { continue };
+            let top = self.tops.get_mut(&vdev).ok_or(Error::UnknownVdev(vdev))?;
+            if let Some((ms, off)) = top.alloc(asize, txg, &[])? {
+                self.pending.insert((vdev, ms as u64));
+                return Ok((vdev, off, asize));
+            }
+        }
+        let got = self.alloc_sized(asize_of, txg, 1)?;
+        got.into_iter().next().ok_or(Error::NoSpace { asize: 0, copies: 1 })
+    }
+
+    /// Allocates exactly `[offset, offset + asize)` of `vdev` in `txg` (OpenZFS
+    /// `metaslab_claim`): the intent log blocks a crash left outside every space map are
+    /// claimed at import, and a failed sync's undo gives them back. Fails, changing
+    /// nothing, unless the range is free.
+    pub fn claim(&mut self, vdev: u64, offset: u64, asize: u64, txg: u64) -> Result<()> {
+        let bad = |why: &str| Error::BadFree { vdev, offset, asize, why: format!("claim: {why}") };
+        let (ms, m) = self.locate(vdev, offset, asize).map_err(|e| bad(&e.to_string()))?;
+        m.claim(offset, asize, txg).map_err(|e| bad(&e.to_string()))?;
+        self.pending.insert((vdev, ms));
+        Ok(())
+    }
+
     /// Frees `[offset, offset + asize)` of `vdev` in syncing txg `txg`; the block was born in
     /// `birth_txg`. If it was allocated in `txg` and that allocation has not been taken yet,
     /// the space is free again at once and nothing reaches the space map (OpenZFS
@@ -423,6 +451,23 @@ impl Allocator {
         res.map_err(|e| bad(&e.to_string()))?;
         self.pending.insert((vdev, ms));
         Ok(())
+    }
+
+    /// Frees an intent log block in syncing txg `txg` as [`Allocator::free`] does, except
+    /// that one allocated in `txg` itself does not become allocatable before `txg` has
+    /// synced: the last durable ZIL header may still lead to it until then.
+    pub fn free_zil(&mut self, vdev: u64, offset: u64, asize: u64, birth_txg: u64, txg: u64) -> Result<bool> {
+        let bad = |why: &str| Error::BadFree { vdev, offset, asize, why: why.to_string() };
+        let (ms, m) = self.locate(vdev, offset, asize).map_err(|e| bad(&e.to_string()))?;
+        let pending_whole = m.allocating.get(&txg).is_some_and(|t| t.contains(offset, asize));
+        if birth_txg == txg && pending_whole {
+            m.unalloc_held(offset, asize, txg).map_err(|e| bad(&e.to_string()))?;
+            self.pending.insert((vdev, ms));
+            self.deferring.insert((vdev, ms));
+            return Ok(true);
+        }
+        self.free(vdev, offset, asize, birth_txg, txg)?;
+        Ok(false)
     }
 
     /// The metaslab holding all of `[offset, offset + len)`, checking alignment.
@@ -476,6 +521,9 @@ impl Allocator {
             if let Some(t) = m.allocating.remove(&txg) {
                 m.free.add_tree(&t)?;
             }
+            if let Some(t) = m.held.remove(&txg) {
+                m.free.add_tree(&t)?;
+            }
             m.freeing.remove(&txg);
             if !m.allocating.is_empty() || !m.freeing.is_empty() {
                 self.pending.insert((vdev, ms));
@@ -501,7 +549,7 @@ impl Allocator {
         for (vdev, ms) in std::mem::take(&mut self.deferring) {
             let m = self.metaslab_mut(vdev, ms)?;
             m.release(release_txg)?;
-            if !m.deferred.is_empty() {
+            if !m.deferred.is_empty() || !m.held.is_empty() {
                 self.deferring.insert((vdev, ms));
             }
         }

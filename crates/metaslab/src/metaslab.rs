@@ -42,6 +42,10 @@ pub(crate) struct Metaslab {
     pub freeing: BTreeMap<u64, RangeTree>,
     /// Frees per txg, taken, not yet allocatable (`ms_freed` / `ms_defer`).
     pub deferred: BTreeMap<u64, RangeTree>,
+    /// Allocations undone in the txg that made them, kept out of reach until that txg has
+    /// synced (intent log blocks that became obsolete in their own txg: the last durable
+    /// header may still lead to them until then). Never in a space map.
+    pub held: BTreeMap<u64, RangeTree>,
     /// Dynamic-fit cursors per alignment bucket (`ms_lbas`), kept sparse.
     cursors: Vec<(u32, u64)>,
 }
@@ -69,13 +73,19 @@ impl Metaslab {
             allocating: BTreeMap::new(),
             freeing: BTreeMap::new(),
             deferred: BTreeMap::new(),
+            held: BTreeMap::new(),
             cursors: Vec::new(),
         })
     }
 
     /// Bytes freed but not yet allocatable.
     pub fn deferred_space(&self) -> u64 {
-        self.freeing.values().chain(self.deferred.values()).map(RangeTree::space).sum()
+        self.freeing
+            .values()
+            .chain(self.deferred.values())
+            .chain(self.held.values())
+            .map(RangeTree::space)
+            .sum()
     }
 
     /// Bytes allocated (including allocations not yet taken).
@@ -85,7 +95,10 @@ impl Metaslab {
 
     /// No pending or deferred state: the trees are exactly what the space map says.
     pub fn is_quiet(&self) -> bool {
-        self.allocating.is_empty() && self.freeing.is_empty() && self.deferred.is_empty()
+        self.allocating.is_empty()
+            && self.freeing.is_empty()
+            && self.deferred.is_empty()
+            && self.held.is_empty()
     }
 
     fn cursor(&mut self, bucket: u32) -> &mut u64 {
@@ -132,6 +145,17 @@ impl Metaslab {
         Ok(Some(off))
     }
 
+    /// Allocates exactly `[off, off + len)` in `txg` (OpenZFS `metaslab_claim`: a block
+    /// written before its allocation was recorded, an intent log block after a crash).
+    /// Fails, changing nothing, unless the whole range is free.
+    pub fn claim(&mut self, off: u64, len: u64, txg: u64) -> Result<()> {
+        if !self.free.contains(off, len) {
+            return Err(Error::Range("range is not (entirely) free".into()));
+        }
+        self.free.remove(off, len)?;
+        self.allocating.entry(txg).or_default().add(off, len)
+    }
+
     /// Is all of `[off, off + len)` allocated (not free, not freed)?
     pub fn is_allocated(&self, off: u64, len: u64) -> bool {
         !self.free.intersects(off, len)
@@ -146,6 +170,17 @@ impl Metaslab {
             self.allocating.remove(&txg);
         }
         self.free.add(off, len)
+    }
+
+    /// Undoes an allocation of `txg` not yet taken, keeping the space unallocatable until
+    /// `txg` has synced ([`Metaslab::held`]).
+    pub fn unalloc_held(&mut self, off: u64, len: u64, txg: u64) -> Result<()> {
+        let t = self.allocating.get_mut(&txg).ok_or_else(|| Error::Range("no pending allocation".into()))?;
+        t.remove(off, len)?;
+        if t.is_empty() {
+            self.allocating.remove(&txg);
+        }
+        self.held.entry(txg).or_default().add(off, len)
     }
 
     /// Records a free in `txg` (OpenZFS `metaslab_free_concrete` adding to `ms_freeing`).
@@ -178,6 +213,9 @@ impl Metaslab {
 
     /// `txg` is synced: space freed in txgs `<= txg - TXG_DEFER_SIZE` becomes allocatable.
     pub fn release(&mut self, txg: u64) -> Result<()> {
+        for (_, t) in drain_upto(&mut self.held, txg) {
+            self.free.add_tree(&t)?;
+        }
         let Some(upto) = txg.checked_sub(TXG_DEFER_SIZE) else { return Ok(()) };
         for (_, t) in drain_upto(&mut self.deferred, upto) {
             self.free.add_tree(&t)?;

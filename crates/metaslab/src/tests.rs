@@ -558,3 +558,32 @@ fn free_histogram_counts_segments_by_size_class() {
     assert_eq!(h[31], 1 << (34 - 1 - 31));
     assert!(b.free_histogram(0, 1, 9).is_err(), "no such metaslab");
 }
+
+#[test]
+fn zil_blocks_claim_and_held_frees() {
+    let mut a = Allocator::new();
+    a.add_top(0, 1 << 24, 12, 22).unwrap();
+    // A claim takes exactly the range, once; the space map sees it as an allocation.
+    a.claim(0, 0x10000, 0x1000, 5).unwrap();
+    assert!(a.claim(0, 0x10000, 0x1000, 5).is_err());
+    assert!(a.is_allocated(0, 0x10000, 0x1000).unwrap());
+    // Freed in its own txg: not allocatable until that txg has synced, never in the map.
+    a.free_zil(0, 0x10000, 0x1000, 5, 5).unwrap();
+    assert!(!a.is_free(0, 0x10000, 0x1000).unwrap());
+    let changes = a.take_changes(5).unwrap();
+    assert!(changes.iter().all(|c| c.allocs.is_empty() && c.frees.is_empty()));
+    a.sync_done(5).unwrap();
+    assert!(a.is_free(0, 0x10000, 0x1000).unwrap());
+    // A failed sync gives held space back (the retry claims what is still live).
+    a.claim(0, 0x20000, 0x1000, 6).unwrap();
+    a.free_zil(0, 0x20000, 0x1000, 6, 6).unwrap();
+    a.rollback_txg(6).unwrap();
+    assert!(a.is_free(0, 0x20000, 0x1000).unwrap());
+    // Log-class first.
+    let mut b = Allocator::new();
+    b.add_top(0, 1 << 24, 12, 22).unwrap();
+    b.add_top(1, 1 << 24, 12, 22).unwrap();
+    b.set_log(1, true).unwrap();
+    let (v, _, asize) = b.alloc_zil(&|_| Some(0x2000), 3).unwrap();
+    assert_eq!((v, asize), (1, 0x2000));
+}

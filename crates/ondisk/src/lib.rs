@@ -39,5 +39,8 @@ pub mod spacemap;
 pub mod zap;
 pub mod znode;
 
+// The intent log.
+pub mod zil;
+
 pub use bytes::ByteOrder;
 pub use error::{Error, Result};

@@ -168,6 +168,7 @@ fn refresh_settings(w: &mut PoolWriter) -> Result<()> {
             d.atime = s.atime;
             d.readonly = s.readonly;
             d.xattr = s.xattr;
+            d.zil.sync_mode = s.sync;
             d.os.set_dnode_slots(s.dnode_slots);
             d.os.set_cache_policy(s.primarycache);
             d.os.set_l2_policy(s.secondarycache);
@@ -418,6 +419,7 @@ impl Spa {
                         readonly: s.readonly,
                         xattr: s.xattr,
                         resume: None,
+                        zil: Default::default(),
                     },
                 );
                 *out.lock().unwrap_or_else(|e| e.into_inner()) = ds;
@@ -517,6 +519,7 @@ impl Spa {
             move |w| {
                 let txg = w.txg;
                 for (f, snap) in check(w, &n)? {
+                    w.zil_before_snapshot(f.ds)?;
                     let s = dslw::snapshot(&mut w.mos, &mut w.mos_zaps, f.ds, &snap, txg, now)?;
                     for (k, v) in &props {
                         dslw::set_snapshot_prop(&mut w.mos, &mut w.mos_zaps, s, k, Some(v.clone()))?;
@@ -934,6 +937,7 @@ impl Spa {
                     hp.flags &= !ondisk::dsl::DS_FLAG_INCONSISTENT;
                     dslw::set_ds_phys(&mut w.mos, head.ds, &hp)?;
                 }
+                w.zil_before_snapshot(head.ds)?;
                 let snap = dslw::snapshot(&mut w.mos, &mut w.mos_zaps, head.ds, &sn, txg, creation_time)?;
                 let mut p = dslw::ds_phys(&w.mos, snap)?;
                 p.guid = guid;
@@ -943,7 +947,7 @@ impl Spa {
                 for feat in w.ds_features(head.ds)? {
                     w.ds_activate(snap, feat)?;
                 }
-                w.remove_dataset_writer(head.ds);
+                w.remove_dataset_writer(head.ds)?;
                 Ok(())
             },
         )
@@ -984,8 +988,8 @@ impl Spa {
                         "'{h}' would reference {refd} bytes, over its refquota of {refquota}"
                     )));
                 }
-                w.remove_dataset_writer(hf.ds);
-                w.remove_dataset_writer(tf.ds);
+                w.remove_dataset_writer(hf.ds)?;
+                w.remove_dataset_writer(tf.ds)?;
                 // An incremental into a clone of one of head's snapshots: the snapshots taken
                 // after it go first, newest first (receive -F's "later" snapshots).
                 let origin = dslw::dir_phys(&w.mos, dslw::ds_phys(&w.mos, tf.ds)?.dir_obj)?.origin_obj;
@@ -1014,6 +1018,7 @@ impl Spa {
                     w.ds_activate(hf.ds, f)?;
                 }
                 w.destroy_head(tf.ds)?;
+                w.zil_before_snapshot(hf.ds)?;
                 let snap = dslw::snapshot(&mut w.mos, &mut w.mos_zaps, hf.ds, &sn, txg, creation_time)?;
                 let mut p = dslw::ds_phys(&w.mos, snap)?;
                 p.guid = guid;
@@ -1039,7 +1044,7 @@ impl Spa {
             |w| must_find(w, name).map(|_| ()),
             move |w| {
                 let f = must_find(w, &n)?;
-                w.remove_dataset_writer(f.ds);
+                w.remove_dataset_writer(f.ds)?;
                 Ok(())
             },
         )

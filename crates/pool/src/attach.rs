@@ -338,8 +338,9 @@ impl PoolWriter {
     }
 
     /// `zpool remove POOL LOG`: a log vdev leaves the pool (OpenZFS `spa_vdev_remove_log`).
-    /// rzfs writes no intent log, and a pool holding one is not opened for writing, so the
-    /// vdev holds no block; one that does is refused. Its metaslab array, space maps,
+    /// The caller ends every intent log chain first (`PoolWriter::zil_end_all`, then syncs
+    /// until their space is free), so the vdev holds no block; one that still does is
+    /// refused. Its metaslab array, space maps,
     /// per-vdev ZAPs and DTL objects are freed, and a hole takes its id (the ids of the
     /// others do not change; labels list holes in `hole_array`). Returns each of its devices
     /// with the label OpenZFS leaves on a removed device (`VDEV_LABEL_REMOVE`: the config at

@@ -286,6 +286,7 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
             readonly: false,
             xattr: true,
             resume: None,
+            zil: Default::default(),
         },
     );
     if let Some(d) = w.datasets.get_mut(&dsl.root_ds) {
@@ -296,6 +297,7 @@ pub fn create(spec: &CreateSpec) -> Result<PoolWriter> {
         d.atime = crate::open_rw::atime_of(prop("atime"), prop("relatime"));
         d.readonly = prop("readonly") == Some(1);
         d.xattr = prop("xattr") != Some(0);
+        d.zil.sync_mode = prop("sync").unwrap_or(0).min(2) as u8;
     }
     // Properties given at creation activate their features (zstd) in the first txg.
     w.activate_for_props(dsl.root_ds, &spec.root_props)?;

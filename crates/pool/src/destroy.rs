@@ -102,7 +102,8 @@ impl PoolWriter {
     /// The blocks head dataset `ds` alone references: those born after its previous
     /// snapshot (or origin), found by walking its objset, and its root block if that is as
     /// young. Refuses when a block cannot be read (nothing may then be freed) or when the
-    /// objset has an intent log (its blocks are not in the walk).
+    /// objset has an intent log that is not this writer's chain (its blocks are not in the
+    /// walk; the writer's own are freed with it, `Zil::abandon`).
     fn blocks_born_since_snapshot(&self, ds: u64, what: &str) -> Result<Vec<BlkPtr>> {
         let phys = dsl::write::ds_phys(&self.mos, ds)?;
         let root = BlkPtr::parse(&phys.bp, ByteOrder::Little)?;
@@ -111,7 +112,9 @@ impl PoolWriter {
             return Ok(doomed);
         }
         let os = Objset::open(&self.reader, &root)?;
-        if !os.phys.zil.log.is_hole() {
+        // A chain this writer keeps is freed with the dataset's writer (`Zil::abandon`).
+        let ours = self.datasets.get(&ds).is_some_and(|w| w.zil.owns(&os.phys.zil.log));
+        if !os.phys.zil.log.is_hole() && !ours {
             return Err(refuse(
                 "the dataset's intent log is not empty; import it with OpenZFS to replay it first",
             ));
@@ -188,7 +191,7 @@ impl PoolWriter {
             )));
         }
         let doomed = self.blocks_born_since_snapshot(ds, "rolled back")?;
-        self.remove_dataset_writer(ds);
+        self.remove_dataset_writer(ds)?;
         self.clear_resume(ds)?;
         let freed = self.free_blocks(&doomed)?;
         dsl::destroy::rollback_head(&mut self.mos, &mut self.mos_zaps, ds, freed)?;
@@ -200,7 +203,7 @@ impl PoolWriter {
         let phys = dsl::write::ds_phys(&self.mos, ds)?;
         let doomed = self.blocks_born_since_snapshot(ds, "destroyed")?;
         // The dataset's open writer, if any, goes (back again if this txg is undone).
-        self.remove_dataset_writer(ds);
+        self.remove_dataset_writer(ds)?;
         self.scan.ds_destroyed(ds, &phys);
         self.release_bookmarks(ds)?;
         self.ds_release_features(ds)?;

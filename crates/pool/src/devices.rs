@@ -181,6 +181,14 @@ impl Spa {
     /// the vdev, its devices get the label of a removed device.
     pub fn remove_log(self: &Arc<Self>, name: &str) -> Result<()> {
         let labels = self.run_syncing(|w| {
+            // Intent log chains may live on the log vdev: they end (every record is in a
+            // synced txg then), and their freed space becomes free a few txgs later.
+            if w.zil_end_all() {
+                w.sync()?;
+                for _ in 0..=metaslab::TXG_DEFER_SIZE {
+                    w.sync_forced()?;
+                }
+            }
             let labels = w.remove_log(name)?;
             w.sync()?;
             Ok(labels)

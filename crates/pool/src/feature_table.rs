@@ -174,9 +174,9 @@ pub const IMPLEMENTED_FOR_WRITE: &[&str] = &[
     // destroys stay until then (OpenZFS drops them at once): they name a dataset no longer
     // there, which `zpool status -v` shows by number.
     "head_errlog",
-    // Per dataset: only intent log records use it, and rzfs writes no intent log (it refuses
-    // pools whose logs are not empty); snapshots, clones and destroys carry the refcount as
-    // for every per-dataset feature.
+    // Per dataset: only TX_SETSAXATTR intent log records use it, which rzfs neither writes
+    // nor replays (a pool whose log holds one is refused read-write); snapshots, clones and
+    // destroys carry the refcount as for every per-dataset feature.
     "zilsaxattr",
     "embedded_data",
     "empty_bpobj",

@@ -41,6 +41,7 @@ pub mod txg;
 pub mod vdevspec;
 pub mod vdevzaps;
 pub mod writer;
+pub mod zil;
 
 use dmu::{Objset, Reader};
 use ondisk::uberblock::UberblockPhys;

@@ -62,31 +62,6 @@ pub fn check_write_features(pool: &Pool) -> Result<()> {
     Err(crate::import::unsupported_features(pool.name(), &pool.mos, guids, true))
 }
 
-/// Refuses a pool whose file systems or volumes have an intent log: what it holds was
-/// acknowledged to `fsync` callers and is in the pool only once OpenZFS replays it, which
-/// rzfs cannot do yet. Writing the pool would make the log unreplayable (its blocks are in
-/// no space map until claimed, so new blocks could land on them).
-pub fn check_intent_logs(pool: &Pool) -> Result<()> {
-    let dsl = pool.dsl();
-    for ds in dsl.list().map_err(|e| bad(e.to_string()))? {
-        if !matches!(ds.kind, dsl::DatasetKind::Filesystem | dsl::DatasetKind::Volume) {
-            continue;
-        }
-        let bp = ds.objset_bp().map_err(|e| bad(e.to_string()))?;
-        if bp.is_hole() {
-            continue;
-        }
-        let os = dmu::Objset::open(&pool.reader, &bp)?;
-        if !os.phys.zil.log.is_hole() {
-            return Err(PoolError::Unsupported(format!(
-                "dataset '{}' has an intent log, which rzfs cannot replay yet: import the pool with OpenZFS once to replay it, or here with -o readonly=on",
-                ds.name
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// Metaslab geometry and deflate ratio of each top-level vdev, from the MOS config.
 fn top_infos(pool: &Pool) -> Result<Vec<TopInfo>> {
     let nv = mos_config_nvlist(pool)?;
@@ -133,7 +108,8 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
     // A top-level vdev that lost more devices than its redundancy covers cannot take the
     // first txg (OpenZFS refuses such an import: the root vdev cannot be opened).
     // A lost log vdev is let go with `import -m` (OpenZFS's ZFS_IMPORT_MISSING_LOG): it holds
-    // no block of the pool (rzfs writes no intent log; one OpenZFS wrote is refused below).
+    // no block of the pool but intent log blocks, whose records a replay then misses (as in
+    // OpenZFS: the log device's contents are given up).
     let lost_ok = |t: &Vdev| pool.opts.missing_log && t.is_log() && *t.kind() != VdevKind::Missing;
     if let Some((i, t)) = pool
         .tops
@@ -242,9 +218,11 @@ pub fn open_rw(pool: &Pool) -> Result<PoolWriter> {
         }
     }
     w.load_scan()?;
-    // Reads objset headers: only once the leaves' DTLs are known, so that a stale leaf is
-    // not read for blocks it missed (and charged a checksum error for them).
-    check_intent_logs(pool)?;
+    // Reads objset headers and intent logs: only once the leaves' DTLs are known, so that a
+    // stale leaf is not read for blocks it missed (and charged a checksum error for them).
+    // Logs are claimed before anything can allocate (`crate::zil`).
+    let mut w = w;
+    w.claim_intent_logs(pool)?;
     Ok(w)
 }
 
@@ -501,6 +479,8 @@ impl PoolWriter {
         os.set_cache_policy(s.primarycache);
         os.set_l2_policy(s.secondarycache);
         let (recordsize, atime, readonly, xattr) = (s.recordsize, s.atime, s.readonly, s.xattr);
+        let mut zil = crate::zil::Zil::default();
+        zil.sync_mode = s.sync;
         self.datasets.insert(
             ds,
             DatasetWriter {
@@ -512,6 +492,7 @@ impl PoolWriter {
                 readonly,
                 xattr,
                 resume: None,
+                zil,
             },
         );
         Ok(())
@@ -590,6 +571,8 @@ pub struct DatasetSettings {
     pub atime: u8,
     /// `xattr` is not `off`.
     pub xattr: bool,
+    /// `sync`: 0 standard, 1 always, 2 disabled.
+    pub sync: u8,
 }
 
 /// The dnode size a stored `dnodesize` value asks for, in 512-byte slots: legacy (0) is
@@ -653,9 +636,11 @@ impl PoolWriter {
         let secondarycache = CachePolicy::from_prop(self.inherited_prop(dir, "secondarycache")?);
         let atime = atime_of(self.inherited_prop(dir, "atime")?, self.inherited_prop(dir, "relatime")?);
         let xattr = self.inherited_prop(dir, "xattr")?.unwrap_or(1) != 0;
+        let sync = self.inherited_prop(dir, "sync")?.unwrap_or(0).min(2) as u8;
         Ok(DatasetSettings {
             atime,
             xattr,
+            sync,
             dnode_slots,
             redundant_metadata,
             primarycache,

@@ -843,6 +843,46 @@ impl Spa {
         }
     }
 
+    /// `fsync` of dataset `ds`: the intent log writes what the open txg changed in files
+    /// (see [`crate::zil`]) when it can describe it; otherwise, or when the pool is not
+    /// active, the txg is synced as by [`Spa::sync_now`]. With `sync=disabled` nothing is
+    /// done (OpenZFS's `zil_commit` returns at once).
+    pub fn zil_commit(&self, ds: u64) -> Result<()> {
+        if lock(&self.w).datasets.get(&ds).is_some_and(|d| d.zil.sync_mode == crate::zil::SYNC_DISABLED) {
+            return Ok(());
+        }
+        if self.check_active().is_ok() {
+            let mut g = lock(&self.w);
+            let w = &mut *g;
+            if w.is_durable() {
+                let (txg, zio) = (w.txg, w.reader.zio.clone());
+                if let Some(d) = w.datasets.get_mut(&ds) {
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        d.zil.commit(&d.os, &zio, &w.alloc, ds, txg)
+                    }));
+                    match r {
+                        Ok(Ok(crate::zil::Commit::Done)) => return Ok(()),
+                        Ok(_) => {}
+                        Err(p) => {
+                            let what = panic_text(&p);
+                            drop(g);
+                            self.poison(&format!(
+                                "internal error in the intent log of dataset object {ds}: {what}"
+                            ));
+                            return Err(PoolError::Io(format!("internal error: {what}")));
+                        }
+                    }
+                }
+            }
+        }
+        self.sync_now()
+    }
+
+    /// The intent log counters of dataset `ds` (None when it is not open for writing).
+    pub fn zil_stats(&self, ds: u64) -> Option<crate::zil::ZilStats> {
+        lock(&self.w).datasets.get(&ds).map(|d| d.zil.stats)
+    }
+
     /// Syncs now and reports failure instead of waiting out a suspension (administrative
     /// callers that must answer: the first txg of an import).
     pub fn sync_or_fail(&self) -> Result<()> {

@@ -143,6 +143,42 @@ impl AllocShared {
         self.lock().ms.space()
     }
 
+    /// One DVA for an intent log block of `psize` bytes, on a log vdev if the pool has one
+    /// (`zio_alloc_zil`), allocated in open txg `txg`.
+    pub fn alloc_zil(&self, zio: &Zio, psize: u64, txg: u64) -> Result<Dva> {
+        let asize_of = |v: u64| zio.top_asize(v, psize);
+        let mut g = self.lock();
+        let (vdev, off, asize) = g.ms.alloc_zil(&asize_of, txg).map_err(|e| match e {
+            metaslab::Error::NoSpace { .. } => PoolError::NoSpace(format!("intent log block: {e}")),
+            e => err(e),
+        })?;
+        g.allocs.insert((vdev, off), asize);
+        Ok(Dva::new(vdev, off, asize, false))
+    }
+
+    /// Allocates exactly the space of `d` in `txg` (an intent log block claimed at import,
+    /// or given back by a failed sync while the log still needs it).
+    pub fn claim_dva(&self, d: &Dva, txg: u64) -> Result<()> {
+        let mut g = self.lock();
+        g.ms.claim(d.vdev(), d.offset(), d.asize(), txg).map_err(err)?;
+        g.allocs.insert((d.vdev(), d.offset()), d.asize());
+        Ok(())
+    }
+
+    /// Frees an intent log block's DVA in syncing txg `txg` (see
+    /// `metaslab::Allocator::free_zil`: one allocated in `txg` stays out of reach until
+    /// `txg` has synced).
+    pub fn free_zil_dva(&self, d: &Dva, birth: u64, txg: u64) -> Result<()> {
+        let mut g = self.lock();
+        let held = g.ms.free_zil(d.vdev(), d.offset(), d.asize(), birth, txg).map_err(err)?;
+        if held {
+            g.allocs.remove(&(d.vdev(), d.offset()));
+        } else {
+            g.frees.insert((d.vdev(), d.offset()), d.asize());
+        }
+        Ok(())
+    }
+
     /// See `metaslab::Allocator::hold_frees` (used by the scan).
     pub fn hold_frees(&self, from: Option<u64>) {
         self.lock().ms.hold_frees(from);
@@ -391,6 +427,8 @@ pub struct DatasetWriter {
     /// the dataset's resume fields with the data of the same txg, so the point a resumed
     /// stream starts from is always covered by what is on disk.
     pub resume: Option<(u64, u64, u64)>,
+    /// The dataset's intent log (`fsync` without a txg sync).
+    pub zil: crate::zil::Zil,
 }
 
 /// `atime=off`: reads leave access times alone.
@@ -547,6 +585,8 @@ pub struct PoolWriter {
     /// Snapshots to take in the next sync, after the datasets are written (a sync task in
     /// OpenZFS: the snapshot holds the dataset exactly as of its txg).
     pub pending_snapshots: Vec<(u64, String)>,
+    /// Intent logs claimed at import, waiting for their replay (see [`crate::zil`]).
+    pub pending_logs: Vec<crate::zil::PendingLog>,
     /// The scan's persistent state (MOS `scan` entry and queue object).
     pub scan: crate::scan::ScanState,
     /// DTL space map object of each leaf that has one: guid → MOS object (`crate::dtl`).
@@ -630,6 +670,7 @@ impl PoolWriter {
             kept_config: BTreeMap::new(),
             pending_root: None,
             pending_snapshots: Vec::new(),
+            pending_logs: Vec::new(),
             scan: crate::scan::ScanState::default(),
             dtl_objs: BTreeMap::new(),
             dtl_written: BTreeMap::new(),
@@ -756,6 +797,7 @@ impl PoolWriter {
     fn sync_attempt(&mut self, txg: u64) -> std::result::Result<(), Failure> {
         self.sync_datasets(txg)?;
         for (ds, name) in self.pending_snapshots.clone() {
+            self.zil_before_snapshot(ds)?;
             let now = (self.now)();
             let snap = dslw::snapshot(&mut self.mos, &mut self.mos_zaps, ds, &name, txg, now)
                 .map_err(PoolError::from)?;
@@ -876,6 +918,10 @@ impl PoolWriter {
             g.allocs.clear();
             g.frees.clear();
         }
+        // The undo gave back the intent log blocks allocated in `txg`; the log still needs them.
+        for d in self.datasets.values_mut() {
+            d.zil.rolled_back(&self.alloc, txg)?;
+        }
         // The retry reuses the txg number and may put other contents at the same DVAs.
         self.reader.cache.retain(|k| k.2 != txg);
         Ok(())
@@ -895,6 +941,7 @@ impl PoolWriter {
         }
         for d in self.datasets.values_mut() {
             d.zaps.flush_committed();
+            d.zil.synced();
         }
         self.mos_zaps.flush_committed();
         self.txg_removed.clear();
@@ -910,10 +957,40 @@ impl PoolWriter {
 
     /// Removes dataset `ds`'s writer in the txg being synced (a destroy); a rollback puts it
     /// back.
-    pub fn remove_dataset_writer(&mut self, ds: u64) {
+    pub fn remove_dataset_writer(&mut self, ds: u64) -> Result<()> {
         if let Some(w) = self.datasets.remove(&ds) {
+            let r = w.zil.abandon(&self.alloc, self.txg);
             self.txg_removed.push((ds, w));
+            r?;
         }
+        Ok(())
+    }
+
+    /// Ends every dataset's intent log chain at the next sync (a log vdev leaves the pool);
+    /// returns whether there was any.
+    pub fn zil_end_all(&mut self) -> bool {
+        let mut any = false;
+        for d in self.datasets.values_mut().filter(|d| d.zil.has_chain()) {
+            d.zil.request_end();
+            any = true;
+        }
+        any
+    }
+
+    /// Syncing context: a snapshot of head `ds` is about to be taken in this txg. A
+    /// snapshot carries no intent log (`dsl_dataset_zero_zil`): the head's chain ends and
+    /// its objset is written again without one, so the snapshot shares a clean header.
+    pub fn zil_before_snapshot(&mut self, ds: u64) -> Result<()> {
+        let Some(mut w) = self.datasets.remove(&ds) else { return Ok(()) };
+        let r = if w.zil.has_chain() {
+            w.zil.request_end();
+            let txg = self.txg;
+            self.sync_one_dataset(ds, &mut w, txg)
+        } else {
+            Ok(())
+        };
+        self.datasets.insert(ds, w);
+        r
     }
 
     /// Dirty data held in memory for the open txg.
@@ -933,7 +1010,7 @@ impl PoolWriter {
             || self.caches.dirty
             || self.mos.is_dirty()
             || self.mos_zaps.is_dirty()
-            || self.datasets.values().any(|d| d.os.is_dirty() || d.zaps.is_dirty())
+            || self.datasets.values().any(|d| d.os.is_dirty() || d.zaps.is_dirty() || d.zil.sync_dirty(&d.os))
     }
 
     /// Is `hole_birth` active (it is from the moment it is enabled)? Without it holes stay
@@ -955,6 +1032,9 @@ impl PoolWriter {
 
     fn sync_one_dataset(&mut self, ds: u64, w: &mut DatasetWriter, txg: u64) -> Result<()> {
         w.zaps.flush(&mut w.os, DATASET_ZAP_CACHE_KEEP).map_err(err)?;
+        if w.zil.sync_dirty(&w.os) {
+            w.zil.sync(&mut w.os, &self.alloc, txg)?;
+        }
         if !w.os.is_dirty() && w.os.committed().is_some() {
             return Ok(());
         }

@@ -231,6 +231,11 @@ impl Zio {
         self.salted_ctx.get().unwrap_or(&self.base_ctx)
     }
 
+    /// The checksum context blocks of this pool are sealed with (embedded checksums).
+    pub fn checksum_ctx(&self) -> &ChecksumCtx {
+        self.ctx()
+    }
+
     /// Number of top-level vdevs (for `BlkPtr::verify`).
     pub fn vdev_count(&self) -> u64 {
         self.vdevs.read().unwrap_or_else(|p| p.into_inner()).len() as u64

@@ -270,6 +270,25 @@ impl Zio {
         }
     }
 
+    /// Writes `phys` as is at every DVA of `bp`, then flushes the vdevs written (intent log
+    /// blocks: the pointer was made when the block was allocated, the checksum is embedded
+    /// in the bytes, and the caller acknowledges `fsync` only once they are durable).
+    pub fn write_sealed(&self, bp: &BlkPtr, phys: &[u8]) -> Result<()> {
+        let io = |detail: String| ZioError::Io { bp: bp.to_string(), detail };
+        for d in bp.dva.iter().take(bp.ndvas()) {
+            let vd = self.top_vdev(bp, d)?;
+            vd.write_block(d.offset(), phys).map_err(io)?;
+        }
+        for d in bp.dva.iter().take(bp.ndvas()) {
+            self.top_vdev(bp, d)?.flush_writes().map_err(io)?;
+        }
+        self.stats.blocks_written.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.stats
+            .bytes_written
+            .fetch_add(phys.len() as u64 * bp.ndvas() as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Flushes the write caches of every present top-level vdev.
     pub fn flush_all(&self) -> Result<()> {
         for vd in self.all_vdevs() {

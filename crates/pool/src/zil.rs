@@ -1,0 +1,653 @@
+//! # pool::zil — a dataset's intent log, in OpenZFS's format
+//!
+//! Theory. `fsync` must not wait for a txg sync. The intent log answers it by appending
+//! records of what changed since the last sync to a chain of log blocks, written and
+//! flushed at once; after a crash the next import replays them (OpenZFS `zil.c`; the
+//! format is in `ondisk::zil`).
+//!
+//! **The chain.** The objset's ZIL header points to the first block a replay must read.
+//! Every block holds the pointer to the next, allocated before the block is written, so
+//! the chain always ends in an allocated block that is not written yet ([`Chain::next`]).
+//! A commit fills `next` (and more blocks if needed) with records and writes it: no
+//! header changes, so no sync. A new chain is first made durable by a sync (its header
+//! points to its unwritten first block), as OpenZFS's `zil_create` waits for one.
+//!
+//! **What a record covers.** rzfs logs file writes (`TX_WRITE` with the data copied into
+//! the record, read from the open txg at commit time, OpenZFS's `WR_NEED_COPY`). Any other
+//! change in the open txg (create, rename, setattr, truncate...) *taints* the log until the
+//! next sync: a commit then falls back to a sync, which makes everything durable. That is
+//! always correct, and fast for the workloads that fsync most (databases and VM images
+//! rewriting existing files).
+//!
+//! **Sync.** Records carry their txg; once that txg is durable they are obsolete (replay
+//! skips records of synced txgs, `lrc_txg < claim_txg`). Each sync therefore moves the
+//! header to `next` and frees the written blocks *in the same txg*, so a crash at any point
+//! leaves either the old header with its blocks intact or the new one. A block freed in
+//! the txg that allocated it stays out of reach of allocations until that txg is durable
+//! (`metaslab::Allocator::free_zil`): the last durable header may still lead to it.
+//! Nothing of this state changes during the sync itself: [`Zil::synced`] applies it once
+//! the txg is durable, and [`Zil::rolled_back`] claims back what a failed sync's undo gave
+//! back to the allocator.
+//!
+//! **Import.** Blocks born after the last durable txg are in no space map; OpenZFS
+//! `zil_claim` allocates them in the first txg of a writable import and marks the header
+//! (`zh_claim_txg`, `ZIL_REPLAY_NEEDED`). [`read_log`] walks a chain as `zil_parse` does.
+
+use crate::writer::AllocShared;
+use crate::{PoolError, Result};
+use codec::checksum::{seal_zil_chain, Cksum};
+use dmu::tx::DirtyObjset;
+use ondisk::blkptr::BlkPtr;
+use ondisk::objset::ZilHeaderPhys;
+use ondisk::zil::{self as lr, LogRecord, LrBody};
+use ondisk::ByteOrder;
+use std::collections::{BTreeMap, HashSet};
+use zio::Zio;
+
+/// Largest data a write record copies (several fit in a full-size block).
+pub const COPY_CHUNK: u64 = 32 << 10;
+/// Smallest log block (`ZIL_MIN_BLKSZ`).
+const MIN_BLOCK: u64 = 4 << 10;
+/// Size of a new chain's first block.
+const FIRST_BLOCK: u64 = 32 << 10;
+/// `ZIO_COMPRESS_OFF`, `ZIO_CHECKSUM_ZILOG2`, `DMU_OT_INTENT_LOG`.
+const COMPRESS_OFF: u8 = 2;
+const CHECKSUM_ZILOG2: u8 = 9;
+const OT_INTENT_LOG: u8 = 9;
+
+/// What [`Zil::commit`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Commit {
+    /// Everything the log must hold is durable (records written, or nothing to write).
+    Done,
+    /// The log cannot cover the open txg: the caller syncs it.
+    NeedSync,
+}
+
+/// Counters of a dataset's log (for tests, `rzdb` and benchmarks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ZilStats {
+    /// Commits answered by log writes.
+    pub commits: u64,
+    /// Commits that fell back to a sync.
+    pub fallbacks: u64,
+    pub records: u64,
+    pub blocks: u64,
+    pub bytes: u64,
+}
+
+/// The live part of a chain.
+#[derive(Clone, Debug)]
+struct Chain {
+    /// The allocated, unwritten block the chain continues with.
+    next: BlkPtr,
+    /// Blocks written since the last sync, in chain order (the header still leads to the
+    /// first of them until a sync moves it).
+    written: Vec<BlkPtr>,
+    /// A durable header leads to this chain: commits may write to it.
+    published: bool,
+}
+
+/// The intent log state of one dataset's open txg.
+#[derive(Clone, Debug, Default)]
+pub struct Zil {
+    /// Writes of the open txg not logged yet: object → merged `[start, end)` ranges.
+    pending: BTreeMap<u64, BTreeMap<u64, u64>>,
+    /// The open txg holds a change the log does not describe.
+    tainted: bool,
+    chain: Option<Chain>,
+    /// Record sequence numbers, increasing for the life of the writer.
+    lr_seq: u64,
+    /// The syncing txg ends the chain (a snapshot of the dataset is taken in it: OpenZFS
+    /// snapshots carry no log, `dsl_dataset_zero_zil`).
+    ending: bool,
+    /// The syncing txg has freed the written blocks already (a dataset may be synced twice
+    /// in a txg).
+    freed_written: bool,
+    /// A snapshot in the syncing txg asked for the chain to end.
+    end_requested: bool,
+    /// The dataset's `sync` property: [`SYNC_STANDARD`], [`SYNC_ALWAYS`] or
+    /// [`SYNC_DISABLED`].
+    pub sync_mode: u8,
+    pub stats: ZilStats,
+}
+
+/// `sync=standard`: `fsync` and `O_SYNC` writes are durable when they return.
+pub const SYNC_STANDARD: u8 = 0;
+/// `sync=always`: every change is durable when its call returns.
+pub const SYNC_ALWAYS: u8 = 1;
+/// `sync=disabled`: `fsync` returns at once; changes are durable when their txg syncs.
+pub const SYNC_DISABLED: u8 = 2;
+
+fn io(e: impl std::fmt::Display) -> PoolError {
+    PoolError::Io(e.to_string())
+}
+
+impl Zil {
+    /// Notes a write of `[off, off + len)` of object `obj` in the open txg.
+    pub fn note_write(&mut self, obj: u64, off: u64, len: u64) {
+        if len == 0 || self.tainted {
+            return;
+        }
+        let Some(end) = off.checked_add(len) else { return self.taint() };
+        let ranges = self.pending.entry(obj).or_default();
+        let (mut s, mut e) = (off, end);
+        // Merge with every range that touches [s, e).
+        let touching: Vec<u64> =
+            ranges.range(..=e).filter(|(&rs, &re)| re >= s && rs <= e).map(|(&rs, _)| rs).collect();
+        for rs in touching {
+            if let Some(re) = ranges.remove(&rs) {
+                s = s.min(rs);
+                e = e.max(re);
+            }
+        }
+        ranges.insert(s, e);
+        // Bound the memory of what is noted: past this, a sync is cheaper anyway.
+        if self.pending.values().map(BTreeMap::len).sum::<usize>() > 65536 {
+            self.taint();
+        }
+    }
+
+    /// A change the log cannot describe: commits sync until the next txg.
+    pub fn taint(&mut self) {
+        self.tainted = true;
+        self.pending.clear();
+    }
+
+    /// The header a sync of this dataset writes.
+    fn header(&self) -> ZilHeaderPhys {
+        match &self.chain {
+            Some(c) if !self.ending => ZilHeaderPhys { log: c.next, ..Default::default() },
+            _ => ZilHeaderPhys::default(),
+        }
+    }
+
+    /// Does the next sync have log work (a header to move, blocks to free)?
+    pub fn sync_dirty(&self, os: &DirtyObjset) -> bool {
+        let Some(c) = &self.chain else { return false };
+        (!c.written.is_empty() && !self.freed_written)
+            || (self.end_requested && !self.ending)
+            || *os.zil_header() != self.header()
+    }
+
+    /// Is `bp` a block of this writer's chain?
+    pub fn owns(&self, bp: &BlkPtr) -> bool {
+        self.chain.as_ref().is_some_and(|c| c.next == *bp || c.written.contains(bp))
+    }
+
+    /// Is there a chain (which a snapshot must end)?
+    pub fn has_chain(&self) -> bool {
+        self.chain.is_some()
+    }
+
+    /// A snapshot of the dataset is taken in the syncing txg, or a log vdev leaves: the
+    /// chain ends in the next sync.
+    pub(crate) fn request_end(&mut self) {
+        self.end_requested = true;
+    }
+
+    /// Syncing context of `txg`: the header moves past every written block (all their
+    /// records are of txgs up to `txg`), which are freed in the same txg; a requested end
+    /// frees the unwritten block too and clears the header. Runs again harmlessly when the
+    /// dataset is synced twice in a txg. [`Zil::synced`] or [`Zil::rolled_back`] follow.
+    pub(crate) fn sync(&mut self, os: &mut DirtyObjset, alloc: &AllocShared, txg: u64) -> Result<()> {
+        let Some(c) = &self.chain else { return Ok(()) };
+        if !self.freed_written {
+            for bp in &c.written {
+                free_block(alloc, bp, txg)?;
+            }
+            self.freed_written = true;
+        }
+        if self.end_requested && !self.ending {
+            free_block(alloc, &c.next, txg)?;
+            self.ending = true;
+        }
+        os.set_zil_header(self.header());
+        Ok(())
+    }
+
+    /// `txg` is durable: its records are obsolete, the header leads to `next`.
+    pub(crate) fn synced(&mut self) {
+        self.pending.clear();
+        self.tainted = false;
+        self.freed_written = false;
+        self.end_requested = false;
+        if std::mem::take(&mut self.ending) {
+            self.chain = None;
+        } else if let Some(c) = self.chain.as_mut() {
+            c.written.clear();
+            c.published = true;
+        }
+    }
+
+    /// A sync of `txg` failed and was undone: the allocator gave back what `txg` allocated,
+    /// including the live log blocks born in it, which are claimed again.
+    pub(crate) fn rolled_back(&mut self, alloc: &AllocShared, txg: u64) -> Result<()> {
+        self.ending = false;
+        self.freed_written = false;
+        self.end_requested = false;
+        if let Some(c) = &self.chain {
+            for bp in c.written.iter().chain(std::iter::once(&c.next)) {
+                if bp.birth == txg {
+                    for d in bp.dva.iter().take(bp.ndvas()) {
+                        alloc.claim_dva(d, txg)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The dataset goes away in syncing txg `txg` (destroyed, rolled back, replaced by a
+    /// receive): its log blocks are freed. Changes nothing in `self` (a failed sync puts
+    /// the writer back).
+    pub(crate) fn abandon(&self, alloc: &AllocShared, txg: u64) -> Result<()> {
+        if let Some(c) = &self.chain {
+            for bp in c.written.iter().chain(std::iter::once(&c.next)) {
+                free_block(alloc, bp, txg)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Answers an `fsync` of dataset `ds` in open txg `txg`: writes records of every
+    /// pending write (data read from `os`) to the chain and flushes them. `NeedSync` when the
+    /// log cannot (tainted txg, no published chain yet — one is started for the next sync
+    /// to publish — no space, a failed write).
+    pub fn commit(
+        &mut self,
+        os: &DirtyObjset,
+        zio: &Zio,
+        alloc: &AllocShared,
+        ds: u64,
+        txg: u64,
+    ) -> Result<Commit> {
+        if self.tainted || self.ending {
+            self.stats.fallbacks += 1;
+            return Ok(Commit::NeedSync);
+        }
+        if self.pending.is_empty() {
+            return Ok(Commit::Done);
+        }
+        let Some(chain) = self.chain.clone() else {
+            // zil_create: the first block, made durable by the sync the caller runs.
+            let ck = [guid_word(ds, 0), guid_word(ds, 1), ds, 1];
+            let next = alloc_block(zio, alloc, FIRST_BLOCK, txg, ck)?;
+            self.chain = Some(Chain { next, written: Vec::new(), published: false });
+            self.stats.fallbacks += 1;
+            return Ok(Commit::NeedSync);
+        };
+        if !chain.published {
+            self.stats.fallbacks += 1;
+            return Ok(Commit::NeedSync);
+        }
+        let records = match self.records(os, txg) {
+            Ok(r) => r,
+            Err(_) => {
+                // An object that no longer reads as written: let the sync decide.
+                self.stats.fallbacks += 1;
+                return Ok(Commit::NeedSync);
+            }
+        };
+        let total: usize = records.iter().map(Vec::len).sum();
+        let mut blocks: Vec<(BlkPtr, Vec<u8>)> = Vec::new();
+        let mut fresh: Vec<BlkPtr> = Vec::new();
+        let mut cur = chain.next;
+        drop(chain);
+        let mut i = 0;
+        let ctx = zio.checksum_ctx();
+        loop {
+            let room = lr::block_room(cur.lsize() as usize);
+            let start = i;
+            let mut used = 0;
+            while i < records.len() && used + records[i].len() <= room {
+                used += records[i].len();
+                i += 1;
+            }
+            let rest: usize = records[i..].iter().map(Vec::len).sum();
+            let want = if rest > 0 { rest } else { total };
+            let size = ((lr::ZIL_CHAIN_SIZE + want) as u64)
+                .next_multiple_of(MIN_BLOCK)
+                .clamp(MIN_BLOCK, lr::ZIL_MAX_BLKSZ);
+            let mut ck = cur.cksum;
+            ck[lr::ZIL_ZC_SEQ] = ck[lr::ZIL_ZC_SEQ].wrapping_add(1);
+            let next = match alloc_block(zio, alloc, size, txg, ck) {
+                Ok(b) => b,
+                Err(_) => {
+                    for b in &fresh {
+                        free_block(alloc, b, txg)?;
+                    }
+                    self.stats.fallbacks += 1;
+                    return Ok(Commit::NeedSync);
+                }
+            };
+            fresh.push(next);
+            let bytes: Vec<u8> = records[start..i].concat();
+            let mut block =
+                lr::build_block(cur.lsize() as usize, &next, &bytes, ByteOrder::Little).map_err(io)?;
+            seal_zil_chain(&mut block, Cksum(cur.cksum), ctx, false).map_err(io)?;
+            blocks.push((cur, block));
+            cur = next;
+            if i == records.len() {
+                break;
+            }
+        }
+        let chain = self.chain.as_mut().ok_or_else(|| io("intent log chain vanished"))?;
+        let mut failed = None;
+        for (bp, data) in &blocks {
+            if let Err(e) = zio.write_sealed(bp, data) {
+                failed = Some(e);
+                break;
+            }
+        }
+        // Written or not, these blocks are the chain's now: the next sync frees them and
+        // moves the header to the new `next`.
+        chain.written.extend(blocks.iter().map(|(bp, _)| *bp));
+        chain.next = cur;
+        if failed.is_some() {
+            self.stats.fallbacks += 1;
+            return Ok(Commit::NeedSync);
+        }
+        self.pending.clear();
+        self.stats.commits += 1;
+        self.stats.records += records.len() as u64;
+        self.stats.blocks += blocks.len() as u64;
+        self.stats.bytes += blocks.iter().map(|(_, d)| d.len() as u64).sum::<u64>();
+        Ok(Commit::Done)
+    }
+
+    /// Encoded `TX_WRITE` records of the pending writes, data read from the open txg.
+    fn records(&mut self, os: &DirtyObjset, txg: u64) -> Result<Vec<Vec<u8>>> {
+        let mut out = Vec::new();
+        for (&obj, ranges) in &self.pending {
+            for (&s, &e) in ranges {
+                let mut off = s;
+                while off < e {
+                    let len = (e - off).min(COPY_CHUNK - off % COPY_CHUNK);
+                    let mut data = vec![0u8; len as usize];
+                    os.read(obj, off, &mut data)?;
+                    self.lr_seq += 1;
+                    let rec = LogRecord {
+                        txtype: lr::TX_WRITE,
+                        txg,
+                        seq: self.lr_seq,
+                        body: LrBody::Write {
+                            foid: obj,
+                            offset: off,
+                            length: len,
+                            blkoff: 0,
+                            bp: BlkPtr::default(),
+                            data: Some(data),
+                        },
+                    };
+                    out.push(rec.encode(ByteOrder::Little));
+                    off += len;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A checksum word of a new chain's random guid (`zil_init_log_chain`).
+fn guid_word(ds: u64, i: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(ds);
+    h.write_u64(i);
+    h.write_u128(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
+    );
+    h.finish()
+}
+
+/// Allocates a log block of `size` bytes in open txg `txg` whose checksum words are `ck`
+/// (`zio_alloc_zil`: no compression, `zilog2`, type intent log, level 0, fill 0).
+fn alloc_block(zio: &Zio, alloc: &AllocShared, size: u64, txg: u64, ck: [u64; 4]) -> Result<BlkPtr> {
+    let dva = alloc.alloc_zil(zio, size, txg)?;
+    let mut bp = BlkPtr::default();
+    bp.dva[0] = dva;
+    bp.set_prop(size, size, COMPRESS_OFF, CHECKSUM_ZILOG2, OT_INTENT_LOG, 0, ByteOrder::Little);
+    bp.birth = txg;
+    bp.cksum = ck;
+    Ok(bp)
+}
+
+/// Frees a log block in syncing txg `txg`.
+fn free_block(alloc: &AllocShared, bp: &BlkPtr, txg: u64) -> Result<()> {
+    for d in bp.dva.iter().take(bp.ndvas()) {
+        alloc.free_zil_dva(d, bp.birth.min(txg), txg)?;
+    }
+    Ok(())
+}
+
+/// A log as read from disk (`zil_parse`).
+#[derive(Clone, Debug, Default)]
+pub struct LogChain {
+    /// Every block visited, in order: the last one is the first that did not read (the
+    /// unwritten end of the chain), visited too.
+    pub blocks: Vec<BlkPtr>,
+    /// The records of the blocks that read, in order.
+    pub records: Vec<LogRecord>,
+    /// Why the walk stopped, when it was not the usual unwritten end.
+    pub stop: Option<String>,
+}
+
+impl LogChain {
+    /// The blocks `TX_WRITE` records point to (written directly, `WR_INDIRECT`).
+    pub fn indirect_blocks(&self) -> Vec<BlkPtr> {
+        let mut out = Vec::new();
+        for r in &self.records {
+            if let LrBody::Write { bp, data: None, .. } = &r.body {
+                if !bp.is_hole() && !bp.is_embedded() {
+                    out.push(*bp);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Walks the chain of `zh` (OpenZFS `zil_parse`): blocks up to `zh_claim_blk_seq` and
+/// records up to `zh_claim_lr_seq` once claimed, else until a block does not read or
+/// verify or breaks the sequence. Bounded by `max_blocks`.
+pub fn read_log(zio: &Zio, zh: &ZilHeaderPhys, max_blocks: usize) -> LogChain {
+    let claimed = zh.claim_txg != 0;
+    let blk_limit = if claimed { zh.claim_blk_seq } else { u64::MAX };
+    let lr_limit =
+        if claimed && zh.flags & lr::ZIL_CLAIM_LR_SEQ_VALID != 0 { zh.claim_lr_seq } else { u64::MAX };
+    let mut out = LogChain::default();
+    let mut seen = HashSet::new();
+    let mut blk = zh.log;
+    while !blk.is_hole() {
+        let seq = blk.cksum[lr::ZIL_ZC_SEQ];
+        if seq > blk_limit || !seen.insert(blk.dva[0]) {
+            break;
+        }
+        if out.blocks.len() >= max_blocks {
+            out.stop = Some(format!("more than {max_blocks} log blocks"));
+            break;
+        }
+        out.blocks.push(blk);
+        let Ok(data) = zio.read_physical(&blk) else { break };
+        let slim = blk.checksum() == CHECKSUM_ZILOG2;
+        let order = block_order(&blk, &data, slim);
+        let (next, recs) = match lr::split_block(&data, slim, order) {
+            Ok(x) => x,
+            Err(e) => {
+                out.stop = Some(e.to_string());
+                break;
+            }
+        };
+        let (recs, err) = lr::parse_records(recs, order);
+        let mut past = false;
+        for r in recs {
+            if r.seq > lr_limit {
+                past = true;
+                break;
+            }
+            out.records.push(r);
+        }
+        if let Some(e) = err {
+            out.stop = Some(e.to_string());
+            break;
+        }
+        if past {
+            break;
+        }
+        let mut want = blk.cksum;
+        want[lr::ZIL_ZC_SEQ] = want[lr::ZIL_ZC_SEQ].wrapping_add(1);
+        if next.cksum != want {
+            break;
+        }
+        blk = next;
+    }
+    out
+}
+
+/// A log block's byte order: the embedded checksum's magic says it.
+fn block_order(bp: &BlkPtr, data: &[u8], slim: bool) -> ByteOrder {
+    const ZEC_MAGIC: u64 = 0x0210_da7a_b10c_7a11;
+    let at = if slim { 144 } else { data.len().saturating_sub(40) };
+    match ByteOrder::Little.u64_at(data, at, "zil eck") {
+        Ok(m) if m == ZEC_MAGIC => ByteOrder::Little,
+        Ok(m) if m.swap_bytes() == ZEC_MAGIC => ByteOrder::Big,
+        _ => bp.byte_order(),
+    }
+}
+
+/// A dataset's intent log found at a writable import: claimed (its blocks allocated in
+/// the import's first txg, its header marked), waiting for the layer that knows files to
+/// replay [`PendingLog::records`] and then [`PoolWriter::finish_intent_log`].
+#[derive(Clone, Debug)]
+pub struct PendingLog {
+    pub ds: u64,
+    pub name: String,
+    /// A volume (records name object 1 of its objset) rather than a file system.
+    pub volume: bool,
+    /// The records to replay, in order: of txgs not synced, not replayed before.
+    pub records: Vec<LogRecord>,
+    blocks: Vec<BlkPtr>,
+    indirect: Vec<BlkPtr>,
+    claim_txg: u64,
+}
+
+/// Record types rzfs replays.
+fn replayable(t: u64) -> bool {
+    matches!(t, lr::TX_WRITE | lr::TX_TRUNCATE | lr::TX_WRITE2)
+}
+
+/// Most log blocks read from one chain at import.
+const MAX_CHAIN_BLOCKS: usize = 1 << 20;
+
+impl crate::writer::PoolWriter {
+    /// Import (OpenZFS `zil_claim` and `zil_check_log_chain`): for every head dataset
+    /// whose objset has a log, reads the chain; a log with nothing to replay is destroyed
+    /// at once, one with records is claimed and queued in [`PoolWriter::pending_logs`].
+    /// Refuses the import, changing nothing, when a log holds records rzfs cannot replay.
+    ///
+    /// [`PoolWriter::pending_logs`]: crate::writer::PoolWriter::pending_logs
+    pub(crate) fn claim_intent_logs(&mut self, pool: &crate::Pool) -> Result<()> {
+        let first_txg = self.txg;
+        let mut found = Vec::new();
+        for ds in pool.dsl().list().map_err(io)? {
+            if !matches!(ds.kind, dsl::DatasetKind::Filesystem | dsl::DatasetKind::Volume) {
+                continue;
+            }
+            let bp = ds.objset_bp().map_err(io)?;
+            if bp.is_hole() {
+                continue;
+            }
+            let os = dmu::Objset::open(&pool.reader, &bp)?;
+            let zh = os.phys.zil.clone();
+            if zh.log.is_hole() {
+                continue;
+            }
+            let chain = read_log(&self.reader.zio, &zh, MAX_CHAIN_BLOCKS);
+            let claim_txg = if zh.claim_txg != 0 { zh.claim_txg } else { first_txg };
+            let records: Vec<LogRecord> = chain
+                .records
+                .iter()
+                .filter(|r| r.txg >= claim_txg && r.seq > zh.replay_seq)
+                .cloned()
+                .collect();
+            if let Some(r) = records.iter().find(|r| !replayable(r.kind())) {
+                return Err(PoolError::Unsupported(format!(
+                    "dataset '{}' has an intent log with '{}' records, which rzfs cannot replay yet: import the pool with OpenZFS once to replay it, or here with -o readonly=on",
+                    ds.name,
+                    lr::txtype_name(r.txtype)
+                )));
+            }
+            found.push((ds.ds_obj, ds.name.clone(), ds.kind == dsl::DatasetKind::Volume, zh, chain, records));
+        }
+        for (ds, name, volume, zh, chain, records) in found {
+            let claimed = zh.claim_txg != 0;
+            let claim_txg = if claimed { zh.claim_txg } else { first_txg };
+            let indirect: Vec<BlkPtr> =
+                chain.indirect_blocks().into_iter().filter(|b| b.logical_birth() >= claim_txg).collect();
+            self.open_dataset_inherited(ds)?;
+            let mut log = PendingLog { ds, name, volume, records, blocks: chain.blocks, indirect, claim_txg };
+            if log.records.is_empty() {
+                // Nothing to replay: only what is in a space map is freed.
+                if !claimed {
+                    log.blocks.retain(|b| b.logical_birth() < first_txg);
+                    log.indirect.clear();
+                }
+                self.finish_intent_log(&log)?;
+                continue;
+            }
+            if !claimed {
+                for b in log.blocks.iter().chain(&log.indirect).filter(|b| b.logical_birth() >= first_txg) {
+                    for d in b.dva.iter().take(b.ndvas()) {
+                        self.alloc.claim_dva(d, first_txg).map_err(|e| {
+                            PoolError::Io(format!(
+                                "cannot claim the intent log of '{}' (block {b}): {e}; import read-only to read it",
+                                log.name
+                            ))
+                        })?;
+                    }
+                }
+                let header = ZilHeaderPhys {
+                    claim_txg: first_txg,
+                    replay_seq: zh.replay_seq,
+                    log: zh.log,
+                    claim_blk_seq: log.blocks.last().map_or(0, |b| b.cksum[lr::ZIL_ZC_SEQ]),
+                    flags: zh.flags | lr::ZIL_REPLAY_NEEDED | lr::ZIL_CLAIM_LR_SEQ_VALID,
+                    claim_lr_seq: log.records.iter().map(|r| r.seq).max().unwrap_or(0),
+                };
+                if let Some(d) = self.datasets.get_mut(&ds) {
+                    d.os.set_zil_header(header);
+                }
+            }
+            self.pending_logs.push(log);
+        }
+        Ok(())
+    }
+
+    /// Ends a replayed (or empty) log in the open txg (OpenZFS `zil_destroy`): its blocks
+    /// and the claimed blocks of its write records are freed, the header cleared.
+    pub fn finish_intent_log(&mut self, log: &PendingLog) -> Result<()> {
+        let txg = self.txg;
+        // A header or record naming a block that is not a log block (a damaged or hostile
+        // image) must not free it: only what the log owns is freed.
+        let is_log = |b: &&BlkPtr| {
+            b.object_type() == OT_INTENT_LOG && b.level() == 0 && matches!(b.checksum(), 5 | CHECKSUM_ZILOG2)
+        };
+        let chain = log.blocks.iter().filter(is_log);
+        let data = log.indirect.iter().filter(|b| b.object_type() != OT_INTENT_LOG && !b.is_embedded());
+        for b in chain.chain(data) {
+            for d in b.dva.iter().take(b.ndvas()) {
+                // A block claimed in this txg counts as born in it.
+                let lb = b.logical_birth();
+                let birth = if lb < log.claim_txg { lb } else { lb.max(log.claim_txg).min(txg) };
+                self.alloc.free_zil_dva(d, birth, txg)?;
+            }
+        }
+        let d = self
+            .datasets
+            .get_mut(&log.ds)
+            .ok_or_else(|| PoolError::Io(format!("dataset '{}' is not open for writing", log.name)))?;
+        d.os.set_zil_header(ZilHeaderPhys::default());
+        Ok(())
+    }
+}
