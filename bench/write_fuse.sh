@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Write path, end to end (issue 3): sequential 1 MiB writes and reads through the read-write
 # FUSE mount of a raidz1 pool of three files, next to the raw rate of the same three backing
-# files measured in the same run (ratios), plus the cost of fsync (which syncs the txg: there
-# is no ZIL yet). Usage: bench/write_fuse.sh [MiB] (default 2048). Appends nothing by itself:
+# files measured in the same run (ratios), plus the cost of fsync (an intent
+# log write; the first after the file's creation syncs the txg). Usage: bench/write_fuse.sh [MiB] (default 2048). Appends nothing by itself:
 # it prints a Markdown section that bench/RESULTS.md records.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,7 +49,7 @@ t0=$(secs)
 for _ in $(seq $(( MIB / 64 ))); do cat "$WORK/chunk"; done | dd of="$WORK/mnt/big" bs=1M iflag=fullblock conv=fsync status=none
 t1=$(secs)
 rz_w=$(mbps $(( MIB / 64 * 64 * 1048576 )) "$(el "$t0" "$t1")")
-# fsync cost: 200 small appends, each followed by fsync (a txg sync each).
+# fsync cost: 200 small appends, each followed by fsync (an intent log write each).
 t0=$(secs)
 for i in $(seq 200); do echo "record $i" | dd of="$WORK/mnt/log" bs=4k oflag=append conv=notrunc,fsync status=none; done
 t1=$(secs)
@@ -71,7 +71,7 @@ cat <<EOF
 | sequential 1 MiB write + fsync | $rz_w MB/s | $raw_w MB/s | $(ratio "$rz_w" "$raw_w") |
 | sequential 1 MiB read, cold | $rz_r MB/s | $raw_r MB/s (O_DIRECT) | $(ratio "$rz_r" "$raw_r") |
 
-fsync of a 4 KiB append (no ZIL: each fsync syncs the whole txg): $fsync_ms ms on average over 200.
+fsync of a 4 KiB append (an intent log write each): $fsync_ms ms on average over 200.
 Raw writes are three parallel dd streams of a third each with fsync; rzfs writes incompressible
 data (compression off), so RAID-Z writes 1.5× the bytes the raw row does.
 EOF

@@ -3,7 +3,7 @@
 //!   by `fsync`, then `kill -9` of rzfsd; zdb reads the crashed pool's log (`-ivv`) and
 //!   finds every block accounted for (`-bcc`, log unclaimed); the import replays it and
 //!   every byte fsync'd is back (bytes written after the last fsync may be old or new).
-//!   Seeded (`RZFS_ZIL_SEED`), `RZFS_ZIL_ROUNDS` rounds per layout (default 8).
+//!   Seeded (`RZFS_ZIL_SEED`), `RZFS_ZIL_ROUNDS` rounds per layout (default 5).
 //! * [`openzfs_claims_and_rzfs_replays`]: OpenZFS's import (zhack) claims rzfs's log
 //!   (`zh_claim_txg` set, blocks allocated, zdb clean), then rzfs replays the claimed log.
 //! * [`snapshots_and_destroy_end_the_log`]: a snapshot taken while the log holds a chain
@@ -54,7 +54,7 @@ fn fsynced_writes_survive_crashes() {
         return;
     }
     let seed = env_seed("RZFS_ZIL_SEED", "intent_log");
-    let rounds = std::env::var("RZFS_ZIL_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
+    let rounds = std::env::var("RZFS_ZIL_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
     let mut rng = Rng::new(seed);
     let mut logged = 0;
     for l in [&SINGLE, &MIRROR2, &RAIDZ1] {
