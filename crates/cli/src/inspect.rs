@@ -89,6 +89,55 @@ pub fn datasets(opts: &Opts, target: &str, _level: u8) -> R {
     Ok(out)
 }
 
+/// `rzdb -i`: the intent log of each file system and volume (zdb -ivv): its header, then
+/// every record of the chain as a replay would read it (`pool::zil::read_log`).
+pub fn intent_logs(opts: &Opts, target: &str) -> R {
+    use ondisk::zil::LrBody;
+    let p = open(opts, target)?;
+    let dsl = p.dsl();
+    let mut out = String::new();
+    for ds in dsl.list().map_err(|e| e.to_string())? {
+        let ours = ds.name == target || ds.name.starts_with(&format!("{target}/")) || !target.contains('/');
+        if !ours || !matches!(ds.kind, dsl::DatasetKind::Filesystem | dsl::DatasetKind::Volume) {
+            continue;
+        }
+        let Ok(os) = dsl.open_objset(&ds) else { continue };
+        let zh = &os.phys.zil;
+        let _ = writeln!(out, "Dataset {}, ID {}", ds.name, ds.ds_obj);
+        if zh.log.is_hole() {
+            let _ = writeln!(out, "    no intent log");
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "    ZIL header: claim_txg {}, claim_blk_seq {}, claim_lr_seq {} replay_seq {}, flags {:#x}",
+            zh.claim_txg, zh.claim_blk_seq, zh.claim_lr_seq, zh.replay_seq, zh.flags
+        );
+        let chain = pool::zil::read_log(&p.reader.zio, zh, 1 << 20);
+        let _ = writeln!(out, "    {} log blocks, {} records", chain.blocks.len(), chain.records.len());
+        for r in &chain.records {
+            let name = ondisk::zil::txtype_name(r.txtype).to_uppercase();
+            let _ = write!(out, "        TX_{name:<16} txg {}, seq {}", r.txg, r.seq);
+            match &r.body {
+                LrBody::Write { foid, offset, length, data, .. } => {
+                    let how = if data.is_some() { "copied" } else { "indirect" };
+                    let _ = writeln!(out, ": foid {foid}, offset {offset:#x}, length {length:#x} ({how})");
+                }
+                LrBody::Truncate { foid, offset, length } | LrBody::Write2 { foid, offset, length } => {
+                    let _ = writeln!(out, ": foid {foid}, offset {offset:#x}, length {length:#x}");
+                }
+                LrBody::Other { .. } => {
+                    let _ = writeln!(out);
+                }
+            }
+        }
+        if let Some(why) = &chain.stop {
+            let _ = writeln!(out, "    the chain ends early: {why}");
+        }
+    }
+    Ok(out)
+}
+
 fn open_fs(opts: &Opts, target: &str) -> Result<(Arc<Pool>, Zpl), String> {
     let p = open(opts, target)?;
     let ds = p.dsl().find(target).map_err(|e| e.to_string())?;

@@ -150,6 +150,17 @@ fn openzfs_claims_and_rzfs_replays() {
     lazy_unmount(&mnt);
     let n = logged_writes(&dir, "zc");
     assert!(n >= 3, "the log holds {n} writes:\n{}", zil_header(&dir, "zc"));
+    // rzdb -i reads the same records.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rzdb"))
+        .args(["-e", "-p", dir.to_str().unwrap(), "-i", "zc"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.lines().filter(|l| l.trim_start().starts_with("TX_WRITE")).count(),
+        n,
+        "rzdb -i:\n{text}"
+    );
     zdb_check(&dir, "zc");
     openzfs_import(&dir, "zc", "com.example:rzfs_zil");
     let h = zil_header(&dir, "zc");

@@ -133,8 +133,9 @@ impl Zil {
         let ranges = self.pending.entry(obj).or_default();
         let (mut s, mut e) = (off, end);
         // Merge with every range that touches [s, e).
+        // The ranges are disjoint and sorted: walk back from `e` until one ends before `s`.
         let touching: Vec<u64> =
-            ranges.range(..=e).filter(|(&rs, &re)| re >= s && rs <= e).map(|(&rs, _)| rs).collect();
+            ranges.range(..=e).rev().take_while(|(_, &re)| re >= s).map(|(&rs, _)| rs).collect();
         for rs in touching {
             if let Some(re) = ranges.remove(&rs) {
                 s = s.min(rs);
@@ -649,5 +650,28 @@ impl crate::writer::PoolWriter {
             .ok_or_else(|| PoolError::Io(format!("dataset '{}' is not open for writing", log.name)))?;
         d.os.set_zil_header(ZilHeaderPhys::default());
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn noted_writes_merge_into_disjoint_ranges() {
+        let mut z = Zil::default();
+        for (off, len) in [(100, 10), (0, 5), (200, 50), (105, 20), (5, 10), (300, 1), (240, 70)] {
+            z.note_write(7, off, len);
+        }
+        let got: Vec<(u64, u64)> = z.pending[&7].iter().map(|(&s, &e)| (s, e)).collect();
+        assert_eq!(got, vec![(0, 15), (100, 125), (200, 310)]);
+        z.note_write(7, 0, 400);
+        assert_eq!(z.pending[&7].len(), 1);
+        z.taint();
+        z.note_write(8, 0, 1);
+        assert!(z.pending.is_empty(), "a tainted txg notes nothing");
+        z.synced();
+        z.note_write(8, 0, 1);
+        assert_eq!(z.pending.len(), 1);
     }
 }

@@ -24,6 +24,9 @@ struct Args {
     /// List datasets (and with -d -d, their objects).
     #[arg(short = 'd', action = clap::ArgAction::Count)]
     datasets: u8,
+    /// Print the intent log of each file system and volume (header and records).
+    #[arg(short = 'i')]
+    intent_log: bool,
     /// Traverse every block and print block statistics.
     #[arg(short = 'b')]
     blocks: bool,
@@ -89,6 +92,8 @@ fn main() {
             }
             Err(e) => Err(e),
         }
+    } else if a.intent_log {
+        inspect::intent_logs(&opts, &a.target)
     } else if a.uberblock {
         inspect::uberblock(&opts, &a.target)
     } else {
