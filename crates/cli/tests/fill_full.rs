@@ -73,8 +73,12 @@ fn run(layout: (&str, &[&str], usize), forcing: bool, seed: u64) {
     let mut rng = Rng::new(seed);
     let mut model: BTreeMap<String, Vec<u8>> = BTreeMap::new();
     let size_cap = d.ok("rzpool", &["list", "-H", "-p", "-o", "size", pool]).trim().parse::<u64>().unwrap();
-    // Fill: every write either succeeds or fails with ENOSPC.
+    // Fill: every write either succeeds or fails with ENOSPC. While racing, an ENOSPC may
+    // come from the worst-case estimate of a large open txg while the pool still has room
+    // (the txg's sync shows it): the half-written file goes and the pool is synced, and the
+    // fill goes on until a write fails right after a sync, when the pool is really full.
     let mut i = 0;
+    let mut just_synced = false;
     let full = loop {
         let name = format!("f{i:04}");
         let data = rng.data_in(512 << 10, 3 << 20);
@@ -83,6 +87,12 @@ fn run(layout: (&str, &[&str], usize), forcing: bool, seed: u64) {
         match write_file(&mnt.join(&name), &data, forcing) {
             Ok(()) => {
                 model.insert(name, data);
+                just_synced = false;
+            }
+            Err(e) if !forcing && !just_synced && e.raw_os_error() == Some(libc::ENOSPC) => {
+                std::fs::remove_file(mnt.join(&name)).unwrap();
+                d.ok("rzpool", &["sync", pool]);
+                just_synced = true;
             }
             Err(e) => break (name, e),
         }
