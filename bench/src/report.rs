@@ -60,6 +60,11 @@ pub fn render(r: &Value) -> String {
     if !r["vol"].is_null() {
         o.push_str(&crate::vol::render(&r["vol"]));
     }
+    // Sections of the standalone scripts (bench/fsync.sh, ...), kept across full runs.
+    if let Ok(extra) = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/STANDALONE.md")) {
+        o.push_str(&extra);
+        o.push('\n');
+    }
     let _ = writeln!(o, "## Not available\n");
     for n in r["not_available"].as_array().into_iter().flatten() {
         let _ = writeln!(o, "- **{}**: not available: {}", s(&n["what"]), s(&n["reason"]));
