@@ -185,8 +185,10 @@ fn snapshots_and_destroy_end_the_log() {
     let dir = scratch("zil-snap");
     let d = Daemon::new("zil-snap");
     let (_devs, mnt) = create(&d, &dir, "zs", &RAIDZ1, 128 << 20);
-    d.ok("rzfs", &["create", "zs/fs"]);
-    let fs = mnt.join("fs");
+    // Mounted beside the root, not below it: a dead mount with another below cannot be
+    // detached cleanly after the crash.
+    let fs = dir.join("fsmnt");
+    d.ok("rzfs", &["create", "-o", &format!("mountpoint={}", fs.display()), "zs/fs"]);
     let f = fs.join("a");
     let mut want = rng.data(100_000);
     std::fs::write(&f, &want).unwrap();
