@@ -6,6 +6,8 @@
 //!   Seeded (`RZFS_ZIL_SEED`), `RZFS_ZIL_ROUNDS` rounds per layout (default 5).
 //! * [`openzfs_claims_and_rzfs_replays`]: OpenZFS's import (zhack) claims rzfs's log
 //!   (`zh_claim_txg` set, blocks allocated, zdb clean), then rzfs replays the claimed log.
+//! * [`log_device_holds_the_chain_until_removed`]: the chain lives on the log device, whose
+//!   removal ends it; later fsyncs log to the pool and replay after a crash.
 //! * [`snapshots_and_destroy_end_the_log`]: a snapshot taken while the log holds a chain
 //!   carries no log, and destroying the file system frees the chain (zdb finds no leak).
 //!
@@ -253,4 +255,50 @@ fn the_sync_property() {
     lazy_unmount(&mnt);
     assert_eq!(logged_writes(&dir, "zp"), 0, "sync=disabled wrote a log");
     zdb_check(&dir, "zp");
+}
+
+/// With a log device the chain lives there (`alloc_zil`); `zpool remove` of the log device
+/// ends every chain first and succeeds; later fsyncs start a chain on the pool's own vdevs,
+/// which a crash then replays.
+#[test]
+fn log_device_holds_the_chain_until_removed() {
+    if skip_without_fuse_zdb("log_device_holds_the_chain_until_removed") {
+        return;
+    }
+    let mut rng = Rng::new(17);
+    let dir = scratch("zil-logdev");
+    let d = Daemon::new("zil-logdev");
+    let devs = files(&dir, 2, 128 << 20);
+    let mnt = dir.join("mnt");
+    d.ok("rzpool", &["create", "-m", mnt.to_str().unwrap(), "zd", &devs[0], "log", &devs[1]]);
+    let f = mnt.join("db");
+    let mut want = rng.data(200_000);
+    std::fs::write(&f, &want).unwrap();
+    d.ok("rzpool", &["sync", "zd"]);
+    for off in [0u64, 70_000, 150_000] {
+        let data = rng.data(30_000);
+        write_at(&f, off, &data, true);
+        apply(&mut want, off, &data);
+    }
+    let used = |d: &Daemon| -> u64 {
+        let out = d.ok("rzpool", &["list", "-Hpv", "-o", "name,alloc", "zd"]);
+        let line = out.lines().find(|l| l.trim_start().starts_with(devs[1].as_str())).unwrap_or("");
+        line.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0)
+    };
+    assert!(used(&d) > 0, "the log device holds the chain");
+    d.ok("rzpool", &["remove", "zd", &devs[1]]);
+    assert!(!d.ok("rzpool", &["status", "zd"]).contains(devs[1].as_str()), "the log device left");
+    for off in [10u64, 100_000] {
+        let data = rng.data(20_000);
+        write_at(&f, off, &data, true);
+        apply(&mut want, off, &data);
+    }
+    d.kill9();
+    lazy_unmount(&mnt);
+    assert!(logged_writes(&dir, "zd") > 0, "fsyncs after the removal were logged");
+    zdb_check(&dir, "zd");
+    import(&d, &dir, "zd", &mnt, false);
+    assert!(std::fs::read(&f).unwrap() == want, "replayed contents differ");
+    d.ok("rzpool", &["export", "zd"]);
+    zdb_check(&dir, "zd");
 }
