@@ -16,6 +16,8 @@ use zpl::write::ZplWriter;
 
 /// `LR_FOID_OBJ_MASK`: the object number part of `lr_foid` (the top bits count dnode slots).
 const FOID_OBJ_MASK: u64 = (1 << 48) - 1;
+/// The largest block (`SPA_MAXBLOCKSIZE`): a write record without copied data covers one.
+const MAX_BLOCK: u64 = 16 << 20;
 /// Object 1 of a volume's objset holds its data (`ZVOL_OBJ`).
 const ZVOL_OBJ: u64 = 1;
 
@@ -44,8 +46,12 @@ fn write_data(w: &PoolWriter, r: &LogRecord) -> Result<Option<WriteData>, String
     let end = offset.checked_add(*length).ok_or("write record past the largest offset")?;
     Ok(Some(match data {
         Some(d) => (obj, *offset, d.clone(), end),
+        // A hole: zeros, never more than a block (the length comes from disk).
         None if bp.is_hole() => {
-            (obj, *offset, vec![0u8; usize::try_from(*length).map_err(|e| e.to_string())?], end)
+            if *length > MAX_BLOCK {
+                return Err(format!("write record of {length} bytes without data"));
+            }
+            (obj, *offset, vec![0u8; *length as usize], end)
         }
         None => {
             let block = w.reader.zio.read(bp).map_err(|e| format!("block of a write record: {e}"))?;
@@ -71,7 +77,7 @@ fn replay(w: &mut PoolWriter, log: &PendingLog) -> Result<usize, String> {
             match (&r.body, wd) {
                 (_, Some((_, off, data, _))) => d.os.write(ZVOL_OBJ, off, &data).map_err(|x| e(&x))?,
                 (LrBody::Truncate { offset, length, .. }, None) => {
-                    let len = if *length == 0 { u64::MAX - offset } else { *length };
+                    let len = if *length == 0 { u64::MAX } else { *length };
                     d.os.free_range(ZVOL_OBJ, *offset, len).map_err(|x| e(&x))?
                 }
                 _ => {}

@@ -22,6 +22,7 @@ use crate::{DmuError, Objset, Reader, Result};
 use ondisk::blkptr::{BlkPtr, BLKPTR_SIZE};
 use ondisk::dnode::{DnodePhys, DNODE_SLOT_SIZE};
 use ondisk::objset::ZilHeaderPhys;
+use ondisk::zil;
 use ondisk::ByteOrder;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -226,15 +227,6 @@ impl Walker<'_, '_> {
     }
 }
 
-/// `lr_t.lrc_txtype` of a write record, whose block pointer names a block of the file.
-const TX_WRITE: u64 = 9;
-/// Size of `zil_chain_t` (zilog2 block head): pad, next blkptr, nused, eck.
-const ZIL_CHAIN_SIZE: usize = 184;
-/// Offset of the block pointer in `lr_write_t` (lr_t 32 bytes, foid, offset, length, blkoff).
-const LR_WRITE_BP_OFFSET: usize = 64;
-/// Index of the block sequence number in a ZIL block's checksum words (`ZIL_ZC_SEQ`).
-const ZIL_ZC_SEQ: usize = 3;
-
 /// Walks the intent log of a head dataset as OpenZFS `traverse_zil` / `zil_parse` do for a
 /// read-only pool: each log block in the chain is visited *before* it is read (so the last,
 /// allocated but never written, block of a chain is visited too), the walk stops at the first
@@ -256,7 +248,7 @@ pub fn traverse_zil(
     let mut blk = zh.log;
     let mut expected_seq = None;
     while !blk.is_hole() {
-        let seq = blk.cksum[ZIL_ZC_SEQ];
+        let seq = blk.cksum[zil::ZIL_ZC_SEQ];
         if seq > claim_blk_seq || expected_seq.is_some_and(|s| s != seq) {
             break;
         }
@@ -267,9 +259,9 @@ pub fn traverse_zil(
             (visit)(&Visit { bp: &blk, object: 0, level: ZIL_LEVEL, blkid: seq })?;
         }
         let Ok(data) = reader.zio.read_physical(&blk) else { break };
-        let Some((next, records)) = zil_block_parts(&blk, &data) else { break };
+        let Ok((next, records, order)) = zil::open_block(&blk, &data) else { break };
         if claimed {
-            for (foid, bp) in write_records(records, blk.byte_order()) {
+            for (foid, bp) in write_records(records, order) {
                 if bp.is_hole() || bp.birth < zh.claim_txg || !seen.insert(bp.dva[0]) {
                     continue;
                 }
@@ -278,81 +270,26 @@ pub fn traverse_zil(
             }
         }
         let mut want = blk.cksum;
-        want[ZIL_ZC_SEQ] = want[ZIL_ZC_SEQ].wrapping_add(1);
+        want[zil::ZIL_ZC_SEQ] = want[zil::ZIL_ZC_SEQ].wrapping_add(1);
         if next.cksum != want {
             break;
         }
-        expected_seq = Some(want[ZIL_ZC_SEQ]);
+        expected_seq = Some(want[zil::ZIL_ZC_SEQ]);
         blk = next;
     }
     Ok(())
 }
 
-/// Splits a verified log block into its next-block pointer and its record bytes
-/// (OpenZFS `zil_read_log_block`). zilog2 blocks start with `zil_chain_t`; old zilog blocks
-/// end with it. `None` when the chain header is inconsistent.
-fn zil_block_parts<'d>(bp: &BlkPtr, data: &'d [u8]) -> Option<(BlkPtr, &'d [u8])> {
-    let order = zil_order(bp, data);
-    let zilog2 = bp.checksum() == ZIO_CHECKSUM_ZILOG2;
-    let size = data.len();
-    let head = if zilog2 { 0 } else { size.checked_sub(ZIL_CHAIN_SIZE)? };
-    let chain = data.get(head..head + ZIL_CHAIN_SIZE)?;
-    let next = BlkPtr::parse(chain.get(8..)?, order).ok()?;
-    let nused = usize::try_from(order.u64_at(chain, 136, "zil_chain").ok()?).ok()?;
-    let records = if zilog2 {
-        if nused < ZIL_CHAIN_SIZE || nused > size {
-            return None;
-        }
-        data.get(ZIL_CHAIN_SIZE..nused)?
-    } else {
-        if nused > size - ZIL_CHAIN_SIZE {
-            return None;
-        }
-        data.get(..nused)?
-    };
-    Some((next, records))
-}
-
-/// `ZIO_CHECKSUM_ZILOG2` (OpenZFS include/sys/zio.h).
-const ZIO_CHECKSUM_ZILOG2: u8 = 9;
-
-/// The byte order of a log block: revealed by the embedded checksum magic.
-fn zil_order(bp: &BlkPtr, data: &[u8]) -> ByteOrder {
-    const ZEC_MAGIC: u64 = 0x0210_da7a_b10c_7a11;
-    let at = if bp.checksum() == ZIO_CHECKSUM_ZILOG2 { 144 } else { data.len().saturating_sub(40) };
-    match ByteOrder::Little.u64_at(data, at, "zil eck") {
-        Ok(m) if m == ZEC_MAGIC => ByteOrder::Little,
-        Ok(m) if m.swap_bytes() == ZEC_MAGIC => ByteOrder::Big,
-        _ => bp.byte_order(),
-    }
-}
-
-/// The (object, block pointer) of every `TX_WRITE` record in `records`; parsing stops at the
-/// first malformed record length, as `zil_parse` does.
+/// The (object, block pointer) of every `TX_WRITE` record in `records` (parsing stops at the
+/// first malformed record, as `zil_parse` does).
 fn write_records(records: &[u8], order: ByteOrder) -> Vec<(u64, BlkPtr)> {
-    let mut out = Vec::new();
-    let mut at = 0usize;
-    while at + 32 <= records.len() {
-        let (Ok(txtype), Ok(reclen)) =
-            (order.u64_at(records, at, "lr_t"), order.u64_at(records, at + 8, "lr_t"))
-        else {
-            break;
-        };
-        let Ok(reclen) = usize::try_from(reclen) else { break };
-        if reclen < 32 || reclen > records.len() - at {
-            break;
-        }
-        if txtype == TX_WRITE && reclen >= LR_WRITE_BP_OFFSET + BLKPTR_SIZE {
-            let rec = &records[at..at + reclen];
-            if let (Ok(foid), Ok(bp)) =
-                (order.u64_at(rec, 32, "lr_write"), BlkPtr::parse(&rec[LR_WRITE_BP_OFFSET..], order))
-            {
-                out.push((foid, bp));
-            }
-        }
-        at += reclen;
-    }
-    out
+    let (recs, _) = zil::parse_records(records, order);
+    recs.into_iter()
+        .filter_map(|r| match r.body {
+            zil::LrBody::Write { foid, bp, .. } => Some((foid, bp)),
+            _ => None,
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -369,9 +306,9 @@ mod tests {
 
     #[test]
     fn write_records_are_found_and_bad_lengths_stop_the_parse() {
-        let mut recs = record(TX_WRITE, 192, 7);
+        let mut recs = record(zil::TX_WRITE, 192, 7);
         recs.extend(record(2, 48, 9)); // TX_MKDIR-like record: skipped
-        recs.extend(record(TX_WRITE, 192, 8));
+        recs.extend(record(zil::TX_WRITE, 192, 8));
         let found = write_records(&recs, ByteOrder::Little);
         assert_eq!(found.iter().map(|(o, _)| *o).collect::<Vec<_>>(), vec![7, 8]);
         recs[192 + 8] = 0xff; // reclen past the end: parsing stops there
@@ -379,19 +316,19 @@ mod tests {
     }
 
     #[test]
-    fn zil_block_parts_never_panic() {
+    fn zil_blocks_never_panic() {
         let mut bp = BlkPtr::default();
-        bp.set_prop(4096, 4096, 2, ZIO_CHECKSUM_ZILOG2, 9, 0, ByteOrder::Little);
+        bp.set_prop(4096, 4096, 2, zil::ZIO_CHECKSUM_ZILOG2, 9, 0, ByteOrder::Little);
         for len in [0usize, 100, 184, 4096] {
             for fill in [0u8, 0xff] {
                 let data = vec![fill; len];
-                let _ = zil_block_parts(&bp, &data);
+                let _ = zil::open_block(&bp, &data);
                 let _ = write_records(&data, ByteOrder::Big);
             }
         }
         let mut block = vec![0u8; 4096];
         block[136..144].copy_from_slice(&184u64.to_le_bytes());
-        let (next, recs) = zil_block_parts(&bp, &block).unwrap();
+        let (next, recs, _) = zil::open_block(&bp, &block).unwrap();
         assert!(next.is_hole() && recs.is_empty());
     }
 }

@@ -42,6 +42,14 @@ pub const LR_TRUNCATE_SIZE: usize = 56;
 /// The largest log block OpenZFS writes (`zil_maxblocksize` default, 128 KiB).
 pub const ZIL_MAX_BLKSZ: u64 = 128 << 10;
 
+/// `ZIO_CHECKSUM_ZILOG2`: the slim layout (chain header first); `ZIO_CHECKSUM_ZILOG` (5):
+/// the old one (chain header last).
+pub const ZIO_CHECKSUM_ZILOG2: u8 = 9;
+/// Offset of the embedded checksum's magic (`zec_magic`) in a slim block's chain header.
+const ZC_ECK: usize = 144;
+/// `ZEC_MAGIC`: says the byte order of a block with an embedded checksum.
+const ZEC_MAGIC: u64 = 0x0210_da7a_b10c_7a11;
+
 /// Checksum words of a log block pointer (`ZIL_ZC_*`).
 pub const ZIL_ZC_GUID_0: usize = 0;
 pub const ZIL_ZC_GUID_1: usize = 1;
@@ -266,6 +274,24 @@ pub fn split_block(data: &[u8], slim: bool, order: ByteOrder) -> Result<(BlkPtr,
     Ok((next, records))
 }
 
+/// A log block's byte order: the magic of its embedded checksum says it, else the pointer.
+pub fn block_order(bp: &BlkPtr, data: &[u8]) -> ByteOrder {
+    let at = if bp.checksum() == ZIO_CHECKSUM_ZILOG2 { ZC_ECK } else { data.len().saturating_sub(40) };
+    match ByteOrder::Little.u64_at(data, at, "zil eck") {
+        Ok(m) if m == ZEC_MAGIC => ByteOrder::Little,
+        Ok(m) if m.swap_bytes() == ZEC_MAGIC => ByteOrder::Big,
+        _ => bp.byte_order(),
+    }
+}
+
+/// [`split_block`] of the verified block `data` that `bp` points to, in its own layout and
+/// byte order: the next block's pointer, the record bytes and their byte order.
+pub fn open_block<'d>(bp: &BlkPtr, data: &'d [u8]) -> Result<(BlkPtr, &'d [u8], ByteOrder)> {
+    let order = block_order(bp, data);
+    let (next, records) = split_block(data, bp.checksum() == ZIO_CHECKSUM_ZILOG2, order)?;
+    Ok((next, records, order))
+}
+
 /// Builds a slim log block of `size` bytes holding `records` (already encoded) and pointing
 /// to `next`; the embedded checksum is the caller's to seal. Fails when they do not fit.
 pub fn build_block(size: usize, next: &BlkPtr, records: &[u8], order: ByteOrder) -> Result<Vec<u8>> {
@@ -352,6 +378,11 @@ mod tests {
         assert_eq!(n, next);
         assert_eq!(r, &recs[..]);
         assert!(build_block(256, &next, &recs, ByteOrder::Little).is_err());
+        // Without an embedded checksum's magic the pointer says the byte order.
+        let mut bp = BlkPtr::default();
+        bp.set_prop(4096, 4096, 2, ZIO_CHECKSUM_ZILOG2, 9, 0, ByteOrder::Little);
+        let (n, r, order) = open_block(&bp, &b).unwrap();
+        assert_eq!((n, r, order), (next, &recs[..], ByteOrder::Little));
         for len in [0usize, 100, 184, 4096] {
             for fill in [0u8, 0xff] {
                 let d = vec![fill; len];

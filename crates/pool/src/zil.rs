@@ -35,7 +35,8 @@
 
 use crate::writer::AllocShared;
 use crate::{PoolError, Result};
-use codec::checksum::{seal_zil_chain, Cksum};
+use codec::checksum::{seal_zil_chain, Cksum, ZIO_CHECKSUM_ZILOG, ZIO_CHECKSUM_ZILOG2};
+use codec::compress::ZIO_COMPRESS_OFF;
 use dmu::tx::DirtyObjset;
 use ondisk::blkptr::BlkPtr;
 use ondisk::objset::ZilHeaderPhys;
@@ -50,9 +51,7 @@ pub const COPY_CHUNK: u64 = 32 << 10;
 const MIN_BLOCK: u64 = 4 << 10;
 /// Size of a new chain's first block.
 const FIRST_BLOCK: u64 = 32 << 10;
-/// `ZIO_COMPRESS_OFF`, `ZIO_CHECKSUM_ZILOG2`, `DMU_OT_INTENT_LOG`.
-const COMPRESS_OFF: u8 = 2;
-const CHECKSUM_ZILOG2: u8 = 9;
+/// `DMU_OT_INTENT_LOG`.
 const OT_INTENT_LOG: u8 = 9;
 
 /// What [`Zil::commit`] did.
@@ -272,7 +271,9 @@ impl Zil {
         }
         let Some(chain) = self.chain.clone() else {
             // zil_create: the first block, made durable by the sync the caller runs.
-            let ck = [guid_word(ds, 0), guid_word(ds, 1), ds, 1];
+            let mut taken = Vec::new();
+            let guid = [crate::create::random_guid(&mut taken), crate::create::random_guid(&mut taken)];
+            let ck = [guid[0], guid[1], ds, 1];
             let next = alloc_block(zio, alloc, FIRST_BLOCK, txg, ck)?;
             self.chain = Some(Chain { next, written: Vec::new(), published: false });
             self.stats.fallbacks += 1;
@@ -334,13 +335,7 @@ impl Zil {
             }
         }
         let chain = self.chain.as_mut().ok_or_else(|| io("intent log chain vanished"))?;
-        let mut failed = None;
-        for (bp, data) in &blocks {
-            if let Err(e) = zio.write_sealed(bp, data) {
-                failed = Some(e);
-                break;
-            }
-        }
+        let failed = zio.write_sealed(&blocks).err();
         // Written or not, these blocks are the chain's now: the next sync frees them and
         // moves the header to the new `next`.
         chain.written.extend(blocks.iter().map(|(bp, _)| *bp));
@@ -390,25 +385,13 @@ impl Zil {
     }
 }
 
-/// A checksum word of a new chain's random guid (`zil_init_log_chain`).
-fn guid_word(ds: u64, i: u64) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(ds);
-    h.write_u64(i);
-    h.write_u128(
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()),
-    );
-    h.finish()
-}
-
 /// Allocates a log block of `size` bytes in open txg `txg` whose checksum words are `ck`
 /// (`zio_alloc_zil`: no compression, `zilog2`, type intent log, level 0, fill 0).
 fn alloc_block(zio: &Zio, alloc: &AllocShared, size: u64, txg: u64, ck: [u64; 4]) -> Result<BlkPtr> {
     let dva = alloc.alloc_zil(zio, size, txg)?;
     let mut bp = BlkPtr::default();
     bp.dva[0] = dva;
-    bp.set_prop(size, size, COMPRESS_OFF, CHECKSUM_ZILOG2, OT_INTENT_LOG, 0, ByteOrder::Little);
+    bp.set_prop(size, size, ZIO_COMPRESS_OFF, ZIO_CHECKSUM_ZILOG2, OT_INTENT_LOG, 0, ByteOrder::Little);
     bp.birth = txg;
     bp.cksum = ck;
     Ok(bp)
@@ -471,9 +454,7 @@ pub fn read_log(zio: &Zio, zh: &ZilHeaderPhys, max_blocks: usize) -> LogChain {
         }
         out.blocks.push(blk);
         let Ok(data) = zio.read_physical(&blk) else { break };
-        let slim = blk.checksum() == CHECKSUM_ZILOG2;
-        let order = block_order(&blk, &data, slim);
-        let (next, recs) = match lr::split_block(&data, slim, order) {
+        let (next, recs, order) = match lr::open_block(&blk, &data) {
             Ok(x) => x,
             Err(e) => {
                 out.stop = Some(e.to_string());
@@ -504,17 +485,6 @@ pub fn read_log(zio: &Zio, zh: &ZilHeaderPhys, max_blocks: usize) -> LogChain {
         blk = next;
     }
     out
-}
-
-/// A log block's byte order: the embedded checksum's magic says it.
-fn block_order(bp: &BlkPtr, data: &[u8], slim: bool) -> ByteOrder {
-    const ZEC_MAGIC: u64 = 0x0210_da7a_b10c_7a11;
-    let at = if slim { 144 } else { data.len().saturating_sub(40) };
-    match ByteOrder::Little.u64_at(data, at, "zil eck") {
-        Ok(m) if m == ZEC_MAGIC => ByteOrder::Little,
-        Ok(m) if m.swap_bytes() == ZEC_MAGIC => ByteOrder::Big,
-        _ => bp.byte_order(),
-    }
 }
 
 /// A dataset's intent log found at a writable import: claimed (its blocks allocated in
@@ -632,7 +602,9 @@ impl crate::writer::PoolWriter {
         // A header or record naming a block that is not a log block (a damaged or hostile
         // image) must not free it: only what the log owns is freed.
         let is_log = |b: &&BlkPtr| {
-            b.object_type() == OT_INTENT_LOG && b.level() == 0 && matches!(b.checksum(), 5 | CHECKSUM_ZILOG2)
+            b.object_type() == OT_INTENT_LOG
+                && b.level() == 0
+                && matches!(b.checksum(), ZIO_CHECKSUM_ZILOG | ZIO_CHECKSUM_ZILOG2)
         };
         let chain = log.blocks.iter().filter(is_log);
         let data = log.indirect.iter().filter(|b| b.object_type() != OT_INTENT_LOG && !b.is_embedded());

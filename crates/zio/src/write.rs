@@ -270,22 +270,31 @@ impl Zio {
         }
     }
 
-    /// Writes `phys` as is at every DVA of `bp`, then flushes the vdevs written (intent log
-    /// blocks: the pointer was made when the block was allocated, the checksum is embedded
-    /// in the bytes, and the caller acknowledges `fsync` only once they are durable).
-    pub fn write_sealed(&self, bp: &BlkPtr, phys: &[u8]) -> Result<()> {
-        let io = |detail: String| ZioError::Io { bp: bp.to_string(), detail };
-        for d in bp.dva.iter().take(bp.ndvas()) {
-            let vd = self.top_vdev(bp, d)?;
-            vd.write_block(d.offset(), phys).map_err(io)?;
+    /// Writes each block's bytes as they are at every DVA of its pointer, then flushes the
+    /// vdevs written, each once (intent log blocks: the pointer was made when the block was
+    /// allocated, the checksum is embedded in the bytes, and the caller acknowledges
+    /// `fsync` only once they are durable).
+    pub fn write_sealed(&self, blocks: &[(BlkPtr, Vec<u8>)]) -> Result<()> {
+        let mut written = std::collections::BTreeSet::new();
+        for (bp, phys) in blocks {
+            for d in bp.dva.iter().take(bp.ndvas()) {
+                let vd = self.top_vdev(bp, d)?;
+                vd.write_block(d.offset(), phys)
+                    .map_err(|detail| ZioError::Io { bp: bp.to_string(), detail })?;
+                written.insert(d.vdev());
+            }
+            self.stats.blocks_written.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.stats
+                .bytes_written
+                .fetch_add(phys.len() as u64 * bp.ndvas() as u64, std::sync::atomic::Ordering::Relaxed);
         }
-        for d in bp.dva.iter().take(bp.ndvas()) {
-            self.top_vdev(bp, d)?.flush_writes().map_err(io)?;
+        for v in written {
+            let vd = self.vdev(v).ok_or_else(|| ZioError::Io {
+                bp: "flush".into(),
+                detail: format!("top-level vdev {v} is missing"),
+            })?;
+            vd.flush_writes().map_err(|detail| ZioError::Io { bp: "flush".into(), detail })?;
         }
-        self.stats.blocks_written.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.stats
-            .bytes_written
-            .fetch_add(phys.len() as u64 * bp.ndvas() as u64, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
