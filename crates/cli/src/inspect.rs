@@ -126,6 +126,23 @@ pub fn intent_logs(opts: &Opts, target: &str) -> R {
                 LrBody::Truncate { foid, offset, length } | LrBody::Write2 { foid, offset, length } => {
                     let _ = writeln!(out, ": foid {foid}, offset {offset:#x}, length {length:#x}");
                 }
+                LrBody::Setattr { foid, mask, mode, uid, gid, size, atime, mtime, .. } => {
+                    use ondisk::zil::{AT_ATIME, AT_GID, AT_MODE, AT_MTIME, AT_SIZE, AT_UID};
+                    let _ = write!(out, ": foid {foid}, mask {mask:#x}");
+                    for (bit, what) in [
+                        (AT_MODE, format!("mode {mode:o}")),
+                        (AT_UID, format!("uid {uid}")),
+                        (AT_GID, format!("gid {gid}")),
+                        (AT_SIZE, format!("size {size}")),
+                        (AT_ATIME, format!("atime {}.{:09}", atime[0], atime[1])),
+                        (AT_MTIME, format!("mtime {}.{:09}", mtime[0], mtime[1])),
+                    ] {
+                        if mask & bit != 0 {
+                            let _ = write!(out, ", {what}");
+                        }
+                    }
+                    let _ = writeln!(out);
+                }
                 LrBody::Other { .. } => {
                     let _ = writeln!(out);
                 }

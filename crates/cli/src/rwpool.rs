@@ -1501,8 +1501,8 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
         let (check, reserve) = match op {
             Op::Read => (SpaceCheck::Normal, Reserve::None),
             Op::Write { len, .. } => (SpaceCheck::Normal, Reserve::Write { len, block: 0 }),
-            Op::Meta | Op::Atime => (SpaceCheck::Normal, Reserve::Meta),
-            Op::Free => (SpaceCheck::Reserved, Reserve::Meta),
+            Op::Meta | Op::Atime | Op::Setattr { size: None, .. } => (SpaceCheck::Normal, Reserve::Meta),
+            Op::Free | Op::Setattr { .. } => (SpaceCheck::Reserved, Reserve::Meta),
         };
         loop {
             // Held while the dataset is replaced underneath the mount (checked again with
@@ -1545,6 +1545,10 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
                 match (op, &inner) {
                     (Op::Read | Op::Atime, _) => {}
                     (Op::Write { obj, off, len }, Ok(())) => d.zil.note_write(obj, off, len),
+                    (Op::Setattr { obj, size, atime, mtime }, Ok(())) => {
+                        let change = pool::zil::AttrChange { size, atime, mtime, ..Default::default() };
+                        d.zil.note_setattr(obj, change)
+                    }
                     _ => d.zil.taint(),
                 }
                 Ok(())

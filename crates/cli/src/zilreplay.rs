@@ -7,12 +7,14 @@
 //! out of order, `TX_OOO`); a write record without copied data names a whole block
 //! written directly (`WR_INDIRECT`), which is written whole at its block-aligned offset
 //! while the file's size grows only to the record's end (`z_replay_eof`); a truncate of
-//! length 0 cuts the file at the offset; `TX_WRITE2` only extends the size.
+//! length 0 cuts the file at the offset; `TX_WRITE2` only extends the size; `TX_SETATTR`
+//! sets what its mask names (on Linux the kernel's `ATTR_*` bits), the extended attributes
+//! that may follow it excepted.
 
-use ondisk::zil::{LogRecord, LrBody};
+use ondisk::zil::{self as lr, LogRecord, LrBody};
 use pool::writer::PoolWriter;
 use pool::zil::PendingLog;
-use zpl::write::ZplWriter;
+use zpl::write::{SetAttr, ZplWriter};
 
 /// `LR_FOID_OBJ_MASK`: the object number part of `lr_foid` (the top bits count dnode slots).
 const FOID_OBJ_MASK: u64 = (1 << 48) - 1;
@@ -93,9 +95,10 @@ fn replay(w: &mut PoolWriter, log: &PendingLog) -> Result<usize, String> {
     let mut n = 0;
     for (r, wd) in log.records.iter().zip(writes) {
         let foid = match &r.body {
-            LrBody::Write { foid, .. } | LrBody::Truncate { foid, .. } | LrBody::Write2 { foid, .. } => {
-                foid & FOID_OBJ_MASK
-            }
+            LrBody::Write { foid, .. }
+            | LrBody::Truncate { foid, .. }
+            | LrBody::Write2 { foid, .. }
+            | LrBody::Setattr { foid, .. } => foid & FOID_OBJ_MASK,
             LrBody::Other { .. } => return Err(format!("record type {} is not replayed", r.kind())),
         };
         // Logged out of order: the object may be gone since, which is no error.
@@ -116,6 +119,26 @@ fn replay(w: &mut PoolWriter, log: &PendingLog) -> Result<usize, String> {
                 } else {
                     z.punch_hole(&mut d.os, &mut d.zaps, foid, *offset, *length, now()).map_err(|x| e(&x))?;
                 }
+            }
+            (LrBody::Setattr { mask, mode, uid, gid, size, atime, mtime, xvattr, .. }, _) => {
+                if !xvattr.is_empty() || mask & lr::AT_XVATTR != 0 {
+                    // DOS and BSD-flag attributes: rzfs keeps none of them.
+                    eprintln!(
+                        "rzfs: '{}': extended attributes of a TX_SETATTR record not replayed",
+                        log.name
+                    );
+                }
+                let has = |b: u64| mask & b != 0;
+                let id = |v: u64| u32::try_from(v).map_err(|_| format!("id {v} in a TX_SETATTR record"));
+                let sa = SetAttr {
+                    mode: has(lr::AT_MODE).then_some((*mode & 0o7777) as u32),
+                    uid: if has(lr::AT_UID) { Some(id(*uid)?) } else { None },
+                    gid: if has(lr::AT_GID) { Some(id(*gid)?) } else { None },
+                    size: has(lr::AT_SIZE).then_some(*size),
+                    atime: has(lr::AT_ATIME).then_some((atime[0], atime[1])),
+                    mtime: has(lr::AT_MTIME).then_some((mtime[0], mtime[1])),
+                };
+                z.setattr(&mut d.os, &mut d.zaps, foid, sa, now()).map_err(|x| e(&x))?;
             }
             (LrBody::Write2 { offset, length, .. }, _) => {
                 let end = offset.saturating_add(*length);

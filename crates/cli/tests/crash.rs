@@ -18,7 +18,12 @@
 //!   not followed by a completed flush of their device are lost (in order after the cut, a
 //!   torn cut write, or an arbitrary subset: a volatile write cache). Every txg whose sync
 //!   returned before the cut must survive, and the pool must import, accept new writes
-//!   and pass zdb.
+//!   and pass zdb. Between syncs the workload rewrites files and fsyncs them through the
+//!   intent log (`PoolWriter::zil_commit`, as `rzfsd` answers `fsync`): every commit that
+//!   returned before the cut must be back after the import replays the log, and a commit
+//!   the cut hit may come back only as a mix of its before and after states. The
+//!   workloads take four layouts in turn: raidz1, a 3-way mirror, a stripe, and a mirror
+//!   with a separate log device (which holds the log blocks).
 //!
 //! Seeds are printed; `RZFS_CRASH_SEED` replays a run. `RZFS_CRASH_ITERS` (default 100) sets
 //! the kill count, `RZFS_CRASH_CUTS` (default 300) the cut points, `RZFS_CRASH_ZDB_EVERY`
@@ -688,11 +693,24 @@ fn fault_devices(dir: &Path) -> (Arc<Faults>, Vec<Arc<FaultDev>>) {
     (faults, devs)
 }
 
-/// Creates a raidz1 pool (ashift 9, the default feature set, a ZPL root) on `devs`.
-fn lib_create(devs: &[Arc<FaultDev>]) -> pool::writer::PoolWriter {
+/// The pool layouts of the library trials (a workload's seed picks one).
+const LIB_LAYOUTS: [&str; 4] = ["raidz1 of 3", "mirror of 3", "stripe of 3", "mirror of 2 + log"];
+
+/// Creates a pool of layout `LIB_LAYOUTS[layout]` (ashift 9, the default feature set, a
+/// ZPL root) on `devs`.
+fn lib_create(devs: &[Arc<FaultDev>], layout: usize) -> pool::writer::PoolWriter {
     use pool::create::{CreateSpec, NewLeaf, NewTop};
-    let leaves =
+    let mut leaves: Vec<NewLeaf> =
         devs.iter().map(|d| NewLeaf { path: d.name.clone(), device: d.clone(), is_disk: false }).collect();
+    let (tops, log) = match layout {
+        0 => (vec![NewTop::Raidz { parity: 1, leaves }], vec![]),
+        1 => (vec![NewTop::Mirror(leaves)], vec![]),
+        2 => (leaves.into_iter().map(NewTop::Single).collect(), vec![]),
+        _ => {
+            let slog = leaves.pop().unwrap();
+            (vec![NewTop::Mirror(leaves), NewTop::Single(slog)], vec![false, true])
+        }
+    };
     let none: [&str; 0] = [];
     let (set, _) = pool::feature_table::resolve_create(&pool::compat::CompatSet::Off, &none, &none).unwrap();
     let features = set.iter().filter_map(|n| pool::feature_table::by_name(n)).collect();
@@ -703,8 +721,8 @@ fn lib_create(devs: &[Arc<FaultDev>]) -> pool::writer::PoolWriter {
     };
     let spec = CreateSpec {
         name: LIB_POOL.into(),
-        tops: vec![NewTop::Raidz { parity: 1, leaves }],
-        log: Vec::new(),
+        tops,
+        log,
         ashift: 9,
         features,
         root_props: vec![],
@@ -765,24 +783,21 @@ fn lib_pick(rng: &mut Rng) -> String {
 fn lib_op(w: &mut pool::writer::PoolWriter, fs: &mut LibFs, tree: &mut Tree, rng: &mut Rng) {
     let files: Vec<String> = tree.keys().filter(|p| !p.ends_with('/')).cloned().collect();
     let existing = (!files.is_empty()).then(|| files[rng.below(files.len() as u64) as usize].clone());
+    let roll = rng.below(100);
+    if let (40..=69, Some(p)) = (roll, &existing) {
+        // Append, or overwrite a range (possibly past the end).
+        let len = tree[p].len();
+        let off = if roll < 55 { len } else { rng.below(len as u64 + 1) as usize };
+        let add = rng.data_in(1, 100 << 10);
+        return lib_write_at(w, fs, tree, p, off, &add);
+    }
     fs.zpl.txg = w.txg;
     let d = w.dataset(fs.ds).unwrap();
+    // Anything but a write is a change the intent log does not describe.
+    d.zil.taint();
     let (os, zaps, t) = (&mut d.os, &mut d.zaps, now());
     let rs = 128 << 10;
-    let roll = rng.below(100);
     match (roll, existing) {
-        (40..=69, Some(p)) => {
-            // Append, or overwrite a range (possibly past the end).
-            let (dir, name) = fs.split(&p);
-            let obj = fs.zpl.lookup(os, zaps, dir, name).unwrap().unwrap();
-            let mut c = tree[&p].to_vec();
-            let off = if roll < 55 { c.len() } else { rng.below(c.len() as u64 + 1) as usize };
-            let add = rng.data_in(1, 100 << 10);
-            fs.zpl.write(os, zaps, obj, off as u64, &add, rs, t).unwrap();
-            c.resize(c.len().max(off + add.len()), 0);
-            c[off..off + add.len()].copy_from_slice(&add);
-            tree.insert(p, Arc::new(c));
-        }
         (70..=79, Some(p)) => {
             let (dir, name) = fs.split(&p);
             let obj = fs.zpl.lookup(os, zaps, dir, name).unwrap().unwrap();
@@ -824,12 +839,63 @@ fn lib_op(w: &mut pool::writer::PoolWriter, fs: &mut LibFs, tree: &mut Tree, rng
     }
 }
 
+/// Writes `add` at `off` of file `p` (which exists), noted for the intent log.
+fn lib_write_at(
+    w: &mut pool::writer::PoolWriter,
+    fs: &mut LibFs,
+    tree: &mut Tree,
+    p: &str,
+    off: usize,
+    add: &[u8],
+) {
+    fs.zpl.txg = w.txg;
+    let d = w.dataset(fs.ds).unwrap();
+    let (dir, name) = fs.split(p);
+    let obj = fs.zpl.lookup(&d.os, &mut d.zaps, dir, name).unwrap().unwrap();
+    fs.zpl.write(&mut d.os, &mut d.zaps, obj, off as u64, add, 128 << 10, now()).unwrap();
+    d.zil.note_write(obj, off as u64, add.len() as u64);
+    let mut c = tree[p].to_vec();
+    c.resize(c.len().max(off + add.len()), 0);
+    c[off..off + add.len()].copy_from_slice(add);
+    tree.insert(p.to_string(), Arc::new(c));
+}
+
+/// A write of the kind a database fsyncs: a range of an existing file (mostly small,
+/// sometimes large enough to take several log blocks), or nothing when there is no file.
+fn lib_rewrite(w: &mut pool::writer::PoolWriter, fs: &mut LibFs, tree: &mut Tree, rng: &mut Rng) {
+    let files: Vec<String> = tree.keys().filter(|p| !p.ends_with('/')).cloned().collect();
+    if files.is_empty() {
+        return;
+    }
+    let p = files[rng.below(files.len() as u64) as usize].clone();
+    if rng.percent(15) {
+        // ftruncate, logged as OpenZFS does (TX_SETATTR with AT_SIZE).
+        let size = rng.below(tree[&p].len() as u64 + (32 << 10));
+        fs.zpl.txg = w.txg;
+        let d = w.dataset(fs.ds).unwrap();
+        let (dir, name) = fs.split(&p);
+        let obj = fs.zpl.lookup(&d.os, &mut d.zaps, dir, name).unwrap().unwrap();
+        let sa = zpl::write::SetAttr { size: Some(size), ..Default::default() };
+        fs.zpl.setattr(&mut d.os, &mut d.zaps, obj, sa, now()).unwrap();
+        d.zil.note_setattr(obj, pool::zil::AttrChange { size: Some(size), ..Default::default() });
+        let mut c = tree[&p].to_vec();
+        c.resize(size as usize, 0);
+        tree.insert(p, Arc::new(c));
+        return;
+    }
+    let off = rng.below(tree[&p].len() as u64 + 1) as usize;
+    let most = if rng.percent(20) { 300 << 10 } else { 16 << 10 };
+    let add = rng.data_in(1, most);
+    lib_write_at(w, fs, tree, &p, off, &add);
+}
+
 /// Makes the directories of [`LIB_DIRS`] that do not exist yet.
 fn lib_mkdirs(w: &mut pool::writer::PoolWriter, fs: &mut LibFs, tree: &mut Tree) {
     fs.zpl.txg = w.txg;
     let d = w.dataset(fs.ds).unwrap();
     for name in &LIB_DIRS[1..] {
         if !fs.dirs.contains_key(*name) {
+            d.zil.taint();
             let obj = fs
                 .zpl
                 .mkdir(&mut d.os, &mut d.zaps, fs.zpl.root(), &name.as_bytes()[1..], 0o755, 0, 0, now())
@@ -853,8 +919,12 @@ struct Run {
     models: BTreeMap<u64, Tree>,
     /// The last txg whose sync returned (Ok) before the cut.
     done: u64,
-    /// The write count (from `base`) at the end of each sync.
+    /// The write count (from `base`) at the end of each sync and each log commit.
     ends: Vec<u64>,
+    /// The tree after each log commit that returned, by the open txg it logged.
+    commits: BTreeMap<u64, Vec<Tree>>,
+    /// The last commit that completed before the cut: (open txg, index in `commits`).
+    committed: Option<(u64, usize)>,
 }
 
 impl Run {
@@ -876,7 +946,44 @@ impl Run {
         n >= cut
     }
 
-    /// `txgs` txgs of random changes; stops after the sync the cut hit.
+    /// An `fsync`: the intent log commits the open txg's writes, or (when it cannot) the
+    /// txg is synced, as `Spa::zil_commit` does. True when the workload must stop.
+    fn fsync(&mut self, w: &mut pool::writer::PoolWriter, fs: &LibFs) -> bool {
+        let txg = w.txg;
+        let r = w.zil_commit(fs.ds);
+        let (n, cut) = {
+            let st = self.faults.lock();
+            (st.writes, st.cut)
+        };
+        match r {
+            Err(e) => {
+                assert!(self.failing && n >= cut, "log commit failed without an injected failure: {e}");
+                true
+            }
+            Ok(pool::zil::Commit::NeedSync) => {
+                if self.failing && n >= cut {
+                    // A commit whose writes failed part way: the blocks written before the
+                    // failure may be replayed.
+                    self.commits.entry(txg).or_default().push(self.tree.clone());
+                }
+                self.models.insert(w.txg, self.tree.clone());
+                let r = w.sync();
+                self.synced(w, r)
+            }
+            Ok(pool::zil::Commit::Done) => {
+                let list = self.commits.entry(txg).or_default();
+                list.push(self.tree.clone());
+                self.ends.push(n - self.base);
+                if n < cut || self.failing {
+                    self.committed = Some((txg, list.len() - 1));
+                }
+                n >= cut
+            }
+        }
+    }
+
+    /// `txgs` txgs of random changes, each followed by a few rewrites answered by the intent
+    /// log in the next; stops after the sync or commit the cut hit.
     fn txgs(&mut self, w: &mut pool::writer::PoolWriter, fs: &mut LibFs, txgs: usize) -> bool {
         for _ in 0..txgs {
             lib_mkdirs(w, fs, &mut self.tree);
@@ -888,9 +995,66 @@ impl Run {
             if self.synced(w, r) {
                 return true;
             }
+            for _ in 0..self.rng.below(4) {
+                for _ in 0..self.rng.range(1, 4) {
+                    lib_rewrite(w, fs, &mut self.tree, &mut self.rng);
+                }
+                if self.fsync(w, fs) {
+                    return true;
+                }
+            }
         }
         false
     }
+
+    /// Is `got` a state the import of txg `t` may show after replaying its log? The txg's
+    /// tree, or the tree of a commit logged in the txg after it, no older than the last
+    /// commit that completed before the cut; or, for the commit the cut hit, any mix of
+    /// the two trees it lies between (its records replay in order up to the first log
+    /// block that did not land, and a record may be one chunk of a larger write).
+    fn accepts(&self, t: u64, got: &Tree) -> Result<(), String> {
+        let base = self
+            .models
+            .get(&t)
+            .ok_or_else(|| format!("imported txg {t}, which the workload never synced"))?;
+        let mut seq = vec![base];
+        seq.extend(self.commits.get(&(t + 1)).into_iter().flatten());
+        let floor = match self.committed {
+            Some((ct, j)) if ct == t + 1 => j + 1,
+            Some((ct, j)) if ct > t + 1 => {
+                return Err(format!(
+                    "commit {j} of txg {ct} completed before the cut, but txg {t} was imported"
+                ))
+            }
+            _ => 0,
+        };
+        for i in floor..seq.len() {
+            if seq[i] == got || seq.get(i + 1).is_some_and(|next| between(seq[i], next, got)) {
+                return Ok(());
+            }
+        }
+        let want = seq[floor.min(seq.len() - 1)];
+        Err(format!(
+            "txg {t} (last completed sync {}, {} commits logged after it, {floor} of them before the cut) reads back wrong:\n{}",
+            self.done,
+            seq.len() - 1,
+            tree_diff(want, got).join("\n")
+        ))
+    }
+}
+
+/// Does every file of `got` hold, byte for byte, what `a` or `b` holds there (or zeros,
+/// where a replayed truncation cut and a later write did not land yet), no longer than
+/// the longer of them? (`a` and `b` differ only by writes and truncations, as commits of
+/// one txg do.)
+fn between(a: &Tree, b: &Tree, got: &Tree) -> bool {
+    a.len() == got.len()
+        && a.iter().zip(b).zip(got).all(|(((pa, ca), (pb, cb)), (pg, cg))| {
+            pa == pg
+                && pb == pg
+                && cg.len() <= ca.len().max(cb.len())
+                && cg.iter().enumerate().all(|(i, x)| *x == 0 || cb.get(i) == Some(x) || ca.get(i) == Some(x))
+        })
 }
 
 /// Imports the pool in `dir` through the fault devices and opens it for writing (a
@@ -907,11 +1071,15 @@ fn reopen_faulty(dir: &Path, devs: &[Arc<FaultDev>]) -> (pool::Pool, pool::write
     (p, w)
 }
 
+fn lib_layout(wseed: u64) -> usize {
+    (wseed % LIB_LAYOUTS.len() as u64) as usize
+}
+
 /// Creates the pool, runs 4 txgs, exports, re-imports and runs 3 more, with a power cut at
 /// write `cut.0` (counted from the end of pool creation); then applies the cut to the files.
 fn lib_trial(dir: &Path, wseed: u64, cut: Option<(u64, Fault)>, crash_seed: u64) -> Run {
     let (faults, devs) = fault_devices(dir);
-    let mut w = lib_create(&devs);
+    let mut w = lib_create(&devs, lib_layout(wseed));
     let base = faults.writes();
     if let Some((k, mode)) = cut {
         faults.set_cut(base + k, mode == Fault::Fail);
@@ -926,6 +1094,8 @@ fn lib_trial(dir: &Path, wseed: u64, cut: Option<(u64, Fault)>, crash_seed: u64)
         models: BTreeMap::from([(created, Tree::new())]),
         done: created,
         ends: Vec::new(),
+        commits: BTreeMap::new(),
+        committed: None,
     };
     let mut fs = LibFs::open(&mut w);
     let mut stop = run.txgs(&mut w, &mut fs, 4);
@@ -979,43 +1149,55 @@ fn lib_read_tree(p: &pool::Pool) -> Result<Tree, String> {
     Ok(out)
 }
 
-/// After the cut: the pool must import read-write at a txg no older than the last completed
-/// sync, hold exactly that txg's tree, accept a new txg, and export.
-fn lib_verify(dir: &Path, run: &Run) -> Result<u64, String> {
+/// A read-write import of the pool in `dir` (its intent logs claimed, not replayed).
+fn lib_import_rw(dir: &Path) -> Result<(pool::Pool, pool::writer::PoolWriter), String> {
     let cands = pool::discover(&[dir.to_path_buf()], false).map_err(|e| format!("discover: {e}"))?;
     let c = pool::discover::select(&cands, LIB_POOL).map_err(|e| format!("select: {e}"))?;
     let opts = pool::ImportOpts { readonly: false, ..Default::default() };
     let p = pool::import(c, &opts).map_err(|e| format!("import: {e}"))?;
+    let w = pool::open_rw::open_rw(&p).map_err(|e| format!("open_rw at txg {}: {e}", p.uberblock.txg))?;
+    Ok((p, w))
+}
+
+/// After the cut: the pool must import read-write at a txg no older than the last completed
+/// sync and, once its intent log is replayed, hold a tree [`Run::accepts`] (every commit
+/// that completed is there); then accept a new txg, and export. Returns the imported txg
+/// and whether a log was replayed.
+fn lib_verify(dir: &Path, run: &Run) -> Result<(u64, bool), String> {
+    let (p, mut w) = lib_import_rw(dir)?;
     let t = p.uberblock.txg;
     if t < run.done {
         return Err(format!("imported txg {t}, but txg {} had been synced before the cut", run.done));
     }
-    let want =
-        run.models.get(&t).ok_or_else(|| format!("imported txg {t}, which the workload never synced"))?;
-    let got = lib_read_tree(&p).map_err(|e| format!("txg {t}: {e}"))?;
-    let diff = tree_diff(want, &got);
-    if !diff.is_empty() {
-        return Err(format!("txg {t} (last completed {}) reads back wrong:\n{}", run.done, diff.join("\n")));
-    }
-    // New writes after the crash must not land on anything live.
-    let mut w = pool::open_rw::open_rw(&p).map_err(|e| format!("open_rw at txg {t}: {e}"))?;
+    let mut got = lib_read_tree(&p).map_err(|e| format!("txg {t}: {e}"))?;
+    let replayed = !w.pending_logs.is_empty();
+    rzfs_cli::zilreplay::replay_all(&mut w).map_err(|e| format!("txg {t}: {e}"))?;
     w.sync().map_err(|e| format!("first txg after import: {e}"))?;
+    if replayed {
+        // Read the replayed tree back as any reader would: from a new import.
+        w.close(ondisk::label::PoolState::Exported).map_err(|e| format!("export after the replay: {e}"))?;
+        drop((w, p));
+        got = lib_read_tree(&*common::open(dir, LIB_POOL)?).map_err(|e| format!("txg {t}, replayed: {e}"))?;
+        w = lib_import_rw(dir)?.1;
+    }
+    run.accepts(t, &got)?;
+    // New writes after the crash must not land on anything live.
     let mut fs = LibFs::open(&mut w);
     let mut rng = Rng::new(t);
-    let mut after = want.clone();
+    let mut after = got;
     lib_mkdirs(&mut w, &mut fs, &mut after);
     for _ in 0..4 {
         lib_op(&mut w, &mut fs, &mut after, &mut rng);
     }
     w.close(ondisk::label::PoolState::Exported).map_err(|e| format!("export after the crash: {e}"))?;
-    drop((w, p));
+    drop(w);
     let p = common::open(dir, LIB_POOL)?;
     let got = lib_read_tree(&p)?;
     let diff = tree_diff(&after, &got);
     if !diff.is_empty() {
         return Err(format!("after writing on the recovered txg {t}:\n{}", diff.join("\n")));
     }
-    Ok(t)
+    Ok((t, replayed))
 }
 
 /// Runs `f`, turning a panic into an error (so one failed cut does not hide the others).
@@ -1049,15 +1231,18 @@ fn torn_and_dropped_writes() {
     let have_zdb = zdb().is_some();
     let t0 = Instant::now();
     let (mut wseed, mut ends) = (0, Vec::new());
-    let (mut failures, mut zdb_runs, mut forward) = (Vec::new(), 0, 0);
+    let (mut failures, mut zdb_runs, mut forward, mut replays) = (Vec::new(), 0, 0, 0);
     for i in 0..cuts {
         if i % 50 == 0 {
-            // A dry run of a new workload: where its syncs end, and a clean baseline.
-            wseed = rng.next();
+            // A dry run of a new workload: where its syncs and log commits end, and a clean
+            // baseline. Workloads take the layouts in turn (the seed names the layout).
+            let nth = i / 50 % LIB_LAYOUTS.len() as u64;
+            wseed = rng.next() / LIB_LAYOUTS.len() as u64 * LIB_LAYOUTS.len() as u64 + nth;
             let run = lib_trial(&dir, wseed, None, 0);
             lib_verify(&dir, &run).unwrap_or_else(|e| panic!("workload {wseed} without a cut: {e}"));
             ends = run.ends;
-            eprintln!("workload {wseed}: sync ends at writes {ends:?}");
+            let layout = LIB_LAYOUTS[lib_layout(wseed)];
+            eprintln!("workload {wseed} ({layout}): syncs and log commits end at writes {ends:?}");
         }
         let k = pick_cut(&mut rng, &ends);
         let mode = [Fault::Drop, Fault::Tear, Fault::Reorder, Fault::Fail][(i % 4) as usize];
@@ -1068,7 +1253,10 @@ fn torn_and_dropped_writes() {
         );
         let mut r = caught(|| {
             let run = lib_trial(&dir, wseed, Some((k, mode)), cseed);
-            lib_verify(&dir, &run).map(|t| t > run.done)
+            lib_verify(&dir, &run).map(|(t, replayed)| {
+                replays += usize::from(replayed);
+                t > run.done
+            })
         });
         if r == Ok(true) {
             // The cut spared the uberblock of the txg it hit: the pool moved on to it.
@@ -1084,8 +1272,8 @@ fn torn_and_dropped_writes() {
         }
     }
     eprintln!(
-        "torn_and_dropped_writes: {cuts} cuts ({zdb_runs} checked by zdb, {forward} recovered the cut txg) \
-         in {:.1}s, {} failed",
+        "torn_and_dropped_writes: {cuts} cuts ({zdb_runs} checked by zdb, {forward} recovered the cut txg, \
+         {replays} replayed an intent log) in {:.1}s, {} failed",
         t0.elapsed().as_secs_f64(),
         failures.len()
     );

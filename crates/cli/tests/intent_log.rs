@@ -8,6 +8,10 @@
 //!   (`zh_claim_txg` set, blocks allocated, zdb clean), then rzfs replays the claimed log.
 //! * [`log_device_holds_the_chain_until_removed`]: the chain lives on the log device, whose
 //!   removal ends it; later fsyncs log to the pool and replay after a crash.
+//! * [`a_failed_log_device_falls_back_to_the_pool`]: a log device failing writes is faulted,
+//!   the pool stays writable and fsyncs log to its own vdevs.
+//! * [`truncates_and_times_are_logged_in_order`]: ftruncate and utimensat between writes
+//!   are logged as `TX_SETATTR` in their place and replayed.
 //! * [`snapshots_and_destroy_end_the_log`]: a snapshot taken while the log holds a chain
 //!   carries no log, and destroying the file system frees the chain (zdb finds no leak).
 //!
@@ -301,4 +305,110 @@ fn log_device_holds_the_chain_until_removed() {
     assert!(std::fs::read(&f).unwrap() == want, "replayed contents differ");
     d.ok("rzpool", &["export", "zd"]);
     zdb_check(&dir, "zd");
+}
+
+/// A log device that fails its writes: the fsync that meets the failure falls back to a txg
+/// sync, the device is FAULTED and the pool DEGRADED but writable (a log vdev holds none
+/// of the pool's blocks), and later fsyncs log to the pool's own vdevs, from which a
+/// crash replays them.
+#[test]
+fn a_failed_log_device_falls_back_to_the_pool() {
+    if skip_without_fuse_zdb("a_failed_log_device_falls_back_to_the_pool") {
+        return;
+    }
+    let mut rng = Rng::new(29);
+    let dir = scratch("zil-logfail");
+    let d = Daemon::new("zil-logfail");
+    let devs = files(&dir, 2, 128 << 20);
+    let mnt = dir.join("mnt");
+    d.ok("rzpool", &["create", "-m", mnt.to_str().unwrap(), "zf", &devs[0], "log", &devs[1]]);
+    let f = mnt.join("db");
+    let mut want = rng.data(200_000);
+    std::fs::write(&f, &want).unwrap();
+    d.ok("rzpool", &["sync", "zf"]);
+    let fsync_writes = |want: &mut Vec<u8>, rng: &mut Rng, offs: &[u64]| {
+        for &off in offs {
+            let data = rng.data(25_000);
+            write_at(&f, off, &data, true);
+            apply(want, off, &data);
+        }
+    };
+    fsync_writes(&mut want, &mut rng, &[0, 90_000]);
+    d.ok("rzinject", &["-d", &devs[1], "-e", "io", "-T", "write", "zf"]);
+    fsync_writes(&mut want, &mut rng, &[40_000, 160_000]);
+    let status = d.ok("rzpool", &["status", "zf"]);
+    let line = status.lines().find(|l| l.contains(devs[1].as_str())).unwrap_or("");
+    assert!(line.contains("FAULTED"), "the failing log device is faulted:\n{status}");
+    assert!(status.contains("state: DEGRADED"), "the pool is degraded:\n{status}");
+    fsync_writes(&mut want, &mut rng, &[5_000, 120_000, 199_000]);
+    d.kill9();
+    lazy_unmount(&mnt);
+    assert!(logged_writes(&dir, "zf") >= 3, "fsyncs after the failure were logged to the pool");
+    zdb_check(&dir, "zf");
+    import(&d, &dir, "zf", &mnt, false);
+    assert!(std::fs::read(&f).unwrap() == want, "replayed contents differ");
+    d.ok("rzpool", &["export", "zf"]);
+    zdb_check(&dir, "zf");
+}
+
+/// `ftruncate` and `utimensat` between writes are logged in their place (`TX_SETATTR`, as
+/// OpenZFS logs them): zdb -ivv lists the records, and the replay after `kill -9` gives
+/// the file its fsync'd size, bytes and modification time.
+#[test]
+fn truncates_and_times_are_logged_in_order() {
+    if skip_without_fuse_zdb("truncates_and_times_are_logged_in_order") {
+        return;
+    }
+    let mut rng = Rng::new(31);
+    let dir = scratch("zil-setattr");
+    let d = Daemon::new("zil-setattr");
+    let devs = files(&dir, 1, 128 << 20);
+    let mnt = dir.join("mnt");
+    d.ok("rzpool", &["create", "-m", mnt.to_str().unwrap(), "zs", &devs[0]]);
+    let (f, g) = (mnt.join("db"), mnt.join("journal"));
+    let mut want = rng.data(300_000);
+    std::fs::write(&f, &want).unwrap();
+    std::fs::write(&g, rng.data(50_000)).unwrap();
+    d.ok("rzpool", &["sync", "zs"]);
+    // A first fsync starts the chain (one txg sync), so the ones below are all logged.
+    write_at(&f, 0, b"start", true);
+    apply(&mut want, 0, b"start");
+    let file = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+    let data = rng.data(40_000);
+    file.write_all_at(&data, 250_000).unwrap();
+    apply(&mut want, 250_000, &data);
+    file.set_len(100_000).unwrap();
+    want.truncate(100_000);
+    let data = rng.data(10_000);
+    file.write_all_at(&data, 120_000).unwrap();
+    apply(&mut want, 120_000, &data);
+    let mtime = std::time::UNIX_EPOCH + std::time::Duration::new(1_234_567_890, 123_456_789);
+    file.set_times(std::fs::FileTimes::new().set_modified(mtime)).unwrap();
+    file.sync_all().unwrap();
+    // The journal is emptied, as SQLite's journal_mode=TRUNCATE does at each commit.
+    let journal = std::fs::OpenOptions::new().write(true).open(&g).unwrap();
+    journal.set_len(0).unwrap();
+    journal.sync_all().unwrap();
+    d.kill9();
+    lazy_unmount(&mnt);
+    let out = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-ivv", "zs"]);
+    let setattrs = out.lines().filter(|l| l.trim_start().starts_with("TX_SETATTR")).count();
+    assert!(setattrs >= 3, "zdb -ivv lists the truncations and the time change:\n{out}");
+    // zdb decodes lr_mask with the userland (Solaris) AT_* values, not the Linux kernel's
+    // that OpenZFS on Linux writes and replays (and rzfs writes): rzdb -i decodes them.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rzdb"))
+        .args(["-e", "-p", dir.to_str().unwrap(), "-i", "zs"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("size 100000") && text.contains("mtime 1234567890.123456789"), "rzdb -i:\n{text}");
+    zdb_check(&dir, "zs");
+    import(&d, &dir, "zs", &mnt, false);
+    let got = std::fs::read(&f).unwrap();
+    assert_eq!(got.len(), want.len(), "replayed size");
+    assert!(got == want, "replayed contents differ");
+    assert_eq!(std::fs::metadata(&f).unwrap().modified().unwrap(), mtime, "replayed modification time");
+    assert_eq!(std::fs::metadata(&g).unwrap().len(), 0, "the emptied journal");
+    d.ok("rzpool", &["export", "zs"]);
+    zdb_check(&dir, "zs");
 }

@@ -121,6 +121,10 @@ pub enum Op {
     Write { obj: u64, off: u64, len: u64 },
     /// Creates names or changes attributes.
     Meta,
+    /// Sets the size and/or times of object `obj` to these values, nothing else (the intent
+    /// log records exactly this, `TX_SETATTR`). A size change frees: it must work on a full
+    /// pool, as [`Op::Free`].
+    Setattr { obj: u64, size: Option<u64>, atime: Option<(u64, u64)>, mtime: Option<(u64, u64)> },
     /// Records an access time: a change, but none that `fsync` must make durable (OpenZFS
     /// logs no access times).
     Atime,
@@ -729,7 +733,14 @@ impl<B: RwBackend> RwFs<B> {
         }
         let (obj, acl) = (self.live(ino)?, self.acl());
         // A size change frees (or only extends, sparsely): it must work on a full pool.
-        let op = if sa.size.is_some() { Op::Free } else { Op::Meta };
+        // Changes of size and times alone are what the intent log describes.
+        let op = match sa {
+            SetAttr { mode: None, uid: None, gid: None, size, atime, mtime } => {
+                Op::Setattr { obj, size, atime, mtime }
+            }
+            _ if sa.size.is_some() => Op::Free,
+            _ => Op::Meta,
+        };
         self.run_mut(op, |c| {
             c.zpl.recordsize = c.recordsize;
             let a = c.zpl.setattr_acl(c.os, c.zaps, obj, sa, acl, now())?;

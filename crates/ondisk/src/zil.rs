@@ -39,6 +39,9 @@ pub const LR_SIZE: usize = 32;
 pub const LR_WRITE_SIZE: usize = 192;
 /// Size of `lr_truncate_t`.
 pub const LR_TRUNCATE_SIZE: usize = 56;
+/// `sizeof (lr_setattr_t)`: `lr_t`, six words (object, mask, mode, uid, gid, size) and two
+/// times of two words; an `lr_attr_t` follows when the mask has [`AT_XVATTR`].
+pub const LR_SETATTR_SIZE: usize = 112;
 /// The largest log block OpenZFS writes (`zil_maxblocksize` default, 128 KiB).
 pub const ZIL_MAX_BLKSZ: u64 = 128 << 10;
 
@@ -63,9 +66,24 @@ pub const ZIL_CLAIM_LR_SEQ_VALID: u64 = 0x2;
 /// Record types (`TX_*`) rzfs writes or replays.
 pub const TX_WRITE: u64 = 9;
 pub const TX_TRUNCATE: u64 = 10;
+pub const TX_SETATTR: u64 = 11;
 pub const TX_WRITE2: u64 = 20;
 /// `TX_MAX_TYPE`: types at or above it are invalid.
 pub const TX_MAX_TYPE: u64 = 25;
+/// `lr_mask` bits of `TX_SETATTR`: OpenZFS on Linux logs (and replays) the kernel's
+/// `ATTR_*` values (`AT_MODE` is `ATTR_MODE`, ..., include/os/linux/spl/sys/vnode.h).
+/// The mask is platform-dependent in OpenZFS: FreeBSD and userland (zdb, ztest:
+/// `zfs_context.h`) use the Solaris values (`AT_SIZE` 0x80), so zdb -ivv misnames the
+/// bits of a log written on Linux.
+pub const AT_MODE: u64 = 1 << 0;
+pub const AT_UID: u64 = 1 << 1;
+pub const AT_GID: u64 = 1 << 2;
+pub const AT_SIZE: u64 = 1 << 3;
+pub const AT_ATIME: u64 = 1 << 4;
+pub const AT_MTIME: u64 = 1 << 5;
+pub const AT_CTIME: u64 = 1 << 6;
+/// Extended (DOS and BSD-flag) attributes follow the record.
+pub const AT_XVATTR: u64 = 1 << 31;
 /// The case-insensitive flag of name records (`TX_CI`), not part of the type.
 pub const TX_CI: u64 = 1 << 63;
 
@@ -111,6 +129,19 @@ pub enum LrBody {
     Truncate { foid: u64, offset: u64, length: u64 },
     /// `TX_WRITE2`: the file grew to `offset + length` by a write whose block synced.
     Write2 { foid: u64, offset: u64, length: u64 },
+    /// `TX_SETATTR`: the attributes `mask` ([`AT_MODE`]...) names take these values; times
+    /// are (seconds, nanoseconds). `xvattr` keeps the `lr_attr_t` bytes that may follow.
+    Setattr {
+        foid: u64,
+        mask: u64,
+        mode: u64,
+        uid: u64,
+        gid: u64,
+        size: u64,
+        atime: [u64; 2],
+        mtime: [u64; 2],
+        xvattr: Vec<u8>,
+    },
     /// Any other type, kept as its bytes after `lr_t`.
     Other { body: Vec<u8> },
 }
@@ -155,6 +186,12 @@ impl LogRecord {
                 for v in [*foid, *offset, *length] {
                     put(v);
                 }
+            }
+            LrBody::Setattr { foid, mask, mode, uid, gid, size, atime, mtime, xvattr } => {
+                for v in [*foid, *mask, *mode, *uid, *gid, *size, atime[0], atime[1], mtime[0], mtime[1]] {
+                    put(v);
+                }
+                body.extend_from_slice(xvattr);
             }
             LrBody::Other { body: b } => body.extend_from_slice(b),
         }
@@ -234,7 +271,21 @@ fn parse_one(b: &[u8], order: ByteOrder) -> Result<(LogRecord, usize)> {
                 LrBody::Write2 { foid, offset, length }
             }
         }
-        TX_WRITE | TX_TRUNCATE | TX_WRITE2 => {
+        TX_SETATTR if len >= LR_SETATTR_SIZE => {
+            let w = |i: usize| order.u64_at(rec, LR_SIZE + 8 * i, "lr_setattr");
+            LrBody::Setattr {
+                foid: w(0)?,
+                mask: w(1)?,
+                mode: w(2)?,
+                uid: w(3)?,
+                gid: w(4)?,
+                size: w(5)?,
+                atime: [w(6)?, w(7)?],
+                mtime: [w(8)?, w(9)?],
+                xvattr: rec[LR_SETATTR_SIZE..].to_vec(),
+            }
+        }
+        TX_WRITE | TX_TRUNCATE | TX_WRITE2 | TX_SETATTR => {
             return Err(corrupt(format!("{} record of {len} bytes", txtype_name(kind))));
         }
         _ => LrBody::Other { body: rec[LR_SIZE..].to_vec() },
@@ -338,6 +389,22 @@ mod tests {
                     body: LrBody::Truncate { foid: 3, offset: 100, length: 0 },
                 },
                 LogRecord { txtype: 5 | TX_CI, txg: 8, seq: 4, body: LrBody::Other { body: vec![1; 24] } },
+                LogRecord {
+                    txtype: TX_SETATTR,
+                    txg: 8,
+                    seq: 5,
+                    body: LrBody::Setattr {
+                        foid: 9,
+                        mask: AT_SIZE | AT_MTIME,
+                        mode: 0o100644,
+                        uid: 1,
+                        gid: 2,
+                        size: 4097,
+                        atime: [0, 0],
+                        mtime: [1_700_000_000, 5],
+                        xvattr: Vec::new(),
+                    },
+                },
             ];
             let mut bytes = Vec::new();
             for r in &recs {
@@ -346,6 +413,7 @@ mod tests {
                 bytes.extend(e);
             }
             assert_eq!(recs[0].encode(order).len(), LR_WRITE_SIZE + 16);
+            assert_eq!(recs[4].encode(order).len(), LR_SETATTR_SIZE);
             let (got, err) = parse_records(&bytes, order);
             assert!(err.is_none());
             assert_eq!(got, recs);

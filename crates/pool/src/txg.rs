@@ -854,24 +854,15 @@ impl Spa {
         if self.check_active().is_ok() {
             let mut g = lock(&self.w);
             let w = &mut *g;
-            if w.is_durable() {
-                let (txg, zio) = (w.txg, w.reader.zio.clone());
-                if let Some(d) = w.datasets.get_mut(&ds) {
-                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        d.zil.commit(&d.os, &zio, &w.alloc, ds, txg)
-                    }));
-                    match r {
-                        Ok(Ok(crate::zil::Commit::Done)) => return Ok(()),
-                        Ok(_) => {}
-                        Err(p) => {
-                            let what = panic_text(&p);
-                            drop(g);
-                            self.poison(&format!(
-                                "internal error in the intent log of dataset object {ds}: {what}"
-                            ));
-                            return Err(PoolError::Io(format!("internal error: {what}")));
-                        }
-                    }
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.zil_commit(ds)));
+            match r {
+                Ok(Ok(crate::zil::Commit::Done)) => return Ok(()),
+                Ok(_) => {}
+                Err(p) => {
+                    let what = panic_text(&p);
+                    drop(g);
+                    self.poison(&format!("internal error in the intent log of dataset object {ds}: {what}"));
+                    return Err(PoolError::Io(format!("internal error: {what}")));
                 }
             }
         }

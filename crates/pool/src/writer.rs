@@ -146,7 +146,9 @@ impl AllocShared {
     /// One DVA for an intent log block of `psize` bytes, on a log vdev if the pool has one
     /// (`zio_alloc_zil`), allocated in open txg `txg`.
     pub fn alloc_zil(&self, zio: &Zio, psize: u64, txg: u64) -> Result<Dva> {
-        let asize_of = |v: u64| zio.top_asize(v, psize);
+        // Not on a vdev that lost its devices (a failed log device: OpenZFS then logs to
+        // the pool's own vdevs).
+        let asize_of = |v: u64| zio.vdev(v).filter(|t| t.can_write()).and_then(|_| zio.top_asize(v, psize));
         let mut g = self.lock();
         let (vdev, off, asize) = g.ms.alloc_zil(&asize_of, txg).map_err(|e| match e {
             metaslab::Error::NoSpace { .. } => PoolError::NoSpace(format!("intent log block: {e}")),

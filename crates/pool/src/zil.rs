@@ -13,11 +13,24 @@
 //! points to its unwritten first block), as OpenZFS's `zil_create` waits for one.
 //!
 //! **What a record covers.** rzfs logs file writes (`TX_WRITE` with the data copied into
-//! the record, read from the open txg at commit time, OpenZFS's `WR_NEED_COPY`). Any other
-//! change in the open txg (create, rename, setattr, truncate...) *taints* the log until the
-//! next sync: a commit then falls back to a sync, which makes everything durable. That is
-//! always correct, and fast for the workloads that fsync most (databases and VM images
-//! rewriting existing files).
+//! the record, read from the open txg at commit time, OpenZFS's `WR_NEED_COPY`) and changes
+//! of a file's size and times (`TX_SETATTR`: ftruncate, utimensat). Any other change in
+//! the open txg (create, rename, chmod, xattrs...) *taints* the log until the next sync: a
+//! commit then falls back to a sync, which makes everything durable. That is always
+//! correct, and fast for the workloads that fsync most (databases and VM images rewriting
+//! existing files, journals emptied by truncation).
+//!
+//! **Order.** Writes are noted as merged ranges per object and their data is read at
+//! commit time, so a record holds the data the file has *then*. An attribute change keeps
+//! its place: the writes noted before it on the same object are logged before it
+//! ([`Item`]), and a new size cuts those ranges to it, as the data past it is gone. The
+//! replay then rebuilds the file exactly: sizes as they were, the data written after the
+//! last cut, and times set after the writes that preceded them.
+//!
+//! **Failures.** A commit whose write fails falls back to a sync, and the chain, which now
+//! has a block that may not have landed, is ended by that sync ([`Zil::commit`] marks it
+//! broken); the next commit starts a new chain where the allocator finds room, which is
+//! not on a log device that lost its leaves (OpenZFS too logs to the pool then).
 //!
 //! **Sync.** Records carry their txg; once that txg is durable they are obsolete (replay
 //! skips records of synced txgs, `lrc_txg < claim_txg`). Each sync therefore moves the
@@ -75,6 +88,33 @@ pub struct ZilStats {
     pub bytes: u64,
 }
 
+/// An attribute change the log records (`TX_SETATTR`); None: unchanged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AttrChange {
+    /// The whole mode (type and permission bits).
+    pub mode: Option<u64>,
+    pub uid: Option<u64>,
+    pub gid: Option<u64>,
+    pub size: Option<u64>,
+    pub atime: Option<(u64, u64)>,
+    pub mtime: Option<(u64, u64)>,
+}
+
+/// A change to log that must keep its place among the others.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Item {
+    /// Writes noted before a later change of the same object: `[start, end)` ranges whose
+    /// data is read at commit time.
+    Writes {
+        obj: u64,
+        ranges: Vec<(u64, u64)>,
+    },
+    Attr {
+        obj: u64,
+        change: AttrChange,
+    },
+}
+
 /// The live part of a chain.
 #[derive(Clone, Debug)]
 struct Chain {
@@ -92,6 +132,8 @@ struct Chain {
 pub struct Zil {
     /// Writes of the open txg not logged yet: object → merged `[start, end)` ranges.
     pending: BTreeMap<u64, BTreeMap<u64, u64>>,
+    /// Changes not logged yet that come before `pending`, in the order they were made.
+    items: Vec<Item>,
     /// The open txg holds a change the log does not describe.
     tainted: bool,
     chain: Option<Chain>,
@@ -105,6 +147,9 @@ pub struct Zil {
     freed_written: bool,
     /// A snapshot in the syncing txg asked for the chain to end.
     end_requested: bool,
+    /// A commit's write failed: the chain has a block that may not have landed, after
+    /// which a replay would stop. No commit writes to it; the next sync ends it.
+    broken: bool,
     /// The dataset's `sync` property: [`SYNC_STANDARD`], [`SYNC_ALWAYS`] or
     /// [`SYNC_DISABLED`].
     pub sync_mode: u8,
@@ -142,16 +187,48 @@ impl Zil {
             }
         }
         ranges.insert(s, e);
-        // Bound the memory of what is noted: past this, a sync is cheaper anyway.
-        if self.pending.values().map(BTreeMap::len).sum::<usize>() > 65536 {
+        self.bound();
+    }
+
+    /// Bounds the memory of what is noted: past this, a sync is cheaper anyway.
+    fn bound(&mut self) {
+        if self.pending.values().map(BTreeMap::len).sum::<usize>() + self.items.len() > 65536 {
             self.taint();
         }
+    }
+
+    /// Notes an attribute change of object `obj` in the open txg (`TX_SETATTR`). The writes
+    /// noted before it are logged before it; a new size cuts what they cover (the data a
+    /// commit reads for them is the object's data of that time, which ends there).
+    pub fn note_setattr(&mut self, obj: u64, change: AttrChange) {
+        if self.tainted {
+            return;
+        }
+        if let Some(r) = self.pending.remove(&obj) {
+            self.items.push(Item::Writes { obj, ranges: r.into_iter().collect() });
+        }
+        if let Some(size) = change.size {
+            for it in &mut self.items {
+                if let Item::Writes { obj: o, ranges } = it {
+                    if *o == obj {
+                        ranges.retain_mut(|(s, e)| {
+                            *e = (*e).min(size);
+                            *s < *e
+                        });
+                    }
+                }
+            }
+            self.items.retain(|it| !matches!(it, Item::Writes { ranges, .. } if ranges.is_empty()));
+        }
+        self.items.push(Item::Attr { obj, change });
+        self.bound();
     }
 
     /// A change the log cannot describe: commits sync until the next txg.
     pub fn taint(&mut self) {
         self.tainted = true;
         self.pending.clear();
+        self.items.clear();
     }
 
     /// The header a sync of this dataset writes.
@@ -209,9 +286,11 @@ impl Zil {
     /// `txg` is durable: its records are obsolete, the header leads to `next`.
     pub(crate) fn synced(&mut self) {
         self.pending.clear();
+        self.items.clear();
         self.tainted = false;
         self.freed_written = false;
         self.end_requested = false;
+        self.broken = false;
         if std::mem::take(&mut self.ending) {
             self.chain = None;
         } else if let Some(c) = self.chain.as_mut() {
@@ -225,7 +304,8 @@ impl Zil {
     pub(crate) fn rolled_back(&mut self, alloc: &AllocShared, txg: u64) -> Result<()> {
         self.ending = false;
         self.freed_written = false;
-        self.end_requested = false;
+        // A broken chain still has to end.
+        self.end_requested = self.broken;
         if let Some(c) = &self.chain {
             for bp in c.written.iter().chain(std::iter::once(&c.next)) {
                 if bp.birth == txg {
@@ -262,11 +342,11 @@ impl Zil {
         ds: u64,
         txg: u64,
     ) -> Result<Commit> {
-        if self.tainted || self.ending {
+        if self.tainted || self.ending || self.broken {
             self.stats.fallbacks += 1;
             return Ok(Commit::NeedSync);
         }
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && self.items.is_empty() {
             return Ok(Commit::Done);
         }
         let Some(chain) = self.chain.clone() else {
@@ -341,10 +421,16 @@ impl Zil {
         chain.written.extend(blocks.iter().map(|(bp, _)| *bp));
         chain.next = cur;
         if failed.is_some() {
+            // The chain cannot go on through a block that did not land (its device may be
+            // gone, as a failed log device is): the sync the caller runs now ends it, and
+            // the next commit starts a new one wherever the allocator finds room.
+            self.broken = true;
+            self.end_requested = true;
             self.stats.fallbacks += 1;
             return Ok(Commit::NeedSync);
         }
         self.pending.clear();
+        self.items.clear();
         self.stats.commits += 1;
         self.stats.records += records.len() as u64;
         self.stats.blocks += blocks.len() as u64;
@@ -352,37 +438,90 @@ impl Zil {
         Ok(Commit::Done)
     }
 
-    /// Encoded `TX_WRITE` records of the pending writes, data read from the open txg.
+    /// Encoded records of the noted changes in their order: `TX_SETATTR`s, and `TX_WRITE`s
+    /// whose data is read from the open txg.
     fn records(&mut self, os: &DirtyObjset, txg: u64) -> Result<Vec<Vec<u8>>> {
         let mut out = Vec::new();
-        for (&obj, ranges) in &self.pending {
-            for (&s, &e) in ranges {
-                let mut off = s;
-                while off < e {
-                    let len = (e - off).min(COPY_CHUNK - off % COPY_CHUNK);
-                    let mut data = vec![0u8; len as usize];
-                    os.read(obj, off, &mut data)?;
+        for it in &self.items {
+            match it {
+                Item::Writes { obj, ranges } => {
+                    for &(s, e) in ranges {
+                        write_records(os, txg, &mut self.lr_seq, *obj, s, e, &mut out)?;
+                    }
+                }
+                Item::Attr { obj, change: c } => {
                     self.lr_seq += 1;
+                    let bit = |set: bool, b: u64| if set { b } else { 0 };
+                    let mask = bit(c.mode.is_some(), lr::AT_MODE)
+                        | bit(c.uid.is_some(), lr::AT_UID)
+                        | bit(c.gid.is_some(), lr::AT_GID)
+                        | bit(c.size.is_some(), lr::AT_SIZE)
+                        | bit(c.atime.is_some(), lr::AT_ATIME)
+                        | bit(c.mtime.is_some(), lr::AT_MTIME);
+                    let time = |t: Option<(u64, u64)>| t.map_or([0, 0], |(s, n)| [s, n]);
                     let rec = LogRecord {
-                        txtype: lr::TX_WRITE,
+                        txtype: lr::TX_SETATTR,
                         txg,
                         seq: self.lr_seq,
-                        body: LrBody::Write {
-                            foid: obj,
-                            offset: off,
-                            length: len,
-                            blkoff: 0,
-                            bp: BlkPtr::default(),
-                            data: Some(data),
+                        body: LrBody::Setattr {
+                            foid: *obj,
+                            mask,
+                            mode: c.mode.unwrap_or(0),
+                            uid: c.uid.unwrap_or(0),
+                            gid: c.gid.unwrap_or(0),
+                            size: c.size.unwrap_or(0),
+                            atime: time(c.atime),
+                            mtime: time(c.mtime),
+                            xvattr: Vec::new(),
                         },
                     };
                     out.push(rec.encode(ByteOrder::Little));
-                    off += len;
                 }
+            }
+        }
+        for (&obj, ranges) in &self.pending {
+            for (&s, &e) in ranges {
+                write_records(os, txg, &mut self.lr_seq, obj, s, e, &mut out)?;
             }
         }
         Ok(out)
     }
+}
+
+/// Appends `TX_WRITE` records of `[s, e)` of object `obj` (data copied from the open txg,
+/// at most [`COPY_CHUNK`] bytes each, chunks aligned to it).
+fn write_records(
+    os: &DirtyObjset,
+    txg: u64,
+    lr_seq: &mut u64,
+    obj: u64,
+    s: u64,
+    e: u64,
+    out: &mut Vec<Vec<u8>>,
+) -> Result<()> {
+    let mut off = s;
+    while off < e {
+        let len = (e - off).min(COPY_CHUNK - off % COPY_CHUNK);
+        let mut data = vec![0u8; len as usize];
+        os.read(obj, off, &mut data)?;
+        *lr_seq += 1;
+        let rec = LogRecord {
+            txtype: lr::TX_WRITE,
+            txg,
+            seq: *lr_seq,
+            body: LrBody::Write {
+                foid: obj,
+                offset: off,
+                length: len,
+                blkoff: 0,
+                bp: BlkPtr::default(),
+                data: Some(data),
+            },
+        };
+        out.push(rec.encode(ByteOrder::Little));
+        off += len;
+    }
+    Ok(())
 }
 
 /// Allocates a log block of `size` bytes in open txg `txg` whose checksum words are `ck`
@@ -505,7 +644,7 @@ pub struct PendingLog {
 
 /// Record types rzfs replays.
 fn replayable(t: u64) -> bool {
-    matches!(t, lr::TX_WRITE | lr::TX_TRUNCATE | lr::TX_WRITE2)
+    matches!(t, lr::TX_WRITE | lr::TX_TRUNCATE | lr::TX_WRITE2 | lr::TX_SETATTR)
 }
 
 /// Most log blocks read from one chain at import.
@@ -595,6 +734,18 @@ impl crate::writer::PoolWriter {
         Ok(())
     }
 
+    /// Answers an `fsync` of dataset `ds` from the intent log ([`Zil::commit`]). `NeedSync`
+    /// also when the dataset is not open for writing or a txg is in doubt (a failed sync
+    /// not redone yet: the log must not lead past state that may never become durable).
+    pub fn zil_commit(&mut self, ds: u64) -> Result<Commit> {
+        if !self.is_durable() {
+            return Ok(Commit::NeedSync);
+        }
+        let (txg, zio) = (self.txg, self.reader.zio.clone());
+        let Some(d) = self.datasets.get_mut(&ds) else { return Ok(Commit::NeedSync) };
+        d.zil.commit(&d.os, &zio, &self.alloc, ds, txg)
+    }
+
     /// Ends a replayed (or empty) log in the open txg (OpenZFS `zil_destroy`): its blocks
     /// and the claimed blocks of its write records are freed, the header cleared.
     pub fn finish_intent_log(&mut self, log: &PendingLog) -> Result<()> {
@@ -645,5 +796,31 @@ mod tests {
         z.synced();
         z.note_write(8, 0, 1);
         assert_eq!(z.pending.len(), 1);
+    }
+
+    #[test]
+    fn attribute_changes_keep_their_place_and_cut_earlier_writes() {
+        let mut z = Zil::default();
+        z.note_write(7, 0, 100);
+        z.note_write(8, 0, 10);
+        let cut = AttrChange { size: Some(50), ..Default::default() };
+        z.note_setattr(7, cut);
+        z.note_write(7, 60, 10);
+        let times = AttrChange { mtime: Some((5, 6)), ..Default::default() };
+        z.note_setattr(7, times);
+        z.note_setattr(7, AttrChange { size: Some(20), ..Default::default() });
+        assert_eq!(
+            z.items,
+            vec![
+                Item::Writes { obj: 7, ranges: vec![(0, 20)] },
+                Item::Attr { obj: 7, change: cut },
+                Item::Attr { obj: 7, change: times },
+                Item::Attr { obj: 7, change: AttrChange { size: Some(20), ..Default::default() } },
+            ],
+            "the write of [60, 70) was cut away whole, [0, 100) to [0, 20)"
+        );
+        assert_eq!(z.pending.keys().copied().collect::<Vec<_>>(), vec![8], "other objects wait at the end");
+        z.taint();
+        assert!(z.items.is_empty() && z.pending.is_empty());
     }
 }

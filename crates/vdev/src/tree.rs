@@ -485,8 +485,22 @@ impl Vdev {
             VdevKind::Raidz { nparity } => self.redundant_state(*nparity as usize),
             VdevKind::Draid { nparity, .. } => self.redundant_state(*nparity as usize),
             k if k.is_mirror_like() => self.redundant_state(self.children.len().saturating_sub(1)),
-            _ => self.redundant_state(0), // root: every top-level vdev is needed
+            _ => self.root_state(),
         }
+    }
+
+    /// The root needs every top-level vdev but the separate logs: a lost log vdev leaves
+    /// the pool DEGRADED (OpenZFS `vdev_propagate_state` counts it as degraded, not lost).
+    fn root_state(&self) -> VdevState {
+        let mut state = VdevState::Online;
+        for c in &self.children {
+            match c.state() {
+                s if s.is_lost() && !c.is_log() => return VdevState::Unavail,
+                VdevState::Online => {}
+                _ => state = VdevState::Degraded,
+            }
+        }
+        state
     }
 
     fn leaf_state(&self) -> VdevState {
@@ -923,7 +937,10 @@ impl Vdev {
         for leaf in self.leaves() {
             if leaf.failed.swap(false, Ordering::SeqCst) {
                 leaf.set_faulted(true);
-                if !self.readable() {
+                // A log vdev holds no block of the pool, only intent log blocks whose
+                // records the txg being synced makes obsolete: it may go whole (OpenZFS
+                // then logs to the pool's own vdevs).
+                if !self.readable() && !self.is_log() {
                     leaf.set_degraded(true);
                     kept += 1;
                 }

@@ -47,11 +47,20 @@ pub trait VdevIo: Send + Sync {
     fn apply_pending_repairs(&self) -> usize {
         0
     }
+
+    /// Can new blocks go here (enough devices left for the vdev's layout)?
+    fn can_write(&self) -> bool {
+        true
+    }
 }
 
 /// The vdev layer's tree is the production implementation. Repairs found while reading are
 /// dropped here: a read-only pool cannot write them (the write path applies them).
 impl VdevIo for vdev::Vdev {
+    fn can_write(&self) -> bool {
+        !self.state().is_lost()
+    }
+
     fn read_verified(
         &self,
         offset: u64,
