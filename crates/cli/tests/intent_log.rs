@@ -228,7 +228,8 @@ fn snapshots_and_destroy_end_the_log() {
 }
 
 /// `sync=always`: a write is durable when it returns, without any fsync (logged, so no
-/// txg sync per write); `sync=disabled`: fsync returns without writing a log.
+/// txg sync per write); `sync=standard`: so is a write through an `O_SYNC`/`O_DSYNC`
+/// descriptor; `sync=disabled`: fsync returns without writing a log.
 #[test]
 fn the_sync_property() {
     if skip_without_fuse_zdb("the_sync_property") {
@@ -253,6 +254,22 @@ fn the_sync_property() {
     assert!(logged_writes(&dir, "zp") >= 3, "sync=always writes went to the log");
     import(&d, &dir, "zp", &mnt, false);
     assert!(std::fs::read(&f).unwrap() == want, "sync=always lost a write");
+    // sync=standard: writes through an O_DSYNC or O_SYNC descriptor are durable when they
+    // return (the kernel asks for an fsync of each), through the log.
+    d.ok("rzfs", &["set", "sync=standard", "zp"]);
+    d.ok("rzpool", &["sync", "zp"]);
+    for (flag, off) in [(libc::O_DSYNC, 1000u64), (libc::O_SYNC, 30_000), (libc::O_DSYNC, 55_000)] {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new().write(true).custom_flags(flag).open(&f).unwrap();
+        let data = rng.data(3000);
+        file.write_all_at(&data, off).unwrap();
+        apply(&mut want, off, &data);
+    }
+    d.kill9();
+    lazy_unmount(&mnt);
+    assert!(logged_writes(&dir, "zp") >= 2, "O_SYNC/O_DSYNC writes went to the log");
+    import(&d, &dir, "zp", &mnt, false);
+    assert!(std::fs::read(&f).unwrap() == want, "an O_SYNC/O_DSYNC write was lost");
     d.ok("rzfs", &["set", "sync=disabled", "zp"]);
     write_at(&f, 0, &rng.data(100), true);
     d.kill9();
