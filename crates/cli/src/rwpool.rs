@@ -1501,7 +1501,8 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
         let (check, reserve) = match op {
             Op::Read => (SpaceCheck::Normal, Reserve::None),
             Op::Write { len, .. } => (SpaceCheck::Normal, Reserve::Write { len, block: 0 }),
-            Op::Meta | Op::Atime | Op::Setattr { size: None, .. } => (SpaceCheck::Normal, Reserve::Meta),
+            Op::Setattr { sa, .. } if sa.size.is_none() => (SpaceCheck::Normal, Reserve::Meta),
+            Op::Meta | Op::Atime => (SpaceCheck::Normal, Reserve::Meta),
             Op::Free | Op::Setattr { .. } => (SpaceCheck::Reserved, Reserve::Meta),
         };
         loop {
@@ -1545,8 +1546,15 @@ impl rzfs_fuse::rw::RwBackend for DsBackend {
                 match (op, &inner) {
                     (Op::Read | Op::Atime, _) => {}
                     (Op::Write { obj, off, len }, Ok(())) => d.zil.note_write(obj, off, len),
-                    (Op::Setattr { obj, size, atime, mtime }, Ok(())) => {
-                        let change = pool::zil::AttrChange { size, atime, mtime, ..Default::default() };
+                    (Op::Setattr { obj, sa }, Ok(())) => {
+                        let change = pool::zil::AttrChange {
+                            mode: sa.mode.map(u64::from),
+                            uid: sa.uid.map(u64::from),
+                            gid: sa.gid.map(u64::from),
+                            size: sa.size,
+                            atime: sa.atime,
+                            mtime: sa.mtime,
+                        };
                         d.zil.note_setattr(obj, change)
                     }
                     _ => d.zil.taint(),

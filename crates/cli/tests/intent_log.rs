@@ -10,8 +10,8 @@
 //!   removal ends it; later fsyncs log to the pool and replay after a crash.
 //! * [`a_failed_log_device_falls_back_to_the_pool`]: a log device failing writes is faulted,
 //!   the pool stays writable and fsyncs log to its own vdevs.
-//! * [`truncates_and_times_are_logged_in_order`]: ftruncate and utimensat between writes
-//!   are logged as `TX_SETATTR` in their place and replayed.
+//! * [`truncates_and_times_are_logged_in_order`]: ftruncate, chmod, chown and utimensat
+//!   between writes are logged as `TX_SETATTR` in their place and replayed.
 //! * [`snapshots_and_destroy_end_the_log`]: a snapshot taken while the log holds a chain
 //!   carries no log, and destroying the file system frees the chain (zdb finds no leak).
 //!
@@ -368,9 +368,9 @@ fn a_failed_log_device_falls_back_to_the_pool() {
     zdb_check(&dir, "zf");
 }
 
-/// `ftruncate` and `utimensat` between writes are logged in their place (`TX_SETATTR`, as
-/// OpenZFS logs them): zdb -ivv lists the records, and the replay after `kill -9` gives
-/// the file its fsync'd size, bytes and modification time.
+/// `ftruncate`, `chmod`, `chown` and `utimensat` between writes are logged in their place
+/// (`TX_SETATTR`, as OpenZFS logs them): zdb -ivv lists the records, and the replay after
+/// `kill -9` gives the file its fsync'd size, bytes, mode, owner and modification time.
 #[test]
 fn truncates_and_times_are_logged_in_order() {
     if skip_without_fuse_zdb("truncates_and_times_are_logged_in_order") {
@@ -399,6 +399,9 @@ fn truncates_and_times_are_logged_in_order() {
     let data = rng.data(10_000);
     file.write_all_at(&data, 120_000).unwrap();
     apply(&mut want, 120_000, &data);
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::os::unix::fs::chown(&f, Some(1234), Some(5678)).unwrap();
     let mtime = std::time::UNIX_EPOCH + std::time::Duration::new(1_234_567_890, 123_456_789);
     file.set_times(std::fs::FileTimes::new().set_modified(mtime)).unwrap();
     file.sync_all().unwrap();
@@ -410,7 +413,7 @@ fn truncates_and_times_are_logged_in_order() {
     lazy_unmount(&mnt);
     let out = run_zdb(&["-e", "-p", dir.to_str().unwrap(), "-ivv", "zs"]);
     let setattrs = out.lines().filter(|l| l.trim_start().starts_with("TX_SETATTR")).count();
-    assert!(setattrs >= 3, "zdb -ivv lists the truncations and the time change:\n{out}");
+    assert!(setattrs >= 5, "zdb -ivv lists the truncations, chmod, chown and the time change:\n{out}");
     // zdb decodes lr_mask with the userland (Solaris) AT_* values, not the Linux kernel's
     // that OpenZFS on Linux writes and replays (and rzfs writes): rzdb -i decodes them.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_rzdb"))
@@ -424,7 +427,14 @@ fn truncates_and_times_are_logged_in_order() {
     let got = std::fs::read(&f).unwrap();
     assert_eq!(got.len(), want.len(), "replayed size");
     assert!(got == want, "replayed contents differ");
-    assert_eq!(std::fs::metadata(&f).unwrap().modified().unwrap(), mtime, "replayed modification time");
+    let meta = std::fs::metadata(&f).unwrap();
+    assert_eq!(meta.modified().unwrap(), mtime, "replayed modification time");
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        (meta.mode() & 0o7777, meta.uid(), meta.gid()),
+        (0o640, 1234, 5678),
+        "replayed chmod and chown"
+    );
     assert_eq!(std::fs::metadata(&g).unwrap().len(), 0, "the emptied journal");
     d.ok("rzpool", &["export", "zs"]);
     zdb_check(&dir, "zs");

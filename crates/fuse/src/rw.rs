@@ -121,10 +121,11 @@ pub enum Op {
     Write { obj: u64, off: u64, len: u64 },
     /// Creates names or changes attributes.
     Meta,
-    /// Sets the size and/or times of object `obj` to these values, nothing else (the intent
-    /// log records exactly this, `TX_SETATTR`). A size change frees: it must work on a full
-    /// pool, as [`Op::Free`].
-    Setattr { obj: u64, size: Option<u64>, atime: Option<(u64, u64)>, mtime: Option<(u64, u64)> },
+    /// Sets these attributes of object `obj` (None: unchanged; `mode`: the permission
+    /// bits), and changes nothing else (the intent log records exactly this, `TX_SETATTR`;
+    /// a chmod that also rewrites a POSIX ACL is an [`Op::Meta`]). A size change frees: it
+    /// must work on a full pool, as [`Op::Free`].
+    Setattr { obj: u64, sa: SetAttr },
     /// Records an access time: a change, but none that `fsync` must make durable (OpenZFS
     /// logs no access times).
     Atime,
@@ -733,13 +734,16 @@ impl<B: RwBackend> RwFs<B> {
         }
         let (obj, acl) = (self.live(ino)?, self.acl());
         // A size change frees (or only extends, sparsely): it must work on a full pool.
-        // Changes of size and times alone are what the intent log describes.
+        // The intent log describes it, unless a chmod rewrites a POSIX ACL too.
         let op = match sa {
-            SetAttr { mode: None, uid: None, gid: None, size, atime, mtime } => {
-                Op::Setattr { obj, size, atime, mtime }
+            SetAttr { mode: Some(_), .. } if acl == AclType::Posix => {
+                if sa.size.is_some() {
+                    Op::Free
+                } else {
+                    Op::Meta
+                }
             }
-            _ if sa.size.is_some() => Op::Free,
-            _ => Op::Meta,
+            _ => Op::Setattr { obj, sa },
         };
         self.run_mut(op, |c| {
             c.zpl.recordsize = c.recordsize;

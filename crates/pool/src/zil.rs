@@ -14,8 +14,8 @@
 //!
 //! **What a record covers.** rzfs logs file writes (`TX_WRITE` with the data copied into
 //! the record, read from the open txg at commit time, OpenZFS's `WR_NEED_COPY`) and changes
-//! of a file's size and times (`TX_SETATTR`: ftruncate, utimensat). Any other change in
-//! the open txg (create, rename, chmod, xattrs...) *taints* the log until the next sync: a
+//! of a file's attributes (`TX_SETATTR`: ftruncate, chmod, chown, utimensat). Any other
+//! change in the open txg (create, rename, xattrs...) *taints* the log until the next sync: a
 //! commit then falls back to a sync, which makes everything durable. That is always
 //! correct, and fast for the workloads that fsync most (databases and VM images rewriting
 //! existing files, journals emptied by truncation).
@@ -91,7 +91,7 @@ pub struct ZilStats {
 /// An attribute change the log records (`TX_SETATTR`); None: unchanged.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AttrChange {
-    /// The whole mode (type and permission bits).
+    /// The permission bits (a replay keeps the file's type, OpenZFS's too).
     pub mode: Option<u64>,
     pub uid: Option<u64>,
     pub gid: Option<u64>,
